@@ -1,0 +1,278 @@
+// Package llm is the one streaming interface every model provider sits
+// behind, with normalized stream events and typed errors. Adapters live in
+// sub-packages (script, openai, anthropic); the runner only sees this
+// package.
+//
+// # Contract
+//
+// Provider.Stream returns an iterator over normalized events. A stream ends
+// in one of three ways: a StepFinish event (and then the iterator stops), an
+// error yielded as the final pair (Event{}, err) where err is an *Error, or
+// the context being cancelled (final pair carries an *Error of type aborted,
+// or the iterator just stops). Adapters never retry: the runner's retry
+// policy is the only retry layer.
+//
+// Provider block IDs (Event.ID) are internal to adapters and the runner's
+// fragment bookkeeping; they are never stored. At most one text and one
+// reasoning block are open at a time in a well-formed stream; the runner
+// enforces it.
+//
+// # Usage
+//
+//	for ev, err := range provider.Stream(ctx, req) {
+//		if err != nil { ... } // *llm.Error
+//		switch ev.Kind { case llm.TextDelta: ... }
+//	}
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+// Provider streams one model request. Implementations must be safe for
+// concurrent use by many Sessions.
+type Provider interface {
+	Stream(ctx context.Context, req Request) iter.Seq2[Event, error]
+}
+
+// ToolChoice constrains tool use for a request.
+type ToolChoice string
+
+// Tool choices. ToolChoiceNone is sent on the final step of an agent's
+// allowance.
+const (
+	ToolChoiceAuto ToolChoice = "auto"
+	ToolChoiceNone ToolChoice = "none"
+)
+
+// Request is one provider-neutral model request, assembled by the runner from
+// projected Session history. Adapters lower it to their wire format.
+type Request struct {
+	// Model is the model to call; adapters use Model.ID on the wire.
+	Model messages.ModelRef
+	// System holds system text parts in order (agent prompt, instruction
+	// baseline, reminders).
+	System []string
+	// Messages is the chronological conversation.
+	Messages []Message
+	// Tools are the definitions advertised for this step; empty on the final
+	// step.
+	Tools []ToolDefinition
+	// ToolChoice is auto unless the runner forbids tools for this step.
+	ToolChoice ToolChoice
+	// MaxOutputTokens caps the response; 0 means the model's output limit.
+	MaxOutputTokens int
+	// CacheKey is a stable per-Session prompt-cache key for providers that
+	// support one.
+	CacheKey string
+}
+
+// Role is the author of a Message.
+type Role string
+
+// Roles. RoleSystem is a chronological system message inside history (for
+// instance an instruction update), not the leading system prompt.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one turn of the conversation.
+type Message struct {
+	Role  Role
+	Parts []Part
+}
+
+// PartKind says which fields of a Part are set.
+type PartKind string
+
+// Part kinds.
+const (
+	PartText       PartKind = "text"
+	PartReasoning  PartKind = "reasoning"
+	PartFile       PartKind = "file"
+	PartToolCall   PartKind = "tool-call"
+	PartToolResult PartKind = "tool-result"
+)
+
+// Part is a piece of a Message.
+type Part struct {
+	Kind PartKind
+	// Text is the text of a text or reasoning part.
+	Text string
+	// File is set for PartFile.
+	File *messages.File
+	// CallID, Name and Input describe a tool call; CallID and Name also
+	// identify the call a tool result answers.
+	CallID string
+	Name   string
+	Input  json.RawMessage
+	// Output and IsError are a tool result.
+	Output  string
+	IsError bool
+	// ProviderMetadata is the adapter's own opaque continuation state (for
+	// instance an Anthropic thinking signature). The runner sets it only when
+	// the historical assistant model equals the request model.
+	ProviderMetadata json.RawMessage
+}
+
+// ToolDefinition advertises one tool to the model.
+type ToolDefinition struct {
+	Name        string
+	Description string
+	// InputSchema is a JSON Schema object.
+	InputSchema json.RawMessage
+}
+
+// EventKind says which normalized stream event an Event is.
+type EventKind uint8
+
+// Normalized stream events.
+const (
+	TextStart EventKind = iota + 1
+	TextDelta
+	TextEnd
+	ReasoningStart
+	ReasoningDelta
+	ReasoningEnd
+	ToolInputStart
+	ToolInputDelta
+	ToolInputEnd
+	// ToolCall is one complete tool call with JSON arguments.
+	ToolCall
+	// StepFinish ends the stream with a finish reason and usage.
+	StepFinish
+)
+
+var kindNames = [...]string{"", "text-start", "text-delta", "text-end", "reasoning-start", "reasoning-delta",
+	"reasoning-end", "tool-input-start", "tool-input-delta", "tool-input-end", "tool-call", "step-finish"}
+
+// String returns the kind's wire-style name.
+func (k EventKind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", k)
+}
+
+// Finish reasons of a StepFinish.
+const (
+	FinishStop          = "stop"
+	FinishToolCalls     = "tool-calls"
+	FinishLength        = "length"
+	FinishContentFilter = "content-filter"
+	FinishOther         = "other"
+)
+
+// Event is one normalized stream event. Which fields are set depends on
+// Kind.
+type Event struct {
+	Kind EventKind
+	// ID is the provider's block ID for text, reasoning and tool-input
+	// events; internal only.
+	ID string
+	// Text is the delta of a *Delta event.
+	Text string
+	// CallID and Name identify a tool input or tool call.
+	CallID string
+	Name   string
+	// Input is the complete JSON arguments of a ToolCall.
+	Input json.RawMessage
+	// Executed marks a provider-hosted tool call.
+	Executed bool
+	// ProviderMetadata is opaque adapter state attached to an end event or
+	// tool call (un-nested: the adapter's own entry only).
+	ProviderMetadata json.RawMessage
+	// Finish and Usage are set on StepFinish.
+	Finish string
+	Usage  messages.Tokens
+	// Cost is the step's cost in USD when the catalog has prices.
+	Cost float64
+}
+
+// Error is a typed provider failure. Type is one of the provider.* error
+// types of package messages (or aborted). RetryAfter is the provider's
+// requested delay for rate limits, zero when none was given.
+type Error struct {
+	Type       messages.ErrorType
+	Message    string
+	RetryAfter time.Duration
+	// StatusCode is the HTTP status, when there was one.
+	StatusCode int
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.StatusCode != 0 {
+		return fmt.Sprintf("%s (%d): %s", e.Type, e.StatusCode, e.Message)
+	}
+	return string(e.Type) + ": " + e.Message
+}
+
+// Retryable reports whether the runner's retry policy may retry this error
+// (before durable output): rate limits, provider-internal and transport
+// failures only.
+func (e *Error) Retryable() bool {
+	switch e.Type {
+	case messages.ErrProviderRateLimit, messages.ErrProviderInternal, messages.ErrProviderTransport:
+		return true
+	}
+	return false
+}
+
+// Typed returns the error as a stored messages.Error.
+func (e *Error) Typed() messages.Error { return messages.Error{Type: e.Type, Message: e.Message} }
+
+// Errorf returns an *Error of type t.
+func Errorf(t messages.ErrorType, format string, args ...any) *Error {
+	return &Error{Type: t, Message: fmt.Sprintf(format, args...)}
+}
+
+// AsError converts any error to an *Error; untyped errors become
+// provider.unknown, and context cancellation becomes aborted.
+func AsError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if errors.Is(err, context.Canceled) {
+		return &Error{Type: messages.ErrAborted, Message: err.Error()}
+	}
+	return &Error{Type: messages.ErrProviderUnknown, Message: err.Error()}
+}
+
+// Prices are USD per million tokens.
+type Prices struct {
+	Input      float64 `json:"input"`
+	Output     float64 `json:"output"`
+	CacheRead  float64 `json:"cacheRead"`
+	CacheWrite float64 `json:"cacheWrite"`
+}
+
+// Cost returns the USD cost of usage at these prices. Input counts tokens
+// that were neither read from nor written to the cache.
+func (p Prices) Cost(u messages.Tokens) float64 {
+	const m = 1e6
+	return (float64(u.Input)*p.Input + float64(u.Output+u.Reasoning)*p.Output +
+		float64(u.Cache.Read)*p.CacheRead + float64(u.Cache.Write)*p.CacheWrite) / m
+}
+
+// Model describes one model of a provider in the catalog.
+type Model struct {
+	Ref messages.ModelRef
+	// Context is the context window in tokens.
+	Context int
+	// Output is the maximum output tokens.
+	Output int
+	// Prices are optional; the zero value means cost is reported as 0.
+	Prices Prices
+}

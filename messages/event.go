@@ -1,0 +1,196 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Durable places a durable event in its aggregate's log.
+type Durable struct {
+	AggregateID SessionID `json:"aggregateID" msgpack:"a"`
+	Seq         int64     `json:"seq" msgpack:"s"`
+	// Version is the payload schema version, the number after the type's
+	// last dot.
+	Version int `json:"version" msgpack:"v"`
+}
+
+// Event is the envelope of every fact. Durable is nil for live-only events.
+type Event struct {
+	ID       EventID   `json:"id"`
+	Created  int64     `json:"created"`
+	Type     string    `json:"type"`
+	Durable  *Durable  `json:"durable,omitempty"`
+	Location *Location `json:"location,omitempty"`
+	Data     Payload   `json:"data"`
+}
+
+// Seq returns the durable sequence, or -1 for a live-only event.
+func (e Event) Seq() int64 {
+	if e.Durable == nil {
+		return -1
+	}
+	return e.Durable.Seq
+}
+
+// IsDurable reports whether typ names a durable event type.
+func IsDurable(typ string) bool { _, ok := durable[typ]; return ok }
+
+// IsLive reports whether typ names a live-only event type.
+func IsLive(typ string) bool { _, ok := live[typ]; return ok }
+
+// DurableTypes returns every durable event type, in no particular order.
+func DurableTypes() []string {
+	out := make([]string, 0, len(durable))
+	for t := range durable {
+		out = append(out, t)
+	}
+	return out
+}
+
+// NewPayload returns an empty payload of the given type, durable or live.
+func NewPayload(typ string) (Payload, bool) {
+	if f, ok := durable[typ]; ok {
+		return f(), true
+	}
+	if f, ok := live[typ]; ok {
+		return f(), true
+	}
+	return nil, false
+}
+
+// VersionOf returns the schema version suffix of a durable type string.
+func VersionOf(typ string) int {
+	i := strings.LastIndexByte(typ, '.')
+	if i < 0 {
+		return 0
+	}
+	v, err := strconv.Atoi(typ[i+1:])
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// Synced is the Log marker emitted once replay reaches the watermark
+// captured when the Log began. Seq is nil when the log was empty.
+type Synced struct {
+	Type        string    `json:"type"`
+	AggregateID SessionID `json:"aggregateID"`
+	Seq         *int64    `json:"seq,omitempty"`
+}
+
+// storedEvent is the msgpack shape of an Event. Field tags are part of the
+// stored format: never reorder or reuse them.
+type storedEvent struct {
+	_msgpack struct{}           `msgpack:",as_array"`
+	Format   uint8              // envelope format, currently 1
+	ID       EventID            //
+	Created  int64              //
+	Type     string             //
+	Durable  *Durable           //
+	Location *Location          //
+	Data     msgpack.RawMessage //
+}
+
+const storedFormat = 1
+
+var encPool = sync.Pool{New: func() any {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	enc.UseCompactInts(true)
+	return &pooledEncoder{buf: &buf, enc: enc}
+}}
+
+type pooledEncoder struct {
+	buf *bytes.Buffer
+	enc *msgpack.Encoder
+}
+
+// Marshal encodes v in the stored msgpack form: compact integers and sorted
+// map keys, so equal values always produce equal bytes.
+func Marshal(v any) ([]byte, error) {
+	p := encPool.Get().(*pooledEncoder)
+	defer encPool.Put(p)
+	p.buf.Reset()
+	if err := p.enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.Clone(p.buf.Bytes()), nil
+}
+
+// Unmarshal decodes stored msgpack into v.
+func Unmarshal(b []byte, v any) error { return msgpack.Unmarshal(b, v) }
+
+// MarshalEvent encodes an event in its stored form.
+func MarshalEvent(e Event) ([]byte, error) {
+	if e.Data == nil {
+		return nil, fmt.Errorf("messages: marshal %s: no data", e.ID)
+	}
+	if e.Type == "" {
+		e.Type = e.Data.Type()
+	}
+	if e.Type != e.Data.Type() {
+		return nil, fmt.Errorf("messages: marshal %s: type %q does not match data %q", e.ID, e.Type, e.Data.Type())
+	}
+	data, err := Marshal(e.Data)
+	if err != nil {
+		return nil, fmt.Errorf("messages: marshal %s data: %w", e.ID, err)
+	}
+	return Marshal(&storedEvent{Format: storedFormat, ID: e.ID, Created: e.Created, Type: e.Type,
+		Durable: e.Durable, Location: e.Location, Data: data})
+}
+
+// UnmarshalEvent decodes an event from its stored form. It rejects unknown
+// formats and types with an error rather than guessing.
+func UnmarshalEvent(b []byte) (Event, error) {
+	var s storedEvent
+	if err := msgpack.Unmarshal(b, &s); err != nil {
+		return Event{}, fmt.Errorf("messages: unmarshal event: %w", err)
+	}
+	if s.Format != storedFormat {
+		return Event{}, fmt.Errorf("messages: unmarshal event %s: unknown format %d", s.ID, s.Format)
+	}
+	p, ok := NewPayload(s.Type)
+	if !ok {
+		return Event{}, fmt.Errorf("messages: unmarshal event %s: unknown type %q", s.ID, s.Type)
+	}
+	if err := msgpack.Unmarshal(s.Data, p); err != nil {
+		return Event{}, fmt.Errorf("messages: unmarshal event %s data: %w", s.ID, err)
+	}
+	return Event{ID: s.ID, Created: s.Created, Type: s.Type, Durable: s.Durable, Location: s.Location, Data: p}, nil
+}
+
+// UnmarshalJSON decodes the served JSON form, choosing the payload type from
+// the envelope's type field.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		ID       EventID         `json:"id"`
+		Created  int64           `json:"created"`
+		Type     string          `json:"type"`
+		Durable  *Durable        `json:"durable"`
+		Location *Location       `json:"location"`
+		Data     json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	p, ok := NewPayload(raw.Type)
+	if !ok {
+		return fmt.Errorf("messages: unknown event type %q", raw.Type)
+	}
+	if len(raw.Data) == 0 || string(raw.Data) == "null" {
+		return fmt.Errorf("messages: event %s has no data", raw.ID)
+	}
+	if err := json.Unmarshal(raw.Data, p); err != nil {
+		return fmt.Errorf("messages: event %s data: %w", raw.ID, err)
+	}
+	*e = Event{ID: raw.ID, Created: raw.Created, Type: raw.Type, Durable: raw.Durable, Location: raw.Location, Data: p}
+	return nil
+}

@@ -1,0 +1,234 @@
+package persistence
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"unicode/utf8"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+// CreateSession implements Store.
+func (s *Bolt) CreateSession(ctx context.Context, req CreateSession) (Session, bool, error) {
+	if req.ID == "" {
+		req.ID = s.opts.IDs.Session()
+	} else if err := req.ID.Validate(); err != nil {
+		return Session{}, false, err
+	}
+	if err := validateLocation(req.Location); err != nil {
+		return Session{}, false, err
+	}
+	ev := messages.Event{ID: s.opts.IDs.Event(), Created: s.opts.Clock().UnixMilli(), Type: messages.TypeSessionCreated,
+		Durable: &messages.Durable{AggregateID: req.ID, Seq: 0, Version: 1},
+		Data: &messages.SessionCreated{SessionID: req.ID, Location: req.Location, Title: req.Title, Agent: req.Agent, Model: req.Model}}
+	var out Session
+	var created bool
+	err := s.submit(ctx, func(w *wtx) error {
+		existing, err := w.session(req.ID)
+		if err == nil {
+			out, created = existing, false
+			return fillSession(w.tx, &out)
+		}
+		if messages.TypeOf(err) != messages.ErrSessionNotFound {
+			return err
+		}
+		if err := w.apply(ev); err != nil {
+			return err
+		}
+		if out, err = w.session(req.ID); err != nil {
+			return err
+		}
+		created = true
+		return fillSession(w.tx, &out)
+	})
+	return out, created, err
+}
+
+func validateLocation(l messages.Location) error {
+	if l.Directory == "" {
+		return messages.Errorf(messages.ErrInvalid, "location.directory: required")
+	}
+	if !strings.HasPrefix(l.Directory, "/") {
+		return messages.Errorf(messages.ErrInvalid, "location.directory: must be an absolute path, got %q", l.Directory)
+	}
+	if l.WorkspaceID != "" {
+		return messages.ValidateID("location.workspaceID", "wrk_", l.WorkspaceID)
+	}
+	return nil
+}
+
+// ValidatePrompt checks a prompt and delivery against the store's limits.
+func (s *Bolt) validatePrompt(p messages.Prompt, d messages.Delivery) error {
+	return ValidatePrompt(p, d, s.opts.PromptBytes)
+}
+
+// ValidatePrompt checks prompt text, attachments and delivery. maxBytes caps
+// the text size.
+func ValidatePrompt(p messages.Prompt, d messages.Delivery, maxBytes int) error {
+	if strings.TrimSpace(p.Text) == "" && len(p.Files) == 0 {
+		return messages.Errorf(messages.ErrInvalid, "prompt.text: must not be empty")
+	}
+	if len(p.Text) > maxBytes {
+		return messages.Errorf(messages.ErrTooLarge, "prompt.text: %d bytes exceeds the limit of %d", len(p.Text), maxBytes)
+	}
+	if !utf8.ValidString(p.Text) {
+		return messages.Errorf(messages.ErrInvalid, "prompt.text: not valid UTF-8")
+	}
+	for i, f := range p.Files {
+		if f.URL == "" || f.Mime == "" {
+			return messages.Errorf(messages.ErrInvalid, "prompt.files[%d]: mime and url are required", i)
+		}
+	}
+	if !d.Valid() {
+		return messages.Errorf(messages.ErrInvalid, "delivery: want %q or %q, got %q", messages.Steer, messages.Queue, d)
+	}
+	return nil
+}
+
+// Admit implements Store. Idempotency rules (SEED.md, sessions.prompt):
+// an omitted ID generates one; a supplied ID inserts one row when absent;
+// exact reuse returns the same receipt; reuse for another Session, prompt
+// or delivery is a prompt.conflict.
+func (s *Bolt) Admit(ctx context.Context, req Admission) (Admitted, error) {
+	if req.Delivery == "" {
+		req.Delivery = messages.DefaultDelivery
+	}
+	if err := req.SessionID.Validate(); err != nil {
+		return Admitted{}, err
+	}
+	if req.ID == "" {
+		req.ID = s.opts.IDs.Message()
+	} else if err := req.ID.Validate(); err != nil {
+		return Admitted{}, err
+	}
+	if err := s.validatePrompt(req.Prompt, req.Delivery); err != nil {
+		return Admitted{}, err
+	}
+	// Fast path for retries: an exact reuse needs no write.
+	var out Admitted
+	var done bool
+	err := s.view(func(tx *bolt.Tx) error {
+		var err error
+		out, done, err = existingReceipt(tx, req)
+		return err
+	})
+	if err != nil || done {
+		return out, err
+	}
+	evID, now := s.opts.IDs.Event(), s.opts.Clock().UnixMilli()
+	err = s.submit(ctx, func(w *wtx) error {
+		var err error
+		if out, done, err = existingReceipt(w.tx, req); err != nil || done {
+			return err
+		}
+		if _, err := w.session(req.SessionID); err != nil {
+			return err
+		}
+		if err := w.checkBacklog(req.SessionID); err != nil {
+			return err
+		}
+		seq := lastSeq(w.tx, req.SessionID) + 1
+		ev := messages.Event{ID: evID, Created: now, Type: messages.TypePromptAdmitted,
+			Durable: &messages.Durable{AggregateID: req.SessionID, Seq: seq, Version: 1},
+			Data:    &messages.PromptAdmitted{SessionID: req.SessionID, InputID: req.ID, Prompt: req.Prompt, Delivery: req.Delivery}}
+		if err := w.apply(ev); err != nil {
+			return err
+		}
+		var in Input
+		if err := decodeAt(w.tx, bucketInbox, []byte(req.ID), &in); err != nil {
+			return err
+		}
+		out = in.Receipt()
+		return nil
+	})
+	return out, err
+}
+
+// existingReceipt returns the receipt of an exact reuse of req.ID, a
+// conflict when the ID is in use otherwise, or done=false when it is free.
+func existingReceipt(tx *bolt.Tx, req Admission) (Admitted, bool, error) {
+	var ent idEntry
+	ok, err := get(tx, bucketIDs, []byte(req.ID), &ent)
+	if err != nil || !ok {
+		return Admitted{}, false, err
+	}
+	if ent.Kind != idInput {
+		return Admitted{}, false, messages.Errorf(messages.ErrPromptConflict, "message ID %q already names another message", req.ID)
+	}
+	var in Input
+	if err := decodeAt(tx, bucketInbox, []byte(req.ID), &in); err != nil {
+		return Admitted{}, false, err
+	}
+	switch {
+	case in.SessionID != req.SessionID:
+		return Admitted{}, false, messages.Errorf(messages.ErrPromptConflict, "message ID %q was admitted to another session", req.ID)
+	case in.Kind != InputPrompt:
+		return Admitted{}, false, messages.Errorf(messages.ErrPromptConflict, "message ID %q names a %s input", req.ID, in.Kind)
+	case in.Delivery != req.Delivery:
+		return Admitted{}, false, messages.Errorf(messages.ErrPromptConflict, "message ID %q was admitted with delivery %q", req.ID, in.Delivery)
+	case !samePrompt(*in.Prompt, req.Prompt):
+		return Admitted{}, false, messages.Errorf(messages.ErrPromptConflict, "message ID %q was admitted with a different prompt", req.ID)
+	}
+	return in.Receipt(), true, nil
+}
+
+func samePrompt(a, b messages.Prompt) bool {
+	if len(a.Files) == 0 && len(b.Files) == 0 {
+		return a.Text == b.Text
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+func (w *wtx) checkBacklog(sid messages.SessionID) error {
+	limit := w.s.opts.InboxBacklog
+	if limit <= 0 {
+		return nil
+	}
+	p := prefix(sid)
+	c := w.tx.Bucket(bucketPending).Cursor()
+	n := 0
+	for k, _ := c.Seek(p); k != nil && len(k) > len(p) && string(k[:len(p)]) == string(p); k, _ = c.Next() {
+		if n++; n >= limit {
+			return messages.Errorf(messages.ErrInboxFull, "session %q has %d pending inputs (limit %d)", sid, n, limit)
+		}
+	}
+	return nil
+}
+
+// AdmitCompaction implements Store: a pending manual compaction barrier is
+// reused rather than duplicated.
+func (s *Bolt) AdmitCompaction(ctx context.Context, sid messages.SessionID) (Input, bool, error) {
+	if err := sid.Validate(); err != nil {
+		return Input{}, false, err
+	}
+	id, evID, now := s.opts.IDs.Message(), s.opts.IDs.Event(), s.opts.Clock().UnixMilli()
+	var out Input
+	var created bool
+	err := s.submit(ctx, func(w *wtx) error {
+		if _, err := w.session(sid); err != nil {
+			return err
+		}
+		rows, err := pending(w.tx, sid)
+		if err != nil {
+			return err
+		}
+		for _, in := range rows {
+			if in.Kind == InputCompaction {
+				out, created = in, false
+				return nil
+			}
+		}
+		ev := messages.Event{ID: evID, Created: now, Type: messages.TypeCompactionAdmitted,
+			Durable: &messages.Durable{AggregateID: sid, Seq: lastSeq(w.tx, sid) + 1, Version: 1},
+			Data:    &messages.CompactionAdmitted{SessionID: sid, InputID: id}}
+		if err := w.apply(ev); err != nil {
+			return err
+		}
+		created = true
+		return decodeAt(w.tx, bucketInbox, []byte(id), &out)
+	})
+	return out, created, err
+}

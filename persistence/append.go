@@ -1,0 +1,178 @@
+package persistence
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+// Append commits data as consecutive events of Session id.
+func (s *Bolt) Append(ctx context.Context, id messages.SessionID, data ...messages.Payload) ([]messages.Event, error) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	for _, p := range data {
+		if p == nil {
+			return nil, messages.Errorf(messages.ErrInvalid, "append: nil payload")
+		}
+		if !messages.IsDurable(p.Type()) {
+			return nil, messages.Errorf(messages.ErrInvalid, "append: %s is not a durable event type", p.Type())
+		}
+		if p.Session() != id {
+			return nil, messages.Errorf(messages.ErrInvalid, "append: %s payload names session %q, not %q", p.Type(), p.Session(), id)
+		}
+		if _, ok := p.(*messages.SessionCreated); ok {
+			return nil, messages.Errorf(messages.ErrInvalid, "append: session.created.1 is written only by CreateSession")
+		}
+	}
+	// Envelope identity and time are decided outside the transaction so the
+	// operation stays deterministic if its batch is re-run.
+	evs := make([]messages.Event, len(data))
+	now := s.opts.Clock().UnixMilli()
+	for i, p := range data {
+		evs[i] = messages.Event{ID: s.opts.IDs.Event(), Created: now, Type: p.Type(), Data: p}
+	}
+	err := s.submit(ctx, func(w *wtx) error {
+		if _, err := w.session(id); err != nil {
+			return err
+		}
+		next, err := w.nextSeq(id)
+		if err != nil {
+			return err
+		}
+		for i := range evs {
+			evs[i].Durable = &messages.Durable{AggregateID: id, Seq: next + int64(i), Version: messages.VersionOf(evs[i].Type)}
+			if err := w.apply(evs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return evs, nil
+}
+
+// Restore appends already-enveloped events (for instance read from another
+// store's log) through the same projectors. Each event's seq must be the
+// next seq of its Session. Restore exists so replay equivalence can be
+// checked and logs can be migrated; it is not a user API.
+func (s *Bolt) Restore(ctx context.Context, evs []messages.Event) error {
+	return s.submit(ctx, func(w *wtx) error {
+		for _, ev := range evs {
+			if ev.Durable == nil {
+				return messages.Errorf(messages.ErrInvalid, "restore %s: not durable", ev.ID)
+			}
+			sid := ev.Durable.AggregateID
+			next, err := w.nextSeq(sid)
+			if err != nil {
+				return err
+			}
+			if ev.Durable.Seq != next {
+				return messages.Errorf(messages.ErrInvalid, "restore %s: seq %d, want %d", ev.ID, ev.Durable.Seq, next)
+			}
+			if err := w.apply(ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// nextSeq returns the seq the Session's next event takes.
+func (w *wtx) nextSeq(sid messages.SessionID) (int64, error) {
+	return lastSeq(w.tx, sid) + 1, nil
+}
+
+// lastSeq returns the Session's last committed seq, or -1.
+func lastSeq(tx *bolt.Tx, sid messages.SessionID) int64 {
+	c := tx.Bucket(bucketLog).Cursor()
+	p := prefix(sid)
+	k, _ := c.Seek(seqKey(sid, -1)) // 0xFF… sorts after every real seq
+	if k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	if k == nil || !bytes.HasPrefix(k, p) || len(k) != len(p)+8 {
+		return -1
+	}
+	return seqOf(k)
+}
+
+// apply writes one event to the log and runs its projector.
+func (w *wtx) apply(ev messages.Event) error {
+	sid := ev.Durable.AggregateID
+	b, err := messages.MarshalEvent(ev)
+	if err != nil {
+		return err
+	}
+	if err := w.tx.Bucket(bucketLog).Put(seqKey(sid, ev.Durable.Seq), b); err != nil {
+		return err
+	}
+	if err := w.project(ev); err != nil {
+		return fmt.Errorf("persistence: project %s@%d (%s): %w", sid, ev.Durable.Seq, ev.Type, err)
+	}
+	w.touch(sid)
+	return nil
+}
+
+func (w *wtx) touch(sid messages.SessionID) {
+	for _, t := range w.touched {
+		if t == sid {
+			return
+		}
+	}
+	w.touched = append(w.touched, sid)
+}
+
+// derivedID returns the message ID of a row created by an event itself
+// (chronological system messages): the event ID's body under msg_. It is a
+// function of the stored event, so replay reproduces it.
+func derivedID(ev messages.Event) messages.MessageID {
+	return messages.MessageID(messages.MessagePrefix + strings.TrimPrefix(string(ev.ID), messages.EventPrefix))
+}
+
+// get decodes the value at key of bucket into v; ok is false when absent.
+func get(tx *bolt.Tx, bucket, key []byte, v any) (bool, error) {
+	b := tx.Bucket(bucket).Get(key)
+	if b == nil {
+		return false, nil
+	}
+	if err := messages.Unmarshal(b, v); err != nil {
+		return true, fmt.Errorf("persistence: decode %s/%q: %w", bucket, key, err)
+	}
+	return true, nil
+}
+
+// put encodes v at key of bucket.
+func put(tx *bolt.Tx, bucket, key []byte, v any) error {
+	b, err := messages.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("persistence: encode %s/%q: %w", bucket, key, err)
+	}
+	return tx.Bucket(bucket).Put(key, b)
+}
+
+// session loads the Session record or returns session.not-found.
+func (w *wtx) session(sid messages.SessionID) (Session, error) {
+	return loadSession(w.tx, sid)
+}
+
+func loadSession(tx *bolt.Tx, sid messages.SessionID) (Session, error) {
+	var s Session
+	ok, err := get(tx, bucketSessions, []byte(sid), &s)
+	if err != nil {
+		return s, err
+	}
+	if !ok {
+		return s, messages.Errorf(messages.ErrSessionNotFound, "session %q not found", sid)
+	}
+	return s, nil
+}

@@ -1,0 +1,412 @@
+package persistence
+
+import (
+	"maps"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+// project updates every projection an event affects. It runs inside the
+// event's transaction; an error rolls the event back. Projectors read only
+// the transaction and the event, so replay reproduces their output.
+func (w *wtx) project(ev messages.Event) error {
+	sid := ev.Durable.AggregateID
+	seq := ev.Durable.Seq
+	switch p := ev.Data.(type) {
+	case *messages.SessionCreated:
+		if seq != 0 {
+			return messages.Errorf(messages.ErrInvalid, "session.created.1 at seq %d", seq)
+		}
+		return put(w.tx, bucketSessions, []byte(sid), &Session{ID: sid, Location: p.Location, Title: p.Title,
+			Agent: p.Agent, Model: p.Model, Created: ev.Created})
+	case *messages.AgentSelected:
+		return w.updateSession(sid, func(s *Session) { s.Agent = p.Agent })
+	case *messages.ModelSelected:
+		return w.updateSession(sid, func(s *Session) { s.Model = p.Model })
+	case *messages.SessionMoved:
+		if err := w.updateSession(sid, func(s *Session) { s.Location = p.Location }); err != nil {
+			return err
+		}
+		return w.tx.Bucket(bucketCheckpoints).Delete([]byte(sid))
+	case *messages.PromptAdmitted:
+		prompt := p.Prompt
+		return w.insertInput(sid, Input{ID: p.InputID, SessionID: sid, Kind: InputPrompt, Prompt: &prompt,
+			Delivery: p.Delivery, AdmittedSeq: seq, TimeCreated: ev.Created})
+	case *messages.PromptPromoted:
+		in, err := w.settleInput(sid, p.InputID, InputPrompt, seq)
+		if err != nil {
+			return err
+		}
+		return w.putMessage(Message{ID: in.ID, SessionID: sid, Seq: seq, Role: RoleUser, Created: ev.Created,
+			Prompt: in.Prompt, Delivery: in.Delivery})
+	case *messages.CompactionAdmitted:
+		if err := w.insertInput(sid, Input{ID: p.InputID, SessionID: sid, Kind: InputCompaction, AdmittedSeq: seq,
+			TimeCreated: ev.Created}); err != nil {
+			return err
+		}
+		return w.putMessage(Message{ID: p.InputID, SessionID: sid, Seq: seq, Role: RoleCompaction, Created: ev.Created,
+			Compaction: &Compaction{Reason: messages.CompactionManual, State: CompactionQueued}})
+	case *messages.CompactionStarted:
+		return w.compactionStarted(ev, p)
+	case *messages.CompactionEnded:
+		return w.compactionSettled(sid, seq, p.InputID, func(c *Compaction) {
+			c.State, c.Summary, c.Recent = CompactionCompleted, p.Text, p.Recent
+		})
+	case *messages.CompactionFailed:
+		return w.compactionSettled(sid, seq, p.InputID, func(c *Compaction) {
+			e := p.Error
+			c.State, c.Error = CompactionFailed, &e
+		})
+	case *messages.InstructionsBaselined:
+		return put(w.tx, bucketCheckpoints, []byte(sid), &Checkpoint{Baseline: p.Text, BaselineSeq: seq, Applied: maps.Clone(p.Applied)})
+	case *messages.InstructionsUpdated:
+		var c Checkpoint
+		ok, err := get(w.tx, bucketCheckpoints, []byte(sid), &c)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return messages.Errorf(messages.ErrInvalid, "instructions updated before a baseline")
+		}
+		c.Applied = maps.Clone(p.Applied)
+		if err := put(w.tx, bucketCheckpoints, []byte(sid), &c); err != nil {
+			return err
+		}
+		id := derivedID(ev)
+		if err := w.claimID(id, sid, idSystem); err != nil {
+			return err
+		}
+		return w.putMessage(Message{ID: id, SessionID: sid, Seq: seq, Role: RoleSystem, Created: ev.Created, Text: p.Text, Kind: p.Kind})
+	case *messages.ExecutionStarted, *messages.ExecutionSucceeded, *messages.ExecutionFailed, *messages.ExecutionInterrupted:
+		// Busy-period observations are history only; they project nothing.
+		return nil
+	case *messages.StepStarted:
+		return w.stepStarted(ev, p)
+	case *messages.StepEnded:
+		if err := w.updateAssistant(sid, p.AssistantMessageID, func(m *Message) error {
+			if err := closeStep(m); err != nil {
+				return err
+			}
+			tokens := p.Tokens
+			m.Finish, m.Tokens, m.Cost, m.Completed, m.Error = p.Finish, &tokens, p.Cost, ev.Created, nil
+			return nil
+		}); err != nil {
+			return err
+		}
+		return w.updateSession(sid, func(s *Session) { s.Tokens = s.Tokens.Add(p.Tokens); s.Cost += p.Cost })
+	case *messages.StepFailed:
+		return w.updateAssistant(sid, p.AssistantMessageID, func(m *Message) error {
+			if err := closeStep(m); err != nil {
+				return err
+			}
+			e := p.Error
+			m.Error, m.Completed, m.Retry = &e, ev.Created, nil
+			return nil
+		})
+	case *messages.TextStarted:
+		return w.updateAssistant(sid, p.AssistantMessageID, fragmentStarted(PartText, p.Ordinal, p.ProviderMetadata))
+	case *messages.TextEnded:
+		return w.updateAssistant(sid, p.AssistantMessageID, fragmentEnded(PartText, p.Ordinal, p.Text, p.ProviderMetadata))
+	case *messages.ReasoningStarted:
+		return w.updateAssistant(sid, p.AssistantMessageID, fragmentStarted(PartReasoning, p.Ordinal, p.ProviderMetadata))
+	case *messages.ReasoningEnded:
+		return w.updateAssistant(sid, p.AssistantMessageID, fragmentEnded(PartReasoning, p.Ordinal, p.Text, p.ProviderMetadata))
+	case *messages.ToolInputStarted:
+		return w.updateAssistant(sid, p.AssistantMessageID, func(m *Message) error {
+			if err := requireOpen(m); err != nil {
+				return err
+			}
+			if toolPart(m, p.CallID) != nil {
+				return messages.Errorf(messages.ErrAlreadyPublished, "tool call %q already exists in %s", p.CallID, m.ID)
+			}
+			m.Parts = append(m.Parts, Part{Kind: PartTool, Tool: &ToolPart{CallID: p.CallID, Name: p.Name, State: ToolPending}})
+			return nil
+		})
+	case *messages.ToolInputEnded:
+		return w.updateAssistant(sid, p.AssistantMessageID, func(m *Message) error {
+			t := toolPart(m, p.CallID)
+			if t == nil || t.State != ToolPending {
+				return messages.Errorf(messages.ErrInvalid, "tool input %q of %s is not streaming", p.CallID, m.ID)
+			}
+			t.InputText = p.Text
+			return nil
+		})
+	case *messages.ToolCalled:
+		return w.updateAssistant(sid, p.AssistantMessageID, func(m *Message) error {
+			if err := requireOpen(m); err != nil {
+				return err
+			}
+			t := toolPart(m, p.CallID)
+			if t == nil {
+				m.Parts = append(m.Parts, Part{Kind: PartTool, Tool: &ToolPart{CallID: p.CallID}})
+				t = m.Parts[len(m.Parts)-1].Tool
+			} else if t.State != ToolPending || t.Input != nil {
+				return messages.Errorf(messages.ErrAlreadyPublished, "tool call %q of %s already called", p.CallID, m.ID)
+			}
+			t.Name, t.State, t.Input, t.Executed, t.CallMetadata = p.Name, ToolRunning, p.Input, p.Executed, p.ProviderMetadata
+			return nil
+		})
+	case *messages.ToolSucceeded:
+		return w.updateAssistant(sid, p.AssistantMessageID, func(m *Message) error {
+			t, err := unsettled(m, p.CallID)
+			if err != nil {
+				return err
+			}
+			t.State, t.Output, t.Metadata, t.ResultMetadata = ToolCompleted, p.Output, p.Metadata, p.ProviderMetadata
+			return nil
+		})
+	case *messages.ToolFailed:
+		return w.updateAssistant(sid, p.AssistantMessageID, func(m *Message) error {
+			t, err := unsettled(m, p.CallID)
+			if err != nil {
+				return err
+			}
+			e := p.Error
+			t.State, t.Error, t.ResultMetadata = ToolError, &e, p.ProviderMetadata
+			return nil
+		})
+	case *messages.RetryScheduled:
+		return w.updateAssistant(sid, p.AssistantMessageID, func(m *Message) error {
+			if m.Open {
+				return messages.Errorf(messages.ErrInvalid, "retry scheduled while step of %s is open", m.ID)
+			}
+			m.Retry = &Retry{Attempt: p.Attempt, At: p.At, Error: p.Error}
+			return nil
+		})
+	}
+	return messages.Errorf(messages.ErrInvalid, "no projector for %s", ev.Type)
+}
+
+func (w *wtx) updateSession(sid messages.SessionID, f func(*Session)) error {
+	s, err := w.session(sid)
+	if err != nil {
+		return err
+	}
+	f(&s)
+	return put(w.tx, bucketSessions, []byte(sid), &s)
+}
+
+// claimID records a message ID in the global index, failing when any
+// Session already uses it.
+func (w *wtx) claimID(id messages.MessageID, sid messages.SessionID, kind string) error {
+	b := w.tx.Bucket(bucketIDs)
+	if b.Get([]byte(id)) != nil {
+		return messages.Errorf(messages.ErrPromptConflict, "message ID %q is already in use", id)
+	}
+	return put(w.tx, bucketIDs, []byte(id), &idEntry{SessionID: sid, Kind: kind})
+}
+
+func (w *wtx) insertInput(sid messages.SessionID, in Input) error {
+	if err := w.claimID(in.ID, sid, idInput); err != nil {
+		return err
+	}
+	if err := put(w.tx, bucketInbox, []byte(in.ID), &in); err != nil {
+		return err
+	}
+	return w.tx.Bucket(bucketPending).Put(seqKey(sid, in.AdmittedSeq), []byte(in.ID))
+}
+
+// settleInput marks a pending inbox row of the given kind promoted (or
+// settled) at seq and removes it from the pending index. A row that is
+// missing, of another Session or kind, or already settled is an error, so
+// two racing promotions commit exactly once.
+func (w *wtx) settleInput(sid messages.SessionID, id messages.MessageID, kind string, seq int64) (Input, error) {
+	var in Input
+	ok, err := get(w.tx, bucketInbox, []byte(id), &in)
+	if err != nil {
+		return in, err
+	}
+	if !ok || in.SessionID != sid || in.Kind != kind {
+		return in, messages.Errorf(messages.ErrNotFound, "no %s input %q in session %q", kind, id, sid)
+	}
+	if in.PromotedSeq != nil {
+		return in, messages.Errorf(messages.ErrInputPromoted, "input %q was already settled at seq %d", id, *in.PromotedSeq)
+	}
+	in.PromotedSeq = &seq
+	if err := put(w.tx, bucketInbox, []byte(id), &in); err != nil {
+		return in, err
+	}
+	return in, w.tx.Bucket(bucketPending).Delete(seqKey(sid, in.AdmittedSeq))
+}
+
+// putMessage writes a message at its source seq and indexes its ID.
+func (w *wtx) putMessage(m Message) error {
+	if err := put(w.tx, bucketMessages, seqKey(m.SessionID, m.Seq), &m); err != nil {
+		return err
+	}
+	return w.tx.Bucket(bucketMsgIndex).Put(strKey(m.SessionID, string(m.ID)), seqKey(m.SessionID, m.Seq))
+}
+
+// message loads a projected message by ID; ok is false when absent.
+func (w *wtx) message(sid messages.SessionID, id messages.MessageID) (Message, bool, error) {
+	return loadMessage(w.tx, sid, id)
+}
+
+func (w *wtx) compactionStarted(ev messages.Event, p *messages.CompactionStarted) error {
+	sid, seq := ev.Durable.AggregateID, ev.Durable.Seq
+	if p.InputID == "" {
+		return messages.Errorf(messages.ErrInvalid, "compaction started without inputID")
+	}
+	m, ok, err := w.message(sid, p.InputID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		// Automatic or overflow compaction: the row is new.
+		if err := w.claimID(p.InputID, sid, idRow); err != nil {
+			return err
+		}
+		return w.putMessage(Message{ID: p.InputID, SessionID: sid, Seq: seq, Role: RoleCompaction, Created: ev.Created,
+			Compaction: &Compaction{Reason: p.Reason, State: CompactionRunning}})
+	}
+	if m.Compaction == nil || m.Compaction.State != CompactionQueued {
+		return messages.Errorf(messages.ErrInvalid, "compaction row %q is not queued", p.InputID)
+	}
+	m.Compaction.State = CompactionRunning
+	return w.putMessage(m)
+}
+
+func (w *wtx) compactionSettled(sid messages.SessionID, seq int64, id messages.MessageID, f func(*Compaction)) error {
+	m, ok, err := w.message(sid, id)
+	if err != nil {
+		return err
+	}
+	if !ok || m.Compaction == nil || m.Compaction.State != CompactionRunning {
+		return messages.Errorf(messages.ErrInvalid, "compaction row %q is not running", id)
+	}
+	f(m.Compaction)
+	if err := w.putMessage(m); err != nil {
+		return err
+	}
+	if m.Compaction.Reason == messages.CompactionManual {
+		_, err := w.settleInput(sid, id, InputCompaction, seq)
+		return err
+	}
+	return nil
+}
+
+func (w *wtx) stepStarted(ev messages.Event, p *messages.StepStarted) error {
+	sid, seq := ev.Durable.AggregateID, ev.Durable.Seq
+	m, ok, err := w.message(sid, p.AssistantMessageID)
+	if err != nil {
+		return err
+	}
+	if ok {
+		// A retry attempt reopens the same assistant projection.
+		if m.Role != RoleAssistant {
+			return messages.Errorf(messages.ErrPromptConflict, "message %q is not an assistant message", m.ID)
+		}
+		if m.Open {
+			return messages.Errorf(messages.ErrInvalid, "step of %s is already open", m.ID)
+		}
+		m.Open, m.Attempts, m.Agent, m.Model = true, m.Attempts+1, p.Agent, p.Model
+		m.Retry, m.Error, m.Finish, m.Tokens, m.Cost, m.Completed = nil, nil, "", nil, 0, 0
+		return w.putMessage(m)
+	}
+	if err := w.claimID(p.AssistantMessageID, sid, idAssistant); err != nil {
+		return err
+	}
+	return w.putMessage(Message{ID: p.AssistantMessageID, SessionID: sid, Seq: seq, Role: RoleAssistant,
+		Created: ev.Created, Agent: p.Agent, Model: p.Model, Attempts: 1, Open: true})
+}
+
+// updateAssistant loads an assistant message, applies f and stores it.
+func (w *wtx) updateAssistant(sid messages.SessionID, id messages.MessageID, f func(*Message) error) error {
+	m, ok, err := w.message(sid, id)
+	if err != nil {
+		return err
+	}
+	if !ok || m.Role != RoleAssistant {
+		return messages.Errorf(messages.ErrNotFound, "no assistant message %q in session %q", id, sid)
+	}
+	if err := f(&m); err != nil {
+		return err
+	}
+	return w.putMessage(m)
+}
+
+func requireOpen(m *Message) error {
+	if !m.Open {
+		return messages.Errorf(messages.ErrInvalid, "step of %s is not open", m.ID)
+	}
+	return nil
+}
+
+// closeStep enforces settlement-first ordering: a step ends only when it is
+// open, its fragments are ended and every local tool call has settled.
+func closeStep(m *Message) error {
+	if err := requireOpen(m); err != nil {
+		return err
+	}
+	for _, p := range m.Parts {
+		if p.Tool != nil && (p.Tool.State == ToolPending || p.Tool.State == ToolRunning) {
+			return messages.Errorf(messages.ErrInvalid, "step of %s closed before tool call %q settled", m.ID, p.Tool.CallID)
+		}
+	}
+	m.Open = false
+	return nil
+}
+
+func toolPart(m *Message, callID string) *ToolPart {
+	for i := range m.Parts {
+		if t := m.Parts[i].Tool; t != nil && t.CallID == callID {
+			return t
+		}
+	}
+	return nil
+}
+
+func unsettled(m *Message, callID string) (*ToolPart, error) {
+	t := toolPart(m, callID)
+	if t == nil {
+		return nil, messages.Errorf(messages.ErrNotFound, "no tool call %q in %s", callID, m.ID)
+	}
+	if t.State != ToolPending && t.State != ToolRunning {
+		return nil, messages.Errorf(messages.ErrAlreadyPublished, "tool call %q of %s already settled", callID, m.ID)
+	}
+	return t, nil
+}
+
+// fragmentStarted opens a text or reasoning part. At most one fragment of a
+// kind is open, and its ordinal must be the next one of that kind.
+func fragmentStarted(kind string, ordinal int, meta []byte) func(*Message) error {
+	return func(m *Message) error {
+		if err := requireOpen(m); err != nil {
+			return err
+		}
+		n := 0
+		for _, p := range m.Parts {
+			if p.Kind != kind {
+				continue
+			}
+			if !p.Ended {
+				return messages.Errorf(messages.ErrInvalid, "%s %d of %s is still open", kind, p.Ordinal, m.ID)
+			}
+			n++
+		}
+		if ordinal != n {
+			return messages.Errorf(messages.ErrInvalid, "%s ordinal %d of %s, want %d", kind, ordinal, m.ID, n)
+		}
+		m.Parts = append(m.Parts, Part{Kind: kind, Ordinal: ordinal, ProviderMetadata: meta})
+		return nil
+	}
+}
+
+func fragmentEnded(kind string, ordinal int, text string, meta []byte) func(*Message) error {
+	return func(m *Message) error {
+		for i := range m.Parts {
+			p := &m.Parts[i]
+			if p.Kind == kind && p.Ordinal == ordinal {
+				if p.Ended {
+					return messages.Errorf(messages.ErrAlreadyPublished, "%s %d of %s already ended", kind, ordinal, m.ID)
+				}
+				p.Text, p.Ended = text, true
+				if meta != nil {
+					p.ProviderMetadata = meta
+				}
+				return nil
+			}
+		}
+		return messages.Errorf(messages.ErrInvalid, "%s %d of %s was not started", kind, ordinal, m.ID)
+	}
+}

@@ -1,0 +1,231 @@
+package persistence
+
+import (
+	"bytes"
+	"context"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+func loadMessage(tx *bolt.Tx, sid messages.SessionID, id messages.MessageID) (Message, bool, error) {
+	var m Message
+	key := tx.Bucket(bucketMsgIndex).Get(strKey(sid, string(id)))
+	if key == nil {
+		return m, false, nil
+	}
+	return m, true, decodeAt(tx, bucketMessages, key, &m)
+}
+
+func decodeAt(tx *bolt.Tx, bucket, key []byte, v any) error {
+	ok, err := get(tx, bucket, key, v)
+	if err == nil && !ok {
+		err = messages.Errorf(messages.ErrInternal, "persistence: index points at missing %s row", bucket)
+	}
+	return err
+}
+
+// fill sets the log-derived fields of a Session record.
+func fillSession(tx *bolt.Tx, s *Session) error {
+	s.LastSeq = lastSeq(tx, s.ID)
+	s.Updated = s.Created
+	if s.LastSeq >= 0 {
+		b := tx.Bucket(bucketLog).Get(seqKey(s.ID, s.LastSeq))
+		ev, err := messages.UnmarshalEvent(b)
+		if err != nil {
+			return err
+		}
+		s.Updated = ev.Created
+	}
+	return nil
+}
+
+// Get implements Store.
+func (s *Bolt) Get(ctx context.Context, id messages.SessionID) (Session, error) {
+	var out Session
+	err := s.view(func(tx *bolt.Tx) error {
+		var err error
+		if out, err = loadSession(tx, id); err != nil {
+			return err
+		}
+		return fillSession(tx, &out)
+	})
+	return out, err
+}
+
+// List implements Store.
+func (s *Bolt) List(ctx context.Context) ([]Session, error) {
+	var out []Session
+	err := s.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
+			var r Session
+			if err := messages.Unmarshal(v, &r); err != nil {
+				return err
+			}
+			if err := fillSession(tx, &r); err != nil {
+				return err
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Watermark implements Store.
+func (s *Bolt) Watermark(ctx context.Context, id messages.SessionID) (int64, error) {
+	var w int64
+	err := s.view(func(tx *bolt.Tx) error {
+		if _, err := loadSession(tx, id); err != nil {
+			return err
+		}
+		w = lastSeq(tx, id)
+		return nil
+	})
+	return w, err
+}
+
+func (s *Bolt) limit(q Query) int {
+	if q.Limit <= 0 {
+		return s.opts.PageSize
+	}
+	return q.Limit
+}
+
+// scan walks the per-Session rows of bucket with seq > after, decoding at
+// most limit+1 of them with dec, and reports whether more remain.
+func scan(tx *bolt.Tx, bucket []byte, sid messages.SessionID, after int64, limit int, dec func(v []byte) error) (bool, error) {
+	p := prefix(sid)
+	c := tx.Bucket(bucket).Cursor()
+	n := 0
+	for k, v := c.Seek(seqKey(sid, after+1)); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+		if n == limit {
+			return true, nil
+		}
+		if err := dec(v); err != nil {
+			return false, err
+		}
+		n++
+	}
+	return false, nil
+}
+
+// History implements Store. Every durable event type of the catalog is
+// public, so no filtering is needed beyond decoding.
+func (s *Bolt) History(ctx context.Context, id messages.SessionID, q Query) (Page[messages.Event], error) {
+	var page Page[messages.Event]
+	if q.After < -1 {
+		q.After = -1
+	}
+	err := s.view(func(tx *bolt.Tx) error {
+		if _, err := loadSession(tx, id); err != nil {
+			return err
+		}
+		page.Data = make([]messages.Event, 0, min(s.limit(q), 128))
+		more, err := scan(tx, bucketLog, id, q.After, s.limit(q), func(v []byte) error {
+			ev, err := messages.UnmarshalEvent(v)
+			if err != nil {
+				return err
+			}
+			page.Data = append(page.Data, ev)
+			return nil
+		})
+		page.HasMore = more
+		return err
+	})
+	return page, err
+}
+
+// Messages implements Store.
+func (s *Bolt) Messages(ctx context.Context, id messages.SessionID, q Query) (Page[Message], error) {
+	var page Page[Message]
+	if q.After < -1 {
+		q.After = -1
+	}
+	err := s.view(func(tx *bolt.Tx) error {
+		if _, err := loadSession(tx, id); err != nil {
+			return err
+		}
+		page.Data = []Message{}
+		more, err := scan(tx, bucketMessages, id, q.After, s.limit(q), func(v []byte) error {
+			var m Message
+			if err := messages.Unmarshal(v, &m); err != nil {
+				return err
+			}
+			page.Data = append(page.Data, m)
+			return nil
+		})
+		page.HasMore = more
+		return err
+	})
+	return page, err
+}
+
+// Message implements Store.
+func (s *Bolt) Message(ctx context.Context, sid messages.SessionID, id messages.MessageID) (Message, error) {
+	var m Message
+	err := s.view(func(tx *bolt.Tx) error {
+		var ok bool
+		var err error
+		m, ok, err = loadMessage(tx, sid, id)
+		if err == nil && !ok {
+			err = messages.Errorf(messages.ErrNotFound, "message %q not found in session %q", id, sid)
+		}
+		return err
+	})
+	return m, err
+}
+
+// Pending implements Store.
+func (s *Bolt) Pending(ctx context.Context, id messages.SessionID) ([]Input, error) {
+	var out []Input
+	err := s.view(func(tx *bolt.Tx) error {
+		if _, err := loadSession(tx, id); err != nil {
+			return err
+		}
+		var err error
+		out, err = pending(tx, id)
+		return err
+	})
+	return out, err
+}
+
+func pending(tx *bolt.Tx, sid messages.SessionID) ([]Input, error) {
+	var out []Input
+	p := prefix(sid)
+	c := tx.Bucket(bucketPending).Cursor()
+	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+		var in Input
+		if err := decodeAt(tx, bucketInbox, v, &in); err != nil {
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// Input implements Store.
+func (s *Bolt) Input(ctx context.Context, id messages.MessageID) (Input, error) {
+	var in Input
+	err := s.view(func(tx *bolt.Tx) error {
+		ok, err := get(tx, bucketInbox, []byte(id), &in)
+		if err == nil && !ok {
+			err = messages.Errorf(messages.ErrNotFound, "input %q not found", id)
+		}
+		return err
+	})
+	return in, err
+}
+
+// Checkpoint implements Store.
+func (s *Bolt) Checkpoint(ctx context.Context, id messages.SessionID) (Checkpoint, bool, error) {
+	var c Checkpoint
+	var ok bool
+	err := s.view(func(tx *bolt.Tx) error {
+		var err error
+		ok, err = get(tx, bucketCheckpoints, []byte(id), &c)
+		return err
+	})
+	return c, ok, err
+}

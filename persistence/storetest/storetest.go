@@ -1,0 +1,762 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+// Factory opens a fresh, empty store for one subtest and arranges its
+// Close with t.Cleanup.
+type Factory func(t *testing.T, opts persistence.Options) persistence.Store
+
+// Run runs the conformance suite against stores made by open.
+func Run(t *testing.T, open Factory) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Factory)
+	}{
+		{"CreateGeneratedSuppliedReuse", testCreate},
+		{"CreateBadInput", testCreateBadInput},
+		{"AdmitIdempotent", testAdmitIdempotent},
+		{"AdmitConcurrentRetries", testAdmitConcurrentRetries},
+		{"AdmitConflicts", testAdmitConflicts},
+		{"AdmitBadInputLeavesStoreUnchanged", testAdmitBadInput},
+		{"AdmitBacklog", testAdmitBacklog},
+		{"MessageIDsUniqueAcrossSessionsAndMessages", testIDsUnique},
+		{"PendingOrderAndPromotion", testPendingAndPromotion},
+		{"PromotionRaceCommitsOnce", testPromotionRace},
+		{"AppendSeqDense", testAppendSeqDense},
+		{"ProjectorErrorRollsBack", testProjectorRollback},
+		{"StepInvariants", testStepInvariants},
+		{"CompactionBarrierCoalesces", testCompactionBarrier},
+		{"HistoryPaging", testHistoryPaging},
+		{"MessagesPaging", testMessagesPaging},
+		{"LogReplaySynced", testLogReplay},
+		{"LogFollowRace", testLogFollowRace},
+		{"ScenarioProjections", testScenarioProjections},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
+	}
+}
+
+var ctx = context.Background()
+
+func loc() messages.Location { return messages.Location{Directory: "/tmp/project"} }
+
+func newSession(t *testing.T, st persistence.Store) messages.SessionID {
+	t.Helper()
+	s, created, err := st.CreateSession(ctx, persistence.CreateSession{Location: loc()})
+	must(t, err)
+	if !created {
+		t.Fatal("new session not created")
+	}
+	return s.ID
+}
+
+func wantType(t *testing.T, err error, typ messages.ErrorType) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("want error %s, got nil", typ)
+	}
+	if got := messages.TypeOf(err); got != typ {
+		t.Fatalf("want error %s, got %s (%v)", typ, got, err)
+	}
+}
+
+func testCreate(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	a, created, err := st.CreateSession(ctx, persistence.CreateSession{Location: loc(), Title: "t"})
+	must(t, err)
+	if !created || !strings.HasPrefix(string(a.ID), "ses_") || a.LastSeq != 0 {
+		t.Fatalf("generated session: %+v created=%v", a, created)
+	}
+	b, created, err := st.CreateSession(ctx, persistence.CreateSession{ID: "ses_fixed", Location: loc(), Title: "first"})
+	must(t, err)
+	if !created || b.ID != "ses_fixed" {
+		t.Fatalf("supplied: %+v %v", b, created)
+	}
+	c, created, err := st.CreateSession(ctx, persistence.CreateSession{ID: "ses_fixed", Location: messages.Location{Directory: "/other"}, Title: "second"})
+	must(t, err)
+	if created || c.Title != "first" || c.Location != loc() || c.Created != b.Created {
+		t.Fatalf("reuse returned %+v created=%v", c, created)
+	}
+	got, err := st.Get(ctx, "ses_fixed")
+	must(t, err)
+	if got.ID != "ses_fixed" || got.Title != "first" {
+		t.Fatalf("get: %+v", got)
+	}
+	list, err := st.List(ctx)
+	must(t, err)
+	if len(list) != 2 {
+		t.Fatalf("list: %d sessions", len(list))
+	}
+	_, err = st.Get(ctx, "ses_missing")
+	wantType(t, err, messages.ErrSessionNotFound)
+	h, err := st.History(ctx, "ses_fixed", persistence.Query{After: -1})
+	must(t, err)
+	if len(h.Data) != 1 || h.Data[0].Type != messages.TypeSessionCreated {
+		t.Fatalf("history after reuse: %+v", h.Data)
+	}
+}
+
+func testCreateBadInput(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	for _, req := range []persistence.CreateSession{
+		{ID: "bad", Location: loc()},
+		{ID: "ses_", Location: loc()},
+		{ID: "ses_a b", Location: loc()},
+		{ID: messages.SessionID("ses_" + strings.Repeat("x", 65)), Location: loc()},
+		{Location: messages.Location{}},
+		{Location: messages.Location{Directory: "relative"}},
+	} {
+		_, _, err := st.CreateSession(ctx, req)
+		wantType(t, err, messages.ErrInvalid)
+	}
+	list, err := st.List(ctx)
+	must(t, err)
+	if len(list) != 0 {
+		t.Fatalf("bad creates left %d sessions", len(list))
+	}
+}
+
+func testAdmitIdempotent(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	gen, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "hi"}})
+	must(t, err)
+	if !strings.HasPrefix(string(gen.ID), "msg_") || gen.Delivery != messages.DefaultDelivery || gen.AdmittedSeq != 1 {
+		t.Fatalf("generated receipt %+v", gen)
+	}
+	req := persistence.Admission{ID: "msg_one", SessionID: sid, Prompt: messages.Prompt{Text: "hello"}, Delivery: messages.Queue}
+	a, err := st.Admit(ctx, req)
+	must(t, err)
+	b, err := st.Admit(ctx, req)
+	must(t, err)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("exact reuse receipts differ:\n%+v\n%+v", a, b)
+	}
+	w, err := st.Watermark(ctx, sid)
+	must(t, err)
+	if w != 2 {
+		t.Fatalf("watermark %d after two admissions and a retry, want 2", w)
+	}
+	// The facade schedules a wake on every exact retry unless resume=false.
+	no := false
+	for _, tc := range []struct {
+		resume *bool
+		wake   bool
+	}{{nil, true}, {&no, false}} {
+		res, err := persistence.Prompt(ctx, st, persistence.PromptRequest{ID: req.ID, SessionID: sid, Prompt: req.Prompt, Delivery: req.Delivery, Resume: tc.resume})
+		must(t, err)
+		if res.Wake != tc.wake || !reflect.DeepEqual(res.Admitted, a) {
+			t.Fatalf("prompt resume=%v: %+v", tc.resume, res)
+		}
+	}
+}
+
+func testAdmitConcurrentRetries(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	req := persistence.Admission{ID: "msg_race", SessionID: sid, Prompt: messages.Prompt{Text: "same"}}
+	const n = 20
+	receipts := make([]persistence.Admitted, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			receipts[i], errs[i] = st.Admit(ctx, req)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		must(t, errs[i])
+		if !reflect.DeepEqual(receipts[i], receipts[0]) {
+			t.Fatalf("receipt %d differs: %+v vs %+v", i, receipts[i], receipts[0])
+		}
+	}
+	rows, err := st.Pending(ctx, sid)
+	must(t, err)
+	if len(rows) != 1 {
+		t.Fatalf("%d rows, want 1", len(rows))
+	}
+	h, err := st.History(ctx, sid, persistence.Query{After: -1, Limit: 100})
+	must(t, err)
+	admitted := 0
+	for _, ev := range h.Data {
+		if ev.Type == messages.TypePromptAdmitted {
+			admitted++
+		}
+	}
+	if admitted != 1 {
+		t.Fatalf("%d admitted events, want 1", admitted)
+	}
+}
+
+func testAdmitConflicts(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	other := newSession(t, st)
+	base := persistence.Admission{ID: "msg_c", SessionID: sid, Prompt: messages.Prompt{Text: "x"}, Delivery: messages.Steer}
+	_, err := st.Admit(ctx, base)
+	must(t, err)
+	for name, req := range map[string]persistence.Admission{
+		"text":     {ID: base.ID, SessionID: sid, Prompt: messages.Prompt{Text: "y"}, Delivery: messages.Steer},
+		"delivery": {ID: base.ID, SessionID: sid, Prompt: base.Prompt, Delivery: messages.Queue},
+		"session":  {ID: base.ID, SessionID: other, Prompt: base.Prompt, Delivery: messages.Steer},
+		"files":    {ID: base.ID, SessionID: sid, Prompt: messages.Prompt{Text: "x", Files: []messages.File{{Mime: "a/b", URL: "u"}}}},
+	} {
+		_, err := st.Admit(ctx, req)
+		if messages.TypeOf(err) != messages.ErrPromptConflict {
+			t.Fatalf("%s: want conflict, got %v", name, err)
+		}
+	}
+	for _, s := range []messages.SessionID{sid, other} {
+		rows, err := st.Pending(ctx, s)
+		must(t, err)
+		if want := map[messages.SessionID]int{sid: 1, other: 0}[s]; len(rows) != want {
+			t.Fatalf("session %s: %d rows, want %d", s, len(rows), want)
+		}
+	}
+}
+
+func testAdmitBadInput(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{PromptBytes: 16})
+	sid := newSession(t, st)
+	before, err := st.History(ctx, sid, persistence.Query{After: -1})
+	must(t, err)
+	cases := []struct {
+		name string
+		req  persistence.Admission
+		typ  messages.ErrorType
+	}{
+		{"empty", persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "  "}}, messages.ErrInvalid},
+		{"oversized", persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: strings.Repeat("a", 17)}}, messages.ErrTooLarge},
+		{"delivery", persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "a"}, Delivery: "later"}, messages.ErrInvalid},
+		{"unknown session", persistence.Admission{SessionID: "ses_nope", Prompt: messages.Prompt{Text: "a"}}, messages.ErrSessionNotFound},
+		{"malformed session", persistence.Admission{SessionID: "nope", Prompt: messages.Prompt{Text: "a"}}, messages.ErrInvalid},
+		{"malformed id", persistence.Admission{ID: "ses_wrongprefix", SessionID: sid, Prompt: messages.Prompt{Text: "a"}}, messages.ErrInvalid},
+		{"bad utf8", persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "\xff"}}, messages.ErrInvalid},
+		{"bad file", persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "a", Files: []messages.File{{URL: "x"}}}}, messages.ErrInvalid},
+	}
+	for _, tc := range cases {
+		_, err := st.Admit(ctx, tc.req)
+		if messages.TypeOf(err) != tc.typ {
+			t.Fatalf("%s: want %s, got %v", tc.name, tc.typ, err)
+		}
+	}
+	after, err := st.History(ctx, sid, persistence.Query{After: -1})
+	must(t, err)
+	rows, err := st.Pending(ctx, sid)
+	must(t, err)
+	if len(after.Data) != len(before.Data) || len(rows) != 0 {
+		t.Fatalf("bad input changed the store: %d -> %d events, %d rows", len(before.Data), len(after.Data), len(rows))
+	}
+}
+
+func testAdmitBacklog(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{InboxBacklog: 2})
+	sid := newSession(t, st)
+	for i := range 2 {
+		_, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprint(i)}})
+		must(t, err)
+	}
+	_, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "3"}})
+	wantType(t, err, messages.ErrInboxFull)
+	w, err := st.Watermark(ctx, sid)
+	must(t, err)
+	if w != 2 {
+		t.Fatalf("watermark %d after a refused admission, want 2", w)
+	}
+}
+
+func testIDsUnique(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	a, b := newSession(t, st), newSession(t, st)
+	_, err := st.Append(ctx, a, &messages.StepStarted{SessionID: a, AssistantMessageID: "msg_asst", Attempt: 1})
+	must(t, err)
+	_, err = st.Admit(ctx, persistence.Admission{ID: "msg_asst", SessionID: a, Prompt: messages.Prompt{Text: "x"}})
+	wantType(t, err, messages.ErrPromptConflict)
+	_, err = st.Append(ctx, b, &messages.StepStarted{SessionID: b, AssistantMessageID: "msg_asst", Attempt: 1})
+	wantType(t, err, messages.ErrPromptConflict)
+	_, err = st.Admit(ctx, persistence.Admission{ID: "msg_in", SessionID: a, Prompt: messages.Prompt{Text: "x"}})
+	must(t, err)
+	_, err = st.Append(ctx, b, &messages.StepStarted{SessionID: b, AssistantMessageID: "msg_in", Attempt: 1})
+	wantType(t, err, messages.ErrPromptConflict)
+}
+
+func testPendingAndPromotion(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	var ids []messages.MessageID
+	for i, d := range []messages.Delivery{messages.Queue, messages.Steer, messages.Queue, messages.Steer} {
+		r, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprint(i)}, Delivery: d})
+		must(t, err)
+		ids = append(ids, r.ID)
+	}
+	rows, err := st.Pending(ctx, sid)
+	must(t, err)
+	var got []messages.MessageID
+	for i, r := range rows {
+		got = append(got, r.ID)
+		if i > 0 && r.AdmittedSeq <= rows[i-1].AdmittedSeq {
+			t.Fatal("pending rows not in admission order")
+		}
+	}
+	if !slices.Equal(got, ids) {
+		t.Fatalf("pending %v, want %v", got, ids)
+	}
+	evs, err := st.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: ids[1]})
+	must(t, err)
+	in, err := st.Input(ctx, ids[1])
+	must(t, err)
+	if in.PromotedSeq == nil || *in.PromotedSeq != evs[0].Durable.Seq {
+		t.Fatalf("promoted row %+v", in)
+	}
+	m, err := st.Message(ctx, sid, ids[1])
+	must(t, err)
+	if m.Role != persistence.RoleUser || m.Seq != evs[0].Durable.Seq || m.Prompt.Text != "1" {
+		t.Fatalf("user message %+v", m)
+	}
+	rows, err = st.Pending(ctx, sid)
+	must(t, err)
+	if len(rows) != 3 {
+		t.Fatalf("%d pending after one promotion", len(rows))
+	}
+	// Exact retry after promotion returns the receipt with promotedSeq.
+	r, err := st.Admit(ctx, persistence.Admission{ID: ids[1], SessionID: sid, Prompt: messages.Prompt{Text: "1"}, Delivery: messages.Steer})
+	must(t, err)
+	if r.PromotedSeq == nil || *r.PromotedSeq != evs[0].Durable.Seq {
+		t.Fatalf("receipt after promotion %+v", r)
+	}
+	// Unknown input and other Session's input cannot be promoted.
+	_, err = st.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: "msg_nope"})
+	wantType(t, err, messages.ErrNotFound)
+}
+
+func testPromotionRace(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	r, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "x"}})
+	must(t, err)
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = st.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: r.ID})
+		})
+	}
+	close(start)
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		switch messages.TypeOf(err) {
+		case messages.ErrUnknown:
+			if err == nil {
+				ok++
+				continue
+			}
+			t.Fatalf("unexpected error %v", err)
+		case messages.ErrInputPromoted:
+		default:
+			t.Fatalf("unexpected error %v", err)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d promotions committed, want 1", ok)
+	}
+	page, err := st.Messages(ctx, sid, persistence.Query{After: -1})
+	must(t, err)
+	if len(page.Data) != 1 {
+		t.Fatalf("%d messages, want 1", len(page.Data))
+	}
+}
+
+func testAppendSeqDense(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sids := []messages.SessionID{newSession(t, st), newSession(t, st)}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			sid := sids[g%2]
+			for range 10 {
+				if _, err := st.Append(ctx, sid, &messages.ExecutionStarted{SessionID: sid}, &messages.ExecutionSucceeded{SessionID: sid}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, sid := range sids {
+		h, err := st.History(ctx, sid, persistence.Query{After: -1, Limit: 1000})
+		must(t, err)
+		if len(h.Data) != 161 {
+			t.Fatalf("%d events, want 161", len(h.Data))
+		}
+		for i, ev := range h.Data {
+			if ev.Durable.Seq != int64(i) || ev.Durable.AggregateID != sid || ev.Durable.Version != 1 {
+				t.Fatalf("event %d has durable %+v", i, ev.Durable)
+			}
+			// A call's events are consecutive.
+			if i > 0 && ev.Type == messages.TypeExecutionSucceeded && h.Data[i-1].Type != messages.TypeExecutionStarted {
+				t.Fatalf("append batch split at seq %d", i)
+			}
+		}
+	}
+}
+
+func testProjectorRollback(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	// The second event is invalid (text on an unknown message): the first
+	// must not commit either.
+	_, err := st.Append(ctx, sid,
+		&messages.ExecutionStarted{SessionID: sid},
+		&messages.TextStarted{SessionID: sid, AssistantMessageID: "msg_ghost"})
+	wantType(t, err, messages.ErrNotFound)
+	w, err := st.Watermark(ctx, sid)
+	must(t, err)
+	if w != 0 {
+		t.Fatalf("watermark %d after rolled-back append", w)
+	}
+	for _, p := range []messages.Payload{
+		&messages.SessionCreated{SessionID: sid},
+		&messages.TextDelta{SessionID: sid},
+		&messages.ExecutionStarted{SessionID: "ses_other"},
+	} {
+		_, err := st.Append(ctx, sid, p)
+		wantType(t, err, messages.ErrInvalid)
+	}
+	_, err = st.Append(ctx, "ses_missing", &messages.ExecutionStarted{SessionID: "ses_missing"})
+	wantType(t, err, messages.ErrSessionNotFound)
+}
+
+func testStepInvariants(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	m := messages.MessageID("msg_a")
+	app := func(p messages.Payload) error { _, err := st.Append(ctx, sid, p); return err }
+	must(t, app(&messages.StepStarted{SessionID: sid, AssistantMessageID: m, Attempt: 1}))
+	wantType(t, app(&messages.StepStarted{SessionID: sid, AssistantMessageID: m, Attempt: 2}), messages.ErrInvalid)
+	must(t, app(&messages.TextStarted{SessionID: sid, AssistantMessageID: m, Ordinal: 0}))
+	// A second open fragment of one kind, or a wrong ordinal, is refused.
+	wantType(t, app(&messages.TextStarted{SessionID: sid, AssistantMessageID: m, Ordinal: 1}), messages.ErrInvalid)
+	must(t, app(&messages.TextEnded{SessionID: sid, AssistantMessageID: m, Ordinal: 0, Text: "a"}))
+	wantType(t, app(&messages.TextStarted{SessionID: sid, AssistantMessageID: m, Ordinal: 0}), messages.ErrInvalid)
+	must(t, app(&messages.ToolCalled{SessionID: sid, AssistantMessageID: m, CallID: "c1", Name: "bash", Input: []byte(`{}`)}))
+	wantType(t, app(&messages.ToolCalled{SessionID: sid, AssistantMessageID: m, CallID: "c1", Name: "bash", Input: []byte(`{}`)}), messages.ErrAlreadyPublished)
+	// Settlement first: the step cannot end while c1 runs.
+	wantType(t, app(&messages.StepEnded{SessionID: sid, AssistantMessageID: m, Finish: "stop"}), messages.ErrInvalid)
+	must(t, app(&messages.ToolFailed{SessionID: sid, AssistantMessageID: m, CallID: "c1", Error: messages.Error{Type: messages.ErrAborted, Message: "x"}}))
+	wantType(t, app(&messages.ToolSucceeded{SessionID: sid, AssistantMessageID: m, CallID: "c1"}), messages.ErrAlreadyPublished)
+	must(t, app(&messages.StepFailed{SessionID: sid, AssistantMessageID: m, Error: messages.Error{Type: messages.ErrAborted}}))
+	// Exactly one terminal per step.
+	wantType(t, app(&messages.StepEnded{SessionID: sid, AssistantMessageID: m}), messages.ErrInvalid)
+	// callID is unique only within its assistant message.
+	m2 := messages.MessageID("msg_b")
+	must(t, app(&messages.StepStarted{SessionID: sid, AssistantMessageID: m2, Attempt: 1}))
+	must(t, app(&messages.ToolCalled{SessionID: sid, AssistantMessageID: m2, CallID: "c1", Name: "read", Input: []byte(`{}`)}))
+	must(t, app(&messages.ToolSucceeded{SessionID: sid, AssistantMessageID: m2, CallID: "c1", Output: "ok"}))
+	must(t, app(&messages.StepEnded{SessionID: sid, AssistantMessageID: m2, Finish: "tool-calls"}))
+	a, err := st.Message(ctx, sid, m)
+	must(t, err)
+	b, err := st.Message(ctx, sid, m2)
+	must(t, err)
+	if a.Parts[1].Tool.State != persistence.ToolError || b.Parts[0].Tool.State != persistence.ToolCompleted {
+		t.Fatalf("tool states %+v %+v", a.Parts[1].Tool, b.Parts[0].Tool)
+	}
+}
+
+func testCompactionBarrier(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	a, created, err := st.AdmitCompaction(ctx, sid)
+	must(t, err)
+	b, created2, err := st.AdmitCompaction(ctx, sid)
+	must(t, err)
+	if !created || created2 || a.ID != b.ID || a.Kind != persistence.InputCompaction {
+		t.Fatalf("barrier not coalesced: %+v %v / %+v %v", a, created, b, created2)
+	}
+	m, err := st.Message(ctx, sid, a.ID)
+	must(t, err)
+	if m.Compaction == nil || m.Compaction.State != persistence.CompactionQueued {
+		t.Fatalf("queued row %+v", m)
+	}
+	_, err = st.Append(ctx, sid, &messages.CompactionStarted{SessionID: sid, Reason: messages.CompactionManual, InputID: a.ID})
+	must(t, err)
+	_, err = st.Append(ctx, sid, &messages.CompactionEnded{SessionID: sid, Reason: messages.CompactionManual, InputID: a.ID, Text: "s"})
+	must(t, err)
+	rows, err := st.Pending(ctx, sid)
+	must(t, err)
+	if len(rows) != 0 {
+		t.Fatalf("barrier still pending after ended: %+v", rows)
+	}
+	c, created, err := st.AdmitCompaction(ctx, sid)
+	must(t, err)
+	if !created || c.ID == a.ID {
+		t.Fatal("a settled barrier must not absorb a new request")
+	}
+	_, _, err = st.AdmitCompaction(ctx, "ses_missing")
+	wantType(t, err, messages.ErrSessionNotFound)
+}
+
+func appendN(t *testing.T, st persistence.Store, sid messages.SessionID, n int) {
+	t.Helper()
+	for i := 0; i < n; i += 2 {
+		_, err := st.Append(ctx, sid, &messages.ExecutionStarted{SessionID: sid}, &messages.ExecutionSucceeded{SessionID: sid})
+		must(t, err)
+	}
+}
+
+func testHistoryPaging(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	appendN(t, st, sid, 120) // seqs 0..120
+	var seqs []int64
+	after := int64(-1)
+	for pages := 0; ; pages++ {
+		p, err := st.History(ctx, sid, persistence.Query{After: after, Limit: 50})
+		must(t, err)
+		for _, ev := range p.Data {
+			seqs = append(seqs, ev.Durable.Seq)
+		}
+		if !p.HasMore {
+			if pages != 2 || len(p.Data) != 21 {
+				t.Fatalf("last page %d has %d events", pages, len(p.Data))
+			}
+			break
+		}
+		after = p.Data[len(p.Data)-1].Durable.Seq
+	}
+	for i, s := range seqs {
+		if s != int64(i) {
+			t.Fatalf("seq %d at %d", s, i)
+		}
+	}
+	p, err := st.History(ctx, sid, persistence.Query{After: 120})
+	must(t, err)
+	if len(p.Data) != 0 || p.HasMore {
+		t.Fatalf("after the head: %+v", p)
+	}
+	p, err = st.History(ctx, sid, persistence.Query{After: 119, Limit: 1})
+	must(t, err)
+	if len(p.Data) != 1 || p.HasMore {
+		t.Fatalf("exact last page: %d events hasMore=%v", len(p.Data), p.HasMore)
+	}
+	_, err = st.History(ctx, "ses_missing", persistence.Query{After: -1})
+	wantType(t, err, messages.ErrSessionNotFound)
+}
+
+func testMessagesPaging(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	for i := range 5 {
+		r, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprint(i)}})
+		must(t, err)
+		_, err = st.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: r.ID})
+		must(t, err)
+	}
+	p, err := st.Messages(ctx, sid, persistence.Query{After: -1, Limit: 3})
+	must(t, err)
+	if len(p.Data) != 3 || !p.HasMore {
+		t.Fatalf("first page %d hasMore=%v", len(p.Data), p.HasMore)
+	}
+	p2, err := st.Messages(ctx, sid, persistence.Query{After: p.Data[2].Seq, Limit: 3})
+	must(t, err)
+	if len(p2.Data) != 2 || p2.HasMore || p2.Data[0].Prompt.Text != "3" {
+		t.Fatalf("second page %+v", p2)
+	}
+}
+
+// collect drains a finite Log.
+func collect(t *testing.T, st persistence.Store, sid messages.SessionID, after int64) ([]int64, *messages.Synced) {
+	t.Helper()
+	var seqs []int64
+	var synced *messages.Synced
+	for item, err := range st.Log(ctx, sid, after, false) {
+		must(t, err)
+		if item.Synced != nil {
+			if synced != nil {
+				t.Fatal("two synced markers")
+			}
+			synced = item.Synced
+			continue
+		}
+		if synced != nil {
+			t.Fatal("event after synced without follow")
+		}
+		seqs = append(seqs, item.Event.Durable.Seq)
+	}
+	return seqs, synced
+}
+
+func testLogReplay(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	appendN(t, st, sid, 1200)
+	seqs, synced := collect(t, st, sid, -1)
+	if len(seqs) != 1201 || synced == nil || synced.Seq == nil || *synced.Seq != 1200 || synced.Type != messages.TypeLogSynced {
+		t.Fatalf("replay %d events, synced %+v", len(seqs), synced)
+	}
+	seqs, synced = collect(t, st, sid, 1200)
+	if len(seqs) != 0 || synced == nil || *synced.Seq != 1200 {
+		t.Fatalf("replay from head: %v %+v", seqs, synced)
+	}
+	seqs, _ = collect(t, st, sid, 1000)
+	if len(seqs) != 200 || seqs[0] != 1001 {
+		t.Fatalf("replay after 1000: %d from %v", len(seqs), seqs[:1])
+	}
+	for _, err := range st.Log(ctx, "ses_missing", -1, false) {
+		wantType(t, err, messages.ErrSessionNotFound)
+	}
+}
+
+func testLogFollowRace(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	appendN(t, st, sid, 100)
+	const writers, per = 4, 50
+	total := int64(100 + writers*per*2)
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for range per {
+				if _, err := st.Append(ctx, sid, &messages.ExecutionStarted{SessionID: sid}, &messages.ExecutionSucceeded{SessionID: sid}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	// Several followers subscribe while the writers run.
+	type result struct {
+		seqs   []int64
+		synced *int64
+		err    error
+	}
+	results := make([]result, 6)
+	var rg sync.WaitGroup
+	for i := range results {
+		rg.Go(func() {
+			c, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			r := &results[i]
+			for item, err := range st.Log(c, sid, int64(i*10)-1, true) {
+				if err != nil {
+					r.err = err
+					return
+				}
+				if item.Synced != nil {
+					r.synced = item.Synced.Seq
+					continue
+				}
+				r.seqs = append(r.seqs, item.Event.Durable.Seq)
+				if item.Event.Durable.Seq == total {
+					return
+				}
+			}
+			r.err = errors.New("log ended before the last event")
+		})
+	}
+	wg.Wait()
+	rg.Wait()
+	for i, r := range results {
+		if r.err != nil {
+			t.Fatalf("follower %d: %v", i, r.err)
+		}
+		start := int64(i * 10)
+		if int64(len(r.seqs)) != total-start+1 {
+			t.Fatalf("follower %d got %d events, want %d", i, len(r.seqs), total-start+1)
+		}
+		for j, s := range r.seqs {
+			if s != start+int64(j) {
+				t.Fatalf("follower %d: seq %d at %d (lost or repeated)", i, s, j)
+			}
+		}
+		if r.synced == nil {
+			t.Fatalf("follower %d saw no synced marker", i)
+		}
+	}
+	if n := tailCount(st); n >= 0 && n != 0 {
+		t.Fatalf("%d tails remain after followers ended", n)
+	}
+}
+
+// tailCount reports active tails when the store exposes them, else -1.
+func tailCount(st persistence.Store) int {
+	if c, ok := st.(interface{ Tails() int }); ok {
+		return c.Tails()
+	}
+	return -1
+}
+
+func testScenarioProjections(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := Scenario(t, st)
+	s, err := st.Get(ctx, sid)
+	must(t, err)
+	if s.Agent != "plan" || s.Model.ID != "other" || s.Location.Directory != "/tmp/elsewhere" ||
+		s.Tokens.Input != 11 || s.Tokens.Cache.Read != 3 || s.Cost != 0.25 {
+		t.Fatalf("session record %+v", s)
+	}
+	if _, ok, err := st.Checkpoint(ctx, sid); err != nil || ok {
+		t.Fatalf("move must reset the checkpoint (ok=%v err=%v)", ok, err)
+	}
+	page, err := st.Messages(ctx, sid, persistence.Query{After: -1, Limit: 100})
+	must(t, err)
+	var roles []string
+	for _, m := range page.Data {
+		roles = append(roles, m.Role)
+	}
+	want := []string{"compaction", "user", "assistant", "system", "compaction", "user", "assistant"}
+	if !slices.Equal(roles, want) {
+		t.Fatalf("roles %v, want %v", roles, want)
+	}
+	a := page.Data[2]
+	if a.Attempts != 2 || a.Retry != nil || a.Error != nil || a.Finish != "tool-calls" || len(a.Parts) != 4 || a.Open {
+		t.Fatalf("assistant %+v", a)
+	}
+	hosted := a.Parts[3].Tool
+	if string(hosted.CallMetadata) != `{"signature":"sig"}` || string(hosted.ResultMetadata) != `{"r":1}` {
+		t.Fatalf("hosted tool metadata %+v", hosted)
+	}
+	if c := page.Data[0].Compaction; c.State != persistence.CompactionCompleted || c.Summary == "" {
+		t.Fatalf("manual compaction row %+v", c)
+	}
+	if c := page.Data[4].Compaction; c.State != persistence.CompactionFailed || c.Reason != messages.CompactionAuto {
+		t.Fatalf("auto compaction row %+v", c)
+	}
+	rows, err := st.Pending(ctx, sid)
+	must(t, err)
+	if len(rows) != 0 {
+		t.Fatalf("pending after scenario: %+v", rows)
+	}
+	h, err := st.History(ctx, sid, persistence.Query{After: -1, Limit: 100})
+	must(t, err)
+	seen := map[string]bool{}
+	for _, ev := range h.Data {
+		seen[ev.Type] = true
+	}
+	for _, typ := range messages.DurableTypes() {
+		if !seen[typ] {
+			t.Errorf("scenario does not cover %s", typ)
+		}
+	}
+}
