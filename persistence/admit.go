@@ -187,8 +187,8 @@ func (w *wtx) checkBacklog(sid messages.SessionID) error {
 	if limit <= 0 {
 		return nil
 	}
-	p := prefix(sid)
-	c := w.tx.Bucket(bucketPending).Cursor()
+	p := prefix(sid, kPending)
+	c := w.tx.Bucket(bucketData).Cursor()
 	n := 0
 	for k, _ := c.Seek(p); k != nil && len(k) > len(p) && string(k[:len(p)]) == string(p); k, _ = c.Next() {
 		if n++; n >= limit {

@@ -92,9 +92,9 @@ func (w *wtx) nextSeq(sid messages.SessionID) (int64, error) {
 
 // lastSeq returns the Session's last committed seq, or -1.
 func lastSeq(tx *bolt.Tx, sid messages.SessionID) int64 {
-	c := tx.Bucket(bucketLog).Cursor()
-	p := prefix(sid)
-	k, _ := c.Seek(seqKey(sid, -1)) // 0xFF… sorts after every real seq
+	c := tx.Bucket(bucketData).Cursor()
+	p := prefix(sid, kLog)
+	k, _ := c.Seek(seqKey(sid, kLog, -1)) // 0xFF… sorts after every real seq
 	if k == nil {
 		k, _ = c.Last()
 	} else {
@@ -113,7 +113,7 @@ func (w *wtx) apply(ev messages.Event) error {
 	if err != nil {
 		return err
 	}
-	if err := w.tx.Bucket(bucketLog).Put(seqKey(sid, ev.Durable.Seq), b); err != nil {
+	if err := w.tx.Bucket(bucketData).Put(seqKey(sid, kLog, ev.Durable.Seq), b); err != nil {
 		return err
 	}
 	if err := w.project(ev); err != nil {
@@ -167,7 +167,7 @@ func (w *wtx) session(sid messages.SessionID) (Session, error) {
 
 func loadSession(tx *bolt.Tx, sid messages.SessionID) (Session, error) {
 	var s Session
-	ok, err := get(tx, bucketSessions, []byte(sid), &s)
+	ok, err := get(tx, bucketData, prefix(sid, kSession), &s)
 	if err != nil {
 		return s, err
 	}

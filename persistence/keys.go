@@ -6,47 +6,56 @@ import (
 	"github.com/sessiond/sessiond/messages"
 )
 
-// Bucket names. The layout is flat: one top-level bucket per kind of row,
-// keyed by Session ID + 0x00 + big-endian seq where rows are per Session
-// (see doc.go for why not a nested bucket per Session).
+// Bucket names. Per-Session rows all live in one bucket, "data", clustered
+// by Session (see doc.go); the other buckets are global indexes.
 var (
-	bucketMeta        = []byte("meta")
-	bucketSessions    = []byte("sessions")
-	bucketLog         = []byte("log")
-	bucketIDs         = []byte("ids")
-	bucketInbox       = []byte("inbox")
-	bucketPending     = []byte("pending")
-	bucketMessages    = []byte("messages")
-	bucketMsgIndex    = []byte("msgidx")
-	bucketCheckpoints = []byte("checkpoints")
-	bucketEntries     = []byte("entries")
-	bucketApprovals   = []byte("approvals")
+	bucketMeta      = []byte("meta")
+	bucketData      = []byte("data")
+	bucketSessions  = []byte("sessions")
+	bucketIDs       = []byte("ids")
+	bucketInbox     = []byte("inbox")
+	bucketEntries   = []byte("entries")
+	bucketApprovals = []byte("approvals")
 
-	allBuckets = [][]byte{bucketMeta, bucketSessions, bucketLog, bucketIDs, bucketInbox, bucketPending,
-		bucketMessages, bucketMsgIndex, bucketCheckpoints, bucketEntries, bucketApprovals}
+	allBuckets = [][]byte{bucketMeta, bucketData, bucketSessions, bucketIDs, bucketInbox, bucketEntries, bucketApprovals}
+)
+
+// kind is the row kind byte that follows a Session's prefix in the data
+// bucket. The order is deliberate: the log comes after the small kinds and
+// right before the pending index, so an admission's log append and pending
+// insert usually dirty the same leaf page.
+type kind byte
+
+const (
+	kSession    kind = 1 // the Session record
+	kCheckpoint kind = 2 // the instruction checkpoint
+	kMsgIndex   kind = 3 // messageID -> message key
+	kMessage    kind = 4 // source seq -> message
+	kLog        kind = 5 // seq -> event
+	kPending    kind = 6 // admitted seq -> message ID of an unsettled input
 )
 
 // schemaVersion is stored in meta; Open refuses a file from another version.
-const schemaVersion = 1
+const schemaVersion = 2
 
 var keySchema = []byte("schema")
 
-// prefix returns sid + 0x00. IDs never contain 0x00, so no Session's prefix
-// is a prefix of another's.
-func prefix(sid messages.SessionID) []byte {
-	b := make([]byte, 0, len(sid)+9)
+// prefix returns sid + 0x00 + kind. IDs never contain 0x00, so no Session's
+// rows interleave with another's.
+func prefix(sid messages.SessionID, k kind) []byte {
+	b := make([]byte, 0, len(sid)+10)
 	b = append(b, sid...)
-	return append(b, 0)
+	return append(b, 0, byte(k))
 }
 
-// seqKey returns sid + 0x00 + big-endian seq, so cursor order is log order.
-func seqKey(sid messages.SessionID, seq int64) []byte {
-	return binary.BigEndian.AppendUint64(prefix(sid), uint64(seq))
+// seqKey returns prefix + big-endian seq, so cursor order is log order.
+func seqKey(sid messages.SessionID, k kind, seq int64) []byte {
+	return binary.BigEndian.AppendUint64(prefix(sid, k), uint64(seq))
 }
 
-// strKey returns sid + 0x00 + s.
-func strKey(sid messages.SessionID, s string) []byte {
-	return append(prefix(sid), s...)
+// strKey returns prefix + s.
+func strKey(sid messages.SessionID, k kind, s string) []byte {
+	return append(prefix(sid, k), s...)
 }
 
 // seqOf decodes the seq of a seqKey.

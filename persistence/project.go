@@ -17,7 +17,10 @@ func (w *wtx) project(ev messages.Event) error {
 		if seq != 0 {
 			return messages.Errorf(messages.ErrInvalid, "session.created.1 at seq %d", seq)
 		}
-		return put(w.tx, bucketSessions, []byte(sid), &Session{ID: sid, Location: p.Location, Title: p.Title,
+		if err := w.tx.Bucket(bucketSessions).Put([]byte(sid), nil); err != nil {
+			return err
+		}
+		return put(w.tx, bucketData, prefix(sid, kSession), &Session{ID: sid, Location: p.Location, Title: p.Title,
 			Agent: p.Agent, Model: p.Model, Created: ev.Created})
 	case *messages.AgentSelected:
 		return w.updateSession(sid, func(s *Session) { s.Agent = p.Agent })
@@ -27,7 +30,7 @@ func (w *wtx) project(ev messages.Event) error {
 		if err := w.updateSession(sid, func(s *Session) { s.Location = p.Location }); err != nil {
 			return err
 		}
-		return w.tx.Bucket(bucketCheckpoints).Delete([]byte(sid))
+		return w.tx.Bucket(bucketData).Delete(prefix(sid, kCheckpoint))
 	case *messages.PromptAdmitted:
 		prompt := p.Prompt
 		return w.insertInput(sid, Input{ID: p.InputID, SessionID: sid, Kind: InputPrompt, Prompt: &prompt,
@@ -58,10 +61,10 @@ func (w *wtx) project(ev messages.Event) error {
 			c.State, c.Error = CompactionFailed, &e
 		})
 	case *messages.InstructionsBaselined:
-		return put(w.tx, bucketCheckpoints, []byte(sid), &Checkpoint{Baseline: p.Text, BaselineSeq: seq, Applied: maps.Clone(p.Applied)})
+		return put(w.tx, bucketData, prefix(sid, kCheckpoint), &Checkpoint{Baseline: p.Text, BaselineSeq: seq, Applied: maps.Clone(p.Applied)})
 	case *messages.InstructionsUpdated:
 		var c Checkpoint
-		ok, err := get(w.tx, bucketCheckpoints, []byte(sid), &c)
+		ok, err := get(w.tx, bucketData, prefix(sid, kCheckpoint), &c)
 		if err != nil {
 			return err
 		}
@@ -69,7 +72,7 @@ func (w *wtx) project(ev messages.Event) error {
 			return messages.Errorf(messages.ErrInvalid, "instructions updated before a baseline")
 		}
 		c.Applied = maps.Clone(p.Applied)
-		if err := put(w.tx, bucketCheckpoints, []byte(sid), &c); err != nil {
+		if err := put(w.tx, bucketData, prefix(sid, kCheckpoint), &c); err != nil {
 			return err
 		}
 		id := derivedID(ev)
@@ -183,7 +186,7 @@ func (w *wtx) updateSession(sid messages.SessionID, f func(*Session)) error {
 		return err
 	}
 	f(&s)
-	return put(w.tx, bucketSessions, []byte(sid), &s)
+	return put(w.tx, bucketData, prefix(sid, kSession), &s)
 }
 
 // claimID records a message ID in the global index, failing when any
@@ -203,7 +206,7 @@ func (w *wtx) insertInput(sid messages.SessionID, in Input) error {
 	if err := put(w.tx, bucketInbox, []byte(in.ID), &in); err != nil {
 		return err
 	}
-	return w.tx.Bucket(bucketPending).Put(seqKey(sid, in.AdmittedSeq), []byte(in.ID))
+	return w.tx.Bucket(bucketData).Put(seqKey(sid, kPending, in.AdmittedSeq), []byte(in.ID))
 }
 
 // settleInput marks a pending inbox row of the given kind promoted (or
@@ -226,15 +229,15 @@ func (w *wtx) settleInput(sid messages.SessionID, id messages.MessageID, kind st
 	if err := put(w.tx, bucketInbox, []byte(id), &in); err != nil {
 		return in, err
 	}
-	return in, w.tx.Bucket(bucketPending).Delete(seqKey(sid, in.AdmittedSeq))
+	return in, w.tx.Bucket(bucketData).Delete(seqKey(sid, kPending, in.AdmittedSeq))
 }
 
 // putMessage writes a message at its source seq and indexes its ID.
 func (w *wtx) putMessage(m Message) error {
-	if err := put(w.tx, bucketMessages, seqKey(m.SessionID, m.Seq), &m); err != nil {
+	if err := put(w.tx, bucketData, seqKey(m.SessionID, kMessage, m.Seq), &m); err != nil {
 		return err
 	}
-	return w.tx.Bucket(bucketMsgIndex).Put(strKey(m.SessionID, string(m.ID)), seqKey(m.SessionID, m.Seq))
+	return w.tx.Bucket(bucketData).Put(strKey(m.SessionID, kMsgIndex, string(m.ID)), seqKey(m.SessionID, kMessage, m.Seq))
 }
 
 // message loads a projected message by ID; ok is false when absent.

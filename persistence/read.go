@@ -11,11 +11,11 @@ import (
 
 func loadMessage(tx *bolt.Tx, sid messages.SessionID, id messages.MessageID) (Message, bool, error) {
 	var m Message
-	key := tx.Bucket(bucketMsgIndex).Get(strKey(sid, string(id)))
+	key := tx.Bucket(bucketData).Get(strKey(sid, kMsgIndex, string(id)))
 	if key == nil {
 		return m, false, nil
 	}
-	return m, true, decodeAt(tx, bucketMessages, key, &m)
+	return m, true, decodeAt(tx, bucketData, key, &m)
 }
 
 func decodeAt(tx *bolt.Tx, bucket, key []byte, v any) error {
@@ -31,7 +31,7 @@ func fillSession(tx *bolt.Tx, s *Session) error {
 	s.LastSeq = lastSeq(tx, s.ID)
 	s.Updated = s.Created
 	if s.LastSeq >= 0 {
-		b := tx.Bucket(bucketLog).Get(seqKey(s.ID, s.LastSeq))
+		b := tx.Bucket(bucketData).Get(seqKey(s.ID, kLog, s.LastSeq))
 		ev, err := messages.UnmarshalEvent(b)
 		if err != nil {
 			return err
@@ -58,9 +58,9 @@ func (s *Bolt) Get(ctx context.Context, id messages.SessionID) (Session, error) 
 func (s *Bolt) List(ctx context.Context) ([]Session, error) {
 	var out []Session
 	err := s.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
-			var r Session
-			if err := messages.Unmarshal(v, &r); err != nil {
+		return tx.Bucket(bucketSessions).ForEach(func(k, _ []byte) error {
+			r, err := loadSession(tx, messages.SessionID(k))
+			if err != nil {
 				return err
 			}
 			if err := fillSession(tx, &r); err != nil {
@@ -95,11 +95,11 @@ func (s *Bolt) limit(q Query) int {
 
 // scan walks the per-Session rows of bucket with seq > after, decoding at
 // most limit+1 of them with dec, and reports whether more remain.
-func scan(tx *bolt.Tx, bucket []byte, sid messages.SessionID, after int64, limit int, dec func(v []byte) error) (bool, error) {
-	p := prefix(sid)
-	c := tx.Bucket(bucket).Cursor()
+func scan(tx *bolt.Tx, kd kind, sid messages.SessionID, after int64, limit int, dec func(v []byte) error) (bool, error) {
+	p := prefix(sid, kd)
+	c := tx.Bucket(bucketData).Cursor()
 	n := 0
-	for k, v := c.Seek(seqKey(sid, after+1)); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+	for k, v := c.Seek(seqKey(sid, kd, after+1)); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
 		if n == limit {
 			return true, nil
 		}
@@ -123,7 +123,7 @@ func (s *Bolt) History(ctx context.Context, id messages.SessionID, q Query) (Pag
 			return err
 		}
 		page.Data = make([]messages.Event, 0, min(s.limit(q), 128))
-		more, err := scan(tx, bucketLog, id, q.After, s.limit(q), func(v []byte) error {
+		more, err := scan(tx, kLog, id, q.After, s.limit(q), func(v []byte) error {
 			ev, err := messages.UnmarshalEvent(v)
 			if err != nil {
 				return err
@@ -148,7 +148,7 @@ func (s *Bolt) Messages(ctx context.Context, id messages.SessionID, q Query) (Pa
 			return err
 		}
 		page.Data = []Message{}
-		more, err := scan(tx, bucketMessages, id, q.After, s.limit(q), func(v []byte) error {
+		more, err := scan(tx, kMessage, id, q.After, s.limit(q), func(v []byte) error {
 			var m Message
 			if err := messages.Unmarshal(v, &m); err != nil {
 				return err
@@ -193,8 +193,8 @@ func (s *Bolt) Pending(ctx context.Context, id messages.SessionID) ([]Input, err
 
 func pending(tx *bolt.Tx, sid messages.SessionID) ([]Input, error) {
 	var out []Input
-	p := prefix(sid)
-	c := tx.Bucket(bucketPending).Cursor()
+	p := prefix(sid, kPending)
+	c := tx.Bucket(bucketData).Cursor()
 	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
 		var in Input
 		if err := decodeAt(tx, bucketInbox, v, &in); err != nil {
@@ -224,7 +224,7 @@ func (s *Bolt) Checkpoint(ctx context.Context, id messages.SessionID) (Checkpoin
 	var ok bool
 	err := s.view(func(tx *bolt.Tx) error {
 		var err error
-		ok, err = get(tx, bucketCheckpoints, []byte(id), &c)
+		ok, err = get(tx, bucketData, prefix(id, kCheckpoint), &c)
 		return err
 	})
 	return c, ok, err

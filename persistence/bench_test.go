@@ -1,0 +1,203 @@
+package persistence_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+// fdatasyncRate measures a raw write+fdatasync loop of size-byte appends in
+// dir: the physical limit admissions are compared with.
+func fdatasyncRate(b *testing.B, dir string, size int) float64 {
+	f, err := os.Create(filepath.Join(dir, "fsync.probe"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, size)
+	const n = 200
+	start := time.Now()
+	for range n {
+		if _, err := f.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return n / time.Since(start).Seconds()
+}
+
+// BenchmarkAdmit measures durable admission (fsync on) with concurrent
+// admitters, reporting admissions/s, p50/p99 latency, and the ratio of
+// admissions/s to a raw fdatasync loop measured in the same run.
+func BenchmarkAdmit(b *testing.B) {
+	for _, admitters := range []int{1, 8, 64, 256} {
+		b.Run(fmt.Sprintf("admitters=%d", admitters), func(b *testing.B) {
+			dir := b.TempDir()
+			st, err := persistence.Open(filepath.Join(dir, "bench.db"), persistence.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			ctx := context.Background()
+			// One Session per admitter, as independent clients would have.
+			sids := make([]messages.SessionID, admitters)
+			for i := range sids {
+				s, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: "/tmp"}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				sids[i] = s.ID
+			}
+			prompt := messages.Prompt{Text: fmt.Sprintf("%0200d", 7)}
+			// The disk's fsync rate drifts; measure it before and after the
+			// run and divide by the faster one, so the ratio is a lower bound.
+			rawBefore := fdatasyncRate(b, dir, 300)
+			lat := make([][]time.Duration, admitters)
+			var next atomic.Int64
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for g := range admitters {
+				wg.Go(func() {
+					for next.Add(1) <= int64(b.N) {
+						t0 := time.Now()
+						if _, err := st.Admit(ctx, persistence.Admission{SessionID: sids[g], Prompt: prompt}); err != nil {
+							b.Error(err)
+							return
+						}
+						lat[g] = append(lat[g], time.Since(t0))
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			all := slices.Concat(lat...)
+			slices.Sort(all)
+			rate := float64(len(all)) / elapsed.Seconds()
+			raw := max(rawBefore, fdatasyncRate(b, dir, 300))
+			b.ReportMetric(rate, "admits/s")
+			b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+			b.ReportMetric(raw, "fdatasync/s")
+			b.ReportMetric(rate/raw, "ratio")
+		})
+	}
+}
+
+var (
+	bigOnce sync.Once
+	bigPath string
+	bigSID  messages.SessionID
+	bigErr  error
+)
+
+// bigSession builds, once per process, a store with one 1,000,000-event
+// Session (fsync off while building; reads do not depend on it).
+func bigSession(b *testing.B) (string, messages.SessionID) {
+	bigOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sessiond-bench-")
+		if err != nil {
+			bigErr = err
+			return
+		}
+		bigPath = filepath.Join(dir, "big.db")
+		st, err := persistence.Open(bigPath, persistence.Options{NoSync: true})
+		if err != nil {
+			bigErr = err
+			return
+		}
+		defer st.Close()
+		ctx := context.Background()
+		s, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: "/tmp"}})
+		if err != nil {
+			bigErr = err
+			return
+		}
+		bigSID = s.ID
+		batch := make([]messages.Payload, 0, 1000)
+		for i := 1; i < 1_000_000; i++ {
+			var p messages.Payload = &messages.ExecutionStarted{SessionID: s.ID}
+			if i%2 == 0 {
+				p = &messages.ExecutionSucceeded{SessionID: s.ID}
+			}
+			batch = append(batch, p)
+			if len(batch) == cap(batch) || i == 999_999 {
+				if _, err := st.Append(ctx, s.ID, batch...); err != nil {
+					bigErr = err
+					return
+				}
+				batch = batch[:0]
+			}
+		}
+	})
+	if bigErr != nil {
+		b.Fatal(bigErr)
+	}
+	return bigPath, bigSID
+}
+
+// BenchmarkHistoryTail reads the last page (limit 100) of a 1,000,000-event
+// Session and reports p99 latency.
+func BenchmarkHistoryTail(b *testing.B) {
+	path, sid := bigSession(b)
+	st, err := persistence.Open(path, persistence.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		p, err := st.History(ctx, sid, persistence.Query{After: 999_999 - 100, Limit: 100})
+		if err != nil || len(p.Data) != 100 {
+			b.Fatalf("page: %d events, %v", len(p.Data), err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+}
+
+// BenchmarkLogReplay replays the whole 1,000,000-event Session through Log
+// and reports decoded events per second.
+func BenchmarkLogReplay(b *testing.B) {
+	path, sid := bigSession(b)
+	st, err := persistence.Open(path, persistence.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	b.ResetTimer()
+	start := time.Now()
+	total := 0
+	for range b.N {
+		for item, err := range st.Log(ctx, sid, -1, false) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			if item.Event != nil {
+				total++
+			}
+		}
+	}
+	b.ReportMetric(float64(total)/time.Since(start).Seconds(), "events/s")
+}
