@@ -23,7 +23,7 @@ func (s *Bolt) CreateSession(ctx context.Context, req CreateSession) (Session, b
 	}
 	ev := messages.Event{ID: s.opts.IDs.Event(), Created: s.opts.Clock().UnixMilli(), Type: messages.TypeSessionCreated,
 		Durable: &messages.Durable{AggregateID: req.ID, Seq: 0, Version: 1},
-		Data: &messages.SessionCreated{SessionID: req.ID, Location: req.Location, Title: req.Title, Agent: req.Agent, Model: req.Model}}
+		Data:    &messages.SessionCreated{SessionID: req.ID, Location: req.Location, Title: req.Title, Agent: req.Agent, Model: req.Model}}
 	var out Session
 	var created bool
 	err := s.submit(ctx, func(w *wtx) error {
