@@ -33,6 +33,7 @@ const (
 	kMessage    kind = 4 // source seq -> message
 	kLog        kind = 5 // seq -> event
 	kPending    kind = 6 // admitted seq -> message ID of an unsettled input
+	kOpen       kind = 7 // messageID of an assistant message whose step is open
 )
 
 // schemaVersion is stored in meta; Open refuses a file from another version.

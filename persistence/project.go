@@ -87,7 +87,7 @@ func (w *wtx) project(ev messages.Event) error {
 		return w.stepStarted(ev, p)
 	case *messages.StepEnded:
 		if err := w.updateAssistant(sid, p.AssistantMessageID, func(m *Message) error {
-			if err := closeStep(m); err != nil {
+			if err := w.closeStep(m); err != nil {
 				return err
 			}
 			tokens := p.Tokens
@@ -99,7 +99,7 @@ func (w *wtx) project(ev messages.Event) error {
 		return w.updateSession(sid, func(s *Session) { s.Tokens = s.Tokens.Add(p.Tokens); s.Cost += p.Cost })
 	case *messages.StepFailed:
 		return w.updateAssistant(sid, p.AssistantMessageID, func(m *Message) error {
-			if err := closeStep(m); err != nil {
+			if err := w.closeStep(m); err != nil {
 				return err
 			}
 			e := p.Error
@@ -304,9 +304,15 @@ func (w *wtx) stepStarted(ev messages.Event, p *messages.StepStarted) error {
 		}
 		m.Open, m.Attempts, m.Agent, m.Model = true, m.Attempts+1, p.Agent, p.Model
 		m.Retry, m.Error, m.Finish, m.Tokens, m.Cost, m.Completed = nil, nil, "", nil, 0, 0
+		if err := w.tx.Bucket(bucketData).Put(strKey(sid, kOpen, string(m.ID)), nil); err != nil {
+			return err
+		}
 		return w.putMessage(m)
 	}
 	if err := w.claimID(p.AssistantMessageID, sid, idAssistant); err != nil {
+		return err
+	}
+	if err := w.tx.Bucket(bucketData).Put(strKey(sid, kOpen, string(p.AssistantMessageID)), nil); err != nil {
 		return err
 	}
 	return w.putMessage(Message{ID: p.AssistantMessageID, SessionID: sid, Seq: seq, Role: RoleAssistant,
@@ -337,7 +343,7 @@ func requireOpen(m *Message) error {
 
 // closeStep enforces settlement-first ordering: a step ends only when it is
 // open, its fragments are ended and every local tool call has settled.
-func closeStep(m *Message) error {
+func (w *wtx) closeStep(m *Message) error {
 	if err := requireOpen(m); err != nil {
 		return err
 	}
@@ -347,7 +353,7 @@ func closeStep(m *Message) error {
 		}
 	}
 	m.Open = false
-	return nil
+	return w.tx.Bucket(bucketData).Delete(strKey(m.SessionID, kOpen, string(m.ID)))
 }
 
 func toolPart(m *Message, callID string) *ToolPart {

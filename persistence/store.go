@@ -58,6 +58,21 @@ type Store interface {
 	// when none is initialized.
 	Checkpoint(ctx context.Context, id messages.SessionID) (c Checkpoint, ok bool, err error)
 
+	// OpenSteps returns assistant messages whose step is open.
+	OpenSteps(ctx context.Context, id messages.SessionID) ([]Message, error)
+
+	// PutEntry, DeleteEntry and Entries manage API-managed instruction
+	// entries of a Session.
+	PutEntry(ctx context.Context, id messages.SessionID, key, value string) error
+	DeleteEntry(ctx context.Context, id messages.SessionID, key string) error
+	Entries(ctx context.Context, id messages.SessionID) (map[string]string, error)
+
+	// SaveApproval, Approved and Approvals manage saved "always" permission
+	// replies per project.
+	SaveApproval(ctx context.Context, project, permission string, patterns []string) error
+	Approved(ctx context.Context, project, permission, pattern string) (bool, error)
+	Approvals(ctx context.Context, project string) (map[string][]string, error)
+
 	// Close stops the writer after in-flight commits and closes the store.
 	Close() error
 }

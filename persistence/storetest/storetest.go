@@ -44,6 +44,8 @@ func Run(t *testing.T, open Factory) {
 		{"LogReplaySynced", testLogReplay},
 		{"LogFollowRace", testLogFollowRace},
 		{"ScenarioProjections", testScenarioProjections},
+		{"OpenSteps", testOpenSteps},
+		{"EntriesAndApprovals", testEntriesApprovals},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
@@ -758,5 +760,55 @@ func testScenarioProjections(t *testing.T, open Factory) {
 		if !seen[typ] {
 			t.Errorf("scenario does not cover %s", typ)
 		}
+	}
+}
+
+func testOpenSteps(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	_, err := st.Append(ctx, sid, &messages.StepStarted{SessionID: sid, AssistantMessageID: "msg_o1", Attempt: 1},
+		&messages.ToolCalled{SessionID: sid, AssistantMessageID: "msg_o1", CallID: "c", Name: "bash", Input: []byte(`{}`)})
+	must(t, err)
+	steps, err := st.OpenSteps(ctx, sid)
+	must(t, err)
+	if len(steps) != 1 || steps[0].ID != "msg_o1" || steps[0].Parts[0].Tool.State != persistence.ToolRunning {
+		t.Fatalf("open steps %+v", steps)
+	}
+	_, err = st.Append(ctx, sid, &messages.ToolFailed{SessionID: sid, AssistantMessageID: "msg_o1", CallID: "c", Error: messages.Error{Type: messages.ErrAborted}},
+		&messages.StepFailed{SessionID: sid, AssistantMessageID: "msg_o1", Error: messages.Error{Type: messages.ErrAborted}})
+	must(t, err)
+	steps, err = st.OpenSteps(ctx, sid)
+	must(t, err)
+	if len(steps) != 0 {
+		t.Fatalf("closed step still open: %+v", steps)
+	}
+}
+
+func testEntriesApprovals(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	must(t, st.PutEntry(ctx, sid, "style", "be brief"))
+	must(t, st.PutEntry(ctx, sid, "lang", "go"))
+	e, err := st.Entries(ctx, sid)
+	must(t, err)
+	if len(e) != 2 || e["style"] != "be brief" {
+		t.Fatalf("entries %v", e)
+	}
+	must(t, st.DeleteEntry(ctx, sid, "style"))
+	wantType(t, st.DeleteEntry(ctx, sid, "style"), messages.ErrNotFound)
+	wantType(t, st.PutEntry(ctx, "ses_missing", "k", "v"), messages.ErrSessionNotFound)
+	wantType(t, st.PutEntry(ctx, sid, "", "v"), messages.ErrInvalid)
+	must(t, st.SaveApproval(ctx, "/p", "bash", []string{"ls *", "git status"}))
+	ok, err := st.Approved(ctx, "/p", "bash", "git status")
+	must(t, err)
+	no, err := st.Approved(ctx, "/other", "bash", "git status")
+	must(t, err)
+	if !ok || no {
+		t.Fatalf("approved %v in project, %v elsewhere", ok, no)
+	}
+	all, err := st.Approvals(ctx, "/p")
+	must(t, err)
+	if len(all["bash"]) != 2 {
+		t.Fatalf("approvals %v", all)
 	}
 }

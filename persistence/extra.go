@@ -1,0 +1,128 @@
+package persistence
+
+import (
+	"bytes"
+	"context"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+// OpenSteps returns the assistant messages whose step is open. Between
+// drains there should be none; any found at the start of a drain were left
+// by a process that died mid-step (orphans for failInterruptedTools).
+func (s *Bolt) OpenSteps(ctx context.Context, sid messages.SessionID) ([]Message, error) {
+	var out []Message
+	err := s.view(func(tx *bolt.Tx) error {
+		p := prefix(sid, kOpen)
+		c := tx.Bucket(bucketData).Cursor()
+		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+			m, ok, err := loadMessage(tx, sid, messages.MessageID(k[len(p):]))
+			if err != nil {
+				return err
+			}
+			if ok {
+				out = append(out, m)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// validateKey checks an instruction entry key or approval part.
+func validateKey(field, k string) error {
+	if k == "" || len(k) > 200 || strings.ContainsRune(k, 0) {
+		return messages.Errorf(messages.ErrInvalid, "%s: want 1 to 200 characters without NUL", field)
+	}
+	return nil
+}
+
+// PutEntry stores an API-managed instruction entry of a Session. Entries
+// are instruction-source inputs, observed at the next step boundary; the
+// change reaches the log through session.instructions.updated.1.
+func (s *Bolt) PutEntry(ctx context.Context, sid messages.SessionID, key, value string) error {
+	if err := validateKey("key", key); err != nil {
+		return err
+	}
+	return s.submit(ctx, func(w *wtx) error {
+		if _, err := w.session(sid); err != nil {
+			return err
+		}
+		return w.tx.Bucket(bucketEntries).Put(strKey(sid, 0, key), []byte(value))
+	})
+}
+
+// DeleteEntry removes an instruction entry; a missing entry is not-found.
+func (s *Bolt) DeleteEntry(ctx context.Context, sid messages.SessionID, key string) error {
+	return s.submit(ctx, func(w *wtx) error {
+		b := w.tx.Bucket(bucketEntries)
+		k := strKey(sid, 0, key)
+		if b.Get(k) == nil {
+			return messages.Errorf(messages.ErrNotFound, "instruction entry %q not found", key)
+		}
+		return b.Delete(k)
+	})
+}
+
+// Entries returns a Session's instruction entries.
+func (s *Bolt) Entries(ctx context.Context, sid messages.SessionID) (map[string]string, error) {
+	out := map[string]string{}
+	err := s.view(func(tx *bolt.Tx) error {
+		p := prefix(sid, 0)
+		c := tx.Bucket(bucketEntries).Cursor()
+		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+			out[string(k[len(p):])] = string(v)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func approvalKey(project, permission, pattern string) []byte {
+	return []byte(project + "\x00" + permission + "\x00" + pattern)
+}
+
+// SaveApproval durably records an "always" permission reply for a project.
+func (s *Bolt) SaveApproval(ctx context.Context, project, permission string, patterns []string) error {
+	if err := validateKey("project", project); err != nil {
+		return err
+	}
+	return s.submit(ctx, func(w *wtx) error {
+		b := w.tx.Bucket(bucketApprovals)
+		for _, p := range patterns {
+			if err := b.Put(approvalKey(project, permission, p), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Approved reports whether an "always" approval covers exactly this
+// permission and pattern in the project.
+func (s *Bolt) Approved(ctx context.Context, project, permission, pattern string) (bool, error) {
+	var ok bool
+	err := s.view(func(tx *bolt.Tx) error {
+		ok = tx.Bucket(bucketApprovals).Get(approvalKey(project, permission, pattern)) != nil
+		return nil
+	})
+	return ok, err
+}
+
+// Approvals lists a project's saved approvals as permission -> patterns.
+func (s *Bolt) Approvals(ctx context.Context, project string) (map[string][]string, error) {
+	out := map[string][]string{}
+	err := s.view(func(tx *bolt.Tx) error {
+		p := []byte(project + "\x00")
+		c := tx.Bucket(bucketApprovals).Cursor()
+		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+			perm, pat, _ := strings.Cut(string(k[len(p):]), "\x00")
+			out[perm] = append(out[perm], pat)
+		}
+		return nil
+	})
+	return out, err
+}
