@@ -1,0 +1,198 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+func patchText(body string) ApplyPatchInput {
+	return ApplyPatchInput{PatchText: "*** Begin Patch\n" + body + "*** End Patch\n"}
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func TestApplyPatchAsksOnceForTheBatch(t *testing.T) {
+	asker := &scriptedAsker{answer: answerAlways(Once)}
+	h := newHarness(t, harnessConfig{asker: asker})
+	h.write(t, "src/a.go", "package a\n")
+	h.write(t, "old.txt", "x\n")
+	res, err := h.call(context.Background(), t, "apply_patch", patchText(
+		"*** Add File: docs/n.md\n+n\n*** Update File: src/a.go\n@@\n-package a\n+package b\n*** Delete File: old.txt\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := asker.requests()
+	if len(asked) != 1 || asked[0].Permission != PermissionEdit || !slices.Equal(asked[0].Patterns, []string{"docs/n.md", "src/a.go", "old.txt"}) {
+		t.Fatalf("asked %+v, want one edit request for the three relative paths", asked)
+	}
+	var meta ApplyPatchMetadata
+	if err := json.Unmarshal(res.Metadata, &meta); err != nil {
+		t.Fatal(err)
+	}
+	want := []PatchedFile{{"docs/n.md", "A", 1, 0}, {"src/a.go", "M", 1, 1}, {"old.txt", "D", 0, 1}}
+	if !slices.Equal(meta.Files, want) {
+		t.Fatalf("metadata %+v, want %+v", meta.Files, want)
+	}
+	if res.Title != "3 files changed" {
+		t.Fatalf("title %q", res.Title)
+	}
+}
+
+func TestApplyPatchRejectedChangesNothing(t *testing.T) {
+	asker := &scriptedAsker{answer: func(Request) (Answer, error) { return Answer{Reply: Reject, Message: "not that file"}, nil }}
+	h := newHarness(t, harnessConfig{asker: asker})
+	p := h.write(t, "a.txt", "a\n")
+	_, err := h.call(context.Background(), t, "apply_patch", patchText("*** Update File: a.txt\n@@\n-a\n+b\n*** Add File: b.txt\n+b\n"))
+	if errorType(t, err) != messages.ErrPermissionRejected || !strings.Contains(err.Error(), "not that file") {
+		t.Fatalf("got %v", err)
+	}
+	if readFile(t, p) != "a\n" {
+		t.Fatal("a rejected patch changed a file")
+	}
+	if _, err := os.Stat(filepath.Join(h.root, "b.txt")); !os.IsNotExist(err) {
+		t.Fatal("a rejected patch added a file")
+	}
+	// An edit rule can deny one file of the batch: nothing is applied.
+	h2 := newHarness(t, harnessConfig{rules: Ruleset{{"edit", "*", Allow}, {"edit", "*.lock", Deny}}})
+	h2.write(t, "a.txt", "a\n")
+	_, err = h2.call(context.Background(), t, "apply_patch", patchText("*** Update File: a.txt\n@@\n-a\n+b\n*** Add File: deps.lock\n+x\n"))
+	if errorType(t, err) != messages.ErrPermissionRejected || readFile(t, filepath.Join(h2.root, "a.txt")) != "a\n" {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestApplyPatchExternalDirectoriesAskedOncePerDirectory(t *testing.T) {
+	lib := t.TempDir()
+	for _, f := range []string{"pkg/a.go", "pkg/b.go", "other/c.go"} {
+		p := filepath.Join(lib, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("old\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	canonLib, _ := filepath.EvalSymlinks(lib)
+	asker := &scriptedAsker{answer: answerAlways(Once)}
+	h := newHarness(t, harnessConfig{asker: asker, refs: map[string]string{"lib": lib}})
+	h.write(t, "local.txt", "old\n")
+	res, err := h.call(context.Background(), t, "apply_patch", patchText(
+		"*** Update File: @lib/pkg/a.go\n@@\n-old\n+new\n"+
+			"*** Update File: @lib/pkg/b.go\n@@\n-old\n+new\n"+
+			"*** Delete File: @lib/other/c.go\n"+
+			"*** Update File: local.txt\n@@\n-old\n+new\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var perms []string
+	for _, r := range asker.requests() {
+		perms = append(perms, r.Permission+" "+strings.Join(r.Patterns, ","))
+	}
+	relLib, _ := filepath.Rel(h.root, canonLib)
+	want := []string{
+		"external_directory " + filepath.Join(canonLib, "pkg") + "/*",
+		"external_directory " + filepath.Join(canonLib, "other") + "/*",
+		"edit " + strings.Join([]string{relLib + "/pkg/a.go", relLib + "/pkg/b.go", relLib + "/other/c.go", "local.txt"}, ","),
+	}
+	if !slices.Equal(perms, want) {
+		t.Fatalf("asked\n%q\nwant\n%q", perms, want)
+	}
+	if readFile(t, filepath.Join(lib, "pkg/a.go")) != "new\n" || readFile(t, filepath.Join(h.root, "local.txt")) != "new\n" {
+		t.Fatal("patch not applied")
+	}
+	if _, err := os.Stat(filepath.Join(lib, "other/c.go")); !os.IsNotExist(err) {
+		t.Fatal("delete through a reference not applied")
+	}
+	if !strings.Contains(res.Output, "M @lib/pkg/a.go") || !strings.Contains(res.Output, "D @lib/other/c.go") {
+		t.Fatalf("output %q", res.Output)
+	}
+	// Denying the external directory stops the whole patch.
+	h2 := newHarness(t, harnessConfig{rules: Ruleset{{"*", "*", Allow}, {"external_directory", "*", Deny}}, refs: map[string]string{"lib": lib}})
+	_, err = h2.call(context.Background(), t, "apply_patch", patchText("*** Update File: @lib/pkg/a.go\n@@\n-new\n+newer\n"))
+	if errorType(t, err) != messages.ErrPermissionRejected || readFile(t, filepath.Join(lib, "pkg/a.go")) != "new\n" {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestApplyPatchSymlinks(t *testing.T) {
+	h := newHarness(t, harnessConfig{rules: allowAll})
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret.txt")
+	if err := os.WriteFile(secret, []byte("secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(h.root, "out")); err != nil {
+		t.Fatal(err)
+	}
+	target := h.write(t, "real.txt", "real\n")
+	if err := os.Symlink("real.txt", filepath.Join(h.root, "alias.txt")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.call(context.Background(), t, "apply_patch", patchText("*** Update File: out/secret.txt\n@@\n-secret\n+pwned\n"))
+	if errorType(t, err) != messages.ErrToolExecution || !strings.Contains(err.Error(), "symbolic link") || readFile(t, secret) != "secret\n" {
+		t.Fatalf("symlink escape: %v", err)
+	}
+	// Updating through a link inside the root edits the target and keeps the link.
+	if _, err := h.call(context.Background(), t, "apply_patch", patchText("*** Update File: alias.txt\n@@\n-real\n+edited\n")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(h.root, "alias.txt")); err != nil || fi.Mode()&os.ModeSymlink == 0 || readFile(t, target) != "edited\n" {
+		t.Fatalf("update through link: %v %v", fi, err)
+	}
+	// Deleting the link removes the link, not its target.
+	if _, err := h.call(context.Background(), t, "apply_patch", patchText("*** Delete File: alias.txt\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(h.root, "alias.txt")); !os.IsNotExist(err) || readFile(t, target) != "edited\n" {
+		t.Fatalf("delete of link: %v", err)
+	}
+}
+
+func TestApplyPatchKeepsFileMode(t *testing.T) {
+	h := newHarness(t, harnessConfig{rules: allowAll})
+	p := h.write(t, "run.sh", "#!/bin/sh\necho old\n")
+	if err := os.Chmod(p, 0o751); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.call(context.Background(), t, "apply_patch", patchText("*** Update File: run.sh\n@@\n-echo old\n+echo new\n")); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil || fi.Mode().Perm() != 0o751 || readFile(t, p) != "#!/bin/sh\necho new\n" {
+		t.Fatalf("mode %v, err %v", fi.Mode(), err)
+	}
+	entries, _ := os.ReadDir(h.root)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".sessiond-") {
+			t.Fatalf("temporary file %s left behind", e.Name())
+		}
+	}
+}
+
+func TestApplyPatchCancelledBeforeCommit(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	asker := &scriptedAsker{answer: func(Request) (Answer, error) {
+		cancel() // the interrupt arrives as the user approves
+		return Answer{Reply: Once}, nil
+	}}
+	h := newHarness(t, harnessConfig{asker: asker})
+	p := h.write(t, "a.txt", "a\n")
+	_, err := h.call(ctx, t, "apply_patch", patchText("*** Update File: a.txt\n@@\n-a\n+b\n"))
+	if errorType(t, err) != messages.ErrAborted || readFile(t, p) != "a\n" {
+		t.Fatalf("got %v", err)
+	}
+}

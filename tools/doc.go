@@ -1,0 +1,74 @@
+// Package tools is the tool layer of one Location: a registry of scoped
+// tool registrations, the permission gate every tool call passes through,
+// and the built-in tools read, bash and apply_patch.
+//
+// # Registry
+//
+// A Registry belongs to one Location (its root directory and named project
+// references). Contributors register tools in a Scope (built-ins, a plugin,
+// an MCP server); closing the scope removes its tools and rebuilds the
+// advertised catalog. Definitions materializes the catalog for one agent:
+// tools whose permission the agent's rules deny for every pattern are not
+// advertised. Execute looks a call up, decodes its JSON input, validates it
+// against the tool's JSON schema, runs the handler with a CallContext,
+// validates the result, and settles every failure as a *messages.Error:
+// tool.execution (unknown tool, bad input, handler error), permission.rejected,
+// aborted (cancellation) or unknown (a recovered panic). Nothing a tool does
+// crashes the caller.
+//
+// # Permissions
+//
+// Rules {permission, pattern, action} are wildcard-matched (Match: '*' any
+// run, '?' one character) and evaluated per agent; the last matching rule
+// wins and the default is ask. A Session without an agent runs as
+// DefaultAgent ("build") for both tool materialization and permission
+// evaluation. Permissions.Check applies deny and allow rules, then saved
+// project approvals (ApprovalStore), then asks the user through an Asker.
+// Replies are once, always (saved, then allowed) and reject (with an
+// optional message that reaches the model). Pending is the in-process
+// Asker: questions wait under request IDs until Reply, their context ends,
+// or Cancel withdraws them on interrupt; hooks publish the live
+// permission.asked and permission.replied events.
+//
+// # Built-ins
+//
+//   - read: one file or directory relative to the Location root or as
+//     "@reference/path". Absolute paths, ".." escapes and symbolic links
+//     leading out of the root are rejected; permission read is checked
+//     against the canonical path. Text is paged by one-based line offset
+//     and limit (streamed, so a 100 MB file costs one buffer), binary files
+//     come back base64-encoded up to a size limit, directories list their
+//     children directories first, then alphabetically, with a next cursor.
+//   - bash: runs `bash -c` (or sh) in the Location or a workdir. Bash is
+//     NOT sandboxed: the command has the daemon user's full file system,
+//     process and network authority. Permission bash (pattern: the command,
+//     default ask) guards every call; a workdir outside the Location also
+//     needs external_directory. Mentions of outside paths only produce
+//     advisory warnings. The command runs in its own process group, which
+//     is killed on timeout, cancellation and when the shell exits; a
+//     process that calls setsid escapes the group and is not tracked.
+//   - apply_patch: "*** Begin Patch" edits (package patch). The whole patch
+//     is parsed, every target resolved, external directories approved once
+//     each, the edit batch approved once, every operation preflighted; then
+//     operations commit in order. A late failure returns a report naming
+//     applied and not-applied files; there is no rollback, and moves are
+//     rejected.
+//
+// # Usage
+//
+//	perms, _ := tools.NewPermissions(tools.PermissionsConfig{
+//		Project: root, Agents: agentRules, Approvals: store, Asker: pending,
+//	})
+//	reg, _ := tools.NewRegistry(tools.Config{Root: root, Permissions: perms})
+//	builtins, _ := tools.RegisterBuiltins(reg, tools.BuiltinConfig{})
+//	defer builtins.Close()
+//
+//	defs := reg.Definitions(agent, nil) // advertise to the model
+//	res, err := reg.Execute(ctx, tools.Call{
+//		SessionID: sid, Agent: agent, AssistantMessageID: mid, CallID: id, Name: name, Input: input,
+//	})
+//	if err != nil {
+//		failure := messages.AsError(err, messages.ErrUnknown) // always a *messages.Error already
+//		...
+//	}
+package tools

@@ -1,0 +1,93 @@
+package tools
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strings"
+)
+
+// dirEntry is one child in a directory listing.
+type dirEntry struct {
+	name  string
+	isDir bool
+}
+
+// listDir returns one page of the direct children of the directory
+// res.Rel under root: directories first, then alphabetical order (case
+// folded, ties by bytes). A symbolic link to a directory inside the root
+// counts as a directory.
+func (r *reader) listDir(root *os.Root, res Resolved, shown string, offset, limit int) (Result, error) {
+	d, err := root.Open(res.Rel)
+	if err != nil {
+		return Result{}, fmt.Errorf("read %s: %v", shown, describeErr(err))
+	}
+	defer d.Close()
+	des, err := d.ReadDir(-1)
+	if err != nil {
+		return Result{}, fmt.Errorf("read %s: %v", shown, describeErr(err))
+	}
+	entries := make([]dirEntry, 0, len(des))
+	for _, de := range des {
+		e := dirEntry{name: de.Name(), isDir: de.IsDir()}
+		if de.Type()&os.ModeSymlink != 0 {
+			// root.Stat refuses links that leave the root: those list as files.
+			if fi, err := root.Stat(path.Join(res.Rel, de.Name())); err == nil && fi.IsDir() {
+				e.isDir = true
+			}
+		}
+		entries = append(entries, e)
+	}
+	sortEntries(entries)
+	total := len(entries)
+	if total == 0 {
+		if offset > 1 {
+			return Result{}, fmt.Errorf("read %s: offset %d is beyond the end of the directory, which is empty", shown, offset)
+		}
+		return Result{Title: shown, Output: "(The directory is empty.)",
+			Metadata: mustJSON(ReadMetadata{Path: shown, Kind: "directory", Offset: 1})}, nil
+	}
+	if offset > total {
+		return Result{}, fmt.Errorf("read %s: offset %d is beyond the end of the directory, which has %d entries; use an offset from 1 to %d", shown, offset, total, total)
+	}
+	end := min(offset-1+limit, total)
+	page := entries[offset-1 : end]
+	var b strings.Builder
+	for _, e := range page {
+		b.WriteString(e.name)
+		if e.isDir {
+			b.WriteByte('/')
+		}
+		b.WriteByte('\n')
+	}
+	next := 0
+	if end < total {
+		next = end + 1
+		fmt.Fprintf(&b, "\n(Showing entries %d-%d of %d. Call read with offset=%d to continue.)", offset, end, total, next)
+	} else {
+		fmt.Fprintf(&b, "\n(%d entries.)", total)
+	}
+	return Result{
+		Title:  shown,
+		Output: b.String(),
+		Metadata: mustJSON(ReadMetadata{
+			Path: shown, Kind: "directory", Offset: offset, Count: len(page), Next: next, Total: total,
+		}),
+	}, nil
+}
+
+// sortEntries orders directories first, then names alphabetically with
+// case folded, ties broken by bytes so the order is total.
+func sortEntries(entries []dirEntry) {
+	slices.SortFunc(entries, func(a, b dirEntry) int {
+		if a.isDir != b.isDir {
+			if a.isDir {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(strings.Compare(strings.ToLower(a.name), strings.ToLower(b.name)), strings.Compare(a.name, b.name))
+	})
+}

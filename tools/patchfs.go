@@ -1,0 +1,130 @@
+package tools
+
+import (
+	"crypto/rand"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+)
+
+// patchFS performs the file operations of apply_patch. Every path is
+// slash-separated and relative to base, a canonical directory; the default
+// implementation goes through os.Root so that a symbolic link swapped in
+// after resolution still cannot lead outside base. Tests substitute an
+// implementation that injects failures.
+type patchFS interface {
+	// stat returns the file info of rel, following a final symbolic link
+	// when follow is set.
+	stat(base, rel string, follow bool) (fs.FileInfo, error)
+	// read returns the content of rel, failing when it exceeds max bytes.
+	read(base, rel string, max int64) ([]byte, error)
+	// create makes rel with data, creating missing parent directories; it
+	// fails if rel exists.
+	create(base, rel string, data []byte) error
+	// replace atomically replaces the content of the existing file rel,
+	// keeping its permission bits.
+	replace(base, rel string, data []byte, perm fs.FileMode) error
+	// remove deletes rel (a symbolic link itself, not its target).
+	remove(base, rel string) error
+}
+
+// errTooLarge reports a file over apply_patch's size limit.
+var errTooLarge = errors.New("file too large")
+
+// rootFS is the os.Root-backed patchFS.
+type rootFS struct{}
+
+func (rootFS) stat(base, rel string, follow bool) (fs.FileInfo, error) {
+	r, err := os.OpenRoot(base)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if follow {
+		return r.Stat(rel)
+	}
+	return r.Lstat(rel)
+}
+
+func (rootFS) read(base, rel string, max int64) ([]byte, error) {
+	r, err := os.OpenRoot(base)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := r.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, errTooLarge
+	}
+	return data, nil
+}
+
+func (rootFS) create(base, rel string, data []byte) (err error) {
+	r, err := os.OpenRoot(base)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if dir := path.Dir(rel); dir != "." {
+		if err := r.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	f, err := r.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func (rootFS) replace(base, rel string, data []byte, perm fs.FileMode) error {
+	r, err := os.OpenRoot(base)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	tmp := path.Join(path.Dir(rel), "."+path.Base(rel)+".sessiond-"+rand.Text()+".tmp")
+	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		// OpenFile's permission is filtered by the umask; restore the
+		// original bits exactly.
+		err = f.Chmod(perm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = r.Rename(tmp, rel)
+	}
+	if err != nil {
+		_ = r.Remove(tmp)
+	}
+	return err
+}
+
+func (rootFS) remove(base, rel string) error {
+	r, err := os.OpenRoot(base)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return r.Remove(rel)
+}

@@ -1,0 +1,243 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+// Names of the permissions the built-in tools ask for.
+const (
+	PermissionRead              = "read"
+	PermissionBash              = "bash"
+	PermissionEdit              = "edit"
+	PermissionExternalDirectory = "external_directory"
+)
+
+// Request is one permission question: may the call use Permission for
+// every one of Patterns?
+type Request struct {
+	// ID identifies a pending question; the Pending broker assigns it.
+	ID string `json:"id"`
+	// SessionID, Agent, AssistantMessageID and CallID identify the asking
+	// call; CallContext.Ask fills them in.
+	SessionID          messages.SessionID `json:"sessionID"`
+	Agent              string             `json:"agent,omitempty"`
+	AssistantMessageID messages.MessageID `json:"assistantMessageID,omitempty"`
+	CallID             string             `json:"callID,omitempty"`
+	// Permission is the permission asked for, such as "bash".
+	Permission string `json:"permission"`
+	// Patterns are the resources the call touches, such as the command or
+	// the canonical path. Empty means "*".
+	Patterns []string `json:"patterns"`
+	// Always are the patterns saved when the user replies "always". Empty
+	// means Patterns.
+	Always []string `json:"always,omitempty"`
+	// Metadata is optional detail for the user interface (a JSON object).
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+// Asked returns the live permission.asked payload announcing r.
+func (r Request) Asked() *messages.PermissionAsked {
+	return &messages.PermissionAsked{
+		SessionID:          r.SessionID,
+		RequestID:          r.ID,
+		Permission:         r.Permission,
+		Patterns:           slices.Clone(r.Patterns),
+		Metadata:           r.Metadata,
+		AssistantMessageID: r.AssistantMessageID,
+		CallID:             r.CallID,
+	}
+}
+
+// Reply is the user's answer to a permission question.
+type Reply string
+
+// Replies to permission questions.
+const (
+	// Once allows this call only.
+	Once Reply = "once"
+	// Always allows this call and saves an approval for the project.
+	Always Reply = "always"
+	// Reject refuses the call.
+	Reject Reply = "reject"
+)
+
+// Valid reports whether r is a known reply.
+func (r Reply) Valid() bool { return r == Once || r == Always || r == Reject }
+
+// Answer is a reply with the user's optional message. A message
+// accompanying a rejection reaches the model.
+type Answer struct {
+	Reply   Reply  `json:"reply"`
+	Message string `json:"message,omitempty"`
+}
+
+// Asker puts a permission question to the user and waits for the answer.
+// Ask blocks until an answer arrives or ctx ends; when ctx ends it returns
+// ctx's error, and when the question is withdrawn (an interrupt) it returns
+// an error matching ErrAskCancelled. Implementations must be safe for
+// concurrent use; Pending is the in-process implementation.
+type Asker interface {
+	Ask(ctx context.Context, req Request) (Answer, error)
+}
+
+// PermissionsConfig configures Permissions.
+type PermissionsConfig struct {
+	// Project keys saved approvals, such as the project's canonical root.
+	Project string
+	// Agents maps agent names to their rules. An agent without rules asks
+	// for everything.
+	Agents map[string]Ruleset
+	// Approvals stores "always" replies. Nil means a new MemoryApprovals.
+	Approvals ApprovalStore
+	// Asker asks the user. Nil means nobody can be asked, and every
+	// request that needs asking is rejected.
+	Asker Asker
+}
+
+// Permissions is the permission gate of one Location: agent rules, then
+// saved project approvals, then the user. It is safe for concurrent use.
+type Permissions struct {
+	project   string
+	agents    map[string]Ruleset
+	approvals ApprovalStore
+	asker     Asker
+}
+
+// NewPermissions validates cfg and returns its gate.
+func NewPermissions(cfg PermissionsConfig) (*Permissions, error) {
+	agents := make(map[string]Ruleset, len(cfg.Agents))
+	for name, rules := range cfg.Agents {
+		if err := rules.Validate(); err != nil {
+			return nil, fmt.Errorf("tools: agent %q: %w", name, err)
+		}
+		agents[name] = slices.Clone(rules)
+	}
+	p := &Permissions{project: cfg.Project, agents: agents, approvals: cfg.Approvals, asker: cfg.Asker}
+	if p.approvals == nil {
+		p.approvals = &MemoryApprovals{}
+	}
+	return p, nil
+}
+
+// Agents returns the names of the agents with rules, sorted.
+func (p *Permissions) Agents() []string {
+	return slices.Sorted(maps.Keys(p.agents))
+}
+
+// Rules returns a copy of the rules of agent; an empty agent means
+// DefaultAgent.
+func (p *Permissions) Rules(agent string) Ruleset {
+	return slices.Clone(p.agents[AgentOrDefault(agent)])
+}
+
+// Check decides req for its agent (DefaultAgent when empty) with the
+// agent's rules followed by extra. A pattern denied by the rules rejects
+// the request; patterns the rules send to ask and no saved approval covers
+// go to the Asker as one question. Replies: once allows, always saves the
+// request's Always patterns and then allows, reject rejects with the user's
+// message. The error is nil or a *messages.Error: permission.rejected,
+// aborted (ctx ended or the question was withdrawn), or unknown (the
+// approval store failed).
+func (p *Permissions) Check(ctx context.Context, req Request, extra Ruleset) error {
+	if req.Permission == "" {
+		return messages.Errorf(messages.ErrUnknown, "tools: permission request without a permission")
+	}
+	req.Agent = AgentOrDefault(req.Agent)
+	if len(req.Patterns) == 0 {
+		req.Patterns = []string{"*"}
+	}
+	if len(req.Always) == 0 {
+		req.Always = req.Patterns
+	}
+	if err := ctx.Err(); err != nil {
+		return aborted(req)
+	}
+	rules := concat(p.agents[req.Agent], extra)
+	var pending []string
+	for _, pat := range req.Patterns {
+		r, matched := rules.Find(req.Permission, pat)
+		switch {
+		case matched && r.Action == Deny:
+			return messages.Errorf(messages.ErrPermissionRejected,
+				"permission %s for %q is denied by the rules of agent %s (rule: %s); do not retry this call",
+				req.Permission, pat, req.Agent, r)
+		case matched && r.Action == Allow:
+		default:
+			pending = append(pending, pat)
+		}
+	}
+	for _, pat := range pending {
+		ok, err := p.approvals.Approved(ctx, p.project, req.Permission, pat)
+		if err != nil {
+			if ctx.Err() != nil {
+				return aborted(req)
+			}
+			return messages.Errorf(messages.ErrUnknown, "checking saved approvals for %s: %v", req.Permission, err)
+		}
+		if !ok {
+			return p.ask(ctx, req)
+		}
+	}
+	return nil
+}
+
+// ask puts req to the Asker and settles the answer.
+func (p *Permissions) ask(ctx context.Context, req Request) error {
+	if p.asker == nil {
+		return messages.Errorf(messages.ErrPermissionRejected,
+			"permission %s for %s needs approval, but nobody can be asked here; do not retry this call", req.Permission, quoteList(req.Patterns))
+	}
+	ans, err := p.asker.Ask(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil || errors.Is(err, ErrAskCancelled) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return aborted(req)
+		}
+		return messages.Errorf(messages.ErrUnknown, "asking for permission %s: %v", req.Permission, err)
+	}
+	switch ans.Reply {
+	case Once:
+		return nil
+	case Always:
+		if err := p.approvals.Save(ctx, p.project, req.Permission, req.Always); err != nil {
+			if ctx.Err() != nil {
+				return aborted(req)
+			}
+			return messages.Errorf(messages.ErrUnknown, "saving the approval of %s: %v", req.Permission, err)
+		}
+		return nil
+	case Reject:
+		if msg := strings.TrimSpace(ans.Message); msg != "" {
+			return messages.Errorf(messages.ErrPermissionRejected,
+				"the user rejected permission %s for %s with the message: %s", req.Permission, quoteList(req.Patterns), msg)
+		}
+		return messages.Errorf(messages.ErrPermissionRejected,
+			"the user rejected permission %s for %s; do not retry this call unless the user asks you to", req.Permission, quoteList(req.Patterns))
+	}
+	return messages.Errorf(messages.ErrPermissionRejected, "permission %s: unknown reply %q", req.Permission, ans.Reply)
+}
+
+func aborted(req Request) error {
+	return messages.Errorf(messages.ErrAborted, "permission request for %s %s was cancelled", req.Permission, quoteList(req.Patterns))
+}
+
+// quoteList formats patterns for a message.
+func quoteList(patterns []string) string {
+	const max = 5
+	q := make([]string, 0, max+1)
+	for i, p := range patterns {
+		if i == max {
+			q = append(q, fmt.Sprintf("and %d more", len(patterns)-max))
+			break
+		}
+		q = append(q, fmt.Sprintf("%q", p))
+	}
+	return strings.Join(q, ", ")
+}

@@ -1,0 +1,134 @@
+//go:build unix
+
+package tools
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// outcome of a process run.
+type procOutcome int
+
+const (
+	procExited    procOutcome = iota // the shell exited by itself
+	procTimedOut                     // the timeout killed it
+	procCancelled                    // ctx ended and killed it
+)
+
+// procResult is what a finished shell left behind.
+type procResult struct {
+	outcome  procOutcome
+	exitCode int    // -1 when killed by a signal
+	signal   string // the signal that ended the shell, if any
+	output   *capture
+}
+
+// drainGrace bounds how long output is drained after the process group was
+// killed: only a process that left the group (setsid) can keep the pipe
+// open that long, and its output is abandoned.
+const drainGrace = 2 * time.Second
+
+// procSpec describes one shell run.
+type procSpec struct {
+	shell   string
+	command string
+	dir     string
+	env     []string
+	timeout time.Duration
+	maxOut  int
+}
+
+// runProcess runs spec.command with spec.shell -c in its own process group,
+// capturing stdout and stderr together. When the shell exits, times out or
+// ctx ends, the whole group is killed with SIGKILL, so background jobs do
+// not outlive the call. Every goroutine it starts has ended when it
+// returns.
+func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
+	res := procResult{output: newCapture(spec.maxOut)}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return res, err
+	}
+	cmd := exec.Command(spec.shell, "-c", spec.command)
+	cmd.Dir = spec.dir
+	cmd.Env = spec.env
+	cmd.Stdout = pw // an *os.File: the child writes to it directly, exec starts no copier
+	cmd.Stderr = pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		return res, err
+	}
+	pw.Close()
+	pgid := cmd.Process.Pid
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// Errors end the copy: EOF once every writer is gone, or the
+		// deadline set below.
+		_, _ = io.Copy(res.output, pr)
+	})
+	type exit struct {
+		reaped bool
+		err    error
+	}
+	exited := make(chan exit, 1)
+	wg.Go(func() {
+		reaped, err := waitExited(cmd)
+		exited <- exit{reaped, err}
+	})
+
+	timer := time.NewTimer(spec.timeout)
+	defer timer.Stop()
+	var ex exit
+	select {
+	case ex = <-exited:
+	case <-ctx.Done():
+		res.outcome = procCancelled
+		killGroup(pgid)
+		ex = <-exited
+	case <-timer.C:
+		res.outcome = procTimedOut
+		killGroup(pgid)
+		ex = <-exited
+	}
+	// The shell has exited but is not reaped yet (on Linux), which pins its
+	// process group ID: kill whatever it left running.
+	killGroup(pgid)
+	waitErr := ex.err
+	if !ex.reaped {
+		waitErr = cmd.Wait()
+	}
+	if err := pr.SetReadDeadline(time.Now().Add(drainGrace)); err != nil {
+		pr.Close()
+	}
+	wg.Wait()
+	pr.Close()
+
+	if cmd.ProcessState == nil {
+		return res, waitErr
+	}
+	res.exitCode = cmd.ProcessState.ExitCode()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		res.signal = ws.Signal().String()
+	}
+	var exitErr *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &exitErr) {
+		return res, waitErr
+	}
+	return res, nil
+}
+
+// killGroup sends SIGKILL to process group pgid. A group that is already
+// gone is not an error.
+func killGroup(pgid int) {
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}

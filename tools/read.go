@@ -1,0 +1,278 @@
+package tools
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+// ReadConfig configures the read tool. Zero fields take the defaults of
+// DefaultReadConfig.
+type ReadConfig struct {
+	// DefaultLimit is the page size in lines (or directory entries) when
+	// the input has no limit; it is also the largest limit accepted.
+	DefaultLimit int
+	// MaxLineBytes is how much of one line is shown; longer lines are
+	// truncated with a marker.
+	MaxLineBytes int
+	// MaxPageBytes bounds the text of one page; a page stops early, with a
+	// next cursor, rather than exceed it.
+	MaxPageBytes int
+	// MaxBinaryBytes is the largest binary file returned (base64-encoded).
+	MaxBinaryBytes int64
+}
+
+// DefaultReadConfig returns the defaults: 2000 lines per page, lines cut at
+// 2000 bytes, pages of at most 50 KiB of text, binary files up to 256 KiB.
+func DefaultReadConfig() ReadConfig {
+	return ReadConfig{DefaultLimit: 2000, MaxLineBytes: 2000, MaxPageBytes: 50 << 10, MaxBinaryBytes: 256 << 10}
+}
+
+// withDefaults fills zero fields and rejects negative ones.
+func (c ReadConfig) withDefaults() (ReadConfig, error) {
+	d := DefaultReadConfig()
+	if c.DefaultLimit < 0 || c.MaxLineBytes < 0 || c.MaxPageBytes < 0 || c.MaxBinaryBytes < 0 {
+		return c, fmt.Errorf("%w: read: negative limit", ErrInvalidConfig)
+	}
+	if c.DefaultLimit == 0 {
+		c.DefaultLimit = d.DefaultLimit
+	}
+	if c.MaxLineBytes == 0 {
+		c.MaxLineBytes = d.MaxLineBytes
+	}
+	if c.MaxPageBytes == 0 {
+		c.MaxPageBytes = d.MaxPageBytes
+	}
+	if c.MaxBinaryBytes == 0 {
+		c.MaxBinaryBytes = d.MaxBinaryBytes
+	}
+	return c, nil
+}
+
+// ReadInput is the input of the read tool.
+type ReadInput struct {
+	Path   string `json:"path"`
+	Offset int    `json:"offset,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
+}
+
+// ReadMetadata is the metadata of a read result.
+type ReadMetadata struct {
+	// Path is the path read, relative to the Location root or as
+	// "@reference/path".
+	Path string `json:"path"`
+	// Kind is "text", "binary" or "directory".
+	Kind string `json:"kind"`
+	// Offset is the one-based first line or entry of the page.
+	Offset int `json:"offset,omitempty"`
+	// Count is the number of lines or entries on the page.
+	Count int `json:"count"`
+	// Next is the offset of the next page; absent on the last page.
+	Next int `json:"next,omitempty"`
+	// Total is the number of lines (when the page reached the end of the
+	// file) or directory entries.
+	Total int `json:"total,omitempty"`
+	// Truncated counts the lines of the page that were cut.
+	Truncated int `json:"truncated,omitempty"`
+	// Size is the file size in bytes.
+	Size int64 `json:"size,omitempty"`
+	// Mime is the detected media type of a binary file.
+	Mime string `json:"mime,omitempty"`
+	// Encoding is "base64" for binary files.
+	Encoding string `json:"encoding,omitempty"`
+}
+
+// NewRead returns the read built-in: a bounded read of one file or
+// directory inside the Location (or a project reference).
+func NewRead(cfg ReadConfig) (Tool, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	r := &reader{cfg: cfg}
+	return NewTool(Definition{
+		Name: "read",
+		Description: "Read a file or list a directory inside the project. `path` is relative to the project root " +
+			"(or `@reference/path` for a configured project reference); absolute paths and paths leaving the project are rejected. " +
+			fmt.Sprintf("Text files are returned as numbered lines, %d lines per page by default; ", cfg.DefaultLimit) +
+			"pass `offset` (one-based line number) and `limit` to page through large files, following the `offset=` hint at the end of each page. " +
+			fmt.Sprintf("Lines longer than %d bytes are truncated. ", cfg.MaxLineBytes) +
+			fmt.Sprintf("Binary files up to %d bytes are returned base64-encoded. ", cfg.MaxBinaryBytes) +
+			"Directories list their direct children, directories first (with a trailing '/'), then files, alphabetically; `offset` and `limit` page the entries.",
+		InputSchema: json.RawMessage(fmt.Sprintf(`{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string", "minLength": 1, "description": "File or directory path relative to the project root, or @reference/path."},
+    "offset": {"type": "integer", "minimum": 1, "description": "One-based line (or entry) to start from. Default 1."},
+    "limit": {"type": "integer", "minimum": 1, "maximum": %d, "description": "Maximum lines (or entries) to return. Default %d."}
+  },
+  "required": ["path"],
+  "additionalProperties": false
+}`, cfg.DefaultLimit, cfg.DefaultLimit)),
+		Permission: PermissionRead,
+	}, r.run), nil
+}
+
+// reader is the read built-in.
+type reader struct {
+	cfg ReadConfig
+}
+
+func (r *reader) run(ctx context.Context, call *CallContext, in ReadInput) (Result, error) {
+	res, err := call.Paths.Resolve(in.Path)
+	if err != nil {
+		return Result{}, err
+	}
+	shown := displayPath(res)
+	if !res.Exists {
+		return Result{}, fmt.Errorf("read %s: no such file or directory", shown)
+	}
+	if err := call.Ask(ctx, Request{
+		Permission: PermissionRead,
+		Patterns:   []string{res.Path},
+		Metadata:   mustJSON(map[string]string{"path": shown}),
+	}); err != nil {
+		return Result{}, err
+	}
+	root, err := os.OpenRoot(res.Base)
+	if err != nil {
+		return Result{}, fmt.Errorf("read %s: %v", shown, describeErr(err))
+	}
+	defer root.Close()
+	// Stat before opening: opening a FIFO would block.
+	fi, err := root.Stat(res.Rel)
+	if err != nil {
+		return Result{}, fmt.Errorf("read %s: %v", shown, describeErr(err))
+	}
+	offset, limit := in.Offset, in.Limit
+	if offset == 0 {
+		offset = 1
+	}
+	if limit == 0 {
+		limit = r.cfg.DefaultLimit
+	}
+	switch {
+	case fi.IsDir():
+		return r.listDir(root, res, shown, offset, limit)
+	case fi.Mode().IsRegular():
+	default:
+		return Result{}, fmt.Errorf("read %s: not a regular file or directory (%s)", shown, fi.Mode().Type())
+	}
+	f, err := root.Open(res.Rel)
+	if err != nil {
+		return Result{}, fmt.Errorf("read %s: %v", shown, describeErr(err))
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, readBufferSize)
+	if isBinary(br) {
+		return r.readBinary(br, shown, fi.Size())
+	}
+	page, err := readTextPage(ctx, br, pageLimits{offset: offset, limit: limit, maxLine: r.cfg.MaxLineBytes, maxPage: r.cfg.MaxPageBytes})
+	if err != nil {
+		if ctx.Err() != nil {
+			return Result{}, messages.Errorf(messages.ErrAborted, "read %s was cancelled", shown)
+		}
+		var beyond *errOffsetBeyondEnd
+		if errors.As(err, &beyond) {
+			return Result{}, fmt.Errorf("read %s: %v; use an offset from 1 to %d", shown, err, max(beyond.lines, 1))
+		}
+		return Result{}, fmt.Errorf("read %s: %v", shown, err)
+	}
+	return formatTextPage(shown, fi.Size(), page), nil
+}
+
+// formatTextPage renders a page as numbered lines with a footer that tells
+// the model how to continue.
+func formatTextPage(shown string, size int64, page textPage) Result {
+	var b strings.Builder
+	for i, l := range page.lines {
+		fmt.Fprintf(&b, "%6d\t%s\n", page.first+i, l)
+	}
+	last := page.first + len(page.lines) - 1
+	switch {
+	case len(page.lines) == 0:
+		b.WriteString("(The file is empty.)")
+	case page.next > 0:
+		fmt.Fprintf(&b, "\n(Showing lines %d-%d. The file has more lines: call read with offset=%d to continue.)", page.first, last, page.next)
+	default:
+		fmt.Fprintf(&b, "\n(End of file: %d lines.)", page.total)
+	}
+	return Result{
+		Title:  shown,
+		Output: b.String(),
+		Metadata: mustJSON(ReadMetadata{
+			Path: shown, Kind: "text", Offset: page.first, Count: len(page.lines), Next: page.next,
+			Total: page.total, Truncated: page.truncated, Size: size,
+		}),
+	}
+}
+
+// sniffBytes is how much of a file decides between text and binary.
+const sniffBytes = 8 << 10
+
+// isBinary reports whether the start of br looks binary: it contains a NUL
+// byte or is not valid UTF-8 (a rune cut by the sniff window is fine).
+func isBinary(br *bufio.Reader) bool {
+	head, _ := br.Peek(sniffBytes)
+	for i := len(head) - 1; i >= 0 && i >= len(head)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(head[i]) {
+			if len(head) == sniffBytes && !utf8.FullRune(head[i:]) {
+				head = head[:i]
+			}
+			break
+		}
+	}
+	return strings.IndexByte(string(head), 0) >= 0 || !utf8.Valid(head)
+}
+
+func (r *reader) readBinary(br *bufio.Reader, shown string, size int64) (Result, error) {
+	if size > r.cfg.MaxBinaryBytes {
+		return Result{}, fmt.Errorf("read %s: binary file of %d bytes exceeds the limit of %d bytes for binary reads", shown, size, r.cfg.MaxBinaryBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(br, r.cfg.MaxBinaryBytes+1))
+	if err != nil {
+		return Result{}, fmt.Errorf("read %s: %v", shown, err)
+	}
+	if int64(len(data)) > r.cfg.MaxBinaryBytes {
+		return Result{}, fmt.Errorf("read %s: binary file grew past the limit of %d bytes while reading", shown, r.cfg.MaxBinaryBytes)
+	}
+	mime := http.DetectContentType(data)
+	return Result{
+		Title:  shown,
+		Output: fmt.Sprintf("Binary file %s (%d bytes, %s), base64-encoded:\n%s", shown, len(data), mime, base64.StdEncoding.EncodeToString(data)),
+		Metadata: mustJSON(ReadMetadata{
+			Path: shown, Kind: "binary", Count: 1, Size: int64(len(data)), Mime: mime, Encoding: "base64",
+		}),
+	}, nil
+}
+
+// displayPath returns the path as the model should write it.
+func displayPath(res Resolved) string {
+	if res.Reference == "" {
+		return res.Rel
+	}
+	if res.Rel == "." {
+		return "@" + res.Reference
+	}
+	return "@" + res.Reference + "/" + res.Rel
+}
+
+// mustJSON marshals values that cannot fail to marshal (plain structs and
+// maps of strings and numbers).
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("tools: marshal %T: %v", v, err))
+	}
+	return b
+}
