@@ -1,0 +1,141 @@
+package locations
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/messages"
+)
+
+// DefaultAgent is the agent used when a Session names none, for execution
+// and permission evaluation alike.
+const DefaultAgent = "build"
+
+// DefaultSteps is an agent's step allowance when its config gives none.
+const DefaultSteps = 50
+
+// Agent is a configured agent: its system prompt, optional model, step
+// allowance, and permission rules (evaluated by the tool layer).
+type Agent struct {
+	Name   string
+	Prompt string
+	// Model overrides the Session's model when set.
+	Model messages.ModelRef
+	// Steps is the step allowance; each promoted input resets it.
+	Steps int
+}
+
+// ToolCall is one local tool invocation.
+type ToolCall struct {
+	SessionID          messages.SessionID
+	Agent              string
+	AssistantMessageID messages.MessageID
+	CallID             string
+	Name               string
+	Input              json.RawMessage
+}
+
+// ToolResult is a settled tool call: output, or a typed error.
+type ToolResult struct {
+	Output   string
+	Metadata json.RawMessage
+	Err      *messages.Error
+}
+
+// Tools is what the runner needs from a Location's tool registry.
+// Implementations are safe for concurrent use; Execute honours ctx and
+// turns every failure (including unknown tools) into ToolResult.Err.
+type Tools interface {
+	Definitions(agent string) []llm.ToolDefinition
+	Execute(ctx context.Context, call ToolCall) ToolResult
+}
+
+// Services is the service set of one Location: everything the runner needs
+// that depends on where a Session runs. No field takes a Session ID.
+type Services struct {
+	Location messages.Location
+	// Catalog resolves models; Provider returns the client of a provider.
+	Catalog  *llm.Catalog
+	Provider func(providerID string) (llm.Provider, error)
+	// DefaultModel is used when neither Session nor agent selects one.
+	DefaultModel messages.ModelRef
+	Agents       map[string]Agent
+	Tools        Tools
+	// Instructions configures the Location's instruction sources; the
+	// runner fills Entries with the Session's API-managed entries. Nil means
+	// the Session has no instructions.
+	Instructions *InstructionsConfig
+}
+
+// Agent returns the named agent, falling back to DefaultAgent and then to
+// an agent with default settings.
+func (s *Services) Agent(name string) Agent {
+	if name == "" {
+		name = DefaultAgent
+	}
+	if a, ok := s.Agents[name]; ok {
+		if a.Name == "" {
+			a.Name = name
+		}
+		if a.Steps <= 0 {
+			a.Steps = DefaultSteps
+		}
+		return a
+	}
+	return Agent{Name: name, Steps: DefaultSteps}
+}
+
+// Model resolves the model for a step: the Session's selection, else the
+// agent's, else the Location default.
+func (s *Services) Model(session messages.ModelRef, agent Agent) (llm.Model, llm.Provider, error) {
+	ref := session
+	if ref.ID == "" {
+		ref = agent.Model
+	}
+	if ref.ID == "" {
+		ref = s.DefaultModel
+	}
+	m, err := s.Catalog.Resolve(ref)
+	if err != nil {
+		return llm.Model{}, nil, err
+	}
+	p, err := s.Provider(ref.ProviderID)
+	if err != nil {
+		return llm.Model{}, nil, err
+	}
+	return m, p, nil
+}
+
+// Builder builds the service set of a Location.
+type Builder func(loc messages.Location) (*Services, error)
+
+// Manager caches one service set per Location key. It is safe for
+// concurrent use.
+type Manager struct {
+	build Builder
+	mu    sync.Mutex
+	sets  map[string]*Services
+}
+
+// NewManager returns a Manager that builds service sets with build.
+func NewManager(build Builder) *Manager {
+	return &Manager{build: build, sets: map[string]*Services{}}
+}
+
+// Get returns the cached service set of loc, building it on first use.
+func (m *Manager) Get(loc messages.Location) (*Services, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.sets[loc.Key()]; ok {
+		return s, nil
+	}
+	s, err := m.build(loc)
+	if err != nil {
+		return nil, fmt.Errorf("locations: build %s: %w", loc.Directory, err)
+	}
+	m.sets[loc.Key()] = s
+	return s, nil
+}
