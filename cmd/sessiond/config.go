@@ -1,0 +1,898 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tailscale/hujson"
+
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/messages"
+)
+
+// ConfigFileName is the name of the configuration file LoadConfig looks for
+// in the data directory when no path is given.
+const ConfigFileName = "sessiond.json"
+
+// Config is the daemon configuration of DESIGN.md §8. It is read from a JSON
+// file with comments and trailing commas, then overridden by environment
+// variables (see LoadConfig). The zero value of every number and string
+// means "the default"; validate fills the defaults in.
+type Config struct {
+	// Addr is the HTTP listen address, host:port. Port 0 picks a free port.
+	Addr string `json:"addr"`
+	// Data is the data directory: the store and the default sessiond.json.
+	// A relative path in a config file is relative to the file's directory.
+	Data string `json:"data"`
+	// Token, when set, is the bearer token that every route but /api/health
+	// and /metrics requires. It may be "{env:NAME}".
+	Token string `json:"token"`
+	// Roots limits the directories Sessions may use as Locations; empty
+	// allows every directory. Each root must be absolute after a config
+	// file's relative roots are resolved against the file's directory.
+	Roots []string `json:"roots"`
+	// CORS lists the origins (scheme://host[:port], or "*") allowed to call
+	// the API from a browser; empty turns CORS off.
+	CORS []string `json:"cors"`
+	// Providers maps provider IDs, the part before "/" of a model
+	// reference, to their configuration.
+	Providers map[string]ProviderConfig `json:"providers"`
+	// Model is the default model, "provider/model". When empty, validate
+	// picks the first model (by provider and model ID) of the first usable
+	// provider that lists models. With no providers at all the embedded
+	// demo provider is used, and Model may only name provider "demo".
+	Model string `json:"model"`
+	// Agents maps agent names to their configuration. Agent "build" always
+	// exists: validate adds the default one when the file does not define
+	// it.
+	Agents map[string]AgentConfig `json:"agents"`
+	// Compaction configures automatic context compaction.
+	Compaction CompactionConfig `json:"compaction"`
+	// Limits bounds what clients may send.
+	Limits LimitsConfig `json:"limits"`
+}
+
+// ProviderConfig configures one model provider.
+type ProviderConfig struct {
+	// Type selects the adapter: openai (any OpenAI-compatible Chat
+	// Completions endpoint), anthropic or script.
+	Type llm.ProviderType `json:"type"`
+	// BaseURL overrides the API endpoint of an openai or anthropic
+	// provider, such as http://127.0.0.1:11434/v1 for a local Ollama.
+	BaseURL string `json:"baseURL"`
+	// APIKey authenticates an openai or anthropic provider. "{env:NAME}"
+	// reads environment variable NAME. Any non-empty value counts as a
+	// credential, so a local server that needs none may use "none".
+	APIKey string `json:"apiKey"`
+	// File is the JSON script of a script provider. A relative path in a
+	// config file is relative to the file's directory.
+	File string `json:"file"`
+	// Models maps model IDs (which may contain "/") to their limits and
+	// prices. A script provider without models accepts any model ID.
+	Models map[string]ModelConfig `json:"models"`
+}
+
+// ModelConfig describes one model of a provider.
+type ModelConfig struct {
+	// Context is the context window in tokens; 0 takes llm.DefaultContext.
+	Context int `json:"context"`
+	// Output is the output limit in tokens; 0 takes llm.DefaultOutput,
+	// capped at half the context window.
+	Output int `json:"output"`
+	// Prices are USD per million tokens.
+	Prices llm.Prices `json:"prices"`
+}
+
+// AgentConfig configures one agent.
+type AgentConfig struct {
+	// Prompt is extra system prompt text for the agent.
+	Prompt string `json:"prompt"`
+	// Model overrides Config.Model for the agent's Sessions.
+	Model string `json:"model"`
+	// Steps is the number of model steps one prompt may take; 0 takes the
+	// default of 50.
+	Steps int `json:"steps"`
+	// Permission lists the agent's permission rules; the last matching rule
+	// wins, and a request no rule matches is asked. When the list is absent
+	// (nil) validate fills the default rules, which allow read and ask for
+	// everything else; an explicit empty list asks for everything.
+	Permission []Rule `json:"permission"`
+}
+
+// Rule is one permission rule: requests whose permission and pattern match
+// the wildcards Permission and Pattern get Action.
+type Rule struct {
+	// Permission is a wildcard over permission names such as read, bash or
+	// external_directory.
+	Permission string `json:"permission"`
+	// Pattern is a wildcard over the request's pattern (a path, a command);
+	// empty means "*".
+	Pattern string `json:"pattern"`
+	// Action is allow, deny or ask.
+	Action string `json:"action"`
+}
+
+// CompactionConfig configures automatic context compaction.
+type CompactionConfig struct {
+	// Auto turns automatic compaction on; nil means true.
+	Auto *bool `json:"auto"`
+	// Buffer is the number of tokens kept free below the context window;
+	// compaction starts when a step would leave less. 0 takes 20000.
+	Buffer int `json:"buffer"`
+	// Keep is the number of tokens of recent context kept verbatim after
+	// the summary. 0 takes 8000.
+	Keep int `json:"keep"`
+}
+
+// LimitsConfig bounds what clients may send. 0 takes the default of each.
+type LimitsConfig struct {
+	// InboxBacklog is how many admitted prompts may wait per Session
+	// (default 1000); more are refused with inbox.full.
+	InboxBacklog int `json:"inboxBacklog"`
+	// SteerBatch is how many steering prompts one step takes in at once
+	// (default 32).
+	SteerBatch int `json:"steerBatch"`
+	// PromptBytes is the largest prompt text, in bytes (default 1 MiB).
+	PromptBytes int `json:"promptBytes"`
+	// BodyBytes is the largest HTTP request body, in bytes (default 2 MiB).
+	// It must be at least PromptBytes.
+	BodyBytes int `json:"bodyBytes"`
+}
+
+// DefaultConfig returns the built-in configuration, with the data directory
+// taken from $SESSIOND_DATA, else $XDG_DATA_HOME/sessiond, else
+// ~/.local/share/sessiond.
+func DefaultConfig() Config {
+	return defaultConfig(os.Getenv, os.UserHomeDir)
+}
+
+// defaultConfig is DefaultConfig with the environment and the home
+// directory as inputs.
+func defaultConfig(env func(string) string, home func() (string, error)) Config {
+	c := builtinConfig()
+	c.Data = defaultDataDir(env, home)
+	return c
+}
+
+// builtinConfig returns the defaults that do not depend on the environment.
+// validate fills zero fields from it.
+func builtinConfig() Config {
+	auto := true
+	return Config{
+		Addr:       "127.0.0.1:4096",
+		Agents:     map[string]AgentConfig{"build": defaultAgent()},
+		Compaction: CompactionConfig{Auto: &auto, Buffer: 20000, Keep: 8000},
+		Limits: LimitsConfig{
+			InboxBacklog: 1000,
+			SteerBatch:   32,
+			PromptBytes:  1 << 20,
+			BodyBytes:    2 << 20,
+		},
+	}
+}
+
+// defaultAgent returns the default "build" agent.
+func defaultAgent() AgentConfig {
+	return AgentConfig{Steps: 50, Permission: defaultRules()}
+}
+
+// defaultRules returns the rules of an agent that sets none: ask for
+// everything, but allow read.
+func defaultRules() []Rule {
+	return []Rule{
+		{Permission: "*", Pattern: "*", Action: "ask"},
+		{Permission: "read", Pattern: "*", Action: "allow"},
+	}
+}
+
+// defaultDataDir resolves the data directory: $SESSIOND_DATA, else
+// $XDG_DATA_HOME/sessiond (only when absolute, as the XDG spec requires),
+// else <home>/.local/share/sessiond. It returns "" when none is known.
+func defaultDataDir(env func(string) string, home func() (string, error)) string {
+	if d := env("SESSIOND_DATA"); d != "" {
+		return d
+	}
+	if x := env("XDG_DATA_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "sessiond")
+	}
+	h, err := home()
+	if err != nil || h == "" {
+		return ""
+	}
+	return filepath.Join(h, ".local", "share", "sessiond")
+}
+
+// envHome looks the home directory up through env the way os.UserHomeDir
+// does, so LoadConfig reads no process state besides files.
+func envHome(env func(string) string) func() (string, error) {
+	return func() (string, error) {
+		name := "HOME"
+		switch runtime.GOOS {
+		case "windows":
+			name = "USERPROFILE"
+		case "plan9":
+			name = "home"
+		}
+		if h := env(name); h != "" {
+			return h, nil
+		}
+		return "", fmt.Errorf("$%s is not set", name)
+	}
+}
+
+// LoadConfig reads the configuration. With an empty path it reads
+// <data>/sessiond.json when that file exists and uses the defaults
+// otherwise. The file is JSON with comments and trailing commas; unknown
+// and duplicate keys are errors. Then env (nil means os.Getenv) overrides:
+// SESSIOND_ADDR, SESSIOND_DATA and SESSIOND_TOKEN replace addr, data and
+// token; OPENAI_BASE_URL and OPENAI_API_KEY fill baseURL and apiKey of the
+// openai providers that leave them empty, ANTHROPIC_API_KEY the apiKey of
+// the anthropic providers; and when no provider of a type is configured but
+// its key is set, a provider "openai" or "anthropic" with that key and no
+// models is added. A command-line flag can take precedence over both by
+// wrapping env.
+//
+// Configuration errors are invalid *messages.Error values naming the field,
+// such as "providers.local.type: ...", wrapped with the file's path when a
+// file was read.
+func LoadConfig(path string, env func(string) string) (Config, error) {
+	if env == nil {
+		env = os.Getenv
+	}
+	c := defaultConfig(env, envHome(env))
+	explicit := path != ""
+	if !explicit && c.Data != "" {
+		path = filepath.Join(c.Data, ConfigFileName)
+	}
+	if path != "" {
+		data, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			dir, err := filepath.Abs(filepath.Dir(path))
+			if err != nil {
+				return Config{}, fmt.Errorf("config %s: %w", path, err)
+			}
+			if c, err = decodeConfig(c, data, dir); err != nil {
+				return Config{}, fmt.Errorf("config %s: %w", path, err)
+			}
+		case !explicit && errors.Is(err, fs.ErrNotExist):
+			path = ""
+		default:
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+	}
+	err := c.applyEnv(env)
+	if err == nil {
+		err = c.validate()
+	}
+	switch {
+	case err == nil:
+		return c, nil
+	case path != "":
+		return Config{}, fmt.Errorf("config %s: %w", path, err)
+	default:
+		return Config{}, err
+	}
+}
+
+// decodeConfig decodes the HuJSON document data over base. Relative paths
+// in the document are resolved against dir. It does not apply the
+// environment or validate.
+func decodeConfig(base Config, data []byte, dir string) (Config, error) {
+	// hujson.Parse aliases its input and Standardize rewrites comments in
+	// place; work on a copy so the caller's bytes stay intact.
+	src := bytes.Clone(data)
+	ast, err := hujson.Parse(src)
+	if err != nil {
+		msg := strings.TrimPrefix(err.Error(), "hujson: ")
+		return Config{}, messages.Errorf(messages.ErrInvalid, "syntax error: %s", msg)
+	}
+	if err := checkShape(data, &ast, reflect.TypeFor[Config](), ""); err != nil {
+		return Config{}, err
+	}
+	// Standardize replaces comments and trailing commas with spaces, so
+	// byte offsets, and with them line and column numbers, stay the same.
+	ast.Standardize()
+	std := ast.Pack()
+
+	c := base
+	c.Data = "" // tell a data directory from the file apart from the default
+	dec := json.NewDecoder(bytes.NewReader(std))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		// checkShape admits only documents that decode; this reports what
+		// it might miss.
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			line, col := lineColumn(std, int(te.Offset))
+			return Config{}, fieldErrorf(te.Field, "cannot use JSON %s as %s (line %d, column %d)", te.Value, te.Type, line, col)
+		}
+		return Config{}, messages.Errorf(messages.ErrInvalid, "%v", err)
+	}
+	if c.Data == "" {
+		c.Data = base.Data
+	} else {
+		c.Data = resolvePath(dir, c.Data)
+	}
+	for i, r := range c.Roots {
+		c.Roots[i] = resolvePath(dir, r)
+	}
+	for id, p := range c.Providers {
+		if p.File != "" {
+			p.File = resolvePath(dir, p.File)
+			c.Providers[id] = p
+		}
+	}
+	return c, nil
+}
+
+// resolvePath makes a non-empty relative path p relative to dir.
+func resolvePath(dir, p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(dir, p)
+}
+
+// applyEnv applies the environment overrides described at LoadConfig and
+// expands "{env:NAME}" in token and apiKey values.
+func (c *Config) applyEnv(env func(string) string) error {
+	if v := env("SESSIOND_ADDR"); v != "" {
+		c.Addr = v
+	}
+	if v := env("SESSIOND_DATA"); v != "" {
+		c.Data = v
+	}
+	token, err := expandEnvRef("token", c.Token, env)
+	if err != nil {
+		return err
+	}
+	c.Token = token
+	if v := env("SESSIOND_TOKEN"); v != "" {
+		c.Token = v
+	}
+
+	openaiBase, openaiKey, anthropicKey := env("OPENAI_BASE_URL"), env("OPENAI_API_KEY"), env("ANTHROPIC_API_KEY")
+	haveOpenAI, haveAnthropic := false, false
+	for _, id := range slices.Sorted(maps.Keys(c.Providers)) {
+		p := c.Providers[id]
+		set := p.APIKey != ""
+		if p.APIKey, err = expandEnvRef("providers."+id+".apiKey", p.APIKey, env); err != nil {
+			return err
+		}
+		switch p.Type {
+		case llm.ProviderOpenAI:
+			haveOpenAI = true
+			if p.BaseURL == "" {
+				p.BaseURL = openaiBase
+			}
+			if !set {
+				p.APIKey = openaiKey
+			}
+		case llm.ProviderAnthropic:
+			haveAnthropic = true
+			if !set {
+				p.APIKey = anthropicKey
+			}
+		}
+		c.Providers[id] = p
+	}
+	add := func(id string, p ProviderConfig) {
+		if _, taken := c.Providers[id]; taken {
+			return // a provider of another type has the name; keep it
+		}
+		if c.Providers == nil {
+			c.Providers = make(map[string]ProviderConfig)
+		}
+		c.Providers[id] = p
+	}
+	if !haveOpenAI && openaiKey != "" {
+		add("openai", ProviderConfig{Type: llm.ProviderOpenAI, BaseURL: openaiBase, APIKey: openaiKey})
+	}
+	if !haveAnthropic && anthropicKey != "" {
+		add("anthropic", ProviderConfig{Type: llm.ProviderAnthropic, APIKey: anthropicKey})
+	}
+	return nil
+}
+
+// expandEnvRef returns env(NAME) for a value of the form "{env:NAME}" and
+// the value itself otherwise. field names the value in errors.
+func expandEnvRef(field, v string, env func(string) string) (string, error) {
+	rest, ok := strings.CutPrefix(v, "{env:")
+	if !ok {
+		return v, nil
+	}
+	name, ok := strings.CutSuffix(rest, "}")
+	switch {
+	case !ok:
+		return "", fieldErrorf(field, "%q lacks the closing \"}\" of {env:NAME}", v)
+	case name == "" || strings.ContainsAny(name, "{}= \t\r\n"):
+		return "", fieldErrorf(field, "%q does not name an environment variable; want {env:NAME}", v)
+	}
+	return env(name), nil
+}
+
+// validate checks c and fills its defaults. It returns an invalid
+// *messages.Error naming the first offending field, checking fields in a
+// fixed order. Running it again on its result changes nothing.
+func (c *Config) validate() error {
+	d := builtinConfig()
+	if c.Addr == "" {
+		c.Addr = d.Addr
+	}
+	if err := checkAddr(c.Addr); err != nil {
+		return err
+	}
+	if c.Data == "" {
+		return fieldErrorf("data", "no data directory; set SESSIOND_DATA, XDG_DATA_HOME or HOME")
+	}
+	for _, r := range c.Token {
+		if r <= ' ' || r >= 0x7f {
+			return fieldErrorf("token", "use printable ASCII without spaces")
+		}
+	}
+	for i, r := range c.Roots {
+		field := fmt.Sprintf("roots[%d]", i)
+		switch {
+		case r == "":
+			return fieldErrorf(field, "empty path")
+		case !filepath.IsAbs(r):
+			return fieldErrorf(field, "%q is not an absolute path", r)
+		}
+		c.Roots[i] = filepath.Clean(r)
+	}
+	for i, o := range c.CORS {
+		if err := checkOrigin(fmt.Sprintf("cors[%d]", i), o); err != nil {
+			return err
+		}
+	}
+	if err := c.checkProviders(); err != nil {
+		return err
+	}
+	if c.Model == "" {
+		c.Model = c.firstModel()
+	}
+	if c.Model != "" {
+		if err := c.checkModel("model", c.Model); err != nil {
+			return err
+		}
+	}
+	if err := c.checkAgents(); err != nil {
+		return err
+	}
+	if err := c.Compaction.fill(d.Compaction); err != nil {
+		return err
+	}
+	return c.Limits.fill(d.Limits)
+}
+
+// checkAddr checks a listen address.
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fieldErrorf("addr", "%q: want host:port", addr)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || strconv.FormatUint(n, 10) != port {
+		return fieldErrorf("addr", "%q: want a port number from 0 to 65535", addr)
+	}
+	return nil
+}
+
+// checkOrigin checks one CORS origin.
+func checkOrigin(field, o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Scheme == "" || u.Host == "" || u.Opaque != "" || u.User != nil ||
+		u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return fieldErrorf(field, "%q is not an origin; want scheme://host[:port] or *", o)
+	}
+	return nil
+}
+
+// checkProviders checks the providers in ID order, then their models
+// through the catalog.
+func (c *Config) checkProviders() error {
+	for _, id := range slices.Sorted(maps.Keys(c.Providers)) {
+		p := c.Providers[id]
+		field := "providers." + id
+		switch {
+		case id == "":
+			return fieldErrorf("providers", "a provider has an empty ID")
+		case strings.Contains(id, "/"):
+			return fieldErrorf(field, "provider ID %q must not contain \"/\"", id)
+		case strings.TrimSpace(id) != id:
+			return fieldErrorf(field, "provider ID %q has surrounding white space", id)
+		}
+		switch p.Type {
+		case llm.ProviderOpenAI, llm.ProviderAnthropic:
+			if p.File != "" {
+				return fieldErrorf(field+".file", "only script providers read a file")
+			}
+			if p.BaseURL != "" {
+				u, err := url.Parse(p.BaseURL)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					return fieldErrorf(field+".baseURL", "%q is not an http or https URL", p.BaseURL)
+				}
+			}
+			if strings.TrimSpace(p.APIKey) != p.APIKey {
+				return fieldErrorf(field+".apiKey", "has surrounding white space")
+			}
+		case llm.ProviderScript:
+			switch {
+			case p.File == "":
+				return fieldErrorf(field+".file", "a script provider needs the path of its JSON script")
+			case p.BaseURL != "":
+				return fieldErrorf(field+".baseURL", "a script provider takes no baseURL")
+			case p.APIKey != "":
+				return fieldErrorf(field+".apiKey", "a script provider takes no apiKey")
+			}
+		case "":
+			return fieldErrorf(field+".type", "missing; want openai, anthropic or script")
+		default:
+			return fieldErrorf(field+".type", "want openai, anthropic or script, got %q", p.Type)
+		}
+	}
+	// The catalog owns the rules for model IDs, limits and prices, and its
+	// errors already name the field (providers.<id>.models.<model>...).
+	_, err := llm.NewCatalog(c.CatalogSpecs())
+	return err
+}
+
+// firstModel returns the default model: the first model, by ID, of the
+// first provider, by ID, that has credentials (or needs none) and lists
+// models; "" when there is none.
+func (c *Config) firstModel() string {
+	for _, id := range slices.Sorted(maps.Keys(c.Providers)) {
+		p := c.Providers[id]
+		if len(p.Models) == 0 || (p.Type != llm.ProviderScript && p.APIKey == "") {
+			continue
+		}
+		return id + "/" + slices.Sorted(maps.Keys(p.Models))[0]
+	}
+	return ""
+}
+
+// checkModel checks that ref names a configured model. It leaves
+// credentials to the catalog: a provider without a key may be configured
+// for others to use.
+func (c *Config) checkModel(field, ref string) error {
+	r, err := llm.ParseModelRef(ref)
+	if err != nil {
+		return fieldErrorf(field, "want provider/model, got %q", ref)
+	}
+	p, ok := c.Providers[r.ProviderID]
+	switch {
+	case !ok && c.UsesDemo() && r.ProviderID == "demo":
+		return nil
+	case !ok && c.UsesDemo():
+		return fieldErrorf(field, "provider %q is not configured (no providers are; the demo provider is \"demo\")", r.ProviderID)
+	case !ok:
+		return fieldErrorf(field, "provider %q is not configured (configured: %s)", r.ProviderID, quoteList(slices.Sorted(maps.Keys(c.Providers))))
+	case p.Type == llm.ProviderScript && len(p.Models) == 0:
+		return nil
+	}
+	if _, ok := p.Models[r.ID]; ok {
+		return nil
+	}
+	if len(p.Models) == 0 {
+		return fieldErrorf(field, "provider %q has no models; add %q under providers.%s.models", r.ProviderID, r.ID, r.ProviderID)
+	}
+	return fieldErrorf(field, "provider %q has no model %q (known: %s)", r.ProviderID, r.ID, quoteList(slices.Sorted(maps.Keys(p.Models))))
+}
+
+// checkAgents checks the agents in name order and fills their defaults,
+// adding the default "build" agent when it is missing.
+func (c *Config) checkAgents() error {
+	if c.Agents == nil {
+		c.Agents = make(map[string]AgentConfig)
+	}
+	if _, ok := c.Agents["build"]; !ok {
+		c.Agents["build"] = defaultAgent()
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Agents)) {
+		a := c.Agents[name]
+		field := "agents." + name
+		switch {
+		case name == "":
+			return fieldErrorf("agents", "an agent has an empty name")
+		case strings.TrimSpace(name) != name:
+			return fieldErrorf(field, "agent name %q has surrounding white space", name)
+		}
+		if a.Model != "" {
+			if err := c.checkModel(field+".model", a.Model); err != nil {
+				return err
+			}
+		}
+		switch {
+		case a.Steps < 0:
+			return fieldErrorf(field+".steps", "%d is less than 1", a.Steps)
+		case a.Steps == 0:
+			a.Steps = defaultAgent().Steps
+		}
+		if a.Permission == nil {
+			a.Permission = defaultRules()
+		}
+		for i := range a.Permission {
+			r := &a.Permission[i]
+			rf := fmt.Sprintf("%s.permission[%d]", field, i)
+			if r.Permission == "" {
+				return fieldErrorf(rf+".permission", "missing; name a permission such as read, bash or *")
+			}
+			if r.Pattern == "" {
+				r.Pattern = "*"
+			}
+			switch r.Action {
+			case "allow", "deny", "ask":
+			case "":
+				return fieldErrorf(rf+".action", "missing; want allow, deny or ask")
+			default:
+				return fieldErrorf(rf+".action", "want allow, deny or ask, got %q", r.Action)
+			}
+		}
+		c.Agents[name] = a
+	}
+	return nil
+}
+
+// fill checks cc and fills its zero fields from d.
+func (cc *CompactionConfig) fill(d CompactionConfig) error {
+	if cc.Auto == nil {
+		auto := *d.Auto
+		cc.Auto = &auto
+	}
+	for _, f := range []struct {
+		name  string
+		v     *int
+		value int
+	}{{"buffer", &cc.Buffer, d.Buffer}, {"keep", &cc.Keep, d.Keep}} {
+		switch {
+		case *f.v < 0:
+			return fieldErrorf("compaction."+f.name, "%d is negative", *f.v)
+		case *f.v == 0:
+			*f.v = f.value
+		}
+	}
+	return nil
+}
+
+// fill checks l and fills its zero fields from d.
+func (l *LimitsConfig) fill(d LimitsConfig) error {
+	for _, f := range []struct {
+		name  string
+		v     *int
+		value int
+	}{
+		{"inboxBacklog", &l.InboxBacklog, d.InboxBacklog},
+		{"steerBatch", &l.SteerBatch, d.SteerBatch},
+		{"promptBytes", &l.PromptBytes, d.PromptBytes},
+		{"bodyBytes", &l.BodyBytes, d.BodyBytes},
+	} {
+		switch {
+		case *f.v < 0:
+			return fieldErrorf("limits."+f.name, "%d is negative", *f.v)
+		case *f.v == 0:
+			*f.v = f.value
+		}
+	}
+	if l.PromptBytes > l.BodyBytes {
+		return fieldErrorf("limits.promptBytes", "%d exceeds limits.bodyBytes (%d); a prompt must fit in a request body", l.PromptBytes, l.BodyBytes)
+	}
+	return nil
+}
+
+// CatalogSpecs converts the providers, sorted by ID, for llm.NewCatalog. Any
+// non-empty apiKey, such as "none" for a local server, counts as
+// credentials.
+func (c Config) CatalogSpecs() []llm.ProviderSpec {
+	specs := make([]llm.ProviderSpec, 0, len(c.Providers))
+	for _, id := range slices.Sorted(maps.Keys(c.Providers)) {
+		p := c.Providers[id]
+		spec := llm.ProviderSpec{ID: id, Type: p.Type, HasCredentials: p.APIKey != ""}
+		if len(p.Models) > 0 {
+			spec.Models = make(map[string]llm.ModelSpec, len(p.Models))
+			for mid, m := range p.Models {
+				spec.Models[mid] = llm.ModelSpec{Context: m.Context, Output: m.Output, Prices: m.Prices}
+			}
+		}
+		specs = append(specs, spec)
+	}
+	return specs
+}
+
+// UsesDemo reports whether no provider is configured, in which case the
+// embedded demo script model (demo/scripted) serves the Sessions.
+func (c Config) UsesDemo() bool { return len(c.Providers) == 0 }
+
+// fieldErrorf returns an invalid *messages.Error whose message starts with
+// the JSON path of the offending field.
+func fieldErrorf(field, format string, args ...any) error {
+	return messages.Errorf(messages.ErrInvalid, "%s: %s", field, fmt.Sprintf(format, args...))
+}
+
+// quoteList quotes and joins names.
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
+}
+
+// checkShape walks the parsed document v against the Go type t before it is
+// decoded, so that unknown keys, duplicate keys and values of the wrong
+// kind are reported with their JSON path and line and column, which
+// encoding/json does not give. src is the document the offsets refer to.
+func checkShape(src []byte, v *hujson.Value, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if v.Value.Kind() == 'n' {
+		return nil // null leaves the Go value as it is, or nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := v.Value.(*hujson.Object)
+		if !ok {
+			return shapeErrorf(src, v, path, "want an object, got %s", describe(v))
+		}
+		names, fields := jsonFields(t)
+		seen := make(map[string]bool, len(obj.Members))
+		for i := range obj.Members {
+			m := &obj.Members[i]
+			name := m.Name.Value.(hujson.Literal).String()
+			fp := joinPath(path, name)
+			if seen[name] {
+				return shapeErrorf(src, &m.Name, fp, "duplicate key")
+			}
+			seen[name] = true
+			f, ok := fields[name]
+			if !ok {
+				return shapeErrorf(src, &m.Name, fp, "unknown field; want one of %s", strings.Join(names, ", "))
+			}
+			if err := checkShape(src, &m.Value, f, fp); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		obj, ok := v.Value.(*hujson.Object)
+		if !ok {
+			return shapeErrorf(src, v, path, "want an object, got %s", describe(v))
+		}
+		seen := make(map[string]bool, len(obj.Members))
+		for i := range obj.Members {
+			m := &obj.Members[i]
+			key := m.Name.Value.(hujson.Literal).String()
+			fp := joinPath(path, key)
+			if seen[key] {
+				return shapeErrorf(src, &m.Name, fp, "duplicate key")
+			}
+			seen[key] = true
+			if err := checkShape(src, &m.Value, t.Elem(), fp); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		arr, ok := v.Value.(*hujson.Array)
+		if !ok {
+			return shapeErrorf(src, v, path, "want an array, got %s", describe(v))
+		}
+		for i := range arr.Elements {
+			if err := checkShape(src, &arr.Elements[i], t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case reflect.String:
+		if v.Value.Kind() != '"' {
+			return shapeErrorf(src, v, path, "want a string, got %s", describe(v))
+		}
+	case reflect.Bool:
+		if k := v.Value.Kind(); k != 't' && k != 'f' {
+			return shapeErrorf(src, v, path, "want true or false, got %s", describe(v))
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if v.Value.Kind() != '0' {
+			return shapeErrorf(src, v, path, "want an integer, got %s", describe(v))
+		}
+		lit := string(v.Value.(hujson.Literal))
+		if _, err := strconv.ParseInt(lit, 10, t.Bits()); err != nil {
+			if errors.Is(err, strconv.ErrRange) {
+				return shapeErrorf(src, v, path, "%s is out of range", lit)
+			}
+			return shapeErrorf(src, v, path, "want an integer, got %s", lit)
+		}
+	case reflect.Float32, reflect.Float64:
+		if v.Value.Kind() != '0' {
+			return shapeErrorf(src, v, path, "want a number, got %s", describe(v))
+		}
+		lit := string(v.Value.(hujson.Literal))
+		if _, err := strconv.ParseFloat(lit, t.Bits()); err != nil {
+			return shapeErrorf(src, v, path, "%s is out of range", lit)
+		}
+	}
+	return nil
+}
+
+// jsonFields returns the JSON names of t's fields in declaration order and
+// their types by name.
+func jsonFields(t reflect.Type) ([]string, map[string]reflect.Type) {
+	var names []string
+	types := make(map[string]reflect.Type, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		names = append(names, name)
+		types[name] = f.Type
+	}
+	return names, types
+}
+
+// joinPath appends a key to a JSON path.
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// describe names the kind of a JSON value for an error message.
+func describe(v *hujson.Value) string {
+	switch v.Value.Kind() {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case '0':
+		if lit := string(v.Value.(hujson.Literal)); len(lit) <= 32 {
+			return "the number " + lit
+		}
+		return "a number"
+	}
+	return "null"
+}
+
+// shapeErrorf returns an invalid *messages.Error for the value v at path,
+// with its line and column in src.
+func shapeErrorf(src []byte, v *hujson.Value, path, format string, args ...any) error {
+	if path == "" {
+		path = "config"
+	}
+	line, col := lineColumn(src, v.StartOffset)
+	return fieldErrorf(path, "%s (line %d, column %d)", fmt.Sprintf(format, args...), line, col)
+}
+
+// lineColumn returns the 1-based line and column (in bytes) of offset n in
+// src.
+func lineColumn(src []byte, n int) (line, col int) {
+	n = min(max(n, 0), len(src))
+	line = 1 + bytes.Count(src[:n], []byte("\n"))
+	col = 1 + n - (bytes.LastIndexByte(src[:n], '\n') + 1)
+	return line, col
+}

@@ -1,0 +1,765 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/messages"
+)
+
+// envOf returns an environment lookup over the given NAME, value pairs.
+func envOf(kv ...string) func(string) string {
+	m := make(map[string]string, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(name string) string { return m[name] }
+}
+
+// boolPtr returns a pointer to b.
+func boolPtr(b bool) *bool { return &b }
+
+// writeConfig writes doc to sessiond.json in a new directory and returns
+// its path.
+func writeConfig(t *testing.T, doc string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), ConfigFileName)
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// wantDefaults returns the documented defaults with data directory data.
+func wantDefaults(data string) Config {
+	return Config{
+		Addr: "127.0.0.1:4096",
+		Data: data,
+		Agents: map[string]AgentConfig{"build": {Steps: 50, Permission: []Rule{
+			{Permission: "*", Pattern: "*", Action: "ask"},
+			{Permission: "read", Pattern: "*", Action: "allow"},
+		}}},
+		Compaction: CompactionConfig{Auto: boolPtr(true), Buffer: 20000, Keep: 8000},
+		Limits:     LimitsConfig{InboxBacklog: 1000, SteerBatch: 32, PromptBytes: 1 << 20, BodyBytes: 2 << 20},
+	}
+}
+
+// revalidate checks that validate accepts c again without changing it.
+func revalidate(t testing.TB, c Config) {
+	t.Helper()
+	again := cloneConfig(t, c)
+	if err := again.validate(); err != nil {
+		t.Fatalf("validate again: %v", err)
+	}
+	if !reflect.DeepEqual(again, c) {
+		t.Fatalf("validate is not idempotent:\n got %+v\nwant %+v", again, c)
+	}
+}
+
+// cloneConfig deep-copies c through JSON.
+func cloneConfig(t testing.TB, c Config) Config {
+	t.Helper()
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Config
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestDefaultConfig(t *testing.T) {
+	home := func() (string, error) { return "/home/u", nil }
+	c := defaultConfig(envOf(), home)
+	want := wantDefaults(filepath.Join("/home/u", ".local", "share", "sessiond"))
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("defaultConfig =\n%+v\nwant\n%+v", c, want)
+	}
+	validated := cloneConfig(t, c)
+	if err := validated.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(validated, want) {
+		t.Fatalf("validate changed the defaults:\n%+v", validated)
+	}
+	if c.UsesDemo() != true || len(c.CatalogSpecs()) != 0 || c.Model != "" {
+		t.Fatalf("defaults: UsesDemo %v, specs %v, model %q", c.UsesDemo(), c.CatalogSpecs(), c.Model)
+	}
+
+	// DefaultConfig reads the process environment the same way.
+	if got, want := DefaultConfig(), defaultConfig(os.Getenv, os.UserHomeDir); !reflect.DeepEqual(got, want) {
+		t.Fatalf("DefaultConfig = %+v, want %+v", got, want)
+	}
+
+	// Every call builds fresh maps and slices.
+	a, b := DefaultConfig(), DefaultConfig()
+	a.Agents["build"].Permission[0].Action = "deny"
+	*a.Compaction.Auto = false
+	if b.Agents["build"].Permission[0].Action != "ask" || !*b.Compaction.Auto {
+		t.Fatal("DefaultConfig values share memory")
+	}
+}
+
+func TestDefaultDataDir(t *testing.T) {
+	home := func() (string, error) { return "/home/u", nil }
+	noHome := func() (string, error) { return "", errors.New("no home") }
+	tests := []struct {
+		name string
+		env  func(string) string
+		home func() (string, error)
+		want string
+	}{
+		{"SESSIOND_DATA wins", envOf("SESSIOND_DATA", "/srv/sd", "XDG_DATA_HOME", "/x"), home, "/srv/sd"},
+		{"SESSIOND_DATA may be relative", envOf("SESSIOND_DATA", "rel"), home, "rel"},
+		{"XDG_DATA_HOME", envOf("XDG_DATA_HOME", "/x/data"), home, "/x/data/sessiond"},
+		{"relative XDG_DATA_HOME is ignored", envOf("XDG_DATA_HOME", "x/data"), home, "/home/u/.local/share/sessiond"},
+		{"home", envOf(), home, "/home/u/.local/share/sessiond"},
+		{"no home", envOf(), noHome, ""},
+		{"empty home", envOf(), func() (string, error) { return "", nil }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := defaultDataDir(tt.env, tt.home); got != filepath.FromSlash(tt.want) {
+				t.Fatalf("defaultDataDir = %q, want %q", got, tt.want)
+			}
+		})
+	}
+
+	// LoadConfig finds the home directory through env alone.
+	c, err := LoadConfig("", envOf("HOME", "/nonexistent/home", "USERPROFILE", "/nonexistent/home", "home", "/nonexistent/home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join("/nonexistent/home", ".local", "share", "sessiond"); c.Data != want {
+		t.Fatalf("data = %q, want %q", c.Data, want)
+	}
+	_, err = LoadConfig("", envOf())
+	if err == nil || err.Error() != "invalid: data: no data directory; set SESSIOND_DATA, XDG_DATA_HOME or HOME" {
+		t.Fatalf("LoadConfig without a home = %v", err)
+	}
+}
+
+func TestLoadConfigDefaultPath(t *testing.T) {
+	dir := t.TempDir()
+	env := envOf("SESSIOND_DATA", dir)
+
+	// No file: the defaults.
+	c, err := LoadConfig("", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := wantDefaults(dir); !reflect.DeepEqual(c, want) {
+		t.Fatalf("LoadConfig without a file =\n%+v\nwant\n%+v", c, want)
+	}
+
+	// <data>/sessiond.json when it exists.
+	if err := os.WriteFile(filepath.Join(dir, ConfigFileName), []byte(`{"addr": "127.0.0.1:0", /* a comment */}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = LoadConfig("", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:0" || c.Data != dir {
+		t.Fatalf("LoadConfig read addr %q, data %q", c.Addr, c.Data)
+	}
+
+	// An explicit path must exist.
+	_, err = LoadConfig(filepath.Join(dir, "missing.json"), env)
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("LoadConfig(missing) = %v, want not exist", err)
+	}
+
+	// A default path that cannot be read is an error too.
+	if err := os.Remove(filepath.Join(dir, ConfigFileName)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, ConfigFileName), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = LoadConfig("", env); err == nil {
+		t.Fatal("LoadConfig read a directory as its config file")
+	}
+}
+
+func TestLoadConfigFull(t *testing.T) {
+	path := filepath.Join("testdata", "config", "full.jsonc")
+	abs, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(path, envOf("SESSIOND_DATA", "/ignored", "TEST_TOKEN", "s3cret", "TEST_ANTHROPIC", "sk-ant"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// SESSIOND_DATA overrides the file's data; load once more without it.
+	if c.Data != "/ignored" {
+		t.Fatalf("data = %q, want SESSIOND_DATA to override the file", c.Data)
+	}
+	c, err = LoadConfig(path, envOf("HOME", "/home/u", "USERPROFILE", "/home/u", "home", "/home/u",
+		"TEST_TOKEN", "s3cret", "TEST_ANTHROPIC", "sk-ant"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Addr:  ":8080",
+		Data:  filepath.Join(abs, "state"),
+		Token: "s3cret",
+		Roots: []string{filepath.FromSlash("/srv/work"), filepath.Join(abs, "projects")},
+		CORS:  []string{"http://localhost:5173", "https://app.example.com:8443"},
+		Providers: map[string]ProviderConfig{
+			"local": {Type: llm.ProviderOpenAI, BaseURL: "http://127.0.0.1:11434/v1", APIKey: "none", Models: map[string]ModelConfig{
+				"qwen3":            {Context: 32768, Output: 4096},
+				"meta/llama3.1:8b": {},
+			}},
+			"claude": {Type: llm.ProviderAnthropic, APIKey: "sk-ant", Models: map[string]ModelConfig{
+				"claude-sonnet-4-5": {Context: 200000, Output: 64000, Prices: llm.Prices{Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75}},
+			}},
+			"demo": {Type: llm.ProviderScript, File: filepath.Join(abs, "scripts", "demo.json")},
+		},
+		Model: "local/qwen3",
+		Agents: map[string]AgentConfig{
+			"build": {Prompt: "Build things.", Steps: 25, Permission: []Rule{
+				{Permission: "*", Pattern: "*", Action: "ask"},
+				{Permission: "read", Pattern: "*", Action: "allow"},
+				{Permission: "bash", Pattern: "rm *", Action: "deny"},
+			}},
+			"plan":  {Model: "claude/claude-sonnet-4-5", Steps: 50, Permission: defaultRules()},
+			"quiet": {Model: "demo/anything", Steps: 50, Permission: []Rule{}},
+		},
+		Compaction: CompactionConfig{Auto: boolPtr(false), Buffer: 10000, Keep: 4000},
+		Limits:     LimitsConfig{InboxBacklog: 10, SteerBatch: 4, PromptBytes: 4096, BodyBytes: 8192},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("LoadConfig =\n%+v\nwant\n%+v", c, want)
+	}
+	revalidate(t, c)
+	if c.UsesDemo() {
+		t.Fatal("UsesDemo with providers configured")
+	}
+
+	catalog, err := llm.NewCatalog(c.CatalogSpecs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ref, wantCtx := range map[string]int{
+		"local/qwen3":              32768,
+		"local/meta/llama3.1:8b":   llm.DefaultContext,
+		"claude/claude-sonnet-4-5": 200000,
+		"demo/anything":            llm.DefaultContext,
+	} {
+		m, err := catalog.ResolveString(ref)
+		if err != nil {
+			t.Fatalf("resolve %s: %v", ref, err)
+		}
+		if m.Context != wantCtx {
+			t.Fatalf("%s: context %d, want %d", ref, m.Context, wantCtx)
+		}
+	}
+}
+
+func TestLoadConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+		env  []string
+		want string // the message of the invalid *messages.Error
+	}{
+		{"syntax", "{\n  \"addr\": ,\n}", nil,
+			"syntax error: line 2, column 11: invalid character ',' at start of value"},
+		{"unterminated", `{"addr": "x"`, nil,
+			"syntax error: line 1, column 13: parsing object after value: unexpected EOF"},
+		{"empty file", ``, nil,
+			"syntax error: line 1, column 1: parsing value: unexpected EOF"},
+		{"top level not an object", `[1]`, nil,
+			"config: want an object, got an array (line 1, column 1)"},
+		{"unknown top-level key", "{\n  // the port\n  \"adr\": \"x\"}", nil,
+			"adr: unknown field; want one of addr, data, token, roots, cors, providers, model, agents, compaction, limits (line 3, column 3)"},
+		{"unknown nested key", `{"providers": {"local": {"type": "openai", "modles": {}}}}`, nil,
+			"providers.local.modles: unknown field; want one of type, baseURL, apiKey, file, models (line 1, column 44)"},
+		{"field names are case-sensitive", `{"Addr": "x"}`, nil,
+			"Addr: unknown field; want one of addr, data, token, roots, cors, providers, model, agents, compaction, limits (line 1, column 2)"},
+		{"unknown price", `{"providers": {"p": {"type": "openai", "models": {"m": {"prices": {"in": 1}}}}}}`, nil,
+			"providers.p.models.m.prices.in: unknown field; want one of input, output, cacheRead, cacheWrite (line 1, column 68)"},
+		{"duplicate key", "{\"addr\": \"a:1\",\n \"addr\": \"b:2\"}", nil,
+			"addr: duplicate key (line 2, column 2)"},
+		{"duplicate map key", `{"agents": {"a": {}, "\u0061": {}}}`, nil,
+			"agents.a: duplicate key (line 1, column 22)"},
+		{"string for an integer", `{"limits": {"inboxBacklog": "10"}}`, nil,
+			"limits.inboxBacklog: want an integer, got a string (line 1, column 29)"},
+		{"fraction for an integer", `{"agents": {"build": {"steps": 1.5}}}`, nil,
+			"agents.build.steps: want an integer, got 1.5 (line 1, column 32)"},
+		{"integer overflow", `{"limits": {"bodyBytes": 99999999999999999999}}`, nil,
+			"limits.bodyBytes: 99999999999999999999 is out of range (line 1, column 26)"},
+		{"price overflow", `{"providers": {"p": {"type": "openai", "models": {"m": {"prices": {"input": 1e999}}}}}}`, nil,
+			"providers.p.models.m.prices.input: 1e999 is out of range (line 1, column 77)"},
+		{"string for a bool", `{"compaction": {"auto": "yes"}}`, nil,
+			"compaction.auto: want true or false, got a string (line 1, column 25)"},
+		{"object for a string", `{"model": {}}`, nil,
+			"model: want a string, got an object (line 1, column 11)"},
+		{"object for an array", `{"roots": {"a": 1}}`, nil,
+			"roots: want an array, got an object (line 1, column 11)"},
+		{"number in an array", `{"cors": ["http://a", 7]}`, nil,
+			"cors[1]: want a string, got the number 7 (line 1, column 23)"},
+		{"bad addr", `{"addr": "localhost"}`, nil,
+			`addr: "localhost": want host:port`},
+		{"bad port", `{"addr": "localhost:http"}`, nil,
+			`addr: "localhost:http": want a port number from 0 to 65535`},
+		{"port out of range", `{"addr": ":65536"}`, nil,
+			`addr: ":65536": want a port number from 0 to 65535`},
+		{"token with a space", `{"token": "a b"}`, nil,
+			"token: use printable ASCII without spaces"},
+		{"empty root", `{"roots": ["/a", ""]}`, nil,
+			"roots[1]: empty path"},
+		{"bad origin", `{"cors": ["*", "localhost:3000"]}`, nil,
+			`cors[1]: "localhost:3000" is not an origin; want scheme://host[:port] or *`},
+		{"origin with a path", `{"cors": ["http://a.example/app"]}`, nil,
+			`cors[0]: "http://a.example/app" is not an origin; want scheme://host[:port] or *`},
+		{"unknown provider type", `{"providers": {"local": {"type": "foo"}}}`, nil,
+			`providers.local.type: want openai, anthropic or script, got "foo"`},
+		{"missing provider type", `{"providers": {"local": {"apiKey": "k"}}}`, nil,
+			"providers.local.type: missing; want openai, anthropic or script"},
+		{"provider ID with a slash", `{"providers": {"a/b": {"type": "openai"}}}`, nil,
+			`providers.a/b: provider ID "a/b" must not contain "/"`},
+		{"empty provider ID", `{"providers": {"": {"type": "openai"}}}`, nil,
+			"providers: a provider has an empty ID"},
+		{"bad base URL", `{"providers": {"local": {"type": "openai", "baseURL": "127.0.0.1:11434"}}}`, nil,
+			`providers.local.baseURL: "127.0.0.1:11434" is not an http or https URL`},
+		{"bad base URL from the environment", `{"providers": {"o": {"type": "openai"}}}`, []string{"OPENAI_BASE_URL", "ftp://x"},
+			`providers.o.baseURL: "ftp://x" is not an http or https URL`},
+		{"api key with white space", `{"providers": {"o": {"type": "openai"}}}`, []string{"OPENAI_API_KEY", "sk-1\n"},
+			"providers.o.apiKey: has surrounding white space"},
+		{"file on an openai provider", `{"providers": {"o": {"type": "openai", "file": "x.json"}}}`, nil,
+			"providers.o.file: only script providers read a file"},
+		{"script without a file", `{"providers": {"demo": {"type": "script"}}}`, nil,
+			"providers.demo.file: a script provider needs the path of its JSON script"},
+		{"script with a key", `{"providers": {"demo": {"type": "script", "file": "d.json", "apiKey": "k"}}}`, nil,
+			"providers.demo.apiKey: a script provider takes no apiKey"},
+		{"script with a base URL", `{"providers": {"demo": {"type": "script", "file": "d.json", "baseURL": "http://x"}}}`, nil,
+			"providers.demo.baseURL: a script provider takes no baseURL"},
+		{"unclosed env reference", `{"providers": {"o": {"type": "openai", "apiKey": "{env:KEY"}}}`, nil,
+			`providers.o.apiKey: "{env:KEY" lacks the closing "}" of {env:NAME}`},
+		{"empty env reference", `{"token": "{env:}"}`, nil,
+			`token: "{env:}" does not name an environment variable; want {env:NAME}`},
+		{"output above context", `{"providers": {"p": {"type": "openai", "models": {"m": {"context": 100, "output": 200}}}}}`, nil,
+			"providers.p.models.m.output: 200 exceeds the context window of 100"},
+		{"negative context", `{"providers": {"p": {"type": "openai", "models": {"m": {"context": -1}}}}}`, nil,
+			"providers.p.models.m.context: -1 is negative"},
+		{"negative price", `{"providers": {"p": {"type": "anthropic", "models": {"m": {"prices": {"cacheWrite": -1}}}}}}`, nil,
+			"providers.p.models.m.prices.cacheWrite: -1 is not a price"},
+		{"model not provider/model", `{"model": "gpt-5"}`, nil,
+			`model: want provider/model, got "gpt-5"`},
+		{"model of an unknown provider", `{"providers": {"a": {"type": "openai"}, "b": {"type": "anthropic"}}, "model": "x/m"}`, nil,
+			`model: provider "x" is not configured (configured: "a", "b")`},
+		{"model without providers", `{"model": "x/m"}`, nil,
+			`model: provider "x" is not configured (no providers are; the demo provider is "demo")`},
+		{"unknown model", `{"providers": {"p": {"type": "openai", "models": {"a": {}, "b": {}}}}, "model": "p/c"}`, nil,
+			`model: provider "p" has no model "c" (known: "a", "b")`},
+		{"model of a provider without models", `{"model": "openai/gpt-5"}`, []string{"OPENAI_API_KEY", "sk"},
+			`model: provider "openai" has no models; add "gpt-5" under providers.openai.models`},
+		{"empty agent name", `{"agents": {"": {}}}`, nil,
+			"agents: an agent has an empty name"},
+		{"agent name with white space", `{"agents": {"plan ": {}}}`, nil,
+			`agents.plan : agent name "plan " has surrounding white space`},
+		{"agent model", `{"agents": {"plan": {"model": "nope/m"}}}`, nil,
+			`agents.plan.model: provider "nope" is not configured (no providers are; the demo provider is "demo")`},
+		{"negative steps", `{"agents": {"build": {"steps": -1}}}`, nil,
+			"agents.build.steps: -1 is less than 1"},
+		{"bad action", `{"agents": {"build": {"permission": [
+			{"permission": "*", "action": "ask"},
+			{"permission": "read", "action": "allow"},
+			{"permission": "bash", "pattern": "ls", "action": "maybe"}]}}}`, nil,
+			`agents.build.permission[2].action: want allow, deny or ask, got "maybe"`},
+		{"missing action", `{"agents": {"build": {"permission": [{"permission": "*"}]}}}`, nil,
+			"agents.build.permission[0].action: missing; want allow, deny or ask"},
+		{"missing permission", `{"agents": {"build": {"permission": [{"pattern": "*", "action": "allow"}]}}}`, nil,
+			"agents.build.permission[0].permission: missing; name a permission such as read, bash or *"},
+		{"negative buffer", `{"compaction": {"buffer": -5}}`, nil,
+			"compaction.buffer: -5 is negative"},
+		{"negative keep", `{"compaction": {"keep": -1}}`, nil,
+			"compaction.keep: -1 is negative"},
+		{"negative inbox backlog", `{"limits": {"inboxBacklog": -1}}`, nil,
+			"limits.inboxBacklog: -1 is negative"},
+		{"negative steer batch", `{"limits": {"steerBatch": -2}}`, nil,
+			"limits.steerBatch: -2 is negative"},
+		{"negative body bytes", `{"limits": {"bodyBytes": -3}}`, nil,
+			"limits.bodyBytes: -3 is negative"},
+		{"prompt larger than a body", `{"limits": {"promptBytes": 4194304}}`, nil,
+			"limits.promptBytes: 4194304 exceeds limits.bodyBytes (2097152); a prompt must fit in a request body"},
+		{"bad addr from the environment", `{}`, []string{"SESSIOND_ADDR", "nope"},
+			`addr: "nope": want host:port`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, tt.doc)
+			env := envOf(append([]string{"SESSIOND_DATA", t.TempDir()}, tt.env...)...)
+			for range 3 { // map order must not change which error is reported
+				c, err := LoadConfig(path, env)
+				var me *messages.Error
+				if !errors.As(err, &me) {
+					t.Fatalf("LoadConfig = %+v, %v; want an invalid error %q", c, err, tt.want)
+				}
+				if me.Type != messages.ErrInvalid || me.Message != tt.want {
+					t.Fatalf("error = %s: %s\nwant  invalid: %s", me.Type, me.Message, tt.want)
+				}
+				if want := "config " + path + ": invalid: " + tt.want; err.Error() != want {
+					t.Fatalf("error = %q, want %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadConfigEnv(t *testing.T) {
+	doc := `{
+		"addr": "127.0.0.1:1",
+		"data": "/from/file",
+		"token": "file-token",
+		"providers": {
+			"plain":  {"type": "openai"},
+			"keyed":  {"type": "openai", "baseURL": "http://127.0.0.1:11434/v1", "apiKey": "own"},
+			"named":  {"type": "openai", "apiKey": "{env:MY_KEY}"},
+			"unset":  {"type": "openai", "apiKey": "{env:NOT_SET}"},
+			"claude": {"type": "anthropic"},
+			"claude2": {"type": "anthropic", "apiKey": "sk-own"},
+		},
+	}`
+	path := writeConfig(t, doc)
+
+	c, err := LoadConfig(path, envOf())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:1" || c.Data != "/from/file" || c.Token != "file-token" {
+		t.Fatalf("without env: addr %q, data %q, token %q", c.Addr, c.Data, c.Token)
+	}
+	if p := c.Providers["plain"]; p.APIKey != "" || p.BaseURL != "" {
+		t.Fatalf("without env: plain = %+v", p)
+	}
+	if len(c.Providers) != 6 {
+		t.Fatalf("providers = %v", c.Providers)
+	}
+
+	env := envOf(
+		"SESSIOND_ADDR", "0.0.0.0:9000",
+		"SESSIOND_DATA", "/from/env",
+		"SESSIOND_TOKEN", "env-token",
+		"OPENAI_BASE_URL", "https://gateway.example/v1",
+		"OPENAI_API_KEY", "sk-openai",
+		"ANTHROPIC_API_KEY", "sk-anthropic",
+		"MY_KEY", "sk-mine",
+	)
+	c, err = LoadConfig(path, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "0.0.0.0:9000" || c.Data != "/from/env" || c.Token != "env-token" {
+		t.Fatalf("with env: addr %q, data %q, token %q", c.Addr, c.Data, c.Token)
+	}
+	want := map[string]ProviderConfig{
+		"plain":   {Type: llm.ProviderOpenAI, BaseURL: "https://gateway.example/v1", APIKey: "sk-openai"},
+		"keyed":   {Type: llm.ProviderOpenAI, BaseURL: "http://127.0.0.1:11434/v1", APIKey: "own"},
+		"named":   {Type: llm.ProviderOpenAI, BaseURL: "https://gateway.example/v1", APIKey: "sk-mine"},
+		"unset":   {Type: llm.ProviderOpenAI, BaseURL: "https://gateway.example/v1"}, // named its variable: no fallback
+		"claude":  {Type: llm.ProviderAnthropic, APIKey: "sk-anthropic"},
+		"claude2": {Type: llm.ProviderAnthropic, APIKey: "sk-own"},
+	}
+	if !reflect.DeepEqual(c.Providers, want) {
+		t.Fatalf("providers =\n%+v\nwant\n%+v", c.Providers, want)
+	}
+	revalidate(t, c)
+
+	// {env:NAME} in the token.
+	c, err = LoadConfig(writeConfig(t, `{"token": "{env:TOK}"}`), envOf("SESSIOND_DATA", "/d", "TOK", "t0k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Token != "t0k" {
+		t.Fatalf("token = %q", c.Token)
+	}
+}
+
+func TestLoadConfigEnvAddsProviders(t *testing.T) {
+	env := envOf("SESSIOND_DATA", t.TempDir(),
+		"OPENAI_API_KEY", "sk-openai", "OPENAI_BASE_URL", "http://127.0.0.1:8000/v1", "ANTHROPIC_API_KEY", "sk-anthropic")
+	c, err := LoadConfig("", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]ProviderConfig{
+		"openai":    {Type: llm.ProviderOpenAI, BaseURL: "http://127.0.0.1:8000/v1", APIKey: "sk-openai"},
+		"anthropic": {Type: llm.ProviderAnthropic, APIKey: "sk-anthropic"},
+	}
+	if !reflect.DeepEqual(c.Providers, want) {
+		t.Fatalf("providers = %+v, want %+v", c.Providers, want)
+	}
+	if c.UsesDemo() || c.Model != "" {
+		t.Fatalf("UsesDemo %v, model %q", c.UsesDemo(), c.Model)
+	}
+	catalog, err := llm.NewCatalog(c.CatalogSpecs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = catalog.ResolveString("openai/gpt-5")
+	if messages.TypeOf(err) != messages.ErrModelNotFound || !strings.Contains(err.Error(), "no models configured") {
+		t.Fatalf("resolve of an unlisted model = %v", err)
+	}
+
+	// A configured provider of the type keeps the variable from adding one;
+	// a provider of another type that holds the name keeps it.
+	path := writeConfig(t, `{"providers": {
+		"mine": {"type": "anthropic"},
+		"openai": {"type": "script", "file": "o.json"},
+	}}`)
+	c, err = LoadConfig(path, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]ProviderConfig{
+		"mine":   {Type: llm.ProviderAnthropic, APIKey: "sk-anthropic"},
+		"openai": {Type: llm.ProviderScript, File: filepath.Join(filepath.Dir(path), "o.json")},
+	}
+	if !reflect.DeepEqual(c.Providers, want) {
+		t.Fatalf("providers = %+v, want %+v", c.Providers, want)
+	}
+
+	// Only a key adds a provider.
+	c, err = LoadConfig("", envOf("SESSIOND_DATA", t.TempDir(), "OPENAI_BASE_URL", "http://127.0.0.1:8000/v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.UsesDemo() {
+		t.Fatalf("providers = %+v", c.Providers)
+	}
+}
+
+func TestValidateDefaultModel(t *testing.T) {
+	c := defaultConfig(envOf("SESSIOND_DATA", "/d"), nil)
+	c.Providers = map[string]ProviderConfig{
+		"a-nokey": {Type: llm.ProviderOpenAI, Models: map[string]ModelConfig{"m": {}}},
+		"b-empty": {Type: llm.ProviderOpenAI, APIKey: "k"},
+		"c-ok":    {Type: llm.ProviderAnthropic, APIKey: "k", Models: map[string]ModelConfig{"z": {}, "y": {}}},
+		"d-later": {Type: llm.ProviderScript, File: "/s.json", Models: map[string]ModelConfig{"s": {}}},
+	}
+	if err := c.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Model != "c-ok/y" {
+		t.Fatalf("default model = %q, want c-ok/y", c.Model)
+	}
+	revalidate(t, c)
+
+	// A script provider needs no key.
+	c = defaultConfig(envOf("SESSIOND_DATA", "/d"), nil)
+	c.Providers = map[string]ProviderConfig{"s": {Type: llm.ProviderScript, File: "/s.json", Models: map[string]ModelConfig{"one": {}}}}
+	if err := c.validate(); err != nil || c.Model != "s/one" {
+		t.Fatalf("validate = %v, model %q", err, c.Model)
+	}
+
+	// Nothing usable: no default model.
+	c = defaultConfig(envOf("SESSIOND_DATA", "/d"), nil)
+	c.Providers = map[string]ProviderConfig{"p": {Type: llm.ProviderOpenAI, Models: map[string]ModelConfig{"m": {}}}}
+	if err := c.validate(); err != nil || c.Model != "" {
+		t.Fatalf("validate = %v, model %q", err, c.Model)
+	}
+}
+
+func TestValidateDemo(t *testing.T) {
+	c := defaultConfig(envOf("SESSIOND_DATA", "/d"), nil)
+	if !c.UsesDemo() {
+		t.Fatal("no providers, but UsesDemo is false")
+	}
+	c.Model = "demo/scripted"
+	c.Agents["plan"] = AgentConfig{Model: "demo/other"}
+	if err := c.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Model != "demo/scripted" {
+		t.Fatalf("model = %q", c.Model)
+	}
+	// The demo provider is not there once providers are configured.
+	c.Providers = map[string]ProviderConfig{"s": {Type: llm.ProviderScript, File: "/s.json"}}
+	err := c.validate()
+	if err == nil || err.Error() != `invalid: model: provider "demo" is not configured (configured: "s")` {
+		t.Fatalf("validate = %v", err)
+	}
+}
+
+func TestValidateAfterChanges(t *testing.T) {
+	// The lead applies flags such as --root to a loaded Config and
+	// validates again.
+	c, err := LoadConfig("", envOf("SESSIOND_DATA", t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Roots = append(c.Roots, "/srv/a/./b/", "relative")
+	err = c.validate()
+	if err == nil || err.Error() != `invalid: roots[1]: "relative" is not an absolute path` {
+		t.Fatalf("validate = %v", err)
+	}
+	if c.Roots[0] != filepath.FromSlash("/srv/a/b") {
+		t.Fatalf("roots[0] = %q, want it cleaned", c.Roots[0])
+	}
+
+	// validate restores the build agent and fills zero fields.
+	c = Config{Data: "/d", Agents: map[string]AgentConfig{"plan": {}}}
+	if err := c.validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := wantDefaults("/d")
+	want.Agents["plan"] = AgentConfig{Steps: 50, Permission: defaultRules()}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("validate filled\n%+v\nwant\n%+v", c, want)
+	}
+}
+
+func TestCatalogSpecs(t *testing.T) {
+	prices := llm.Prices{Input: 1, Output: 2, CacheRead: 0.5, CacheWrite: 1.5}
+	c := Config{Providers: map[string]ProviderConfig{
+		"z-local":  {Type: llm.ProviderOpenAI, BaseURL: "http://127.0.0.1:11434/v1", APIKey: "none", Models: map[string]ModelConfig{"q": {Context: 8192, Output: 1024}}},
+		"a-claude": {Type: llm.ProviderAnthropic, Models: map[string]ModelConfig{"c": {Prices: prices}}},
+		"m-demo":   {Type: llm.ProviderScript, File: "/d.json"},
+	}}
+	want := []llm.ProviderSpec{
+		{ID: "a-claude", Type: llm.ProviderAnthropic, Models: map[string]llm.ModelSpec{"c": {Prices: prices}}},
+		{ID: "m-demo", Type: llm.ProviderScript},
+		{ID: "z-local", Type: llm.ProviderOpenAI, HasCredentials: true, Models: map[string]llm.ModelSpec{"q": {Context: 8192, Output: 1024}}},
+	}
+	if got := c.CatalogSpecs(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("CatalogSpecs =\n%+v\nwant\n%+v", got, want)
+	}
+	catalog, err := llm.NewCatalog(c.CatalogSpecs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := catalog.ResolveString("z-local/q"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = catalog.ResolveString("a-claude/c")
+	if err == nil || !strings.Contains(err.Error(), "ANTHROPIC_API_KEY") {
+		t.Fatalf("resolve without credentials = %v", err)
+	}
+	if got := (Config{}).CatalogSpecs(); len(got) != 0 {
+		t.Fatalf("CatalogSpecs of no providers = %v", got)
+	}
+}
+
+func TestExampleConfig(t *testing.T) {
+	path := filepath.Join("..", "..", "examples", "sessiond.json")
+	for _, env := range []func(string) string{
+		envOf("SESSIOND_DATA", t.TempDir()),
+		envOf("SESSIOND_DATA", t.TempDir(), "OPENAI_API_KEY", "sk-o", "ANTHROPIC_API_KEY", "sk-a"),
+	} {
+		c, err := LoadConfig(path, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		revalidate(t, c)
+		for _, id := range []string{"local", "openai", "anthropic"} {
+			if len(c.Providers[id].Models) == 0 {
+				t.Fatalf("provider %s has no models: %+v", id, c.Providers)
+			}
+		}
+		if len(c.Providers) != 3 || c.Model != "local/qwen3" || len(c.Agents["build"].Permission) < 3 || len(c.Agents) != 2 {
+			t.Fatalf("example = %+v", c)
+		}
+		catalog, err := llm.NewCatalog(c.CatalogSpecs())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := catalog.ResolveString(c.Model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Context != 32768 || m.Output != 4096 {
+			t.Fatalf("default model = %+v", m)
+		}
+		withKeys := env("OPENAI_API_KEY") != ""
+		for _, ref := range []string{"openai/gpt-5", "anthropic/claude-sonnet-4-5"} {
+			if _, err := catalog.ResolveString(ref); (err == nil) != withKeys {
+				t.Fatalf("resolve %s with keys %v: %v", ref, withKeys, err)
+			}
+		}
+	}
+}
+
+// fuzzEnv is the environment of FuzzLoadConfig.
+var fuzzEnv = envOf(
+	"SESSIOND_DATA", "/data",
+	"OPENAI_API_KEY", "sk-openai",
+	"OPENAI_BASE_URL", "http://127.0.0.1:1/v1",
+	"KEY", "from-env",
+)
+
+// FuzzLoadConfig feeds arbitrary bytes as the config file. Decoding and
+// validation never panic and fail only with invalid *messages.Error values;
+// an accepted configuration passes validate again unchanged, builds a
+// catalog, and survives a round trip through its JSON encoding.
+func FuzzLoadConfig(f *testing.F) {
+	for _, name := range []string{
+		filepath.Join("testdata", "config", "full.jsonc"),
+		filepath.Join("..", "..", "examples", "sessiond.json"),
+	} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, s := range []string{
+		``, `{}`, `null`, `[]`, `{"addr": ":0",}`, `{"data": "rel", "roots": ["a", "/b/../c"]}`,
+		`{"providers": {"p": {"type": "openai", "models": {"m": {"context": 10, "output": 5}}}}, "model": "p/m"}`,
+		`{"providers": {"s": {"type": "script", "file": "s.json"}}, "agents": {"x": {"model": "s/any", "steps": 3}}}`,
+		`{"agents": {"build": null, "b": {"permission": [{"permission": "read", "action": "deny"}]}}}`,
+		`{"token": "{env:KEY}", "providers": {"a": {"type": "anthropic", "apiKey": "{env:KEY}"}}}`,
+		`{"limits": {"promptBytes": 1, "bodyBytes": 1}, "compaction": {"auto": null, "keep": 1}}`,
+		`/* c */ {"cors": ["*", "http://a:1"], // x
+		}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		base := defaultConfig(fuzzEnv, func() (string, error) { return "/home/u", nil })
+		c, err := decodeConfig(base, data, "/cfg")
+		if err == nil {
+			err = c.applyEnv(fuzzEnv)
+		}
+		if err == nil {
+			err = c.validate()
+		}
+		if err != nil {
+			var me *messages.Error
+			if !errors.As(err, &me) || me.Type != messages.ErrInvalid {
+				t.Fatalf("error %v (%T) is not an invalid *messages.Error", err, err)
+			}
+			return
+		}
+		revalidate(t, c)
+		if _, err := llm.NewCatalog(c.CatalogSpecs()); err != nil {
+			t.Fatalf("accepted config builds no catalog: %v", err)
+		}
+		encoded, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := decodeConfig(defaultConfig(fuzzEnv, nil), encoded, "/elsewhere")
+		if err == nil {
+			err = again.validate()
+		}
+		if err != nil {
+			t.Fatalf("encoded config %s: %v", encoded, err)
+		}
+		if !reflect.DeepEqual(again, c) {
+			t.Fatalf("round trip changed the config:\n got %+v\nwant %+v", again, c)
+		}
+	})
+}
