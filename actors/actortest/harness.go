@@ -1,0 +1,223 @@
+// Package actortest is a harness for testing code built on sessiond's
+// runtime: a temporary store, a scripted model that records every request,
+// a fake clock, Go-function tools, and helpers to prompt, wait for idle and
+// read events. sessiond's own tests use it; it is offered to users too.
+//
+// # Usage
+//
+//	h := actortest.New(t)
+//	h.Model.Reply(script.Text("hi"))
+//	sid := h.Session()
+//	h.Prompt(sid, "hello")
+//	h.WaitIdle(sid)
+//	types := h.Types(sid)
+package actortest
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/sessiond/sessiond/actors"
+	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/locations/llm/script"
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+// Harness is one test runtime.
+type Harness struct {
+	T       testing.TB
+	Dir     string
+	Store   *persistence.Bolt
+	Model   *script.Provider
+	Clock   *Clock
+	Tools   *Tools
+	Agents  map[string]locations.Agent
+	Runtime *actors.Runtime
+	// Services is the service set every Location of the harness uses;
+	// tests may change it before the first prompt.
+	Services *locations.Services
+}
+
+// Options adjust a Harness before it starts.
+type Options struct {
+	// Steps is the build agent's step allowance (default 25).
+	Steps int
+	// Config adjusts the runtime config.
+	Config func(*actors.Config)
+	// Instructions configures instruction sources; nil means none.
+	Instructions *locations.InstructionsConfig
+	// StorePath reuses a store file (for restart tests).
+	StorePath string
+}
+
+// Timeout bounds every wait of the harness.
+const Timeout = 30 * time.Second
+
+// New starts a harness whose runtime stops at the end of the test.
+func New(t testing.TB, opts ...Options) *Harness {
+	t.Helper()
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.Steps == 0 {
+		o.Steps = 25
+	}
+	h := &Harness{T: t, Dir: t.TempDir(), Model: script.New(), Clock: NewClock(time.UnixMilli(1_767_225_600_000)), Tools: NewTools()}
+	path := o.StorePath
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "sessiond.db")
+	}
+	st, err := persistence.Open(path, persistence.Options{Clock: h.Clock.Now, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Store = st
+	catalog, err := llm.NewCatalog([]llm.ProviderSpec{{ID: "script", Type: llm.ProviderScript,
+		Models: map[string]llm.ModelSpec{"demo": {Context: 200000, Output: 8000}, "other": {Context: 200000, Output: 8000}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Agents = map[string]locations.Agent{"build": {Name: "build", Steps: o.Steps}, "plan": {Name: "plan", Steps: o.Steps, Prompt: "You plan."}}
+	h.Services = &locations.Services{Catalog: catalog, DefaultModel: messages.ModelRef{ProviderID: "script", ID: "demo"},
+		Provider: func(string) (llm.Provider, error) { return h.Model, nil }, Agents: h.Agents, Tools: h.Tools, Instructions: o.Instructions}
+	mgr := locations.NewManager(func(loc messages.Location) (*locations.Services, error) {
+		svc := *h.Services
+		svc.Location = loc
+		return &svc, nil
+	})
+	cfg := actors.Config{Store: st, Locations: mgr, Clock: h.Clock, Logger: zerolog.Nop(),
+		ActorOptions: []actor.ConfigOption{actor.WithDeadLetterThrottleInterval(10 * time.Millisecond)}}
+	if o.Config != nil {
+		o.Config(&cfg)
+	}
+	rt, err := actors.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Runtime = rt
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+		defer cancel()
+		if err := rt.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := st.Close(); err != nil {
+			t.Errorf("close store: %v", err)
+		}
+	})
+	return h
+}
+
+// Ctx returns a context bounded by Timeout.
+func (h *Harness) Ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	h.T.Cleanup(cancel)
+	return ctx
+}
+
+// Session creates a Session in the harness directory.
+func (h *Harness) Session() messages.SessionID {
+	h.T.Helper()
+	s, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: h.Dir}})
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	return s.ID
+}
+
+// Prompt admits a steer prompt and wakes the Session.
+func (h *Harness) Prompt(sid messages.SessionID, text string) persistence.Admitted {
+	h.T.Helper()
+	return h.PromptWith(persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: text}})
+}
+
+// PromptWith admits an arbitrary prompt request.
+func (h *Harness) PromptWith(req persistence.PromptRequest) persistence.Admitted {
+	h.T.Helper()
+	a, err := h.Runtime.Prompt(h.Ctx(), req)
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	return a
+}
+
+// WaitIdle waits until the Session has no execution and no wake in flight.
+func (h *Harness) WaitIdle(sid messages.SessionID) {
+	h.T.Helper()
+	if err := h.Runtime.Wait(h.Ctx(), sid); err != nil {
+		h.T.Fatal(err)
+	}
+}
+
+// Events returns every durable event of the Session.
+func (h *Harness) Events(sid messages.SessionID) []messages.Event {
+	h.T.Helper()
+	var out []messages.Event
+	for item, err := range h.Store.Log(h.Ctx(), sid, -1, false) {
+		if err != nil {
+			h.T.Fatal(err)
+		}
+		if item.Event != nil {
+			out = append(out, *item.Event)
+		}
+	}
+	return out
+}
+
+// Types returns the type strings of the Session's durable events, with the
+// ".1" version suffix removed for readability.
+func (h *Harness) Types(sid messages.SessionID) []string {
+	var out []string
+	for _, ev := range h.Events(sid) {
+		out = append(out, trimVersion(ev.Type))
+	}
+	return out
+}
+
+func trimVersion(t string) string {
+	if n := len(t); n > 2 && t[n-2:] == ".1" {
+		return t[:n-2]
+	}
+	return t
+}
+
+// WaitEvent follows the Session's log until an event satisfies match, and
+// returns it.
+func (h *Harness) WaitEvent(sid messages.SessionID, match func(messages.Event) bool) messages.Event {
+	h.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	for item, err := range h.Store.Log(ctx, sid, -1, true) {
+		if err != nil {
+			h.T.Fatal(err)
+		}
+		if item.Event != nil && match(*item.Event) {
+			return *item.Event
+		}
+	}
+	h.T.Fatalf("no matching event within %v", Timeout)
+	return messages.Event{}
+}
+
+// OfType matches events of a durable type.
+func OfType(typ string) func(messages.Event) bool {
+	return func(ev messages.Event) bool { return ev.Type == typ }
+}
+
+// Request waits for the n-th (1-based) model request.
+func (h *Harness) Request(n int) llm.Request {
+	h.T.Helper()
+	r, err := h.Model.WaitRequest(h.Ctx(), n)
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	return r
+}

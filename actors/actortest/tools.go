@@ -1,0 +1,63 @@
+package actortest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/messages"
+)
+
+// ToolFunc is a test tool: it returns output or an error (a
+// *messages.Error keeps its type; anything else becomes tool.execution).
+type ToolFunc func(ctx context.Context, call locations.ToolCall) (string, error)
+
+// Tools is a locations.Tools made of Go functions, for tests.
+type Tools struct {
+	mu    sync.Mutex
+	funcs map[string]ToolFunc
+}
+
+var _ locations.Tools = (*Tools)(nil)
+
+// NewTools returns an empty tool set.
+func NewTools() *Tools { return &Tools{funcs: map[string]ToolFunc{}} }
+
+// Add registers a tool.
+func (t *Tools) Add(name string, f ToolFunc) *Tools {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.funcs[name] = f
+	return t
+}
+
+// Definitions implements locations.Tools.
+func (t *Tools) Definitions(string) []llm.ToolDefinition {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []llm.ToolDefinition
+	for name := range t.funcs {
+		out = append(out, llm.ToolDefinition{Name: name, Description: "test tool " + name, InputSchema: json.RawMessage(`{"type":"object"}`)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Execute implements locations.Tools.
+func (t *Tools) Execute(ctx context.Context, call locations.ToolCall) locations.ToolResult {
+	t.mu.Lock()
+	f, ok := t.funcs[call.Name]
+	t.mu.Unlock()
+	if !ok {
+		return locations.ToolResult{Err: &messages.Error{Type: messages.ErrToolExecution, Message: fmt.Sprintf("unknown tool %q", call.Name)}}
+	}
+	out, err := f(ctx, call)
+	if err != nil {
+		return locations.ToolResult{Err: messages.AsError(err, messages.ErrToolExecution)}
+	}
+	return locations.ToolResult{Output: out}
+}

@@ -1,0 +1,187 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+// compact replaces the active model representation of history with a
+// checkpoint: a structured rolling summary plus token-bounded recent
+// context. The full transcript stays durable. A failure settles the row
+// (and a manual barrier) without moving the history boundary.
+func (r *runner) compact(ctx context.Context, sess persistence.Session, agent locations.Agent, reason string, id messages.MessageID) error {
+	if _, err := r.append(ctx, &messages.CompactionStarted{SessionID: r.sid, Reason: reason, InputID: id}); err != nil {
+		return err
+	}
+	r.metrics.compaction(reason)
+	fail := func(t messages.ErrorType, msg string) error {
+		_, err := r.append(ctx, &messages.CompactionFailed{SessionID: r.sid, Reason: reason, InputID: id,
+			Error: messages.Error{Type: t, Message: msg}})
+		return err
+	}
+	model, provider, err := r.svc.Model(sess.Model, agent)
+	if err != nil {
+		return fail(messages.ErrCompactionUnavailable, err.Error())
+	}
+	msgs, err := r.history(ctx)
+	if err != nil {
+		return err
+	}
+	previous := ""
+	for _, m := range msgs {
+		if m.Compaction != nil && m.Compaction.State == persistence.CompactionCompleted {
+			previous = m.Compaction.Summary
+		}
+	}
+	req := llm.Request{Model: model.Ref, System: []string{compactionPrompt(previous)}, ToolChoice: llm.ToolChoiceNone,
+		MaxOutputTokens: model.Output, CacheKey: string(r.sid)}
+	req.Messages = append(lower(msgs, model.Ref), llm.Message{Role: llm.RoleUser,
+		Parts: []llm.Part{{Kind: llm.PartText, Text: "Write the checkpoint summary now."}}})
+	var text strings.Builder
+	var streamErr error
+	finished := false
+	for ev, err := range provider.Stream(ctx, req) {
+		if err != nil {
+			streamErr = err
+			break
+		}
+		switch ev.Kind {
+		case llm.TextDelta:
+			text.WriteString(ev.Text)
+			r.live(&messages.CompactionDelta{SessionID: r.sid, InputID: id, Delta: ev.Text})
+		case llm.StepFinish:
+			finished = true
+			if ev.Finish == llm.FinishContentFilter {
+				streamErr = llm.Errorf(messages.ErrProviderContentFilter, "content filter stopped the summary")
+			}
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		if err := fail(messages.ErrAborted, "Compaction interrupted"); err != nil {
+			return err
+		}
+		return errInterrupted
+	case streamErr != nil:
+		return fail(messages.ErrCompactionFailed, streamErr.Error())
+	case !finished || strings.TrimSpace(text.String()) == "":
+		return fail(messages.ErrCompactionFailed, "the model returned no summary")
+	}
+	summary := normalizeSummary(text.String())
+	if _, err := r.append(ctx, &messages.CompactionEnded{SessionID: r.sid, Reason: reason, InputID: id,
+		Text: summary, Recent: recentContext(msgs, r.keepTokens)}); err != nil {
+		return err
+	}
+	// A completed compaction rebaselines instructions from current sources.
+	return r.rebaseline(ctx)
+}
+
+// recentContext serializes the newest messages, newest last, within about
+// keep tokens (four characters each).
+func recentContext(msgs []persistence.Message, keep int) string {
+	if keep <= 0 {
+		keep = 8000
+	}
+	budget := keep * 4
+	var lines []string
+	for i := len(msgs) - 1; i >= 0 && budget > 0; i-- {
+		line := renderMessage(msgs[i])
+		if line == "" {
+			continue
+		}
+		if len(line) > budget {
+			line = line[len(line)-budget:]
+		}
+		budget -= len(line)
+		lines = append(lines, line)
+	}
+	for i, j := 0, len(lines)-1; i < j; i, j = i+1, j-1 {
+		lines[i], lines[j] = lines[j], lines[i]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func renderMessage(m persistence.Message) string {
+	switch m.Role {
+	case persistence.RoleUser:
+		return "user: " + m.Prompt.Text
+	case persistence.RoleSystem:
+		return "system: " + m.Text
+	case persistence.RoleAssistant:
+		var b strings.Builder
+		for _, p := range m.Parts {
+			switch {
+			case p.Kind == persistence.PartText:
+				fmt.Fprintf(&b, "assistant: %s\n", p.Text)
+			case p.Tool != nil:
+				fmt.Fprintf(&b, "tool %s %s -> %s\n", p.Tool.Name, p.Tool.Input, truncate(p.Tool.Output, 400))
+			}
+		}
+		return strings.TrimRight(b.String(), "\n")
+	}
+	return ""
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// lastCompactionCompleted reports whether the newest compaction row
+// completed.
+func (r *runner) lastCompactionCompleted(ctx context.Context) (bool, error) {
+	msgs, err := r.history(ctx)
+	if err != nil {
+		return false, err
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if c := msgs[i].Compaction; c != nil {
+			return c.State == persistence.CompactionCompleted, nil
+		}
+	}
+	return false, nil
+}
+
+// needsCompaction reports whether a request exceeds the model's context
+// window minus the reserve (the larger of the output allowance and the
+// configured buffer) while older complete steps exist to fold away.
+func needsCompaction(req llm.Request, model llm.Model, buffer int, msgs []persistence.Message) bool {
+	if model.Context <= 0 {
+		return false
+	}
+	reserve := max(model.Output, buffer)
+	if estimateTokens(req) <= model.Context-reserve {
+		return false
+	}
+	for _, m := range msgs {
+		if m.Role == persistence.RoleAssistant && !m.Open && m.Error == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// autoCompaction compacts before a step whose request would not fit the
+// model's context window minus its reserve.
+func (r *runner) autoCompaction(ctx context.Context, sess persistence.Session, agent locations.Agent, model llm.Model, final bool) error {
+	req, err := r.request(ctx, agent, model, final)
+	if err != nil {
+		return err
+	}
+	msgs, err := r.history(ctx)
+	if err != nil {
+		return err
+	}
+	if !needsCompaction(req, model, r.compactionBuffer, msgs) {
+		return nil
+	}
+	return r.compact(ctx, sess, agent, messages.CompactionAuto, r.ids.Message())
+}

@@ -1,0 +1,137 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/messages"
+)
+
+// drain is the child actor that owns one busy period's goroutine: it runs
+// the runner loop (one drain, then coalesced follow-ups) and spawns one tool
+// actor per local tool call.
+type drain struct {
+	rt      *Runtime
+	svc     *locations.Services
+	sid     messages.SessionID
+	session *actor.PID
+	ctx     context.Context
+	force   bool
+}
+
+// startTool asks the drain actor to spawn a tool actor.
+type startTool struct {
+	ctx   context.Context
+	call  locations.ToolCall
+	reply chan locations.ToolResult
+}
+
+// Receive implements actor.Actor.
+func (d *drain) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		self := ctx.Self()
+		d.rt.wg.Go(func() { d.run(self) })
+	case *startTool:
+		ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &tool{rt: d.rt, svc: d.svc, req: msg} }))
+	}
+}
+
+// run is the busy period's goroutine.
+func (d *drain) run(self *actor.PID) {
+	root := d.rt.system.Root
+	r := &runner{sid: d.sid, store: d.rt.cfg.Store, svc: d.svc, bus: d.rt.cfg.Bus, clock: d.rt.cfg.Clock,
+		ids: d.rt.cfg.IDs, log: d.rt.cfg.Logger, steerBatch: d.rt.cfg.SteerBatch, metrics: d.rt.cfg.Metrics,
+		autoCompact: d.rt.cfg.AutoCompact, compactionBuffer: d.rt.cfg.CompactionBuffer, keepTokens: d.rt.cfg.KeepTokens}
+	r.startTool = func(ctx context.Context, call locations.ToolCall) <-chan locations.ToolResult {
+		ch := make(chan locations.ToolResult, 1)
+		root.Send(self, &startTool{ctx: ctx, call: call, reply: ch})
+		return ch
+	}
+	err := d.loop(r, self)
+	ctx := context.WithoutCancel(d.ctx)
+	if r.started {
+		var terminal messages.Payload = &messages.ExecutionSucceeded{SessionID: d.sid}
+		switch {
+		case errors.Is(err, errInterrupted) || (err != nil && d.ctx.Err() != nil):
+			terminal = &messages.ExecutionInterrupted{SessionID: d.sid, Reason: reasonOf(d.ctx)}
+		case err != nil:
+			terminal = &messages.ExecutionFailed{SessionID: d.sid, Error: *messages.AsError(err, messages.ErrUnknown)}
+		}
+		if _, aerr := r.append(ctx, terminal); aerr != nil {
+			d.rt.cfg.Logger.Error().Err(aerr).Str("session", string(d.sid)).Msg("commit busy-period terminal")
+		}
+	} else if err != nil && !errors.Is(err, errInterrupted) {
+		d.rt.cfg.Logger.Warn().Err(err).Str("session", string(d.sid)).Msg("drain failed before writing anything")
+	}
+	root.Send(d.session, &drainDone{pid: self})
+}
+
+// loop runs drains until the coordinator has no follow-up. A panic in the
+// runner becomes a failed busy period instead of a crashed process.
+func (d *drain) loop(r *runner, self *actor.PID) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("actors: runner panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	force := d.force
+	for {
+		d.rt.cfg.Metrics.drain()
+		if err := r.drain(d.ctx, force); err != nil {
+			return err
+		}
+		reply := make(chan bool, 1)
+		d.rt.system.Root.Send(d.session, &drainNext{reply: reply})
+		select {
+		case cont := <-reply:
+			if !cont {
+				return nil
+			}
+		case <-d.ctx.Done():
+			// The Session actor is stopping; it will not answer.
+			return errInterrupted
+		}
+		force = false
+	}
+}
+
+// tool is the child actor of one local tool call. Its goroutine recovers a
+// panicking tool into a tool.failed result of type unknown.
+type tool struct {
+	rt  *Runtime
+	svc *locations.Services
+	req *startTool
+}
+
+// Receive implements actor.Actor.
+func (t *tool) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*actor.Started); ok {
+		self := ctx.Self()
+		t.rt.wg.Go(func() {
+			t.req.reply <- t.execute()
+			t.rt.system.Root.Stop(self)
+		})
+	}
+}
+
+func (t *tool) execute() (res locations.ToolResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = locations.ToolResult{Err: &messages.Error{Type: messages.ErrUnknown,
+				Message: fmt.Sprintf("tool %s panicked: %v", t.req.call.Name, p)}}
+		}
+	}()
+	if t.svc.Tools == nil {
+		return locations.ToolResult{Err: &messages.Error{Type: messages.ErrToolExecution, Message: "no tools are available in this Location"}}
+	}
+	if err := t.req.ctx.Err(); err != nil {
+		return locations.ToolResult{Err: &messages.Error{Type: messages.ErrAborted, Message: "Tool execution interrupted: " + t.req.call.Name}}
+	}
+	return t.svc.Tools.Execute(t.req.ctx, t.req.call)
+}

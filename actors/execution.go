@@ -1,0 +1,86 @@
+package actors
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+// execution is the process-global router (SEED.md: SessionExecution):
+// sessionID -> store.Get -> Location -> Location actor -> Session actor. It
+// holds no Session state of its own.
+type execution struct {
+	rt        *Runtime
+	locations map[string]*actor.PID
+	next      int
+}
+
+func newExecution(rt *Runtime) *execution {
+	return &execution{rt: rt, locations: map[string]*actor.PID{}}
+}
+
+// sessionOf returns the Session a protocol command addresses.
+func sessionOf(msg any) (messages.SessionID, bool) {
+	switch m := msg.(type) {
+	case *messages.Wake:
+		return m.SessionID, true
+	case *messages.Run:
+		return m.SessionID, true
+	case *messages.Interrupt:
+		return m.SessionID, true
+	case *messages.Wait:
+		return m.SessionID, true
+	}
+	return "", false
+}
+
+// Receive implements actor.Actor.
+func (e *execution) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Terminated:
+		for k, pid := range e.locations {
+			if pid.Equal(msg.Who) {
+				delete(e.locations, k)
+			}
+		}
+		return
+	}
+	sid, ok := sessionOf(ctx.Message())
+	if !ok {
+		return
+	}
+	sess, err := e.rt.cfg.Store.Get(context.Background(), sid)
+	if err != nil {
+		switch ctx.Message().(type) {
+		case *messages.Interrupt:
+			// Interrupting a missing Session is a no-op.
+			ctx.Respond(&messages.InterruptReply{})
+		case *messages.Wait:
+			ctx.Respond(&messages.WaitReply{})
+		default:
+			ctx.Respond(&messages.ErrorReply{Error: *messages.AsError(err, messages.ErrInternal)})
+		}
+		return
+	}
+	key := sess.Location.Key()
+	pid, ok := e.locations[key]
+	if !ok {
+		svc, err := e.rt.cfg.Locations.Get(sess.Location)
+		if err != nil {
+			ctx.Respond(&messages.ErrorReply{Error: messages.Error{Type: messages.ErrInternal, Message: err.Error()}})
+			return
+		}
+		e.next++
+		pid, err = ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newLocation(e.rt, svc) }),
+			"location-"+strconv.Itoa(e.next))
+		if err != nil {
+			ctx.Respond(&messages.ErrorReply{Error: messages.Error{Type: messages.ErrInternal, Message: err.Error()}})
+			return
+		}
+		e.locations[key] = pid
+	}
+	ctx.Forward(pid)
+}

@@ -1,0 +1,76 @@
+package actors
+
+import (
+	"context"
+
+	"github.com/sessiond/sessiond/locations"
+)
+
+// observeInstructions loads every instruction source of the Session's
+// Location, concurrently, with the Session's API-managed entries.
+func (r *runner) observeInstructions(ctx context.Context) (*locations.Instructions, locations.Observed, bool, error) {
+	if r.svc.Instructions == nil {
+		return nil, locations.Observed{}, false, nil
+	}
+	cfg := *r.svc.Instructions
+	cfg.Entries = func(ctx context.Context) (map[string]string, error) { return r.store.Entries(ctx, r.sid) }
+	ins, err := locations.NewInstructions(cfg)
+	if err != nil {
+		return nil, locations.Observed{}, false, err
+	}
+	return ins, ins.Load(ctx), true, nil
+}
+
+// prepareInstructions runs before input promotion at every step boundary:
+// the first complete observation initializes the checkpoint; later changes
+// publish one chronological update that advances the applied record in the
+// same commit. An initial unavailable source stops execution with the
+// prompt still pending.
+func (r *runner) prepareInstructions(ctx context.Context) error {
+	_, obs, ok, err := r.observeInstructions(ctx)
+	if err != nil || !ok {
+		return err
+	}
+	r.metrics.instructions(obs)
+	cp, has, err := r.store.Checkpoint(ctx, r.sid)
+	if err != nil {
+		return err
+	}
+	var cpp = &cp
+	if !has {
+		cpp = nil
+	}
+	d := locations.Reconcile(cpp, obs)
+	if d.Kind == locations.DecisionBlocked {
+		return d.Err
+	}
+	switch d.Kind {
+	case locations.DecisionBaseline:
+		r.metrics.baseline(len(d.Text))
+	case locations.DecisionUpdate:
+		r.metrics.update()
+	}
+	if p := d.Payload(r.sid); p != nil {
+		_, err := r.append(ctx, p)
+		return err
+	}
+	return nil
+}
+
+// rebaseline renders a fresh baseline from current sources after a
+// completed compaction. Unavailable sources are restated from the model's
+// last applied belief.
+func (r *runner) rebaseline(ctx context.Context) error {
+	ins, obs, ok, err := r.observeInstructions(ctx)
+	if err != nil || !ok {
+		return err
+	}
+	cp, _, err := r.store.Checkpoint(ctx, r.sid)
+	if err != nil {
+		return err
+	}
+	applied := obs.Merge(cp.Applied)
+	d := locations.Decision{Kind: locations.DecisionBaseline, Text: locations.RenderBaseline(ins.Keys(), applied), Applied: applied}
+	_, err = r.append(ctx, d.Payload(r.sid))
+	return err
+}

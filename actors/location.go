@@ -1,0 +1,78 @@
+package actors
+
+import (
+	"strconv"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/messages"
+)
+
+// location supervises the Session actors of one Location and holds its
+// service set. It restarts a crashed Session actor (protoactor's default
+// one-for-one strategy) and passivates idle ones.
+type location struct {
+	rt  *Runtime
+	svc *locations.Services
+	// sessions maps a Session to its live actor and the number of protocol
+	// messages forwarded to it, so passivation never drops one in flight.
+	sessions map[messages.SessionID]*child
+	gen      int
+}
+
+type child struct {
+	pid  *actor.PID
+	sent uint64
+}
+
+// sessionIdle is sent by a Session actor whose receive timeout fired while
+// idle; received is how many protocol messages it has handled.
+type sessionIdle struct {
+	sid      messages.SessionID
+	received uint64
+}
+
+func newLocation(rt *Runtime, svc *locations.Services) *location {
+	return &location{rt: rt, svc: svc, sessions: map[messages.SessionID]*child{}}
+}
+
+// Receive implements actor.Actor.
+func (l *location) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *sessionIdle:
+		c, ok := l.sessions[msg.sid]
+		if ok && c.pid.Equal(ctx.Sender()) && c.sent == msg.received {
+			// Nothing is in flight to it: stop it. Its state is durable; the
+			// next message spawns a fresh actor under a new name.
+			delete(l.sessions, msg.sid)
+			ctx.Stop(c.pid)
+		}
+		return
+	case *actor.Terminated:
+		for sid, c := range l.sessions {
+			if c.pid.Equal(msg.Who) {
+				delete(l.sessions, sid)
+			}
+		}
+		return
+	}
+	sid, ok := sessionOf(ctx.Message())
+	if !ok {
+		return
+	}
+	c, ok := l.sessions[sid]
+	if !ok {
+		l.gen++
+		pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newSession(l.rt, l.svc, sid) }),
+			string(sid)+"-"+strconv.Itoa(l.gen))
+		if err != nil {
+			ctx.Respond(&messages.ErrorReply{Error: messages.Error{Type: messages.ErrInternal, Message: err.Error()}})
+			return
+		}
+		c = &child{pid: pid}
+		l.sessions[sid] = c
+	}
+	c.sent++
+	ctx.Forward(c.pid)
+}

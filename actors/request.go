@@ -1,0 +1,209 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+// defaultSystemPrompt is used when the agent has no prompt of its own.
+const defaultSystemPrompt = "You are a capable software engineering agent running inside sessiond. " +
+	"Work step by step, use the available tools to inspect and change the project, and report what you did."
+
+// finalStepReminder is sent on the last step of an agent's allowance, when
+// tools are withdrawn.
+const finalStepReminder = "<system-reminder>Maximum steps reached. Tools are disabled for this response. " +
+	"Summarize what you did, what remains, and the next step you would take.</system-reminder>"
+
+// history returns every projected message of the Session in source order.
+func (r *runner) history(ctx context.Context) ([]persistence.Message, error) {
+	var all []persistence.Message
+	after := int64(-1)
+	for {
+		p, err := r.store.Messages(ctx, r.sid, persistence.Query{After: after, Limit: 500})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, p.Data...)
+		if !p.HasMore || len(p.Data) == 0 {
+			return all, nil
+		}
+		after = p.Data[len(p.Data)-1].Seq
+	}
+}
+
+// request assembles the Model Context of one step from projected history:
+// system text (agent prompt, instruction baseline, reminders), the
+// compaction checkpoint and the messages after it, and tool definitions.
+func (r *runner) request(ctx context.Context, agent locations.Agent, model llm.Model, final bool) (llm.Request, error) {
+	msgs, err := r.history(ctx)
+	if err != nil {
+		return llm.Request{}, err
+	}
+	req := llm.Request{Model: model.Ref, ToolChoice: llm.ToolChoiceAuto, MaxOutputTokens: model.Output, CacheKey: string(r.sid)}
+	prompt := agent.Prompt
+	if prompt == "" {
+		prompt = defaultSystemPrompt
+	}
+	req.System = append(req.System, prompt)
+	if cp, ok, err := r.store.Checkpoint(ctx, r.sid); err != nil {
+		return llm.Request{}, err
+	} else if ok && cp.Baseline != "" {
+		req.System = append(req.System, cp.Baseline)
+	}
+	req.Messages = lower(msgs, model.Ref)
+	if final {
+		req.ToolChoice = llm.ToolChoiceNone
+		req.System = append(req.System, finalStepReminder)
+	} else if r.svc.Tools != nil {
+		req.Tools = r.svc.Tools.Definitions(agent.Name)
+	}
+	return req, nil
+}
+
+// lower turns projected messages into provider-neutral messages. History
+// before the last completed compaction is replaced by its checkpoint.
+// Provider-native reasoning and metadata replay only for assistant messages
+// of the same model that did not fail.
+func lower(msgs []persistence.Message, model messages.ModelRef) []llm.Message {
+	start := 0
+	var checkpoint *persistence.Compaction
+	for i, m := range msgs {
+		if m.Compaction != nil && m.Compaction.State == persistence.CompactionCompleted {
+			start, checkpoint = i+1, m.Compaction
+		}
+	}
+	var out []llm.Message
+	if checkpoint != nil {
+		text := "<summary>\n" + checkpoint.Summary + "\n</summary>"
+		if checkpoint.Recent != "" {
+			text += "\n\nRecent context before the summary point:\n" + checkpoint.Recent
+		}
+		out = append(out, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: text}}})
+	}
+	for _, m := range msgs[start:] {
+		switch m.Role {
+		case persistence.RoleUser:
+			parts := []llm.Part{{Kind: llm.PartText, Text: m.Prompt.Text}}
+			for i := range m.Prompt.Files {
+				f := m.Prompt.Files[i]
+				parts = append(parts, llm.Part{Kind: llm.PartFile, File: &f})
+			}
+			out = append(out, llm.Message{Role: llm.RoleUser, Parts: parts})
+		case persistence.RoleSystem:
+			out = append(out, llm.Message{Role: llm.RoleSystem, Parts: []llm.Part{{Kind: llm.PartText, Text: m.Text}}})
+		case persistence.RoleAssistant:
+			native := m.Model == model && m.Error == nil
+			var parts, results []llm.Part
+			for _, p := range m.Parts {
+				switch {
+				case p.Kind == persistence.PartReasoning && native:
+					parts = append(parts, llm.Part{Kind: llm.PartReasoning, Text: p.Text, ProviderMetadata: p.ProviderMetadata})
+				case p.Kind == persistence.PartReasoning || p.Kind == persistence.PartText:
+					if p.Text == "" {
+						continue
+					}
+					part := llm.Part{Kind: llm.PartText, Text: p.Text}
+					if native {
+						part.ProviderMetadata = p.ProviderMetadata
+					}
+					parts = append(parts, part)
+				case p.Tool != nil && (p.Tool.State == persistence.ToolCompleted || p.Tool.State == persistence.ToolError):
+					call := llm.Part{Kind: llm.PartToolCall, CallID: p.Tool.CallID, Name: p.Tool.Name, Input: p.Tool.Input}
+					if native {
+						call.ProviderMetadata = p.Tool.CallMetadata
+					}
+					parts = append(parts, call)
+					res := llm.Part{Kind: llm.PartToolResult, CallID: p.Tool.CallID, Name: p.Tool.Name, Output: p.Tool.Output}
+					if p.Tool.Error != nil {
+						res.IsError = true
+						res.Output = fmt.Sprintf("Error (%s): %s", p.Tool.Error.Type, p.Tool.Error.Message)
+					}
+					results = append(results, res)
+				}
+			}
+			if len(parts) > 0 {
+				out = append(out, llm.Message{Role: llm.RoleAssistant, Parts: parts})
+			}
+			if len(results) > 0 {
+				out = append(out, llm.Message{Role: llm.RoleTool, Parts: results})
+			}
+		}
+	}
+	return out
+}
+
+// estimateTokens is the runner's cheap size estimate of a request: about
+// four characters per token, which errs high for code and prose alike.
+func estimateTokens(req llm.Request) int {
+	n := 0
+	for _, s := range req.System {
+		n += len(s)
+	}
+	for _, m := range req.Messages {
+		for _, p := range m.Parts {
+			n += len(p.Text) + len(p.Output) + len(p.Input)
+		}
+	}
+	for _, t := range req.Tools {
+		n += len(t.Description) + len(t.InputSchema)
+	}
+	return n/4 + 1
+}
+
+// summaryHeadings is the fixed heading order of a compaction summary.
+var summaryHeadings = []string{"## Objective", "## Important Details", "## Work State", "### Completed", "### Active", "### Blocked", "## Next Move"}
+
+// compactionPrompt asks the model for the rolling summary.
+func compactionPrompt(previous string) string {
+	var b strings.Builder
+	b.WriteString("Summarize the conversation so far as a continuation checkpoint for another engineer. ")
+	b.WriteString("Use exactly these headings in this order, writing (none) under any heading with nothing to say:\n\n")
+	b.WriteString(strings.Join(summaryHeadings, "\n"))
+	if previous != "" {
+		b.WriteString("\n\nUpdate this previous summary with the newer messages rather than starting over:\n\n")
+		b.WriteString(previous)
+	}
+	return b.String()
+}
+
+// normalizeSummary guarantees every heading is present, in order, adding
+// (none) for any the model left out.
+func normalizeSummary(text string) string {
+	sections := map[string]string{}
+	current := ""
+	for _, line := range strings.Split(text, "\n") {
+		trimmed := strings.TrimSpace(line)
+		isHeading := false
+		for _, h := range summaryHeadings {
+			if strings.EqualFold(trimmed, h) {
+				current, isHeading = h, true
+				break
+			}
+		}
+		if !isHeading && current != "" {
+			sections[current] += line + "\n"
+		}
+	}
+	var b strings.Builder
+	for i, h := range summaryHeadings {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		body := strings.TrimSpace(sections[h])
+		isParent := h == "## Work State"
+		if body == "" && !isParent {
+			body = "(none)"
+		}
+		b.WriteString(h + "\n")
+		if body != "" {
+			b.WriteString(body + "\n")
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}

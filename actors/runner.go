@@ -1,0 +1,545 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+// Retry policy (SEED.md): the initial call plus at most four retries, with
+// two-second exponential backoff raised to the provider's retryAfter.
+const (
+	maxAttempts = 5
+	retryBase   = 2 * time.Second
+)
+
+// retryDelay returns the delay before attempt+1 after attempt failed.
+func retryDelay(attempt int, retryAfter time.Duration) time.Duration {
+	d := retryBase << (attempt - 1)
+	return max(d, retryAfter)
+}
+
+// errInterrupted marks a drain that stopped because its context was
+// cancelled.
+var errInterrupted = errors.New("actors: interrupted")
+
+// runner executes drains of one Session. It is created per busy period by
+// the drain goroutine; its methods run on that goroutine only.
+type runner struct {
+	sid   messages.SessionID
+	store persistence.Store
+	svc   *locations.Services
+	bus   *Bus
+	clock Clock
+	ids   *messages.IDs
+	log   zerolog.Logger
+	// startTool starts a tool actor for a local call; the channel receives
+	// its one result.
+	startTool  func(ctx context.Context, call locations.ToolCall) <-chan locations.ToolResult
+	steerBatch int
+	// compactionBuffer and keepTokens tune automatic compaction.
+	autoCompact      bool
+	compactionBuffer int
+	keepTokens       int
+	metrics          *Metrics
+
+	// started is true once this busy period wrote execution.started.1.
+	started bool
+}
+
+// append commits events, opening the busy period lazily so a wake with
+// nothing to do leaves no trace in the log.
+func (r *runner) append(ctx context.Context, ps ...messages.Payload) ([]messages.Event, error) {
+	if !r.started {
+		ps = append([]messages.Payload{&messages.ExecutionStarted{SessionID: r.sid}}, ps...)
+	}
+	// Commits must land even while the drain is being cancelled: settlement
+	// and terminal events are exactly what interruption writes.
+	evs, err := r.store.Append(context.WithoutCancel(ctx), r.sid, ps...)
+	if err != nil {
+		return nil, err
+	}
+	r.started = true
+	for _, ev := range evs {
+		r.bus.Publish(ev)
+	}
+	return evs, nil
+}
+
+// live publishes a live-only event.
+func (r *runner) live(p messages.Payload) {
+	r.bus.Publish(messages.Event{ID: r.ids.Event(), Created: r.clock.Now().UnixMilli(), Type: p.Type(), Data: p})
+}
+
+// drain runs one drain: orphan recovery, then promote-and-step until
+// nothing is eligible. force bypasses the no-eligible-input guard once.
+func (r *runner) drain(ctx context.Context, force bool) error {
+	if err := r.failInterruptedTools(ctx); err != nil {
+		return err
+	}
+	sess, err := r.store.Get(ctx, r.sid)
+	if err != nil {
+		return err
+	}
+	allowance := r.svc.Agent(sess.Agent).Steps
+	continuation := false
+	for {
+		if ctx.Err() != nil {
+			return errInterrupted
+		}
+		// Agent and model selection are step-scoped: reread at each boundary.
+		if sess, err = r.store.Get(ctx, r.sid); err != nil {
+			return err
+		}
+		agent := r.svc.Agent(sess.Agent)
+		if err := r.prepareInstructions(ctx); err != nil {
+			return err
+		}
+		pending, err := r.store.Pending(ctx, r.sid)
+		if err != nil {
+			return err
+		}
+		var barrier *persistence.Input
+		for i := range pending {
+			if pending[i].Kind == persistence.InputCompaction {
+				barrier = &pending[i]
+				break
+			}
+		}
+		// A pending compaction runs before the Session would otherwise
+		// become idle, and blocks every unpromoted prompt until settled.
+		if barrier != nil && !continuation {
+			if err := r.compact(ctx, sess, agent, messages.CompactionManual, barrier.ID); err != nil {
+				return err
+			}
+			continue
+		}
+		promoted := 0
+		if barrier == nil {
+			var batch []messages.Payload
+			for _, in := range pending {
+				if in.Delivery == messages.Steer && (r.steerBatch <= 0 || len(batch) < r.steerBatch) {
+					batch = append(batch, &messages.PromptPromoted{SessionID: r.sid, InputID: in.ID})
+				}
+			}
+			if len(batch) == 0 && !continuation {
+				for _, in := range pending {
+					if in.Kind == persistence.InputPrompt && in.Delivery == messages.Queue {
+						batch = append(batch, &messages.PromptPromoted{SessionID: r.sid, InputID: in.ID})
+						break
+					}
+				}
+			}
+			if len(batch) > 0 {
+				if _, err := r.append(ctx, batch...); err != nil {
+					return err
+				}
+				promoted = len(batch)
+				r.metrics.promoted(promoted)
+			}
+		}
+		if promoted > 0 {
+			// New user input resets the allowance once per boundary.
+			allowance = agent.Steps
+		}
+		if promoted == 0 && !continuation && !force {
+			return nil
+		}
+		force = false
+		if allowance <= 0 {
+			return nil
+		}
+		cont, err := r.step(ctx, sess, agent, &allowance)
+		if err != nil {
+			return err
+		}
+		continuation = cont && allowance > 0
+	}
+}
+
+// failInterruptedTools is the orphan sweep: tools still pending or running
+// from a process that died are failed as aborted, attributed to their
+// original assistant message, and never re-run; the orphaned step is then
+// closed, keeping settlement-first ordering.
+func (r *runner) failInterruptedTools(ctx context.Context) error {
+	open, err := r.store.OpenSteps(ctx, r.sid)
+	if err != nil {
+		return err
+	}
+	for _, m := range open {
+		var ps []messages.Payload
+		for _, p := range m.Parts {
+			if t := p.Tool; t != nil && (t.State == persistence.ToolPending || t.State == persistence.ToolRunning) {
+				ps = append(ps, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: m.ID, CallID: t.CallID,
+					Error: messages.Error{Type: messages.ErrAborted, Message: "Tool execution interrupted: " + t.Name}})
+			}
+		}
+		for _, p := range m.Parts {
+			if (p.Kind == persistence.PartText || p.Kind == persistence.PartReasoning) && !p.Ended {
+				ps = append(ps, fragmentEnd(r.sid, m.ID, p.Kind, p.Ordinal, p.Text, nil))
+			}
+		}
+		ps = append(ps, &messages.StepFailed{SessionID: r.sid, AssistantMessageID: m.ID,
+			Error: messages.Error{Type: messages.ErrAborted, Message: "Step interrupted: the process running it stopped"}})
+		if _, err := r.append(ctx, ps...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func fragmentEnd(sid messages.SessionID, asst messages.MessageID, kind string, ordinal int, text string, meta json.RawMessage) messages.Payload {
+	if kind == persistence.PartReasoning {
+		return &messages.ReasoningEnded{SessionID: sid, AssistantMessageID: asst, Ordinal: ordinal, Text: text, ProviderMetadata: meta}
+	}
+	return &messages.TextEnded{SessionID: sid, AssistantMessageID: asst, Ordinal: ordinal, Text: text, ProviderMetadata: meta}
+}
+
+// step runs one logical step: one or more physical attempts sharing an
+// assistant message ID. It returns whether continuation is required.
+func (r *runner) step(ctx context.Context, sess persistence.Session, agent locations.Agent, allowance *int) (bool, error) {
+	asst := r.ids.Message()
+	overflowCompacted := false
+	for attempt := 1; ; attempt++ {
+		*allowance--
+		final := *allowance == 0
+		model, provider, err := r.svc.Model(sess.Model, agent)
+		if err != nil {
+			return false, err
+		}
+		if attempt == 1 && r.autoCompact {
+			if err := r.autoCompaction(ctx, sess, agent, model, final); err != nil {
+				return false, err
+			}
+		}
+		if _, err := r.append(ctx, &messages.StepStarted{SessionID: r.sid, AssistantMessageID: asst, Agent: agent.Name,
+			Model: model.Ref, Attempt: attempt}); err != nil {
+			return false, err
+		}
+		req, err := r.request(ctx, agent, model, final)
+		if err != nil {
+			return false, r.failStep(ctx, asst, messages.AsError(err, messages.ErrUnknown))
+		}
+		out, err := r.attempt(ctx, asst, provider, model, req)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case ctx.Err() != nil:
+			if err := r.failStep(ctx, asst, &messages.Error{Type: messages.ErrAborted, Message: "Interrupted"}); err != nil {
+				return false, err
+			}
+			r.metrics.step("interrupted")
+			return false, errInterrupted
+		case out.err != nil:
+			e := out.err
+			if err := r.failStep(ctx, asst, &messages.Error{Type: e.Type, Message: e.Message}); err != nil {
+				return false, err
+			}
+			r.metrics.step("failed")
+			if e.Type == messages.ErrProviderContextOverflow && !out.durableOutput && !overflowCompacted && *allowance > 0 {
+				// One overflow-triggered compaction, then the same logical
+				// step with one remaining physical attempt.
+				overflowCompacted = true
+				if err := r.compact(ctx, sess, agent, messages.CompactionOverflow, r.ids.Message()); err != nil {
+					return false, err
+				}
+				if ok, err := r.lastCompactionCompleted(ctx); err != nil || !ok {
+					return false, firstErr(err, e.Typed())
+				}
+				attempt = maxAttempts - 1
+				continue
+			}
+			if e.Retryable() && !out.durableOutput && attempt < maxAttempts && *allowance > 0 {
+				delay := retryDelay(attempt, e.RetryAfter)
+				at := r.clock.Now().Add(delay)
+				if _, err := r.append(ctx, &messages.RetryScheduled{SessionID: r.sid, AssistantMessageID: asst,
+					Attempt: attempt + 1, At: at.UnixMilli(), Error: e.Typed()}); err != nil {
+					return false, err
+				}
+				r.metrics.retry()
+				select {
+				case <-r.clock.After(delay):
+				case <-ctx.Done():
+					return false, errInterrupted
+				}
+				continue
+			}
+			t := e.Typed()
+			return false, &t
+		case out.finish == llm.FinishContentFilter:
+			// Partial content stays visible; the step fails, never ends.
+			e := messages.Error{Type: messages.ErrProviderContentFilter, Message: "The provider's content filter stopped the response"}
+			if err := r.failStep(ctx, asst, &e); err != nil {
+				return false, err
+			}
+			r.metrics.step("content-filter")
+			return false, &e
+		}
+		cost := out.cost
+		if cost == 0 {
+			cost = model.Prices.Cost(out.usage)
+		}
+		if _, err := r.append(ctx, &messages.StepEnded{SessionID: r.sid, AssistantMessageID: asst, Finish: out.finish,
+			Tokens: out.usage, Cost: cost}); err != nil {
+			return false, err
+		}
+		r.metrics.step("ended")
+		return out.localTools > 0 && !out.rejected, nil
+	}
+}
+
+// toolGrace bounds how long a cancelled step waits for a tool that ignores
+// cancellation (or whose actor never started because the system is
+// stopping). It is wall-clock on purpose: it guards against misbehaving
+// tools, not a protocol delay, and tests never reach it.
+const toolGrace = 10 * time.Second
+
+// awaitTool waits for a tool's result; after cancellation it waits at most
+// toolGrace and then settles the call as interrupted.
+func awaitTool(ctx context.Context, ch <-chan locations.ToolResult, name string) locations.ToolResult {
+	select {
+	case res := <-ch:
+		return res
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(toolGrace)
+	defer t.Stop()
+	select {
+	case res := <-ch:
+		return res
+	case <-t.C:
+		return locations.ToolResult{Err: &messages.Error{Type: messages.ErrAborted, Message: "Tool execution interrupted: " + name}}
+	}
+}
+
+func firstErr(err error, e messages.Error) error {
+	if err != nil {
+		return err
+	}
+	return &e
+}
+
+func (r *runner) failStep(ctx context.Context, asst messages.MessageID, e *messages.Error) error {
+	_, err := r.append(ctx, &messages.StepFailed{SessionID: r.sid, AssistantMessageID: asst, Error: *e})
+	return err
+}
+
+// attemptOut is what one physical attempt produced.
+type attemptOut struct {
+	finish        string
+	usage         messages.Tokens
+	cost          float64
+	err           *llm.Error
+	durableOutput bool
+	localTools    int
+	rejected      bool
+}
+
+// fragment tracks an open text or reasoning fragment.
+type fragment struct {
+	open    bool
+	ordinal int // next ordinal when closed, current when open
+	text    strings.Builder
+	meta    json.RawMessage
+}
+
+// attempt streams one provider call, committing fragments and tool calls as
+// they complete, starting each local tool eagerly, and settling every call
+// before it returns (settlement first, on every path).
+func (r *runner) attempt(ctx context.Context, asst messages.MessageID, provider llm.Provider, model llm.Model, req llm.Request) (attemptOut, error) {
+	var out attemptOut
+	frags := map[string]*fragment{persistence.PartText: {}, persistence.PartReasoning: {}}
+	type call struct {
+		id     string
+		name   string
+		result <-chan locations.ToolResult
+		hosted bool
+	}
+	var calls []call
+	inputs := map[string]string{} // callID -> name, tool inputs started but not yet called
+	var inputText = map[string]*strings.Builder{}
+	finished := false
+	sess, _ := r.store.Get(ctx, r.sid)
+
+	open := func(kind string) error {
+		f := frags[kind]
+		if f.open {
+			return llm.Errorf(messages.ErrProviderUnknown, "provider opened a second %s fragment before ending the first", kind)
+		}
+		f.open = true
+		f.text.Reset()
+		f.meta = nil
+		var p messages.Payload = &messages.TextStarted{SessionID: r.sid, AssistantMessageID: asst, Ordinal: f.ordinal}
+		if kind == persistence.PartReasoning {
+			p = &messages.ReasoningStarted{SessionID: r.sid, AssistantMessageID: asst, Ordinal: f.ordinal}
+		}
+		out.durableOutput = true
+		_, err := r.append(ctx, p)
+		return err
+	}
+	closeFrag := func(kind string, meta json.RawMessage) error {
+		f := frags[kind]
+		if !f.open {
+			return nil
+		}
+		if meta == nil {
+			meta = f.meta
+		}
+		f.open = false
+		_, err := r.append(ctx, fragmentEnd(r.sid, asst, kind, f.ordinal, f.text.String(), meta))
+		f.ordinal++
+		return err
+	}
+	handle := func(ev llm.Event) error {
+		switch ev.Kind {
+		case llm.TextStart, llm.ReasoningStart:
+			kind := persistence.PartText
+			if ev.Kind == llm.ReasoningStart {
+				kind = persistence.PartReasoning
+			}
+			if err := open(kind); err != nil {
+				return err
+			}
+			frags[kind].meta = ev.ProviderMetadata
+		case llm.TextDelta, llm.ReasoningDelta:
+			kind := persistence.PartText
+			if ev.Kind == llm.ReasoningDelta {
+				kind = persistence.PartReasoning
+			}
+			f := frags[kind]
+			if !f.open {
+				if err := open(kind); err != nil {
+					return err
+				}
+			}
+			f.text.WriteString(ev.Text)
+			if kind == persistence.PartText {
+				r.live(&messages.TextDelta{SessionID: r.sid, AssistantMessageID: asst, Ordinal: f.ordinal, Delta: ev.Text})
+			} else {
+				r.live(&messages.ReasoningDelta{SessionID: r.sid, AssistantMessageID: asst, Ordinal: f.ordinal, Delta: ev.Text})
+			}
+		case llm.TextEnd:
+			return closeFrag(persistence.PartText, ev.ProviderMetadata)
+		case llm.ReasoningEnd:
+			return closeFrag(persistence.PartReasoning, ev.ProviderMetadata)
+		case llm.ToolInputStart:
+			if _, dup := inputs[ev.CallID]; dup {
+				return llm.Errorf(messages.ErrProviderUnknown, "provider reused tool call id %q", ev.CallID)
+			}
+			inputs[ev.CallID] = ev.Name
+			inputText[ev.CallID] = &strings.Builder{}
+			out.durableOutput = true
+			_, err := r.append(ctx, &messages.ToolInputStarted{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID, Name: ev.Name})
+			return err
+		case llm.ToolInputDelta:
+			if b := inputText[ev.CallID]; b != nil {
+				b.WriteString(ev.Text)
+			}
+			r.live(&messages.ToolInputDelta{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID, Delta: ev.Text})
+		case llm.ToolInputEnd:
+			if b := inputText[ev.CallID]; b != nil {
+				_, err := r.append(ctx, &messages.ToolInputEnded{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID,
+					Name: inputs[ev.CallID], Text: b.String()})
+				delete(inputText, ev.CallID)
+				return err
+			}
+		case llm.ToolCall:
+			input := ev.Input
+			if !json.Valid(input) {
+				input = json.RawMessage(`{}`)
+			}
+			out.durableOutput = true
+			if _, err := r.append(ctx, &messages.ToolCalled{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID,
+				Name: ev.Name, Input: input, Executed: ev.Executed, ProviderMetadata: ev.ProviderMetadata}); err != nil {
+				return err
+			}
+			delete(inputs, ev.CallID)
+			delete(inputText, ev.CallID)
+			c := call{id: ev.CallID, name: ev.Name, hosted: ev.Executed}
+			if !ev.Executed {
+				// The call is durable; start it now, before the stream ends.
+				c.result = r.startTool(ctx, locations.ToolCall{SessionID: r.sid, Agent: sess.Agent, AssistantMessageID: asst,
+					CallID: ev.CallID, Name: ev.Name, Input: ev.Input})
+				out.localTools++
+			}
+			calls = append(calls, c)
+		case llm.StepFinish:
+			finished = true
+			out.finish, out.usage, out.cost = ev.Finish, ev.Usage, ev.Cost
+			r.live(&messages.UsageUpdated{SessionID: r.sid, AssistantMessageID: asst, Tokens: ev.Usage, Cost: ev.Cost})
+		}
+		return nil
+	}
+
+	r.metrics.request()
+	var storeErr error
+	for ev, err := range provider.Stream(ctx, req) {
+		if err != nil {
+			out.err = llm.AsError(err)
+			break
+		}
+		if herr := handle(ev); herr != nil {
+			var le *llm.Error
+			if errors.As(herr, &le) {
+				out.err = le
+			} else {
+				storeErr = herr
+			}
+			break
+		}
+		if finished {
+			break
+		}
+	}
+	if out.err == nil && storeErr == nil && !finished && ctx.Err() == nil {
+		out.err = llm.Errorf(messages.ErrProviderTransport, "stream ended without a finish event")
+	}
+	// Closeout: keep partial content, settle every call, then report.
+	var closeErr []error
+	for _, kind := range []string{persistence.PartReasoning, persistence.PartText} {
+		closeErr = append(closeErr, closeFrag(kind, nil))
+	}
+	var settle []messages.Payload
+	for id, name := range inputs {
+		settle = append(settle, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: id,
+			Error: messages.Error{Type: messages.ErrToolResultMissing, Message: "The tool call " + name + " was cut off before its input was complete"}})
+	}
+	for _, c := range calls {
+		if c.hosted {
+			settle = append(settle, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: c.id,
+				Error: messages.Error{Type: messages.ErrToolResultMissing, Message: "The provider did not return a result for " + c.name}})
+			continue
+		}
+		res := awaitTool(ctx, c.result, c.name)
+		if res.Err != nil {
+			if res.Err.Type == messages.ErrPermissionRejected {
+				out.rejected = true
+			}
+			settle = append(settle, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: c.id, Error: *res.Err})
+			r.metrics.tool(c.name, "failed")
+		} else {
+			settle = append(settle, &messages.ToolSucceeded{SessionID: r.sid, AssistantMessageID: asst, CallID: c.id,
+				Output: res.Output, Metadata: res.Metadata})
+			r.metrics.tool(c.name, "success")
+		}
+	}
+	if len(settle) > 0 {
+		_, err := r.append(ctx, settle...)
+		closeErr = append(closeErr, err)
+	}
+	if err := errors.Join(append(closeErr, storeErr)...); err != nil {
+		return out, fmt.Errorf("actors: step %s closeout: %w", asst, err)
+	}
+	return out, nil
+}

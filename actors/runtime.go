@@ -1,0 +1,308 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"log/slog"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+// Config wires a Runtime. Store and Locations are required.
+type Config struct {
+	Store     persistence.Store
+	Locations *locations.Manager
+	// Clock drives retry delays. Default SystemClock.
+	Clock Clock
+	// IDs generates message and event IDs. Default: a generator on Clock.
+	IDs *messages.IDs
+	// Logger receives runtime and protoactor logs. Default: disabled.
+	Logger zerolog.Logger
+	// Metrics may be nil.
+	Metrics *Metrics
+	// Bus carries live events. Default: a new Bus.
+	Bus *Bus
+	// IdleTimeout passivates idle Session actors. Default 2 minutes.
+	IdleTimeout time.Duration
+	// SteerBatch caps steers promoted at one boundary; 0 means no cap.
+	SteerBatch int
+	// AutoCompact enables automatic compaction; CompactionBuffer is the
+	// reserved headroom in tokens and KeepTokens the recent context kept.
+	AutoCompact      bool
+	CompactionBuffer int
+	KeepTokens       int
+	// CommandTimeout bounds waiting for an actor's reply to a command that
+	// does not wait for execution (wake, run). Default 30 s.
+	CommandTimeout time.Duration
+	// ActorOptions are extra protoactor configuration options (tests pass
+	// a short dead-letter throttle).
+	ActorOptions []actor.ConfigOption
+}
+
+func (c *Config) validate() error {
+	if c.Store == nil || c.Locations == nil {
+		return errors.New("actors: Config needs Store and Locations")
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock{}
+	}
+	if c.IDs == nil {
+		c.IDs = messages.NewIDs(c.Clock.Now, nil)
+	}
+	if c.Bus == nil {
+		c.Bus = NewBus()
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 2 * time.Minute
+	}
+	if c.CommandTimeout <= 0 {
+		c.CommandTimeout = 30 * time.Second
+	}
+	return nil
+}
+
+// Status is one entry of Active: always {type: "running"}.
+type Status struct {
+	Type string `json:"type"`
+}
+
+// Runtime is the actor system of one sessiond process: the execution
+// router, Location supervisors, Session actors and their drains. Its
+// methods are the Session API (SEED.md) for in-process callers; the HTTP
+// adapter uses the same methods.
+type Runtime struct {
+	cfg    Config
+	system *actor.ActorSystem
+	exec   *actor.PID
+
+	// goroutines started by actors (drains, tools) run in wg, so Shutdown
+	// waits for every one of them.
+	wg sync.WaitGroup
+
+	active   sync.Map // messages.SessionID -> struct{}
+	closing  atomic.Bool
+	shutdown sync.Once
+}
+
+// New starts a Runtime.
+func New(cfg Config) (*Runtime, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	opts := append([]actor.ConfigOption{
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return NewSlogLogger(cfg.Logger) }),
+	}, cfg.ActorOptions...)
+	rt := &Runtime{cfg: cfg, system: actor.NewActorSystem(opts...)}
+	pid, err := rt.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newExecution(rt) }), "execution")
+	if err != nil {
+		return nil, fmt.Errorf("actors: spawn execution router: %w", err)
+	}
+	rt.exec = pid
+	return rt, nil
+}
+
+// Store returns the runtime's store (the read side).
+func (rt *Runtime) Store() persistence.Store { return rt.cfg.Store }
+
+// Bus returns the live event bus.
+func (rt *Runtime) Bus() *Bus { return rt.cfg.Bus }
+
+// Create is sessions.create.
+func (rt *Runtime) Create(ctx context.Context, req persistence.CreateSession) (persistence.Session, bool, error) {
+	s, created, err := rt.cfg.Store.CreateSession(ctx, req)
+	if err == nil && created {
+		rt.publishLog(ctx, s.ID, 0)
+	}
+	return s, created, err
+}
+
+// publishLog forwards durable events written outside a drain (creation,
+// admission, selection) to the live bus so /api/event sees them.
+func (rt *Runtime) publishLog(ctx context.Context, sid messages.SessionID, after int64) {
+	p, err := rt.cfg.Store.History(ctx, sid, persistence.Query{After: after - 1, Limit: 10})
+	if err != nil {
+		return
+	}
+	for _, ev := range p.Data {
+		if ev.Durable.Seq >= after {
+			rt.cfg.Bus.Publish(ev)
+		}
+	}
+}
+
+// Prompt is sessions.prompt: durable admission, then a wake unless resume
+// is false (also on an exact retry).
+func (rt *Runtime) Prompt(ctx context.Context, req persistence.PromptRequest) (persistence.Admitted, error) {
+	before := int64(-1)
+	res, err := persistence.Prompt(ctx, rt.cfg.Store, req)
+	if err != nil {
+		return persistence.Admitted{}, err
+	}
+	if res.Admitted.AdmittedSeq > before {
+		rt.cfg.Metrics.Admitted()
+	}
+	rt.publishLog(ctx, req.SessionID, res.Admitted.AdmittedSeq)
+	if res.Wake {
+		if err := rt.Wake(ctx, req.SessionID); err != nil {
+			return res.Admitted, err
+		}
+	}
+	return res.Admitted, nil
+}
+
+// Compact admits one coalesced manual compaction barrier and wakes the
+// Session.
+func (rt *Runtime) Compact(ctx context.Context, sid messages.SessionID) (persistence.Input, error) {
+	in, _, err := rt.cfg.Store.AdmitCompaction(ctx, sid)
+	if err != nil {
+		return in, err
+	}
+	return in, rt.Wake(ctx, sid)
+}
+
+// SelectAgent selects the agent for the Session's next step.
+func (rt *Runtime) SelectAgent(ctx context.Context, sid messages.SessionID, agent string) error {
+	if agent == "" {
+		return messages.Errorf(messages.ErrInvalid, "agent: required")
+	}
+	return rt.appendOutside(ctx, sid, &messages.AgentSelected{SessionID: sid, Agent: agent})
+}
+
+// SelectModel selects the model for the Session's next step.
+func (rt *Runtime) SelectModel(ctx context.Context, sid messages.SessionID, model messages.ModelRef) error {
+	if model.ProviderID == "" || model.ID == "" {
+		return messages.Errorf(messages.ErrInvalid, "model: providerID and id are required")
+	}
+	return rt.appendOutside(ctx, sid, &messages.ModelSelected{SessionID: sid, Model: model})
+}
+
+func (rt *Runtime) appendOutside(ctx context.Context, sid messages.SessionID, p messages.Payload) error {
+	evs, err := rt.cfg.Store.Append(ctx, sid, p)
+	for _, ev := range evs {
+		rt.cfg.Bus.Publish(ev)
+	}
+	return err
+}
+
+// Wake reports durable inbox work to the Session's actor.
+func (rt *Runtime) Wake(ctx context.Context, sid messages.SessionID) error {
+	_, err := rt.request(ctx, &messages.Wake{SessionID: sid}, rt.cfg.CommandTimeout)
+	return err
+}
+
+// Resume is SessionExecution.resume: it joins an active execution or
+// starts a forced drain, and returns once started or joined.
+func (rt *Runtime) Resume(ctx context.Context, sid messages.SessionID) (joined bool, err error) {
+	rep, err := rt.request(ctx, &messages.Run{SessionID: sid}, rt.cfg.CommandTimeout)
+	if err != nil {
+		return false, err
+	}
+	r, _ := rep.(*messages.RunReply)
+	return r != nil && r.Joined, nil
+}
+
+// Interrupt is sessions.interrupt: it returns after the interrupted drain
+// settled its tools and committed its terminal lifecycle event. An idle or
+// missing Session is a no-op.
+func (rt *Runtime) Interrupt(ctx context.Context, sid messages.SessionID) error {
+	return rt.interrupt(ctx, sid, messages.ReasonUser)
+}
+
+func (rt *Runtime) interrupt(ctx context.Context, sid messages.SessionID, reason string) error {
+	_, err := rt.request(ctx, &messages.Interrupt{SessionID: sid, Reason: reason}, 0)
+	return err
+}
+
+// Wait returns when the Session has no active execution and no wake in
+// flight.
+func (rt *Runtime) Wait(ctx context.Context, sid messages.SessionID) error {
+	_, err := rt.request(ctx, &messages.Wait{SessionID: sid}, 0)
+	return err
+}
+
+// Active is sessions.active: the Sessions with a foreground busy period in
+// this process. It is runtime state, empty after a restart.
+func (rt *Runtime) Active() map[messages.SessionID]Status {
+	out := map[messages.SessionID]Status{}
+	rt.active.Range(func(k, _ any) bool {
+		out[k.(messages.SessionID)] = Status{Type: "running"}
+		return true
+	})
+	return out
+}
+
+// request sends a command to the execution router and waits for its reply.
+// timeout 0 waits as long as ctx allows (interrupt and wait depend on
+// execution, not on the actor's responsiveness).
+func (rt *Runtime) request(ctx context.Context, cmd any, timeout time.Duration) (any, error) {
+	if rt.closing.Load() {
+		if _, ok := cmd.(*messages.Interrupt); !ok {
+			return nil, messages.Errorf(messages.ErrShuttingDown, "sessiond is shutting down")
+		}
+	}
+	if timeout == 0 {
+		timeout = 24 * time.Hour
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	f := rt.system.Root.RequestFuture(rt.exec, cmd, timeout)
+	done := make(chan struct{})
+	var res any
+	var err error
+	go func() {
+		res, err = f.Result()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("actors: %T: %w", cmd, err)
+	}
+	if e, ok := res.(*messages.ErrorReply); ok {
+		return nil, &e.Error
+	}
+	return res, nil
+}
+
+// Shutdown stops accepting commands, interrupts every active Session with
+// reason shutdown (waiting for their terminal events), stops the actors and
+// waits for every goroutine they started. The store stays open; the
+// caller closes it afterwards.
+func (rt *Runtime) Shutdown(ctx context.Context) error {
+	var err error
+	rt.shutdown.Do(func() {
+		rt.closing.Store(true)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for sid := range rt.Active() {
+			wg.Go(func() {
+				if e := rt.interrupt(ctx, sid, messages.ReasonShutdown); e != nil {
+					mu.Lock()
+					err = errors.Join(err, e)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if e := rt.system.Root.StopFuture(rt.exec).Wait(); e != nil {
+			err = errors.Join(err, e)
+		}
+		rt.wg.Wait()
+		rt.system.Shutdown()
+	})
+	return err
+}

@@ -1,0 +1,158 @@
+package actors
+
+import (
+	"context"
+	"errors"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/messages"
+)
+
+// session is the coordinator actor of one Session. Its mailbox serializes
+// wake, run, interrupt and wait; it never blocks: the drain runs in a child
+// actor's goroutine, and interrupt and wait callers are answered later.
+type session struct {
+	rt  *Runtime
+	svc *locations.Services
+	sid messages.SessionID
+
+	c     coordinator
+	drain *actor.PID
+	// cancel cancels the running drain with a reason as its cause.
+	cancel context.CancelCauseFunc
+
+	interruptWaiters []*actor.PID
+	waitWaiters      []*actor.PID
+	received         uint64
+}
+
+// Internal messages between a Session actor and its drain.
+type (
+	// drainNext asks whether to run a coalesced follow-up drain.
+	drainNext struct{ reply chan bool }
+	// drainDone reports that the busy period's terminal event is committed.
+	drainDone struct{ pid *actor.PID }
+)
+
+// interruptReason is the cancellation cause carrying the reason.
+type interruptReason struct{ reason string }
+
+func (r interruptReason) Error() string { return "interrupted: " + r.reason }
+
+func newSession(rt *Runtime, svc *locations.Services, sid messages.SessionID) *session {
+	return &session{rt: rt, svc: svc, sid: sid}
+}
+
+// Receive implements actor.Actor.
+func (s *session) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.SetReceiveTimeout(s.rt.cfg.IdleTimeout)
+	case *actor.ReceiveTimeout:
+		if !s.c.busy() {
+			ctx.Send(ctx.Parent(), &sessionIdle{sid: s.sid, received: s.received})
+		}
+	case *actor.Stopping:
+		if s.cancel != nil {
+			s.cancel(interruptReason{messages.ReasonShutdown})
+		}
+	case *messages.Wake:
+		s.received++
+		s.apply(ctx, s.c.wake())
+		ctx.Respond(&messages.WakeReply{})
+	case *messages.Run:
+		s.received++
+		joined := s.c.busy()
+		s.apply(ctx, s.c.run())
+		ctx.Respond(&messages.RunReply{Joined: joined})
+	case *messages.Interrupt:
+		s.received++
+		reason := msg.Reason
+		if reason == "" {
+			reason = messages.ReasonUser
+		}
+		e := s.c.interrupt(reason)
+		if e.replyNow {
+			ctx.Respond(&messages.InterruptReply{})
+		} else {
+			s.interruptWaiters = append(s.interruptWaiters, ctx.Sender())
+		}
+		s.apply(ctx, e)
+	case *messages.Wait:
+		s.received++
+		if s.c.wait().replyNow {
+			ctx.Respond(&messages.WaitReply{})
+		} else {
+			s.waitWaiters = append(s.waitWaiters, ctx.Sender())
+		}
+	case *drainNext:
+		msg.reply <- s.c.next()
+	case *drainDone:
+		if s.drain == nil || !s.drain.Equal(msg.pid) {
+			return
+		}
+		ctx.Stop(s.drain)
+		s.drain, s.cancel = nil, nil
+		s.rt.active.Delete(s.sid)
+		s.rt.cfg.Metrics.active(-1)
+		s.apply(ctx, s.c.done())
+		if !s.c.busy() {
+			ctx.SetReceiveTimeout(s.rt.cfg.IdleTimeout)
+		}
+	}
+}
+
+// apply performs a coordinator effect.
+func (s *session) apply(ctx actor.Context, e effect) {
+	if e.cancel != "" && s.cancel != nil {
+		s.cancel(interruptReason{e.cancel})
+	}
+	if e.releaseInterrupts {
+		for _, w := range s.interruptWaiters {
+			ctx.Send(w, &messages.InterruptReply{})
+		}
+		s.interruptWaiters = nil
+	}
+	if e.releaseWaits {
+		for _, w := range s.waitWaiters {
+			ctx.Send(w, &messages.WaitReply{})
+		}
+		s.waitWaiters = nil
+	}
+	if e.start {
+		s.start(ctx, e.force)
+	}
+}
+
+// start begins a busy period: it registers the Session as active and spawns
+// the drain child.
+func (s *session) start(ctx actor.Context, force bool) {
+	ctx.CancelReceiveTimeout()
+	dctx, cancel := context.WithCancelCause(context.Background())
+	s.cancel = cancel
+	s.rt.active.Store(s.sid, struct{}{})
+	s.rt.cfg.Metrics.active(1)
+	self := ctx.Self()
+	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+		return &drain{rt: s.rt, svc: s.svc, sid: s.sid, session: self, ctx: dctx, force: force}
+	}), "drain")
+	if err != nil {
+		// The previous drain child has not finished stopping; spawn under a
+		// generated name instead.
+		pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+			return &drain{rt: s.rt, svc: s.svc, sid: s.sid, session: self, ctx: dctx, force: force}
+		}))
+	}
+	s.drain = pid
+}
+
+// reasonOf returns the interruption reason carried by a cancelled context.
+func reasonOf(ctx context.Context) string {
+	var r interruptReason
+	if errors.As(context.Cause(ctx), &r) {
+		return r.reason
+	}
+	return messages.ReasonUser
+}

@@ -1,0 +1,52 @@
+package messages
+
+// The actor protocol: commands sent to the execution router and forwarded
+// to a Session actor, and their replies. Commands are imperative, replies
+// end in Reply.
+
+// Wake reports newly recorded durable inbox work for a Session. Repeated
+// wakes coalesce; a wake calls the provider only when it can promote
+// eligible input.
+type Wake struct {
+	SessionID SessionID
+}
+
+// WakeReply acknowledges a Wake once the Session actor has registered it.
+type WakeReply struct{}
+
+// Run is an explicit resume: it joins an active execution or starts a
+// forced drain while idle.
+type Run struct {
+	SessionID SessionID
+}
+
+// RunReply answers Run once the drain has started or been joined.
+type RunReply struct {
+	Joined bool
+}
+
+// Interrupt stops the Session's execution in this process and replies
+// after tool settlement and the terminal lifecycle event. An idle or
+// missing Session is a no-op.
+type Interrupt struct {
+	SessionID SessionID
+	// Reason is user, shutdown or superseded; empty means user.
+	Reason string
+}
+
+// InterruptReply answers Interrupt.
+type InterruptReply struct{}
+
+// Wait replies when the Session has no active execution and no wake in
+// flight.
+type Wait struct {
+	SessionID SessionID
+}
+
+// WaitReply answers Wait.
+type WaitReply struct{}
+
+// ErrorReply answers a command that failed.
+type ErrorReply struct {
+	Error Error
+}
