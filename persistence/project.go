@@ -80,10 +80,17 @@ func (w *wtx) project(ev messages.Event) error {
 			return err
 		}
 		return w.putMessage(Message{ID: id, SessionID: sid, Seq: seq, Role: RoleSystem, Created: ev.Created, Text: p.Text, Kind: p.Kind})
-	case *messages.ExecutionStarted, *messages.ExecutionSucceeded, *messages.ExecutionFailed, *messages.ExecutionInterrupted:
-		// Busy-period observations are history only; they project nothing.
+	case *messages.ExecutionStarted:
+		// Busy-period observations are history only.
 		return nil
+	case *messages.ExecutionSucceeded, *messages.ExecutionFailed, *messages.ExecutionInterrupted:
+		// A terminal clears a scheduled retry that will never run (for
+		// instance interrupted during its delay).
+		return w.clearRetry(sid, "")
 	case *messages.StepStarted:
+		if err := w.clearRetry(sid, p.AssistantMessageID); err != nil {
+			return err
+		}
 		return w.stepStarted(ev, p)
 	case *messages.StepEnded:
 		if err := w.updateAssistant(sid, p.AssistantMessageID, func(m *Message) error {
@@ -98,6 +105,9 @@ func (w *wtx) project(ev messages.Event) error {
 		}
 		return w.updateSession(sid, func(s *Session) { s.Tokens = s.Tokens.Add(p.Tokens); s.Cost += p.Cost })
 	case *messages.StepFailed:
+		if err := w.clearRetry(sid, p.AssistantMessageID); err != nil {
+			return err
+		}
 		return w.updateAssistant(sid, p.AssistantMessageID, func(m *Message) error {
 			if err := w.closeStep(m); err != nil {
 				return err
@@ -174,10 +184,31 @@ func (w *wtx) project(ev messages.Event) error {
 				return messages.Errorf(messages.ErrInvalid, "retry scheduled while step of %s is open", m.ID)
 			}
 			m.Retry = &Retry{Attempt: p.Attempt, At: p.At, Error: p.Error}
-			return nil
+			return w.updateSession(sid, func(s *Session) { s.Retrying = m.ID })
 		})
 	}
 	return messages.Errorf(messages.ErrInvalid, "no projector for %s", ev.Type)
+}
+
+// clearRetry clears the live retry state of the Session when it belongs to
+// id (or to any message when id is empty).
+func (w *wtx) clearRetry(sid messages.SessionID, id messages.MessageID) error {
+	s, err := w.session(sid)
+	if err != nil || s.Retrying == "" || (id != "" && s.Retrying != id) {
+		return err
+	}
+	m, ok, err := w.message(sid, s.Retrying)
+	if err != nil {
+		return err
+	}
+	if ok && m.Retry != nil {
+		m.Retry = nil
+		if err := w.putMessage(m); err != nil {
+			return err
+		}
+	}
+	s.Retrying = ""
+	return put(w.tx, bucketData, prefix(sid, kSession), &s)
 }
 
 func (w *wtx) updateSession(sid messages.SessionID, f func(*Session)) error {
