@@ -1,0 +1,91 @@
+package locations
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/tools"
+)
+
+// BuildConfig describes how to build the service set of any Location.
+type BuildConfig struct {
+	Catalog *llm.Catalog
+	// Providers maps provider IDs to their clients.
+	Providers    map[string]llm.Provider
+	DefaultModel messages.ModelRef
+	Agents       map[string]Agent
+	// Rules are the permission rules of each agent.
+	Rules map[string]tools.Ruleset
+	// Approvals stores "always" replies durably; Asker asks the user.
+	Approvals tools.ApprovalStore
+	Asker     tools.Asker
+	// References are named project references for read (name -> dir).
+	References map[string]string
+	// Builtins configures read, bash and apply_patch.
+	Builtins tools.BuiltinConfig
+	// Instructions is the template of every Location's instruction config;
+	// Dir is filled per Location. Nil means no instructions.
+	Instructions *InstructionsConfig
+	// Roots limits Location directories; empty allows any.
+	Roots []string
+}
+
+// NewBuilder returns a Builder that makes a Location's services from cfg:
+// the canonical root, a tool registry with the built-ins behind the
+// Location's permission gate, and the model catalog.
+func NewBuilder(cfg BuildConfig) Builder {
+	return func(loc messages.Location) (*Services, error) {
+		root, err := filepath.EvalSymlinks(loc.Directory)
+		if err != nil {
+			return nil, messages.Errorf(messages.ErrInvalid, "location.directory: %v", err)
+		}
+		if !Allowed(cfg.Roots, root) {
+			return nil, messages.Errorf(messages.ErrForbidden, "location.directory %q is outside the allowed roots", loc.Directory)
+		}
+		perms, err := tools.NewPermissions(tools.PermissionsConfig{Project: root, Agents: cfg.Rules, Approvals: cfg.Approvals, Asker: cfg.Asker})
+		if err != nil {
+			return nil, err
+		}
+		reg, err := tools.NewRegistry(tools.Config{Root: root, References: cfg.References, Permissions: perms})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := tools.RegisterBuiltins(reg, cfg.Builtins); err != nil {
+			return nil, fmt.Errorf("locations: register built-ins: %w", err)
+		}
+		svc := &Services{Location: loc, Catalog: cfg.Catalog, DefaultModel: cfg.DefaultModel, Agents: cfg.Agents, Tools: NewTools(reg),
+			Provider: func(id string) (llm.Provider, error) {
+				if p, ok := cfg.Providers[id]; ok {
+					return p, nil
+				}
+				return nil, messages.Errorf(messages.ErrModelNotFound, "provider %q has no client", id)
+			}}
+		if cfg.Instructions != nil {
+			ic := *cfg.Instructions
+			ic.Dir = root
+			svc.Instructions = &ic
+		}
+		return svc, nil
+	}
+}
+
+// Allowed reports whether dir lies within one of roots (any dir when roots
+// is empty). Both sides should be canonical absolute paths.
+func Allowed(roots []string, dir string) bool {
+	if len(roots) == 0 {
+		return true
+	}
+	for _, r := range roots {
+		if canon, err := filepath.EvalSymlinks(r); err == nil {
+			r = canon
+		}
+		rel, err := filepath.Rel(r, dir)
+		if err == nil && rel != ".." && !strings.HasPrefix(rel, "../") && !filepath.IsAbs(rel) {
+			return true
+		}
+	}
+	return false
+}
