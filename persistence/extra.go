@@ -126,3 +126,18 @@ func (s *Bolt) Approvals(ctx context.Context, project string) (map[string][]stri
 	})
 	return out, err
 }
+
+// Dump returns every key and value of every bucket. It exists for
+// replay-equivalence checks (tests and the actortest harness), not for
+// production reads.
+func (s *Bolt) Dump() (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			m := map[string]string{}
+			out[string(name)] = m
+			return b.ForEach(func(k, v []byte) error { m[string(k)] = string(v); return nil })
+		})
+	})
+	return out, err
+}

@@ -221,3 +221,45 @@ func (h *Harness) Request(n int) llm.Request {
 	}
 	return r
 }
+
+// CheckReplay replays every Session's log into an empty store and fails the
+// test unless every bucket, projections included, is byte-for-byte equal.
+func (h *Harness) CheckReplay() {
+	h.T.Helper()
+	ctx := h.Ctx()
+	dst, err := persistence.Open(filepath.Join(h.T.TempDir(), "replay.db"), persistence.Options{NoSync: true})
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	defer dst.Close()
+	sessions, err := h.Store.List(ctx)
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	for _, s := range sessions {
+		if err := dst.Restore(ctx, h.Events(s.ID)); err != nil {
+			h.T.Fatalf("replay %s: %v", s.ID, err)
+		}
+	}
+	a, err := h.Store.Dump()
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	b, err := dst.Dump()
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	for name, rows := range a {
+		if name == "entries" || name == "approvals" {
+			continue // not derived from the log
+		}
+		if len(rows) != len(b[name]) {
+			h.T.Fatalf("replay: bucket %s has %d rows, %d after replay", name, len(rows), len(b[name]))
+		}
+		for k, v := range rows {
+			if b[name][k] != v {
+				h.T.Fatalf("replay: bucket %s key %q differs", name, k)
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package actortest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -57,6 +58,9 @@ func (t *Tools) Execute(ctx context.Context, call locations.ToolCall) locations.
 	}
 	out, err := f(ctx, call)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return locations.ToolResult{Err: &messages.Error{Type: messages.ErrAborted, Message: "Tool execution interrupted: " + call.Name}}
+		}
 		return locations.ToolResult{Err: messages.AsError(err, messages.ErrToolExecution)}
 	}
 	return locations.ToolResult{Output: out}

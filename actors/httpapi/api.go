@@ -1,0 +1,196 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+// api is the HTTP handler: the route table on a ServeMux, wrapped with
+// CORS, authentication, JSON 404/405 answers and request logs.
+type api struct {
+	cfg            Config
+	roots          []string
+	mux            *http.ServeMux
+	byPattern      map[string]*route
+	store          persistence.Store
+	log            zerolog.Logger
+	metricsHandler http.Handler
+	// tokenSum is the SHA-256 of Config.Token; comparing sums keeps the
+	// constant-time comparison independent of the token's length.
+	tokenSum [32]byte
+	// refs numbers logged server-side failures.
+	refs atomic.Uint64
+
+	// stopped is cancelled with errStopping when the Server shuts down:
+	// streams and long polls derive from it and end.
+	stopped context.Context
+	stop    context.CancelCauseFunc
+	once    sync.Once
+}
+
+// New returns the HTTP API handler of cfg.Runtime: every route of
+// DESIGN.md §7 plus /api/health, /api/openapi.json and /metrics. Streams
+// served by this handler end when their client goes away; use Server to
+// also end them at shutdown.
+func New(cfg Config) (http.Handler, error) {
+	return newAPI(cfg)
+}
+
+func newAPI(cfg Config) (*api, error) {
+	roots, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	a := &api{cfg: cfg, roots: roots, mux: http.NewServeMux(), byPattern: map[string]*route{},
+		store: cfg.Runtime.Store(), log: cfg.Logger,
+		metricsHandler: promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})}
+	if cfg.Token != "" {
+		a.tokenSum = sha256.Sum256([]byte(cfg.Token))
+	}
+	a.stopped, a.stop = context.WithCancelCause(context.Background())
+	for i := range routes {
+		rt := &routes[i]
+		a.mux.HandleFunc(rt.pattern(), func(w http.ResponseWriter, r *http.Request) { rt.handle(a, w, r) })
+		a.byPattern[rt.pattern()] = rt
+	}
+	return a, nil
+}
+
+// shutdown ends every stream and long poll in flight, and every one that
+// starts later.
+func (a *api) shutdown() {
+	a.once.Do(func() { a.stop(errStopping) })
+}
+
+// ServeHTTP implements http.Handler.
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := a.cfg.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() {
+		if e := a.log.Debug(); e.Enabled() {
+			e.Str("method", r.Method).Str("path", r.URL.Path).Int("status", sw.status).
+				Dur("duration", a.cfg.Now().Sub(start)).Msg("request")
+		}
+	}()
+	if a.cors(sw, r) {
+		return
+	}
+	_, pattern := a.mux.Handler(r)
+	rt := a.routeOf(pattern)
+	if (rt == nil || !rt.public) && !a.authorized(r) {
+		sw.Header().Set("WWW-Authenticate", `Bearer realm="sessiond"`)
+		a.writeError(sw, r, http.StatusUnauthorized, messages.Errorf(messages.ErrUnauthorized, "missing or wrong bearer token"))
+		return
+	}
+	if rt == nil {
+		if allow := a.allowed(r); len(allow) > 0 {
+			sw.Header().Set("Allow", allowHeader(allow))
+			a.writeError(sw, r, http.StatusMethodNotAllowed,
+				&messages.Error{Type: errMethodNotAllowed, Message: r.Method + " " + r.URL.Path + ": allowed methods are " + allowHeader(allow)})
+			return
+		}
+		a.writeError(sw, r, http.StatusNotFound, messages.Errorf(messages.ErrNotFound, "no route for %s %s", r.Method, clip(r.URL.Path)))
+		return
+	}
+	// The mux matches again to set the request's path values.
+	a.mux.ServeHTTP(sw, r)
+}
+
+// authorized reports whether r carries the configured bearer token (always
+// true without one).
+func (a *api) authorized(r *http.Request) bool {
+	if a.cfg.Token == "" {
+		return true
+	}
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	return subtle.ConstantTimeCompare(sum[:], a.tokenSum[:]) == 1
+}
+
+// cors sets the CORS headers for listed origins and answers preflights; it
+// reports whether the request was answered.
+func (a *api) cors(w http.ResponseWriter, r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" || len(a.cfg.CORS) == 0 {
+		return false
+	}
+	h := w.Header()
+	h.Add("Vary", "Origin")
+	if !slices.Contains(a.cfg.CORS, origin) && !slices.Contains(a.cfg.CORS, "*") {
+		return false
+	}
+	h.Set("Access-Control-Allow-Origin", origin)
+	if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
+		return false
+	}
+	h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE")
+	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID")
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+	return true
+}
+
+// statusWriter records the status for the request log. Unwrap lets
+// http.ResponseController reach the connection (flush, read deadline).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush lets handlers that type-assert http.Flusher (promhttp) flush.
+func (w *statusWriter) Flush() {
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// withStop returns a context that ends with the request or when the Server
+// shuts down (cause errStopping), for streams and long polls.
+func (a *api) withStop(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	unhook := context.AfterFunc(a.stopped, func() { cancel(errStopping) })
+	return ctx, func() {
+		unhook()
+		cancel(context.Canceled)
+	}
+}
+
+// cause returns the reason ctx ended when it did, else err: a runtime call
+// cut short by shutdown then answers 503 rather than a bare "canceled".
+func cause(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		if c := context.Cause(ctx); c != nil {
+			return c
+		}
+	}
+	return err
+}

@@ -1,0 +1,109 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/sessiond/sessiond/actors"
+	"github.com/sessiond/sessiond/tools"
+)
+
+// Defaults of Config.
+const (
+	DefaultBodyBytes = 2 << 20
+	DefaultHeartbeat = 15 * time.Second
+	// eventBuffer is the Bus buffer of one /api/event subscriber: how far
+	// it may fall behind before it is cut off.
+	eventBuffer = 1024
+)
+
+// Config configures the HTTP API. Runtime is required; the zero value of
+// every other field is usable.
+type Config struct {
+	// Runtime serves the Session API; its Store is the read side.
+	Runtime *actors.Runtime
+	// Pending holds permission questions waiting for a reply. Nil means no
+	// question is ever pending (GET /api/permission is empty and every
+	// reply is 404).
+	Pending *tools.Pending
+	// Token, when set, is required as "Authorization: Bearer <token>" on
+	// every route but /api/health and /metrics.
+	Token string
+	// Roots, when set, limits the Location directories of new Sessions to
+	// these directories and their descendants (compared canonically, after
+	// resolving symbolic links). Each root must exist.
+	Roots []string
+	// CORS lists the origins browsers may call the API from; "*" allows
+	// any. Empty disables CORS.
+	CORS []string
+	// BodyBytes caps request bodies. Default DefaultBodyBytes (2 MiB).
+	BodyBytes int64
+	// Metrics, when set, counts SSE subscribers (Subscribers, by stream).
+	Metrics *actors.Metrics
+	// Gatherer is served at /metrics. Default prometheus.DefaultGatherer.
+	Gatherer prometheus.Gatherer
+	// Logger receives request and failure logs. Default: disabled (the
+	// zero zerolog.Logger writes nowhere).
+	Logger zerolog.Logger
+	// Heartbeat is the interval of ": ping" comments on following streams.
+	// Default DefaultHeartbeat (15 s).
+	Heartbeat time.Duration
+	// Now timestamps request logs. Default time.Now.
+	Now func() time.Time
+}
+
+// validate fills defaults and canonicalizes Roots; it returns the
+// canonical roots.
+func (c *Config) validate() ([]string, error) {
+	if c.Runtime == nil {
+		return nil, errors.New("httpapi: Config needs a Runtime")
+	}
+	if c.BodyBytes <= 0 {
+		c.BodyBytes = DefaultBodyBytes
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Gatherer == nil {
+		c.Gatherer = prometheus.DefaultGatherer
+	}
+	roots := make([]string, 0, len(c.Roots))
+	for _, r := range c.Roots {
+		canon, err := canonicalDir(r)
+		if err != nil {
+			return nil, fmt.Errorf("httpapi: root %q: %w", r, err)
+		}
+		roots = append(roots, canon)
+	}
+	return roots, nil
+}
+
+// canonicalDir returns the absolute, symlink-free path of an existing
+// directory.
+func canonicalDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	canon, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(canon)
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", canon)
+	}
+	return canon, nil
+}

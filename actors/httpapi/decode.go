@@ -1,0 +1,246 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+	"github.com/sessiond/sessiond/tools"
+)
+
+// Page bounds of history and message listings (SEED.md).
+const (
+	defaultLimit = 50
+	maxLimit     = 100
+)
+
+// readBody reads the request body, capped at BodyBytes. A larger body is an
+// *http.MaxBytesError, which fail maps to 413.
+func (a *api) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.BodyBytes))
+}
+
+// sessionID returns the route's {id} as a validated Session ID.
+func sessionID(r *http.Request) (messages.SessionID, error) {
+	sid := messages.SessionID(r.PathValue("id"))
+	return sid, sid.Validate()
+}
+
+// decodePrompt decodes a prompt body for the Session of the route. A
+// sessionID in the body must name the same Session.
+func decodePrompt(body []byte, sid messages.SessionID) (persistence.PromptRequest, error) {
+	req, err := persistence.DecodePromptRequest(body)
+	if err != nil {
+		return req, err
+	}
+	if req.SessionID != "" && req.SessionID != sid {
+		return req, invalid("sessionID: %q does not match the route's %q", req.SessionID, sid)
+	}
+	req.SessionID = sid
+	return req, nil
+}
+
+// agentBody is POST /api/session/{id}/agent.
+type agentBody struct {
+	Agent string `json:"agent"`
+}
+
+// replyBody is POST /api/permission/{requestID}/reply.
+type replyBody struct {
+	Reply   tools.Reply `json:"reply"`
+	Message string      `json:"message,omitempty"`
+}
+
+// instructionBody is PUT /api/session/{id}/instruction/{key}.
+type instructionBody struct {
+	Text *string `json:"text"`
+}
+
+// decodeAgent decodes an agent selection.
+func decodeAgent(body []byte) (string, error) {
+	var b agentBody
+	if err := decodeStrict(body, &b); err != nil {
+		return "", err
+	}
+	if b.Agent == "" {
+		return "", invalid("agent: required")
+	}
+	return b.Agent, nil
+}
+
+// decodeModel decodes a model selection.
+func decodeModel(body []byte) (messages.ModelRef, error) {
+	var m messages.ModelRef
+	if err := decodeStrict(body, &m); err != nil {
+		return m, err
+	}
+	switch {
+	case m.ProviderID == "":
+		return m, invalid("providerID: required")
+	case m.ID == "":
+		return m, invalid("id: required")
+	}
+	return m, nil
+}
+
+// decodeReply decodes a permission reply.
+func decodeReply(body []byte) (replyBody, error) {
+	var b replyBody
+	if err := decodeStrict(body, &b); err != nil {
+		return b, err
+	}
+	if !b.Reply.Valid() {
+		return b, invalid("reply: want %q, %q or %q, got %q", tools.Once, tools.Always, tools.Reject, b.Reply)
+	}
+	return b, nil
+}
+
+// decodeInstruction decodes an instruction entry.
+func decodeInstruction(body []byte) (string, error) {
+	var b instructionBody
+	if err := decodeStrict(body, &b); err != nil {
+		return "", err
+	}
+	if b.Text == nil {
+		return "", invalid("text: required")
+	}
+	return *b.Text, nil
+}
+
+// decodeStrict decodes exactly one JSON object with no unknown fields into
+// v, returning typed invalid errors that name the field.
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syn):
+			return invalid("body: malformed JSON at offset %d: %v", syn.Offset, syn)
+		case errors.As(err, &typ):
+			field := typ.Field
+			if field == "" {
+				field = "body"
+			}
+			return invalid("%s: want %s, got JSON %s", field, typ.Type, typ.Value)
+		case errors.Is(err, io.EOF):
+			return invalid("body: empty, want a JSON object")
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return invalid("body: truncated JSON")
+		}
+		// Unknown fields: the decoder's message names the field.
+		return invalid("body: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return invalid("body: unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// pageQuery is the paging of history and message listings.
+type pageQuery struct {
+	After int64
+	Limit int
+}
+
+// parsePage parses ?after&limit: after an integer >= -1 (exclusive cursor,
+// default -1), limit 1..100 (default 50). Errors are invalid and name the
+// parameter.
+func parsePage(q url.Values) (pageQuery, error) {
+	p := pageQuery{After: -1, Limit: defaultLimit}
+	after, ok, err := single(q, "after")
+	if err != nil {
+		return p, err
+	}
+	if ok {
+		if p.After, err = parseAfter("after", after); err != nil {
+			return p, err
+		}
+	}
+	limit, ok, err := single(q, "limit")
+	if err != nil {
+		return p, err
+	}
+	if ok {
+		n, err := strconv.Atoi(limit)
+		if err != nil || n < 1 || n > maxLimit {
+			return p, invalid("limit: want an integer from 1 to %d, got %q", maxLimit, clip(limit))
+		}
+		p.Limit = n
+	}
+	return p, nil
+}
+
+// logQuery is the query of a log stream.
+type logQuery struct {
+	After  int64
+	Follow bool
+}
+
+// parseLog parses ?after&follow, taking after from the Last-Event-ID
+// header when the query has none (an EventSource reconnecting).
+func parseLog(q url.Values, lastEventID string) (logQuery, error) {
+	l := logQuery{After: -1}
+	after, ok, err := single(q, "after")
+	if err != nil {
+		return l, err
+	}
+	switch {
+	case ok:
+		if l.After, err = parseAfter("after", after); err != nil {
+			return l, err
+		}
+	case lastEventID != "":
+		if l.After, err = parseAfter("Last-Event-ID", lastEventID); err != nil {
+			return l, err
+		}
+	}
+	follow, ok, err := single(q, "follow")
+	if err != nil {
+		return l, err
+	}
+	if ok {
+		if l.Follow, err = strconv.ParseBool(follow); err != nil {
+			return l, invalid("follow: want true or false, got %q", clip(follow))
+		}
+	}
+	return l, nil
+}
+
+// parseAfter parses an exclusive sequence cursor: an integer >= -1.
+func parseAfter(name, s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < -1 {
+		return 0, invalid("%s: want an integer >= -1, got %q", name, clip(s))
+	}
+	return n, nil
+}
+
+// single returns the one value of a query parameter; a repeated parameter
+// is ambiguous and therefore invalid.
+func single(q url.Values, name string) (string, bool, error) {
+	vs, ok := q[name]
+	switch {
+	case !ok:
+		return "", false, nil
+	case len(vs) != 1:
+		return "", false, invalid("%s: given %d times, want at most once", name, len(vs))
+	}
+	return vs[0], true, nil
+}
+
+// clip bounds a client-supplied value echoed in an error message.
+func clip(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,91 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+)
+
+// route is one row of the route table: the table registers the ServeMux
+// patterns, decides which routes skip authentication, and is checked
+// against the OpenAPI document by a test.
+type route struct {
+	method string
+	path   string
+	// public routes need no token (health checks and scrapers).
+	public bool
+	handle func(a *api, w http.ResponseWriter, r *http.Request)
+}
+
+// pattern returns the ServeMux pattern "METHOD /path".
+func (rt route) pattern() string { return rt.method + " " + rt.path }
+
+// routes is every route of the API (DESIGN.md §7). GET /api/session/active
+// is a literal pattern, so the mux prefers it over GET /api/session/{id}.
+var routes = []route{
+	{method: http.MethodGet, path: "/api/health", public: true, handle: (*api).health},
+	{method: http.MethodGet, path: "/metrics", public: true, handle: (*api).serveMetrics},
+	{method: http.MethodGet, path: "/api/openapi.json", handle: (*api).openapi},
+
+	{method: http.MethodPost, path: "/api/session", handle: (*api).createSession},
+	{method: http.MethodGet, path: "/api/session", handle: (*api).listSessions},
+	{method: http.MethodGet, path: "/api/session/active", handle: (*api).activeSessions},
+	{method: http.MethodGet, path: "/api/session/{id}", handle: (*api).getSession},
+	{method: http.MethodPost, path: "/api/session/{id}/prompt", handle: (*api).prompt},
+	{method: http.MethodPost, path: "/api/session/{id}/resume", handle: (*api).resume},
+	{method: http.MethodPost, path: "/api/session/{id}/compact", handle: (*api).compact},
+	{method: http.MethodPost, path: "/api/session/{id}/wait", handle: (*api).wait},
+	{method: http.MethodPost, path: "/api/session/{id}/interrupt", handle: (*api).interrupt},
+	{method: http.MethodPost, path: "/api/session/{id}/agent", handle: (*api).selectAgent},
+	{method: http.MethodPost, path: "/api/session/{id}/model", handle: (*api).selectModel},
+	{method: http.MethodGet, path: "/api/session/{id}/history", handle: (*api).history},
+	{method: http.MethodGet, path: "/api/session/{id}/log", handle: (*api).logStream},
+	{method: http.MethodGet, path: "/api/session/{id}/message", handle: (*api).listMessages},
+	{method: http.MethodGet, path: "/api/session/{id}/instruction", handle: (*api).listInstructions},
+	{method: http.MethodPut, path: "/api/session/{id}/instruction/{key}", handle: (*api).putInstruction},
+	{method: http.MethodDelete, path: "/api/session/{id}/instruction/{key}", handle: (*api).deleteInstruction},
+
+	{method: http.MethodGet, path: "/api/event", handle: (*api).eventStream},
+	{method: http.MethodGet, path: "/api/permission", handle: (*api).listPermissions},
+	{method: http.MethodPost, path: "/api/permission/{requestID}/reply", handle: (*api).replyPermission},
+}
+
+// methods are the methods the route table uses, for 405 answers.
+var methods = func() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, rt := range routes {
+		if !seen[rt.method] {
+			seen[rt.method] = true
+			out = append(out, rt.method)
+		}
+	}
+	return out
+}()
+
+// allowed returns the methods some route accepts for r's path (the Allow
+// header of a 405), or nil when no route has that path.
+func (a *api) allowed(r *http.Request) []string {
+	var out []string
+	for _, m := range methods {
+		if m == r.Method {
+			continue
+		}
+		probe := r.WithContext(r.Context())
+		probe.Method = m
+		if _, p := a.mux.Handler(probe); a.routeOf(p) != nil {
+			out = append(out, m)
+			if m == http.MethodGet {
+				out = append(out, http.MethodHead)
+			}
+		}
+	}
+	return out
+}
+
+// routeOf returns the route registered under a mux pattern, or nil.
+func (a *api) routeOf(pattern string) *route {
+	return a.byPattern[pattern]
+}
+
+// allowHeader formats methods for the Allow header.
+func allowHeader(ms []string) string { return strings.Join(ms, ", ") }

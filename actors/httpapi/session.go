@@ -1,0 +1,331 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sessiond/sessiond/actors"
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+// health answers GET /api/health once the handler serves requests.
+func (a *api) health(w http.ResponseWriter, r *http.Request) {
+	a.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// serveMetrics serves the Prometheus text exposition of Config.Gatherer.
+func (a *api) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	a.metricsHandler.ServeHTTP(w, r)
+}
+
+// createSession is POST /api/session: sessions.create. Reusing a supplied
+// ID returns the existing Session, also with 200.
+func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
+	body, err := a.readBody(w, r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	req, err := persistence.DecodeCreateSession(body)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if req.Location.Directory, err = a.checkRoots(req.Location.Directory); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	s, _, err := a.cfg.Runtime.Create(r.Context(), req)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.data(w, r, s)
+}
+
+// checkRoots returns the canonical form of a Location directory that lies
+// within a configured root: a directory outside every root is forbidden
+// and one that does not exist is invalid. Storing the canonical path means
+// a symbolic link changed later cannot move the Session out of its root.
+// Without roots the directory is returned unchanged.
+func (a *api) checkRoots(dir string) (string, error) {
+	if len(a.roots) == 0 {
+		return dir, nil
+	}
+	canon, err := canonicalDir(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return "", invalid("location.directory: %q does not exist", clip(dir))
+		}
+		return "", invalid("location.directory: %q is not a usable directory", clip(dir))
+	}
+	for _, root := range a.roots {
+		if within(root, canon) {
+			return canon, nil
+		}
+	}
+	return "", messages.Errorf(messages.ErrForbidden, "location.directory: %q is outside every allowed root", clip(dir))
+}
+
+// within reports whether the canonical path p is root or below it.
+func within(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+// listSessions is GET /api/session.
+func (a *api) listSessions(w http.ResponseWriter, r *http.Request) {
+	list, err := a.store.List(r.Context())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if list == nil {
+		list = []persistence.Session{}
+	}
+	a.data(w, r, list)
+}
+
+// activeSessions is GET /api/session/active: sessions.active, process
+// memory, never the log.
+func (a *api) activeSessions(w http.ResponseWriter, r *http.Request) {
+	active := a.cfg.Runtime.Active()
+	if active == nil {
+		active = map[messages.SessionID]actors.Status{}
+	}
+	a.data(w, r, active)
+}
+
+// getSession is GET /api/session/{id}.
+func (a *api) getSession(w http.ResponseWriter, r *http.Request) {
+	sid, err := sessionID(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	s, err := a.store.Get(r.Context(), sid)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.data(w, r, s)
+}
+
+// prompt is POST /api/session/{id}/prompt: durable admission, then a wake
+// unless resume is false. An exact retry returns an equal receipt.
+func (a *api) prompt(w http.ResponseWriter, r *http.Request) {
+	sid, err := sessionID(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	body, err := a.readBody(w, r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	req, err := decodePrompt(body, sid)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	adm, err := a.cfg.Runtime.Prompt(r.Context(), req)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.data(w, r, adm)
+}
+
+// resume is POST /api/session/{id}/resume: 204 once a drain started or was
+// joined; it does not wait for the work.
+func (a *api) resume(w http.ResponseWriter, r *http.Request) {
+	a.command(w, r, func(r *http.Request, sid messages.SessionID) error {
+		_, err := a.cfg.Runtime.Resume(r.Context(), sid)
+		return err
+	})
+}
+
+// compact is POST /api/session/{id}/compact: 204 once the barrier is
+// admitted (and the Session woken).
+func (a *api) compact(w http.ResponseWriter, r *http.Request) {
+	a.command(w, r, func(r *http.Request, sid messages.SessionID) error {
+		_, err := a.cfg.Runtime.Compact(r.Context(), sid)
+		return err
+	})
+}
+
+// wait is POST /api/session/{id}/wait: 204 when no execution is active and
+// no wake is in flight. An unknown Session is 404.
+func (a *api) wait(w http.ResponseWriter, r *http.Request) {
+	a.longCommand(w, r, a.cfg.Runtime.Wait)
+}
+
+// interrupt is POST /api/session/{id}/interrupt: 204 after the terminal
+// lifecycle event, or at once when idle. An unknown Session is 404 (the
+// runtime treats it as a no-op, so the store is asked first).
+func (a *api) interrupt(w http.ResponseWriter, r *http.Request) {
+	a.longCommand(w, r, a.cfg.Runtime.Interrupt)
+}
+
+// selectAgent is POST /api/session/{id}/agent {agent}.
+func (a *api) selectAgent(w http.ResponseWriter, r *http.Request) {
+	a.command(w, r, func(r *http.Request, sid messages.SessionID) error {
+		body, err := a.readBody(w, r)
+		if err != nil {
+			return err
+		}
+		agent, err := decodeAgent(body)
+		if err != nil {
+			return err
+		}
+		return a.cfg.Runtime.SelectAgent(r.Context(), sid, agent)
+	})
+}
+
+// selectModel is POST /api/session/{id}/model {providerID, id}.
+func (a *api) selectModel(w http.ResponseWriter, r *http.Request) {
+	a.command(w, r, func(r *http.Request, sid messages.SessionID) error {
+		body, err := a.readBody(w, r)
+		if err != nil {
+			return err
+		}
+		m, err := decodeModel(body)
+		if err != nil {
+			return err
+		}
+		return a.cfg.Runtime.SelectModel(r.Context(), sid, m)
+	})
+}
+
+// command runs a Session command and answers 204.
+func (a *api) command(w http.ResponseWriter, r *http.Request, run func(*http.Request, messages.SessionID) error) {
+	sid, err := sessionID(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if err := run(r, sid); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// longCommand runs a command that waits on execution (wait, interrupt) for
+// an existing Session. It ends with 503 when the Server shuts down first.
+func (a *api) longCommand(w http.ResponseWriter, r *http.Request, run func(ctx context.Context, sid messages.SessionID) error) {
+	sid, err := sessionID(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if _, err := a.store.Get(r.Context(), sid); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	ctx, cancel := a.withStop(r)
+	defer cancel()
+	if err := run(ctx, sid); err != nil {
+		a.fail(w, r, cause(ctx, err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// history is GET /api/session/{id}/history?after&limit.
+func (a *api) history(w http.ResponseWriter, r *http.Request) {
+	sid, err := sessionID(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	q, err := parsePage(r.URL.Query())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	page, err := a.store.History(r.Context(), sid, persistence.Query{After: q.After, Limit: q.Limit})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if page.Data == nil {
+		page.Data = []messages.Event{}
+	}
+	a.writeJSON(w, r, http.StatusOK, page)
+}
+
+// listMessages is GET /api/session/{id}/message?after&limit.
+func (a *api) listMessages(w http.ResponseWriter, r *http.Request) {
+	sid, err := sessionID(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	q, err := parsePage(r.URL.Query())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	page, err := a.store.Messages(r.Context(), sid, persistence.Query{After: q.After, Limit: q.Limit})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if page.Data == nil {
+		page.Data = []persistence.Message{}
+	}
+	a.writeJSON(w, r, http.StatusOK, page)
+}
+
+// listInstructions is GET /api/session/{id}/instruction: the Session's
+// API-managed instruction entries as {key: text}.
+func (a *api) listInstructions(w http.ResponseWriter, r *http.Request) {
+	sid, err := sessionID(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if _, err := a.store.Get(r.Context(), sid); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	entries, err := a.store.Entries(r.Context(), sid)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.data(w, r, entries)
+}
+
+// putInstruction is PUT /api/session/{id}/instruction/{key} {text}. The
+// entry is observed at the Session's next step boundary.
+func (a *api) putInstruction(w http.ResponseWriter, r *http.Request) {
+	a.command(w, r, func(r *http.Request, sid messages.SessionID) error {
+		body, err := a.readBody(w, r)
+		if err != nil {
+			return err
+		}
+		text, err := decodeInstruction(body)
+		if err != nil {
+			return err
+		}
+		return a.store.PutEntry(r.Context(), sid, r.PathValue("key"), text)
+	})
+}
+
+// deleteInstruction is DELETE /api/session/{id}/instruction/{key}: 404 for
+// an unknown Session (session.not-found) or entry (not-found).
+func (a *api) deleteInstruction(w http.ResponseWriter, r *http.Request) {
+	a.command(w, r, func(r *http.Request, sid messages.SessionID) error {
+		if _, err := a.store.Get(r.Context(), sid); err != nil {
+			return err
+		}
+		return a.store.DeleteEntry(r.Context(), sid, r.PathValue("key"))
+	})
+}

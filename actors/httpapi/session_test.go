@@ -1,0 +1,459 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sessiond/sessiond/actors"
+	"github.com/sessiond/sessiond/locations/llm/script"
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+func TestHealth(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	r := e.do("GET", "/api/health", nil).want(t, http.StatusOK)
+	if strings.TrimSpace(string(r.body)) != `{"status":"ok"}` {
+		t.Fatalf("health %s", r.body)
+	}
+}
+
+func TestCreateGetList(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	s := dataOf[persistence.Session](t, e.do("POST", "/api/session",
+		map[string]any{"location": map[string]string{"directory": e.dir}, "agent": "plan"}))
+	if !strings.HasPrefix(string(s.ID), "ses_") || s.Location.Directory != e.dir || s.Agent != "plan" || s.LastSeq != 0 {
+		t.Fatalf("created %+v", s)
+	}
+
+	// A supplied ID creates once and is reused after.
+	body := map[string]any{"id": "ses_fixed", "location": map[string]string{"directory": e.dir}}
+	first := dataOf[persistence.Session](t, e.do("POST", "/api/session", body))
+	again := dataOf[persistence.Session](t, e.do("POST", "/api/session", body))
+	if first.ID != "ses_fixed" || first != again {
+		t.Fatalf("reuse: %+v vs %+v", first, again)
+	}
+	got := dataOf[persistence.Session](t, e.do("GET", "/api/session/ses_fixed", nil))
+	if got != first {
+		t.Fatalf("get %+v, want %+v", got, first)
+	}
+	list := dataOf[[]persistence.Session](t, e.do("GET", "/api/session", nil))
+	if len(list) != 2 || !slices.ContainsFunc(list, func(x persistence.Session) bool { return x.ID == s.ID }) {
+		t.Fatalf("list %+v", list)
+	}
+
+	e.do("GET", "/api/session/ses_missing", nil).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
+	if m := e.do("GET", "/api/session/not-an-id", nil).wantError(t, http.StatusBadRequest, messages.ErrInvalid); !strings.HasPrefix(m.Message, "sessionID:") {
+		t.Fatalf("message %q", m.Message)
+	}
+	for body, field := range map[string]string{
+		`{}`: "location.directory",
+		`{"location":{"directory":"relative/dir"}}`:         "location.directory",
+		`{"location":{"directory":"/x"},"id":"bad"}`:        "sessionID",
+		`{"location":{"directory":"/x","workspaceID":"w"}}`: "location.workspaceID",
+		`{"location":{"directory":5}}`:                      "location.directory",
+	} {
+		m := e.do("POST", "/api/session", body).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+		if !strings.HasPrefix(m.Message, field+":") {
+			t.Errorf("%s: message %q does not name %s", body, m.Message, field)
+		}
+	}
+}
+
+func TestEmptyList(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	if r := e.do("GET", "/api/session", nil).want(t, http.StatusOK); strings.TrimSpace(string(r.body)) != `{"data":[]}` {
+		t.Fatalf("empty list %s", r.body)
+	}
+	if r := e.do("GET", "/api/session/active", nil).want(t, http.StatusOK); strings.TrimSpace(string(r.body)) != `{"data":{}}` {
+		t.Fatalf("empty active %s", r.body)
+	}
+}
+
+func TestPromptAndActive(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	g := script.NewGate()
+	e.model.Reply(script.Hold(g), script.Text("hello"))
+	sid := e.createSession()
+	adm := e.prompt(sid, map[string]any{"id": "msg_one", "prompt": map[string]any{"text": "hi"}})
+	if adm.ID != "msg_one" || adm.SessionID != sid || adm.Prompt.Text != "hi" || adm.Delivery != messages.Steer || adm.AdmittedSeq != 1 {
+		t.Fatalf("admitted %+v", adm)
+	}
+	if err := g.Reached(e.h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	// The active route is a literal pattern, not captured by {id}.
+	active := dataOf[map[messages.SessionID]actors.Status](t, e.do("GET", "/api/session/active", nil))
+	if len(active) != 1 || active[sid].Type != "running" {
+		t.Fatalf("active %+v", active)
+	}
+	g.Release()
+	e.waitIdle(sid)
+	if active := dataOf[map[messages.SessionID]actors.Status](t, e.do("GET", "/api/session/active", nil)); len(active) != 0 {
+		t.Fatalf("active after idle %+v", active)
+	}
+	evs := e.allEvents(sid)
+	if last := evs[len(evs)-1].Type; last != messages.TypeExecutionSucceeded {
+		t.Fatalf("last event %s", last)
+	}
+	// The retry after promotion carries promotedSeq.
+	retry := e.prompt(sid, map[string]any{"id": "msg_one", "prompt": map[string]any{"text": "hi"}, "resume": false})
+	if retry.PromotedSeq == nil || retry.AdmittedSeq != adm.AdmittedSeq || retry.TimeCreated != adm.TimeCreated {
+		t.Fatalf("retry %+v", retry)
+	}
+}
+
+func TestPromptErrors(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := e.createSession()
+	p := "/api/session/" + string(sid) + "/prompt"
+	e.prompt(sid, map[string]any{"id": "msg_x", "prompt": map[string]any{"text": "a"}, "resume": false})
+
+	e.do("POST", p, map[string]any{"id": "msg_x", "prompt": map[string]any{"text": "b"}, "resume": false}).
+		wantError(t, http.StatusConflict, messages.ErrPromptConflict)
+	e.do("POST", p, map[string]any{"id": "msg_x", "prompt": map[string]any{"text": "a"}, "delivery": "queue", "resume": false}).
+		wantError(t, http.StatusConflict, messages.ErrPromptConflict)
+	other := e.createSession()
+	e.do("POST", "/api/session/"+string(other)+"/prompt", map[string]any{"id": "msg_x", "prompt": map[string]any{"text": "a"}, "resume": false}).
+		wantError(t, http.StatusConflict, messages.ErrPromptConflict)
+	e.do("POST", "/api/session/ses_missing/prompt", map[string]any{"prompt": map[string]any{"text": "a"}}).
+		wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
+
+	for body, field := range map[string]string{
+		`{"prompt":{"text":""}}`:                          "prompt.text",
+		`{"prompt":{"text":"a"},"delivery":"later"}`:      "delivery",
+		`{"prompt":{"text":"a"},"id":"nope"}`:             "id",
+		`{"prompt":{"text":"a"},"sessionID":"ses_other"}`: "sessionID",
+		`{"prompt":{"text":"a"},"sessionID":"bad"}`:       "sessionID",
+		`{"prompt":{"text":"a","files":[{"mime":"x"}]}}`:  "prompt.files[0]",
+		`{"prompt":{"text":"a"},"resume":"yes"}`:          "resume",
+		`{"prompt":{"text":"a"},"bogus":true}`:            "body",
+		`{"prompt":{"text":"a"}} {"prompt":{"text":"b"}}`: "body",
+		`{"prompt":`: "body",
+		``:           "body",
+		`[1,2]`:      "body",
+	} {
+		m := e.do("POST", p, body).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+		if !strings.HasPrefix(m.Message, field+":") {
+			t.Errorf("%s: message %q does not name %s", body, m.Message, field)
+		}
+	}
+	// Only the first admission made a row.
+	n := 0
+	for _, ev := range e.allEvents(sid) {
+		if ev.Type == messages.TypePromptAdmitted {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d admissions", n)
+	}
+}
+
+// Twenty clients retrying one prompt concurrently make one inbox row and
+// all get equal receipts.
+func TestPromptIdempotentConcurrent(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	e.model.Default(script.Text("done"))
+	sid := e.createSession()
+	body := map[string]any{"id": "msg_retry", "prompt": map[string]any{"text": "once only"}, "delivery": "queue"}
+	const clients = 20
+	receipts := make([]persistence.Admitted, clients)
+	statuses := make([]int, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() {
+			r := e.do("POST", "/api/session/"+string(sid)+"/prompt", body)
+			statuses[i] = r.status
+			if r.status == http.StatusOK {
+				receipts[i] = dataOf[persistence.Admitted](t, r)
+			}
+		})
+	}
+	wg.Wait()
+	for i := range clients {
+		if statuses[i] != http.StatusOK {
+			t.Fatalf("client %d: status %d", i, statuses[i])
+		}
+		a, b := receipts[0], receipts[i]
+		// promotedSeq appears once the runner promoted the row, which may
+		// happen between two retries; the receipt is otherwise equal.
+		a.PromotedSeq, b.PromotedSeq = nil, nil
+		if fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Fatalf("receipt %d differs: %+v vs %+v", i, b, a)
+		}
+	}
+	e.waitIdle(sid)
+	var admitted, promoted int
+	for _, ev := range e.allEvents(sid) {
+		switch ev.Type {
+		case messages.TypePromptAdmitted:
+			admitted++
+		case messages.TypePromptPromoted:
+			promoted++
+		}
+	}
+	if admitted != 1 || promoted != 1 {
+		t.Fatalf("admitted %d, promoted %d; want one row", admitted, promoted)
+	}
+	pending, err := e.store.Pending(e.h.Ctx(), sid)
+	if err != nil || len(pending) != 0 {
+		t.Fatalf("pending %v %v", pending, err)
+	}
+}
+
+func TestPromptResumeFalse(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := e.createSession()
+	e.prompt(sid, map[string]any{"prompt": map[string]any{"text": "later"}, "resume": false})
+	e.waitIdle(sid)
+	if got := types(e.allEvents(sid)); !slices.Equal(got, []string{messages.TypeSessionCreated, messages.TypePromptAdmitted}) {
+		t.Fatalf("events %v", got)
+	}
+	// Resume runs it.
+	e.model.Reply(script.Text("now"))
+	e.do("POST", "/api/session/"+string(sid)+"/resume", nil).want(t, http.StatusNoContent)
+	e.waitIdle(sid)
+	if got := types(e.allEvents(sid)); got[len(got)-1] != messages.TypeExecutionSucceeded || !slices.Contains(got, messages.TypePromptPromoted) {
+		t.Fatalf("events after resume %v", got)
+	}
+}
+
+func TestResumeCompactWait(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	e.model.Default(script.Text("## Objective\n(none)"))
+	sid := e.createSession()
+	base := "/api/session/" + string(sid)
+
+	// A forced drain with nothing to promote still runs a step.
+	e.do("POST", base+"/resume", nil).want(t, http.StatusNoContent)
+	e.waitIdle(sid)
+	if got := types(e.allEvents(sid)); !slices.Contains(got, messages.TypeStepEnded) {
+		t.Fatalf("resume ran no step: %v", got)
+	}
+
+	e.do("POST", base+"/compact", nil).want(t, http.StatusNoContent)
+	e.waitIdle(sid)
+	got := types(e.allEvents(sid))
+	if !slices.Contains(got, messages.TypeCompactionAdmitted) || !slices.Contains(got, messages.TypeCompactionStarted) {
+		t.Fatalf("compact: %v", got)
+	}
+
+	for _, op := range []string{"resume", "compact", "wait", "interrupt"} {
+		e.do("POST", "/api/session/ses_missing/"+op, nil).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
+		e.do("POST", "/api/session/bad/"+op, nil).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+	}
+}
+
+func TestInterrupt(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := e.createSession()
+	p := "/api/session/" + string(sid) + "/interrupt"
+
+	// Idle: a no-op, 204 at once. Unknown: 404, although the runtime
+	// treats it as a no-op too.
+	e.do("POST", p, nil).want(t, http.StatusNoContent)
+	e.do("POST", "/api/session/ses_nobody/interrupt", nil).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
+
+	g := script.NewGate()
+	e.model.Reply(script.Hold(g), script.Text("never"))
+	e.prompt(sid, map[string]any{"prompt": map[string]any{"text": "long job"}})
+	if err := g.Reached(e.h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	e.do("POST", p, nil).want(t, http.StatusNoContent)
+	// 204 came after the terminal event: it is already in the log.
+	evs := e.allEvents(sid)
+	last := evs[len(evs)-1]
+	if last.Type != messages.TypeExecutionInterrupted {
+		t.Fatalf("last event after interrupt: %s", last.Type)
+	}
+	if r := last.Data.(*messages.ExecutionInterrupted).Reason; r != messages.ReasonUser {
+		t.Fatalf("reason %q", r)
+	}
+	// The durable inbox is preserved and nothing is active.
+	if active := e.rt.Active(); len(active) != 0 {
+		t.Fatalf("active %v", active)
+	}
+}
+
+func TestSelectAgentAndModel(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := e.createSession()
+	base := "/api/session/" + string(sid)
+	e.do("POST", base+"/agent", map[string]string{"agent": "plan"}).want(t, http.StatusNoContent)
+	e.do("POST", base+"/model", map[string]string{"providerID": "script", "id": "other"}).want(t, http.StatusNoContent)
+	s := dataOf[persistence.Session](t, e.do("GET", base, nil))
+	if s.Agent != "plan" || s.Model != (messages.ModelRef{ProviderID: "script", ID: "other"}) {
+		t.Fatalf("session %+v", s)
+	}
+	for path, cases := range map[string]map[string]string{
+		"/agent": {`{}`: "agent", `{"agent":1}`: "agent", `{"agent":"x","more":1}`: "body", `nope`: "body"},
+		"/model": {`{"id":"m"}`: "providerID", `{"providerID":"p"}`: "id", `{"providerID":1,"id":"m"}`: "providerID"},
+	} {
+		for body, field := range cases {
+			m := e.do("POST", base+path, body).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+			if !strings.HasPrefix(m.Message, field+":") {
+				t.Errorf("%s %s: message %q does not name %s", path, body, m.Message, field)
+			}
+		}
+	}
+	e.do("POST", "/api/session/ses_missing/agent", map[string]string{"agent": "plan"}).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
+	e.do("POST", "/api/session/ses_missing/model", map[string]string{"providerID": "script", "id": "demo"}).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
+}
+
+func TestHistoryAndMessages(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	e.model.Reply(script.Text("first answer"))
+	e.model.Reply(script.Text("second answer"))
+	sid := e.createSession()
+	e.prompt(sid, map[string]any{"prompt": map[string]any{"text": "one"}})
+	e.waitIdle(sid)
+	e.prompt(sid, map[string]any{"prompt": map[string]any{"text": "two"}})
+	e.waitIdle(sid)
+	base := "/api/session/" + string(sid)
+
+	full := pageOf(t, e.do("GET", base+"/history", nil))
+	if full.HasMore || len(full.Data) < 10 {
+		t.Fatalf("default page: %d events, hasMore %v", len(full.Data), full.HasMore)
+	}
+	for i, ev := range full.Data {
+		if ev.Seq() != int64(i) || ev.Durable.AggregateID != sid {
+			t.Fatalf("event %d: %+v", i, ev)
+		}
+	}
+	// Paging with limit=3 and the exclusive cursor visits every event once.
+	var paged []messages.Event
+	after := int64(-1)
+	for {
+		p := pageOf(t, e.do("GET", base+"/history?limit=3&after="+itoa(after), nil))
+		if len(p.Data) > 3 {
+			t.Fatalf("page of %d", len(p.Data))
+		}
+		paged = append(paged, p.Data...)
+		if !p.HasMore {
+			break
+		}
+		after = p.Data[len(p.Data)-1].Seq()
+	}
+	if !slices.Equal(types(paged), types(full.Data)) {
+		t.Fatalf("paged %v\nfull %v", types(paged), types(full.Data))
+	}
+	if p := pageOf(t, e.do("GET", base+"/history?after="+itoa(full.Data[len(full.Data)-1].Seq()), nil)); len(p.Data) != 0 || p.HasMore {
+		t.Fatalf("past the end: %+v", p)
+	}
+	if r := e.do("GET", base+"/history?after=1000", nil).want(t, http.StatusOK); !strings.Contains(string(r.body), `"data":[]`) {
+		t.Fatalf("empty page encodes as %s", r.body)
+	}
+
+	type msgPage struct {
+		Data    []persistence.Message `json:"data"`
+		HasMore bool                  `json:"hasMore"`
+	}
+	var mp msgPage
+	r := e.do("GET", base+"/message", nil).want(t, http.StatusOK)
+	if err := jsonUnmarshal(r.body, &mp); err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for _, m := range mp.Data {
+		roles = append(roles, m.Role)
+	}
+	if !slices.Equal(roles, []string{"user", "assistant", "user", "assistant"}) || mp.HasMore {
+		t.Fatalf("roles %v hasMore %v", roles, mp.HasMore)
+	}
+	var first msgPage
+	if err := jsonUnmarshal(e.do("GET", base+"/message?limit=1", nil).want(t, http.StatusOK).body, &first); err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Data) != 1 || !first.HasMore || first.Data[0].Prompt.Text != "one" {
+		t.Fatalf("first message page %+v", first)
+	}
+	var rest msgPage
+	if err := jsonUnmarshal(e.do("GET", base+"/message?after="+itoa(first.Data[0].Seq), nil).want(t, http.StatusOK).body, &rest); err != nil {
+		t.Fatal(err)
+	}
+	if len(rest.Data) != 3 || rest.Data[0].Role != "assistant" {
+		t.Fatalf("rest %+v", rest)
+	}
+
+	for _, route := range []string{"/history", "/message"} {
+		for q, param := range map[string]string{
+			"limit=0": "limit", "limit=101": "limit", "limit=abc": "limit", "limit=": "limit", "limit=1&limit=2": "limit",
+			"after=-2": "after", "after=x": "after", "after=1.5": "after", "after=99999999999999999999": "after",
+		} {
+			m := e.do("GET", base+route+"?"+q, nil).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+			if !strings.HasPrefix(m.Message, param+":") {
+				t.Errorf("%s?%s: message %q does not name %s", route, q, m.Message, param)
+			}
+		}
+		e.do("GET", base+route+"?limit=100&after=-1", nil).want(t, http.StatusOK)
+		e.do("GET", "/api/session/ses_missing"+route, nil).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
+	}
+}
+
+func TestInstructionEntries(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := e.createSession()
+	base := "/api/session/" + string(sid) + "/instruction"
+	e.do("PUT", base+"/style", map[string]string{"text": "Be brief."}).want(t, http.StatusNoContent)
+	e.do("PUT", base+"/empty", map[string]string{"text": ""}).want(t, http.StatusNoContent)
+	got := dataOf[map[string]string](t, e.do("GET", base, nil))
+	if len(got) != 2 || got["style"] != "Be brief." {
+		t.Fatalf("entries %v", got)
+	}
+	entries, err := e.store.Entries(context.Background(), sid)
+	if err != nil || entries["style"] != "Be brief." {
+		t.Fatalf("store entries %v %v", entries, err)
+	}
+	e.do("DELETE", base+"/style", nil).want(t, http.StatusNoContent)
+	e.do("DELETE", base+"/style", nil).wantError(t, http.StatusNotFound, messages.ErrNotFound)
+	if got := dataOf[map[string]string](t, e.do("GET", base, nil)); len(got) != 1 {
+		t.Fatalf("entries after delete %v", got)
+	}
+
+	e.do("PUT", base+"/style", map[string]string{}).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+	e.do("PUT", base+"/style", `{"text":1}`).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+	e.do("PUT", base+"/"+strings.Repeat("k", 201), map[string]string{"text": "x"}).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+	e.do("PUT", "/api/session/ses_missing/instruction/k", map[string]string{"text": "x"}).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
+	e.do("DELETE", "/api/session/ses_missing/instruction/k", nil).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
+	e.do("GET", "/api/session/ses_missing/instruction", nil).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
+}
+
+func TestUnknownRouteAndMethod(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	e.do("GET", "/api/nope", nil).wantError(t, http.StatusNotFound, messages.ErrNotFound)
+	e.do("GET", "/", nil).wantError(t, http.StatusNotFound, messages.ErrNotFound)
+	r := e.do("DELETE", "/api/session", nil)
+	r.wantError(t, http.StatusMethodNotAllowed, errMethodNotAllowed)
+	if allow := r.header.Get("Allow"); allow != "GET, HEAD, POST" {
+		t.Fatalf("Allow %q", allow)
+	}
+	r = e.do("GET", "/api/session/ses_x/prompt", nil)
+	r.wantError(t, http.StatusMethodNotAllowed, errMethodNotAllowed)
+	if allow := r.header.Get("Allow"); allow != "POST" {
+		t.Fatalf("Allow %q", allow)
+	}
+	r = e.do("POST", "/api/session/ses_x/instruction/k", nil)
+	r.wantError(t, http.StatusMethodNotAllowed, errMethodNotAllowed)
+	if allow := r.header.Get("Allow"); allow != "PUT, DELETE" {
+		t.Fatalf("Allow %q", allow)
+	}
+}
+
+func TestInternalErrorsHideDetails(t *testing.T) {
+	b := storeBackend(t, persistence.Options{NoSync: true})
+	e := newEnv(t, b, nil)
+	if err := b.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m := e.do("GET", "/api/session", nil).wantError(t, http.StatusInternalServerError, messages.ErrInternal)
+	if !strings.Contains(m.Message, "ref 1") || strings.Contains(m.Message, "database") || strings.Contains(m.Message, "bolt") {
+		t.Fatalf("500 message %q", m.Message)
+	}
+}

@@ -1,0 +1,275 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sessiond/sessiond/actors"
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+// Stream labels of the Subscribers gauge.
+const (
+	streamLog   = "log"
+	streamEvent = "event"
+)
+
+// sseWriter writes server-sent events. Frames are buffered by the
+// ResponseWriter until flush, so a burst of events costs one flush.
+type sseWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf []byte
+}
+
+// startSSE writes the stream's headers and status. It clears the
+// connection's read deadline: Server.ReadTimeout bounds reading a request,
+// but a stream outlives it, and net/http cancels a request whose deadline
+// passes while its handler runs.
+func startSSE(w http.ResponseWriter) *sseWriter {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := &sseWriter{w: w, rc: rc}
+	return s
+}
+
+// event writes one message; id < 0 writes no id line.
+func (s *sseWriter) event(id int64, data []byte) error {
+	s.buf = s.buf[:0]
+	if id >= 0 {
+		s.buf = append(s.buf, "id: "...)
+		s.buf = strconv.AppendInt(s.buf, id, 10)
+		s.buf = append(s.buf, '\n')
+	}
+	// data is compact JSON: it never contains a newline, so one data line
+	// carries it.
+	s.buf = append(s.buf, "data: "...)
+	s.buf = append(s.buf, data...)
+	s.buf = append(s.buf, '\n', '\n')
+	_, err := s.w.Write(s.buf)
+	return err
+}
+
+// comment writes a comment line, which clients ignore (heartbeats).
+func (s *sseWriter) comment(text string) error {
+	_, err := s.w.Write([]byte(": " + text + "\n\n"))
+	return err
+}
+
+func (s *sseWriter) flush() error { return s.rc.Flush() }
+
+// subscribed counts one SSE subscriber of a stream until the returned func
+// is called.
+func (a *api) subscribed(stream string) func() {
+	m := a.cfg.Metrics
+	if m == nil || m.Subscribers == nil {
+		return func() {}
+	}
+	g := m.Subscribers.WithLabelValues(stream)
+	g.Inc()
+	return g.Dec
+}
+
+// heartbeat returns a ticker channel for following streams (nil, which
+// never fires, otherwise) and its stop function.
+func (a *api) heartbeat(follow bool) (<-chan time.Time, func()) {
+	if !follow {
+		return nil, func() {}
+	}
+	t := time.NewTicker(a.cfg.Heartbeat)
+	return t.C, t.Stop
+}
+
+// logFrame is one item of a Log stream handed from its reader goroutine.
+type logFrame struct {
+	item persistence.LogItem
+	err  error
+}
+
+// logStream is GET /api/session/{id}/log?after&follow: every durable event
+// after the cursor as "id: <seq>" + "data: <event>", one log.synced marker
+// (no id), then with follow=true every later commit. The cursor comes from
+// Last-Event-ID when the query has no after, so an EventSource resumes
+// where it stopped. The store's tail is released when the client leaves or
+// the Server shuts down.
+func (a *api) logStream(w http.ResponseWriter, r *http.Request) {
+	sid, err := sessionID(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	q, err := parseLog(r.URL.Query(), r.Header.Get("Last-Event-ID"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	// Unknown Sessions are answered before the stream starts, with a status.
+	if _, err := a.store.Get(r.Context(), sid); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	ctx, cancel := a.withStop(r)
+	frames := make(chan logFrame, 64)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	// Log blocks between commits, so it runs on its own goroutine and the
+	// handler selects over its frames, heartbeats and the context.
+	wg.Go(func() {
+		defer close(frames)
+		for item, err := range a.store.Log(ctx, sid, q.After, q.Follow) {
+			select {
+			case frames <- logFrame{item: item, err: err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	defer a.subscribed(streamLog)()
+	sse := startSSE(w)
+	if err := sse.flush(); err != nil {
+		return
+	}
+	tick, stopTick := a.heartbeat(q.Follow)
+	defer stopTick()
+	for {
+		select {
+		case f, ok := <-frames:
+			// Write every frame already waiting, then flush once.
+			for more := ok; more; {
+				if !a.writeLogFrame(r, sse, f) {
+					_ = sse.flush()
+					return
+				}
+				select {
+				case f, ok = <-frames:
+					more = ok
+				default:
+					more = false
+				}
+			}
+			if err := sse.flush(); err != nil || !ok {
+				return
+			}
+		case <-tick:
+			if sse.comment("ping") != nil || sse.flush() != nil {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// writeLogFrame writes one frame of a log stream; false ends the stream.
+func (a *api) writeLogFrame(r *http.Request, sse *sseWriter, f logFrame) bool {
+	switch {
+	case f.err != nil:
+		// Headers are sent: the stream just ends and the client resumes
+		// with Last-Event-ID.
+		if r.Context().Err() == nil {
+			a.log.Warn().Err(f.err).Str("path", r.URL.Path).Msg("log stream failed")
+		}
+		return false
+	case f.item.Event != nil:
+		b, err := json.Marshal(f.item.Event)
+		if err != nil {
+			a.log.Error().Err(err).Str("path", r.URL.Path).Msg("encode event")
+			return false
+		}
+		return sse.event(f.item.Event.Seq(), b) == nil
+	case f.item.Synced != nil:
+		b, err := json.Marshal(f.item.Synced)
+		if err != nil {
+			a.log.Error().Err(err).Str("path", r.URL.Path).Msg("encode log.synced")
+			return false
+		}
+		return sse.event(-1, b) == nil
+	}
+	return true
+}
+
+// eventStream is GET /api/event[?sessionID=]: live events from the Bus
+// (deltas, permission asks and replies, durable lifecycle) as "data:"
+// messages without ids. A subscriber that falls behind is cut off by the
+// Bus, never slowing the runner; its stream then ends with a ": dropped"
+// comment and the client should resynchronize from the durable log.
+func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
+	var filter func(messages.Event) bool
+	if v, ok, err := single(r.URL.Query(), "sessionID"); err != nil {
+		a.fail(w, r, err)
+		return
+	} else if ok {
+		sid := messages.SessionID(v)
+		if err := sid.Validate(); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		filter = actors.SessionFilter(sid)
+	}
+	ctx, cancel := a.withStop(r)
+	defer cancel()
+	// Subscribe before the headers go out: a client that has the response
+	// misses nothing published afterwards.
+	sub := a.cfg.Runtime.Bus().Subscribe(eventBuffer, filter)
+	defer sub.Close()
+	defer a.subscribed(streamEvent)()
+	sse := startSSE(w)
+	if err := sse.flush(); err != nil {
+		return
+	}
+	tick, stopTick := a.heartbeat(true)
+	defer stopTick()
+	for {
+		select {
+		case ev, ok := <-sub.C:
+			for more := ok; more; {
+				if !a.writeLive(r, sse, ev) {
+					return
+				}
+				select {
+				case ev, ok = <-sub.C:
+					more = ok
+				default:
+					more = false
+				}
+			}
+			if !ok && sub.Dropped() {
+				_ = sse.comment("dropped: subscriber fell behind; resynchronize from the log")
+			}
+			if err := sse.flush(); err != nil || !ok {
+				return
+			}
+		case <-tick:
+			if sse.comment("ping") != nil || sse.flush() != nil {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// writeLive writes one live event; false ends the stream.
+func (a *api) writeLive(r *http.Request, sse *sseWriter, ev messages.Event) bool {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		a.log.Error().Err(err).Str("path", r.URL.Path).Str("type", ev.Type).Msg("encode live event")
+		return false
+	}
+	return sse.event(-1, b) == nil
+}

@@ -1,0 +1,514 @@
+package actors_test
+
+import (
+	"context"
+		"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sessiond/sessiond/actors"
+	"github.com/sessiond/sessiond/actors/actortest"
+	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/locations/llm/script"
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+func no() *bool { f := false; return &f }
+
+// count returns how many events of typ the Session has.
+func count(h *actortest.Harness, sid messages.SessionID, typ string) int {
+	n := 0
+	for _, ev := range h.Events(sid) {
+		if ev.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// userTexts returns the texts of the user messages of a request.
+func userTexts(req llm.Request) []string {
+	var out []string
+	for _, m := range req.Messages {
+		if m.Role == llm.RoleUser {
+			out = append(out, m.Parts[0].Text)
+		}
+	}
+	return out
+}
+
+func withMetrics(m *actors.Metrics) actortest.Options {
+	return actortest.Options{Config: func(c *actors.Config) { c.Metrics = m }}
+}
+
+func TestWakesCoalesceIntoOneFollowUp(t *testing.T) {
+	m := actors.NewMetrics(prometheus.NewRegistry())
+	h := actortest.New(t, withMetrics(m))
+	g := script.NewGate()
+	h.Model.Reply(script.Hold(g), script.Text("one"))
+	h.Model.Reply(script.Text("two"))
+	sid := h.Session()
+	h.Prompt(sid, "a")
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"b", "c", "d"} {
+		h.PromptWith(persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: text}, Resume: no()})
+	}
+	for range 3 {
+		if err := h.Runtime.Wake(h.Ctx(), sid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	joined, err := h.Runtime.Resume(h.Ctx(), sid)
+	if err != nil || !joined {
+		t.Fatalf("resume during a drain: joined=%v err=%v", joined, err)
+	}
+	if a := h.Runtime.Active(); a[sid].Type != "running" {
+		t.Fatalf("active %v", a)
+	}
+	g.Release()
+	h.WaitIdle(sid)
+	if n := testutil.ToFloat64(m.Drains); n != 2 {
+		t.Fatalf("%v drains, want the first plus exactly one follow-up", n)
+	}
+	if got := userTexts(h.Request(2)); !slices.Equal(got, []string{"a", "b", "c", "d"}) {
+		t.Fatalf("follow-up request users %v", got)
+	}
+	if h.Model.Count() != 2 || count(h, sid, messages.TypeExecutionStarted) != 1 || count(h, sid, messages.TypeExecutionSucceeded) != 1 {
+		t.Fatalf("requests %d; one busy period expected: %v", h.Model.Count(), h.Types(sid))
+	}
+	if len(h.Runtime.Active()) != 0 {
+		t.Fatal("active after idle")
+	}
+	h.CheckReplay()
+}
+
+func TestInterruptClearsCoalescedWake(t *testing.T) {
+	h := actortest.New(t)
+	g := script.NewGate()
+	h.Model.Reply(script.Hold(g), script.Text("never"))
+	h.Model.Default(script.Text("unexpected"))
+	sid := h.Session()
+	h.Prompt(sid, "a")
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	pending := h.PromptWith(persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "later"}}) // wake coalesces
+	if err := h.Runtime.Interrupt(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	types := h.Types(sid)
+	if types[len(types)-1] != "session.execution.interrupted" || h.Model.Count() != 1 {
+		t.Fatalf("after interrupt: %d requests, %v", h.Model.Count(), types)
+	}
+	rows, err := h.Store.Pending(h.Ctx(), sid)
+	if err != nil || len(rows) != 1 || rows[0].ID != pending.ID {
+		t.Fatalf("inbox row not preserved: %+v %v", rows, err)
+	}
+	// Interrupting an idle or missing Session is a no-op.
+	if err := h.Runtime.Interrupt(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Runtime.Interrupt(h.Ctx(), "ses_missing"); err != nil {
+		t.Fatal(err)
+	}
+	h.CheckReplay()
+}
+
+func TestWakeDuringInterruptCleanupStartsFreshBusyPeriod(t *testing.T) {
+	h := actortest.New(t)
+	cancelled := make(chan struct{})
+	cleanup := make(chan struct{})
+	h.Tools.Add("stubborn", func(ctx context.Context, _ locations.ToolCall) (string, error) {
+		<-ctx.Done()
+		close(cancelled)
+		<-cleanup
+		return "", ctx.Err()
+	})
+	h.Model.Reply(script.ToolCall("c1", "stubborn", `{}`))
+	h.Model.Reply(script.Text("fresh"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitEvent(sid, actortest.OfType(messages.TypeToolCalled))
+	done := make(chan error, 1)
+	go func() { done <- h.Runtime.Interrupt(context.Background(), sid) }()
+	<-cancelled
+	h.Prompt(sid, "again") // a wake while the interrupted drain cleans up
+	close(cleanup)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	types := h.Types(sid)
+	i := slices.Index(types, "session.execution.interrupted")
+	if i < 0 || !slices.Contains(types[i:], "session.execution.started") || types[len(types)-1] != "session.execution.succeeded" {
+		t.Fatalf("no fresh busy period after cleanup: %v", types)
+	}
+	if got := userTexts(h.Request(2)); got[len(got)-1] != "again" {
+		t.Fatalf("fresh busy period did not run the new prompt: %v", got)
+	}
+	h.CheckReplay()
+}
+
+// blocking returns a tool that signals started and waits for release.
+func blocking(started chan<- string, release <-chan struct{}) actortest.ToolFunc {
+	return func(ctx context.Context, c locations.ToolCall) (string, error) {
+		started <- c.CallID
+		select {
+		case <-release:
+			return "released", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+}
+
+func TestSteersLandAfterToolResult(t *testing.T) {
+	h := actortest.New(t)
+	started, release := make(chan string, 1), make(chan struct{})
+	h.Tools.Add("slow", blocking(started, release))
+	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	h.Model.Reply(script.Text("got both"))
+	sid := h.Session()
+	h.Prompt(sid, "first")
+	<-started
+	h.Prompt(sid, "steer one")
+	h.Prompt(sid, "steer two")
+	close(release)
+	h.WaitIdle(sid)
+	req := h.Request(2)
+	var roles []llm.Role
+	for _, m := range req.Messages {
+		roles = append(roles, m.Role)
+	}
+	want := []llm.Role{llm.RoleUser, llm.RoleAssistant, llm.RoleTool, llm.RoleUser, llm.RoleUser}
+	if !slices.Equal(roles, want) || !slices.Equal(userTexts(req), []string{"first", "steer one", "steer two"}) {
+		t.Fatalf("request 2 roles %v users %v", roles, userTexts(req))
+	}
+	if h.Model.Count() != 2 {
+		t.Fatalf("%d requests: two steers must land in one request", h.Model.Count())
+	}
+	// Both steers were promoted at one boundary, in one commit.
+	evs := h.Events(sid)
+	var promotedSeqs []int64
+	for _, ev := range evs {
+		if ev.Type == messages.TypePromptPromoted {
+			promotedSeqs = append(promotedSeqs, ev.Durable.Seq)
+		}
+	}
+	if len(promotedSeqs) != 3 || promotedSeqs[2] != promotedSeqs[1]+1 {
+		t.Fatalf("promotions at seqs %v", promotedSeqs)
+	}
+	h.CheckReplay()
+}
+
+func TestQueuedWaitsForContinuationThenFIFO(t *testing.T) {
+	h := actortest.New(t)
+	started, release := make(chan string, 1), make(chan struct{})
+	h.Tools.Add("slow", blocking(started, release))
+	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	h.Model.Reply(script.Text("continued"))
+	h.Model.Reply(script.Text("q1 done"))
+	h.Model.Reply(script.Text("q2 done"))
+	sid := h.Session()
+	h.Prompt(sid, "first")
+	<-started
+	for _, q := range []string{"q1", "q2"} {
+		h.PromptWith(persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: q}, Delivery: messages.Queue})
+	}
+	close(release)
+	h.WaitIdle(sid)
+	if got := userTexts(h.Request(2)); !slices.Equal(got, []string{"first"}) {
+		t.Fatalf("continuation request promoted queued input: %v", got)
+	}
+	if got := userTexts(h.Request(3)); !slices.Equal(got, []string{"first", "q1"}) {
+		t.Fatalf("request 3 users %v", got)
+	}
+	if got := userTexts(h.Request(4)); !slices.Equal(got, []string{"first", "q1", "q2"}) {
+		t.Fatalf("request 4 users %v", got)
+	}
+	h.CheckReplay()
+}
+
+func TestFiveToolsRunConcurrentlyAndSettleFirst(t *testing.T) {
+	h := actortest.New(t)
+	var running atomic.Int32
+	all := make(chan struct{})
+	var once sync.Once
+	h.Tools.Add("par", func(ctx context.Context, c locations.ToolCall) (string, error) {
+		if running.Add(1) == 5 {
+			once.Do(func() { close(all) })
+		}
+		select {
+		case <-all: // only reachable if all five run at once
+			return "ok " + c.CallID, nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(actortest.Timeout):
+			return "", context.DeadlineExceeded
+		}
+	})
+	var steps []script.Step
+	for _, id := range []string{"c1", "c2", "c3", "c4", "c5"} {
+		steps = append(steps, script.ToolCall(id, "par", `{}`))
+	}
+	h.Model.Reply(steps...)
+	h.Model.Reply(script.Text("all done"))
+	sid := h.Session()
+	h.Prompt(sid, "fan out")
+	h.WaitIdle(sid)
+	types := h.Types(sid)
+	end := slices.Index(types, "session.step.ended")
+	if n := count(h, sid, messages.TypeToolSucceeded); n != 5 {
+		t.Fatalf("%d successes: %v", n, types)
+	}
+	for i, typ := range types {
+		if typ == "session.tool.success" && i > end {
+			t.Fatalf("a tool settled after step.ended: %v", types)
+		}
+	}
+	h.CheckReplay()
+}
+
+func TestInterruptWhileToolBlocks(t *testing.T) {
+	h := actortest.New(t)
+	started := make(chan string, 1)
+	h.Tools.Add("hang", blocking(started, nil))
+	h.Model.Reply(script.ToolCall("c1", "hang", `{}`))
+	h.Model.Reply(script.Text("resumed"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	<-started
+	later := h.PromptWith(persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "later"}, Resume: no()})
+	if err := h.Runtime.Interrupt(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	evs := h.Events(sid)
+	tail := evs[len(evs)-3:]
+	if f, ok := tail[0].Data.(*messages.ToolFailed); !ok || f.Error.Type != messages.ErrAborted {
+		t.Fatalf("want tool.failed aborted, got %s %+v", tail[0].Type, tail[0].Data)
+	}
+	if f, ok := tail[1].Data.(*messages.StepFailed); !ok || f.Error.Type != messages.ErrAborted {
+		t.Fatalf("want step.failed aborted, got %s", tail[1].Type)
+	}
+	if f, ok := tail[2].Data.(*messages.ExecutionInterrupted); !ok || f.Reason != messages.ReasonUser {
+		t.Fatalf("want execution.interrupted user, got %s %+v", tail[2].Type, tail[2].Data)
+	}
+	in, err := h.Store.Input(h.Ctx(), later.ID)
+	if err != nil || in.PromotedSeq != nil {
+		t.Fatalf("prompt admitted during the stream must stay pending: %+v %v", in, err)
+	}
+	if _, err := h.Runtime.Resume(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	if got := userTexts(h.Request(2)); got[len(got)-1] != "later" {
+		t.Fatalf("resume did not run the pending prompt: %v", got)
+	}
+	h.CheckReplay()
+}
+
+func rateLimit(after time.Duration) *llm.Error {
+	return &llm.Error{Type: messages.ErrProviderRateLimit, Message: "slow down", RetryAfter: after, StatusCode: 429}
+}
+
+func retryAts(h *actortest.Harness, sid messages.SessionID) []int64 {
+	var out []int64
+	for _, ev := range h.Events(sid) {
+		if r, ok := ev.Data.(*messages.RetryScheduled); ok {
+			out = append(out, r.At)
+		}
+	}
+	return out
+}
+
+func TestRetryTiming(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Fail(rateLimit(0)))
+	h.Model.Reply(script.Fail(rateLimit(5 * time.Second)))
+	h.Model.Reply(script.Text("ok"))
+	start := h.Clock.Now().UnixMilli()
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	ctx := h.Ctx()
+	if err := h.Clock.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.Clock.Advance(1999 * time.Millisecond)
+	if h.Model.Count() != 1 {
+		t.Fatal("retried before 2000 ms")
+	}
+	h.Clock.Advance(time.Millisecond)
+	h.Request(2)
+	if err := h.Clock.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.Clock.Advance(4999 * time.Millisecond)
+	if h.Model.Count() != 2 {
+		t.Fatal("retryAfterMs 5000 not honoured")
+	}
+	h.Clock.Advance(time.Millisecond)
+	h.WaitIdle(sid)
+	if got := retryAts(h, sid); !slices.Equal(got, []int64{start + 2000, start + 2000 + 5000}) {
+		t.Fatalf("retry at %v", got)
+	}
+	// Every attempt reused one assistant message, and the retry state is
+	// cleared by the next start.
+	msgs, err := h.Store.Messages(ctx, sid, persistence.Query{After: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var assistants []persistence.Message
+	for _, m := range msgs.Data {
+		if m.Role == persistence.RoleAssistant {
+			assistants = append(assistants, m)
+		}
+	}
+	if len(assistants) != 1 || assistants[0].Attempts != 3 || assistants[0].Retry != nil || assistants[0].Finish != "stop" {
+		t.Fatalf("assistants %+v", assistants)
+	}
+	h.CheckReplay()
+}
+
+func TestRetryExhaustion(t *testing.T) {
+	h := actortest.New(t)
+	for range 6 {
+		h.Model.Reply(script.Fail(&llm.Error{Type: messages.ErrProviderInternal, Message: "overloaded"}))
+	}
+	start := h.Clock.Now().UnixMilli()
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	ctx := h.Ctx()
+	for i := range 4 {
+		if err := h.Clock.BlockUntil(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		h.Clock.Advance(time.Duration(2000<<i) * time.Millisecond)
+	}
+	h.WaitIdle(sid)
+	want := []int64{start + 2000, start + 6000, start + 14000, start + 30000}
+	if got := retryAts(h, sid); !slices.Equal(got, want) {
+		t.Fatalf("retry at %v, want %v", got, want)
+	}
+	types := h.Types(sid)
+	if h.Model.Count() != 5 || types[len(types)-1] != "session.execution.failed" || count(h, sid, messages.TypeStepFailed) != 5 {
+		t.Fatalf("%d requests, %v", h.Model.Count(), types)
+	}
+	h.CheckReplay()
+}
+
+func TestNoRetryAfterDurableOutput(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.PartialText("partial"), script.Fail(&llm.Error{Type: messages.ErrProviderTransport, Message: "reset"}))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	if h.Model.Count() != 1 || len(retryAts(h, sid)) != 0 {
+		t.Fatalf("retried after durable output: %v", h.Types(sid))
+	}
+	m := lastAssistant(t, h, sid)
+	if m.Parts[0].Text != "partial" || m.Error.Type != messages.ErrProviderTransport {
+		t.Fatalf("partial text must stay visible: %+v", m)
+	}
+	h.CheckReplay()
+}
+
+func TestRetriesConsumeAllowance(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Steps: 3})
+	for range 5 {
+		h.Model.Reply(script.Fail(rateLimit(0)))
+	}
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	ctx := h.Ctx()
+	for i := range 2 {
+		if err := h.Clock.BlockUntil(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		h.Clock.Advance(time.Duration(2000<<i) * time.Millisecond)
+	}
+	h.WaitIdle(sid)
+	if h.Model.Count() != 3 {
+		t.Fatalf("%d requests with an allowance of 3", h.Model.Count())
+	}
+}
+
+func lastAssistant(t *testing.T, h *actortest.Harness, sid messages.SessionID) persistence.Message {
+	t.Helper()
+	p, err := h.Store.Messages(h.Ctx(), sid, persistence.Query{After: -1, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(p.Data) - 1; i >= 0; i-- {
+		if p.Data[i].Role == persistence.RoleAssistant {
+			return p.Data[i]
+		}
+	}
+	t.Fatal("no assistant message")
+	return persistence.Message{}
+}
+
+func TestContentFilter(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Text("half an ans"), script.Finish(llm.FinishContentFilter, messages.Tokens{}))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	types := h.Types(sid)
+	if slices.Contains(types, "session.step.ended") {
+		t.Fatalf("content filter ended the step: %v", types)
+	}
+	m := lastAssistant(t, h, sid)
+	if m.Error == nil || m.Error.Type != messages.ErrProviderContentFilter || m.Parts[0].Text != "half an ans" {
+		t.Fatalf("assistant %+v", m)
+	}
+	h.CheckReplay()
+}
+
+func TestUnknownToolLetsTheModelContinue(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.ToolCall("c1", "nope", `{}`))
+	h.Model.Reply(script.Text("sorry"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	if count(h, sid, messages.TypeToolFailed) != 1 || h.Model.Count() != 2 {
+		t.Fatalf("%v", h.Types(sid))
+	}
+	last := h.Request(2).Messages
+	if res := last[len(last)-1]; res.Role != llm.RoleTool || !res.Parts[0].IsError {
+		t.Fatalf("tool error not replayed: %+v", res)
+	}
+	h.CheckReplay()
+}
+
+func TestFinalStepSendsNoTools(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Steps: 2})
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "e", nil })
+	h.Model.Reply(script.ToolCall("c1", "echo", `{}`))
+	h.Model.Reply(script.Text("summary"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	first, final := h.Request(1), h.Request(2)
+	if len(first.Tools) == 0 || first.ToolChoice != llm.ToolChoiceAuto {
+		t.Fatalf("first request %+v", first.Tools)
+	}
+	if len(final.Tools) != 0 || final.ToolChoice != llm.ToolChoiceNone || !slices.ContainsFunc(final.System, func(s string) bool {
+		return strings.Contains(s, "Maximum steps")
+	}) {
+		t.Fatalf("final request tools=%d choice=%s system=%q", len(final.Tools), final.ToolChoice, final.System)
+	}
+	h.CheckReplay()
+}
+
