@@ -38,7 +38,9 @@ func TestTextReply(t *testing.T) {
 
 func TestToolRound(t *testing.T) {
 	h := actortest.New(t)
-	h.Tools.Add("echo", func(ctx context.Context, c locations.ToolCall) (string, error) { return "echoed " + string(c.Input), nil })
+	h.Tools.Add("echo", func(ctx context.Context, c locations.ToolCall) (string, error) {
+		return "echoed " + string(c.Input), nil
+	})
 	h.Model.Reply(script.ToolCall("call_1", "echo", `{"x":1}`))
 	h.Model.Reply(script.Text("done"))
 	sid := h.Session()

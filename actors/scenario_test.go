@@ -2,7 +2,7 @@ package actors_test
 
 import (
 	"context"
-		"slices"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -511,4 +511,3 @@ func TestFinalStepSendsNoTools(t *testing.T) {
 	}
 	h.CheckReplay()
 }
-

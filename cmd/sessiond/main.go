@@ -1,18 +1,280 @@
 // Command sessiond runs the durable agent Session runtime.
+//
+//	sessiond serve   [flags]            run the daemon (HTTP API)
+//	sessiond run     [flags] "text"     run one prompt in-process
+//	sessiond session create|list|get    and the other client commands
+//
+// See docs/cli.md for every command and flag. main is the composition
+// root: it reads the configuration, wires the store, the providers, the
+// Locations and the actor runtime together, and owns the shutdown order.
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/mattn/go-isatty"
+)
+
+// Exit statuses.
+const (
+	exitOK          = 0
+	exitFailed      = 1
+	exitUsage       = 2
+	exitInterrupted = 130 // 128 + SIGINT, what a shell reports for ^C
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "sessiond:", err)
-		os.Exit(1)
+	ctx, stop := notifySignals()
+	a := &app{
+		stdin:     os.Stdin,
+		stdout:    os.Stdout,
+		stderr:    os.Stderr,
+		getenv:    os.Getenv,
+		stdinTTY:  isTerminal(os.Stdin),
+		stdoutTTY: isTerminal(os.Stdout),
+		stderrTTY: isTerminal(os.Stderr),
+	}
+	code := a.main(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// isTerminal reports whether f is a terminal (not a pipe, file or
+// /dev/null).
+func isTerminal(f *os.File) bool {
+	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
+}
+
+// signalCause is the cancellation cause of the command context: the signal
+// that ended it.
+type signalCause struct{ sig os.Signal }
+
+func (c signalCause) Error() string { return c.sig.String() + " received" }
+
+// exitCode returns the shell's status for a process ended by the signal
+// that cancelled ctx, or exitInterrupted when ctx ended otherwise.
+func exitCode(ctx context.Context) int {
+	var c signalCause
+	if errors.As(context.Cause(ctx), &c) {
+		if s, ok := c.sig.(syscall.Signal); ok {
+			return 128 + int(s)
+		}
+	}
+	return exitInterrupted
+}
+
+// notifySignals returns a context cancelled by the first SIGINT or SIGTERM.
+// After that first signal the default action is restored, so a second ^C
+// ends the process at once if a graceful stop hangs. stop releases the
+// handler.
+func notifySignals() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case s := <-ch:
+			cancel(signalCause{s})
+			signal.Reset(os.Interrupt, syscall.SIGTERM)
+		case <-done:
+		}
+	})
+	return ctx, func() {
+		close(done)
+		wg.Wait()
+		signal.Stop(ch)
+		cancel(nil)
 	}
 }
 
-func run(args []string) error {
-	return fmt.Errorf("no command yet (%v)", args)
+// app is the command-line program with its process state as fields, so
+// tests can run commands in-process.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// stdinTTY says whether permission questions can be asked on stdin;
+	// stdoutTTY whether output may use colour and indentation; stderrTTY
+	// whether logs are for a human.
+	stdinTTY, stdoutTTY, stderrTTY bool
+}
+
+// command is one subcommand.
+type command struct {
+	name     string
+	synopsis string // arguments after the name, for the usage line
+	summary  string // one line for the command list
+	help     string // paragraphs shown by --help above the flags
+	run      func(ctx context.Context, a *app, c *command, args []string) int
+}
+
+// commands lists the subcommands in the order `sessiond --help` shows
+// them.
+var commands = []*command{
+	serveCommand,
+	runCommand,
+	sessionCommand,
+	promptCommand,
+	logCommand,
+	historyCommand,
+	activeCommand,
+	interruptCommand,
+	permissionsCommand,
+	replyCommand,
+}
+
+// findCommand returns the subcommand called name.
+func findCommand(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// main runs the command line args (without the program name) and returns
+// the exit status.
+func (a *app) main(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		a.usage(a.stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		a.usage(a.stdout)
+		return exitOK
+	case "help":
+		if len(args) == 1 {
+			a.usage(a.stdout)
+			return exitOK
+		}
+		if c := findCommand(args[1]); c != nil {
+			return c.run(ctx, a, c, append(args[2:], "--help"))
+		}
+		args = args[1:]
+	}
+	c := findCommand(args[0])
+	if c == nil {
+		fmt.Fprintf(a.stderr, "sessiond: unknown command %q\n\n", args[0])
+		a.usage(a.stderr)
+		return exitUsage
+	}
+	return c.run(ctx, a, c, args[1:])
+}
+
+// usage prints the program's usage: the command list.
+func (a *app) usage(w io.Writer) {
+	fmt.Fprint(w, `sessiond is a durable agent Session runtime.
+
+Usage:
+  sessiond <command> [flags] [arguments]
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, `
+Run 'sessiond <command> --help' for a command's flags.
+Environment: SESSIOND_ADDR, SESSIOND_DATA, SESSIOND_TOKEN, OPENAI_BASE_URL,
+OPENAI_API_KEY, ANTHROPIC_API_KEY. Documentation: docs/cli.md.
+`)
+}
+
+// newFlags returns an empty flag set for c. Parse errors and --help are
+// handled by parse, so the set itself prints nothing.
+func newFlags(c *command) *flag.FlagSet {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// parse parses args, allowing flags before, between and after positional
+// arguments ("--" ends the flags). With --help it prints c's usage to
+// stdout; on a bad flag it prints the error to stderr. ok is false in both
+// cases and code is the exit status to return.
+func (a *app) parse(c *command, fs *flag.FlagSet, args []string) (pos []string, code int, ok bool) {
+	var rest []string
+	for i, arg := range args {
+		if arg == "--" {
+			args, rest = args[:i], args[i+1:]
+			break
+		}
+	}
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			a.commandUsage(a.stdout, c, fs)
+			return nil, exitOK, false
+		}
+		if err != nil {
+			fmt.Fprintf(a.stderr, "sessiond %s: %v\nRun 'sessiond %s --help' for usage.\n", c.name, err, c.name)
+			return nil, exitUsage, false
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return append(pos, rest...), exitOK, true
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// usageError prints a usage mistake that flag parsing cannot see (a
+// missing argument) and returns exitUsage.
+func (a *app) usageError(c *command, format string, args ...any) int {
+	fmt.Fprintf(a.stderr, "sessiond %s: %s\nUsage: sessiond %s %s\nRun 'sessiond %s --help' for details.\n",
+		c.name, fmt.Sprintf(format, args...), c.name, c.synopsis, c.name)
+	return exitUsage
+}
+
+// fail prints err for command c and returns exitFailed.
+func (a *app) fail(c *command, err error) int {
+	fmt.Fprintf(a.stderr, "sessiond %s: %v\n", c.name, err)
+	return exitFailed
+}
+
+// commandUsage prints c's usage and its flags, GNU style (--name VALUE).
+func (a *app) commandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: sessiond %s %s\n\n%s\n", c.name, c.synopsis, strings.TrimSpace(c.help))
+	var lines []string
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		head := "  --" + f.Name
+		if name != "" {
+			head += " " + name
+		}
+		if d := f.DefValue; d != "" && d != "false" && d != "0" && d != "[]" {
+			usage += fmt.Sprintf(" (default %q)", d)
+		}
+		lines = append(lines, head+"\n        "+strings.ReplaceAll(usage, "\n", "\n        "))
+	})
+	if len(lines) > 0 {
+		sort.Strings(lines)
+		fmt.Fprintf(w, "\nFlags:\n%s\n", strings.Join(lines, "\n"))
+	}
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
 }
