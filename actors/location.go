@@ -30,6 +30,7 @@ type child struct {
 // idle; received is how many protocol messages it has handled.
 type sessionIdle struct {
 	sid      messages.SessionID
+	pid      *actor.PID
 	received uint64
 }
 
@@ -42,7 +43,7 @@ func (l *location) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *sessionIdle:
 		c, ok := l.sessions[msg.sid]
-		if ok && c.pid.Equal(ctx.Sender()) && c.sent == msg.received {
+		if ok && c.pid.Equal(msg.pid) && c.sent == msg.received {
 			// Nothing is in flight to it: stop it. Its state is durable; the
 			// next message spawns a fresh actor under a new name.
 			delete(l.sessions, msg.sid)

@@ -90,6 +90,7 @@ type Runtime struct {
 	wg sync.WaitGroup
 
 	active   sync.Map // messages.SessionID -> struct{}
+	live     atomic.Int64
 	closing  atomic.Bool
 	shutdown sync.Once
 }
@@ -110,6 +111,9 @@ func New(cfg Config) (*Runtime, error) {
 	rt.exec = pid
 	return rt, nil
 }
+
+// Live returns the number of live Session actors; idle ones passivate.
+func (rt *Runtime) Live() int { return int(rt.live.Load()) }
 
 // Store returns the runtime's store (the read side).
 func (rt *Runtime) Store() persistence.Store { return rt.cfg.Store }

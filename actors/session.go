@@ -49,10 +49,13 @@ func newSession(rt *Runtime, svc *locations.Services, sid messages.SessionID) *s
 func (s *session) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
+		s.rt.live.Add(1)
 		ctx.SetReceiveTimeout(s.rt.cfg.IdleTimeout)
+	case *actor.Stopped:
+		s.rt.live.Add(-1)
 	case *actor.ReceiveTimeout:
 		if !s.c.busy() {
-			ctx.Send(ctx.Parent(), &sessionIdle{sid: s.sid, received: s.received})
+			ctx.Send(ctx.Parent(), &sessionIdle{sid: s.sid, pid: ctx.Self(), received: s.received})
 		}
 	case *actor.Stopping:
 		if s.cancel != nil {

@@ -98,8 +98,9 @@ type env struct {
 	metrics *actors.Metrics
 }
 
-// newEnv serves b; mutate adjusts the server config before start.
-func newEnv(t testing.TB, b backend, mutate func(*ServerConfig)) *env {
+// newEnv serves b; mutate adjusts the server config and hooks the Server
+// before it starts serving.
+func newEnv(t testing.TB, b backend, mutate func(*ServerConfig), hooks ...func(*Server)) *env {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m := actors.NewMetrics(reg)
@@ -110,6 +111,9 @@ func newEnv(t testing.TB, b backend, mutate func(*ServerConfig)) *env {
 	srv, err := NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, h := range hooks {
+		h(srv)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,0 +1,193 @@
+package httpapi
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+func TestAuth(t *testing.T) {
+	e := newHarnessEnv(t, func(c *ServerConfig) { c.API.Token = "s3cret-token" })
+	sid := e.createSession() // with the token
+
+	for _, hdr := range [][]string{
+		{"Authorization", ""},
+		{"Authorization", "Bearer wrong"},
+		{"Authorization", "Bearer s3cret-token-and-more"},
+		{"Authorization", "Basic s3cret-token"},
+		{"Authorization", "s3cret-token"},
+	} {
+		for _, path := range []string{"/api/session", "/api/session/" + string(sid), "/api/openapi.json", "/api/event", "/api/nope"} {
+			r := e.do("GET", path, nil, hdr...)
+			r.wantError(t, http.StatusUnauthorized, messages.ErrUnauthorized)
+			if !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
+				t.Fatalf("WWW-Authenticate %q", r.header.Get("WWW-Authenticate"))
+			}
+		}
+		e.do("POST", "/api/session/"+string(sid)+"/prompt", map[string]any{"prompt": map[string]string{"text": "x"}}, hdr...).
+			wantError(t, http.StatusUnauthorized, messages.ErrUnauthorized)
+	}
+	e.do("GET", "/api/session", nil, "Authorization", "bearer s3cret-token").want(t, http.StatusOK)
+	// Health and metrics need no token.
+	e.do("GET", "/api/health", nil, "Authorization", "").want(t, http.StatusOK)
+	e.do("GET", "/metrics", nil, "Authorization", "").want(t, http.StatusOK)
+	// Nothing was admitted by the refused requests.
+	if evs := e.allEvents(sid); len(evs) != 1 {
+		t.Fatalf("%d events", len(evs))
+	}
+}
+
+func TestRoots(t *testing.T) {
+	root := t.TempDir()
+	inside := filepath.Join(root, "project")
+	outside := t.TempDir()
+	sibling := root + "-sibling" // shares root's prefix but is not inside it
+	for _, d := range []string{inside, sibling} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { os.RemoveAll(sibling) })
+	escape := filepath.Join(root, "escape")
+	if err := os.Symlink(outside, escape); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(outside, "to-inside")
+	if err := os.Symlink(inside, link); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := newHarnessEnv(t, func(c *ServerConfig) { c.API.Roots = []string{root} })
+	create := func(dir string) reply {
+		return e.do("POST", "/api/session", map[string]any{"location": map[string]string{"directory": dir}})
+	}
+	canonInside, err := filepath.EvalSymlinks(inside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{inside, root, link, inside + "/../project"} {
+		s := dataOf[persistence.Session](t, create(dir))
+		if canon, _ := filepath.EvalSymlinks(dir); s.Location.Directory != canon {
+			t.Fatalf("%s stored as %q, want canonical %q", dir, s.Location.Directory, canon)
+		}
+	}
+	if s := dataOf[persistence.Session](t, create(link)); s.Location.Directory != canonInside {
+		t.Fatalf("link stored as %q", s.Location.Directory)
+	}
+	for _, dir := range []string{outside, sibling, escape, "/", filepath.Join(root, "..")} {
+		m := create(dir).wantError(t, http.StatusForbidden, messages.ErrForbidden)
+		if !strings.HasPrefix(m.Message, "location.directory:") {
+			t.Fatalf("message %q", m.Message)
+		}
+	}
+	for _, dir := range []string{filepath.Join(root, "missing"), file} {
+		create(dir).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+	}
+
+	if _, err := New(Config{Runtime: e.rt, Roots: []string{filepath.Join(root, "missing")}}); err == nil {
+		t.Fatal("New accepted a missing root")
+	}
+	if _, err := New(Config{}); err == nil {
+		t.Fatal("New accepted a Config without Runtime")
+	}
+}
+
+func TestBodyLimits(t *testing.T) {
+	e := newHarnessEnv(t, func(c *ServerConfig) { c.API.BodyBytes = 1024 })
+	sid := e.createSession()
+	big := map[string]any{"prompt": map[string]string{"text": strings.Repeat("x", 2048)}}
+	m := e.do("POST", "/api/session/"+string(sid)+"/prompt", big).wantError(t, http.StatusRequestEntityTooLarge, messages.ErrTooLarge)
+	if !strings.Contains(m.Message, "1024") {
+		t.Fatalf("message %q", m.Message)
+	}
+	e.do("POST", "/api/session", map[string]any{"location": map[string]string{"directory": e.dir}, "title": strings.Repeat("t", 2048)}).
+		wantError(t, http.StatusRequestEntityTooLarge, messages.ErrTooLarge)
+	e.do("POST", "/api/session/"+string(sid)+"/agent", map[string]any{"agent": strings.Repeat("a", 2048)}).
+		wantError(t, http.StatusRequestEntityTooLarge, messages.ErrTooLarge)
+	e.do("PUT", "/api/session/"+string(sid)+"/instruction/k", map[string]any{"text": strings.Repeat("a", 2048)}).
+		wantError(t, http.StatusRequestEntityTooLarge, messages.ErrTooLarge)
+	if evs := e.allEvents(sid); len(evs) != 1 {
+		t.Fatalf("%d events", len(evs))
+	}
+}
+
+// A prompt within the body limit but over the store's prompt limit (1 MiB
+// by default) is 413 too.
+func TestPromptOverStoreLimit(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := e.createSession()
+	big := map[string]any{"prompt": map[string]string{"text": strings.Repeat("x", 1<<20+1)}}
+	m := e.do("POST", "/api/session/"+string(sid)+"/prompt", big).wantError(t, http.StatusRequestEntityTooLarge, messages.ErrTooLarge)
+	if !strings.HasPrefix(m.Message, "prompt.text:") {
+		t.Fatalf("message %q", m.Message)
+	}
+}
+
+func TestInboxBacklog(t *testing.T) {
+	e := newEnv(t, storeBackend(t, persistence.Options{NoSync: true, InboxBacklog: 2}), nil)
+	sid := e.createSession()
+	first := map[string]any{"id": "msg_q0", "prompt": map[string]string{"text": "queued 0"}, "resume": false}
+	adm := e.prompt(sid, first)
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "queued 1"}, "resume": false})
+	e.do("POST", "/api/session/"+string(sid)+"/prompt", map[string]any{"prompt": map[string]string{"text": "one too many"}, "resume": false}).
+		wantError(t, http.StatusTooManyRequests, messages.ErrInboxFull)
+	// An exact retry of an admitted row is still answered.
+	if again := e.prompt(sid, first); !reflect.DeepEqual(again, adm) {
+		t.Fatalf("retry %+v, want %+v", again, adm)
+	}
+}
+
+func TestCORS(t *testing.T) {
+	const app, evil = "https://app.example", "https://evil.example"
+	e := newHarnessEnv(t, func(c *ServerConfig) { c.API.CORS = []string{app}; c.API.Token = "tok" })
+	r := e.do("OPTIONS", "/api/session", nil, "Origin", app, "Access-Control-Request-Method", "POST",
+		"Access-Control-Request-Headers", "authorization, content-type", "Authorization", "")
+	r.want(t, http.StatusNoContent)
+	h := r.header
+	if h.Get("Access-Control-Allow-Origin") != app || !strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") ||
+		!strings.Contains(h.Get("Access-Control-Allow-Headers"), "Authorization") || !strings.Contains(h.Get("Access-Control-Allow-Headers"), "Last-Event-ID") {
+		t.Fatalf("preflight headers %v", h)
+	}
+	r = e.do("OPTIONS", "/api/session", nil, "Origin", evil, "Access-Control-Request-Method", "POST", "Authorization", "")
+	if r.status == http.StatusNoContent || r.header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("preflight for an unlisted origin: %d %v", r.status, r.header)
+	}
+	if got := e.do("GET", "/api/session", nil, "Origin", app).want(t, http.StatusOK).header.Get("Access-Control-Allow-Origin"); got != app {
+		t.Fatalf("allow origin %q", got)
+	}
+	if got := e.do("GET", "/api/session", nil, "Origin", evil).want(t, http.StatusOK).header.Get("Access-Control-Allow-Origin"); got != "" {
+		t.Fatalf("allow origin for evil %q", got)
+	}
+
+	off := newHarnessEnv(t, nil)
+	if got := off.do("GET", "/api/session", nil, "Origin", app).want(t, http.StatusOK).header.Get("Access-Control-Allow-Origin"); got != "" {
+		t.Fatalf("CORS off: allow origin %q", got)
+	}
+	off.do("OPTIONS", "/api/session", nil, "Origin", app, "Access-Control-Request-Method", "POST").
+		wantError(t, http.StatusMethodNotAllowed, errMethodNotAllowed)
+}
+
+func TestMetricsRoute(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := e.createSession()
+	s := e.stream("/api/session/" + string(sid) + "/log?follow=true")
+	for s.nextData().synced(t) == nil {
+	}
+	body := string(e.do("GET", "/metrics", nil).want(t, http.StatusOK).body)
+	if !strings.Contains(body, `sessiond_sse_subscribers{stream="log"} 1`) {
+		t.Fatalf("metrics:\n%s", body)
+	}
+	s.close()
+	eventually(t, "subscriber gauge back to 0", func() bool {
+		return strings.Contains(string(e.do("GET", "/metrics", nil).body), `sessiond_sse_subscribers{stream="log"} 0`)
+	})
+}

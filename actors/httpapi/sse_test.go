@@ -1,0 +1,421 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/actors/actortest"
+	"github.com/sessiond/sessiond/locations/llm/script"
+	"github.com/sessiond/sessiond/messages"
+)
+
+// readLog reads a log stream up to and including its log.synced marker and
+// returns the events before it and the marker.
+func readLog(t *testing.T, s *sseStream) ([]messages.Event, *messages.Synced) {
+	t.Helper()
+	var evs []messages.Event
+	for {
+		m := s.nextData()
+		if syn := m.synced(t); syn != nil {
+			if m.hasID {
+				t.Fatalf("log.synced carries an id: %+v", m)
+			}
+			return evs, syn
+		}
+		ev := m.event(t)
+		if !m.hasID || m.id != strconv.FormatInt(ev.Seq(), 10) {
+			t.Fatalf("event seq %d sent with id %q", ev.Seq(), m.id)
+		}
+		evs = append(evs, ev)
+	}
+}
+
+func TestLogReplayThenFollow(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	e.model.Reply(script.Text("one"))
+	e.model.Reply(script.Text("two"))
+	sid := e.createSession()
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "first"}})
+	e.waitIdle(sid)
+	want := e.allEvents(sid)
+
+	s := e.stream("/api/session/" + string(sid) + "/log?follow=true")
+	replayed, syn := readLog(t, s)
+	if len(replayed) != len(want) || syn.AggregateID != sid || syn.Seq == nil || *syn.Seq != int64(len(want)-1) {
+		t.Fatalf("replayed %d of %d, synced %+v", len(replayed), len(want), syn)
+	}
+	for i := range want {
+		if replayed[i].ID != want[i].ID || replayed[i].Seq() != int64(i) {
+			t.Fatalf("event %d: %+v vs %+v", i, replayed[i], want[i])
+		}
+	}
+	// The tail delivers the next busy period as it commits.
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "second"}})
+	next := int64(len(want))
+	for {
+		m := s.nextData()
+		ev := m.event(t)
+		if ev.Seq() != next || m.id != strconv.FormatInt(next, 10) {
+			t.Fatalf("tail: got seq %d id %q, want %d", ev.Seq(), m.id, next)
+		}
+		next++
+		if ev.Type == messages.TypeExecutionSucceeded {
+			break
+		}
+	}
+	// Leaving releases the store's tail.
+	if e.store.Tails() != 1 {
+		t.Fatalf("tails %d", e.store.Tails())
+	}
+	s.close()
+	eventually(t, "tail released", func() bool { return e.store.Tails() == 0 })
+}
+
+func TestLogWithoutFollow(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	e.model.Reply(script.Text("answer"))
+	sid := e.createSession()
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "q"}})
+	e.waitIdle(sid)
+	total := int64(len(e.allEvents(sid)))
+	base := "/api/session/" + string(sid) + "/log"
+
+	check := func(s *sseStream, from int64) {
+		t.Helper()
+		evs, syn := readLog(t, s)
+		if int64(len(evs)) != total-from || (len(evs) > 0 && evs[0].Seq() != from) || *syn.Seq != total-1 {
+			t.Fatalf("from %d: %d events, synced %+v", from, len(evs), syn)
+		}
+		if _, err := s.next(); !errors.Is(err, io.EOF) {
+			t.Fatalf("stream did not end after log.synced: %v", err)
+		}
+	}
+	check(e.stream(base), 0)
+	check(e.stream(base+"?follow=false&after=-1"), 0)
+	check(e.stream(base+"?after=3"), 4)
+	// Last-Event-ID is the cursor when the query has none.
+	check(e.stream(base, "Last-Event-ID", "5"), 6)
+	// The query wins over the header.
+	check(e.stream(base+"?after=1", "Last-Event-ID", "5"), 2)
+	check(e.stream(base+"?after="+itoa(total+10)), total)
+
+	for q, param := range map[string]string{"?after=-2": "after", "?after=x": "after", "?follow=maybe": "follow", "?after=1&after=2": "after"} {
+		m := e.do("GET", base+q, nil).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+		if !strings.HasPrefix(m.Message, param+":") {
+			t.Errorf("%s: message %q", q, m.Message)
+		}
+	}
+	m := e.do("GET", base, nil, "Last-Event-ID", "abc").wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+	if !strings.HasPrefix(m.Message, "Last-Event-ID:") {
+		t.Fatalf("message %q", m.Message)
+	}
+	e.do("GET", "/api/session/ses_missing/log?follow=true", nil).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
+	e.do("GET", "/api/session/bad/log", nil).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+}
+
+// A client that disconnects at random points and reconnects with
+// Last-Event-ID, while the runner keeps committing, sees every event
+// exactly once and in order.
+func TestLogReconnectWhileCommitting(t *testing.T) {
+	e := newHarnessEnv(t, func(c *ServerConfig) { c.API.Heartbeat = 5 * time.Millisecond })
+	e.model.Default(script.Text("a reply long enough to stream a few deltas"))
+	sid := e.createSession()
+
+	const prompts = 30
+	final := make(chan int64, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range prompts {
+			delivery := "steer"
+			if i%3 == 0 {
+				delivery = "queue"
+			}
+			r := e.do("POST", "/api/session/"+string(sid)+"/prompt",
+				map[string]any{"prompt": map[string]string{"text": "prompt " + itoa(int64(i))}, "delivery": delivery})
+			if r.status != http.StatusOK {
+				t.Errorf("prompt %d: %d %s", i, r.status, r.body)
+			}
+		}
+		if err := e.rt.Wait(e.h.Ctx(), sid); err != nil {
+			t.Error(err)
+		}
+		w, err := e.store.Watermark(e.h.Ctx(), sid)
+		if err != nil {
+			t.Error(err)
+		}
+		final <- w
+	})
+	defer wg.Wait()
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	var seen []int64
+	last := int64(-1)
+	target := int64(-2)
+	connections := 0
+	for target != last {
+		connections++
+		var hdr []string
+		if last >= 0 {
+			hdr = []string{"Last-Event-ID", strconv.FormatInt(last, 10)}
+		}
+		s := e.stream("/api/session/"+string(sid)+"/log?follow=true", hdr...)
+		budget := 1 + rng.IntN(12)
+		synced := 0
+		for budget > 0 && target != last {
+			m, err := s.next()
+			if err != nil {
+				t.Fatalf("connection %d: %v", connections, err)
+			}
+			if m.comment != "" {
+				select {
+				case target = <-final:
+				default:
+				}
+				continue
+			}
+			if syn := m.synced(t); syn != nil {
+				synced++
+				if syn.Seq == nil || *syn.Seq < last {
+					t.Fatalf("synced %+v behind cursor %d", syn, last)
+				}
+				continue
+			}
+			ev := m.event(t)
+			seen = append(seen, ev.Seq())
+			last = ev.Seq()
+			budget--
+		}
+		if synced > 1 {
+			t.Fatalf("connection %d: %d log.synced markers", connections, synced)
+		}
+		s.close()
+		if target < -1 {
+			select {
+			case target = <-final:
+			default:
+			}
+		}
+	}
+	for i, seq := range seen {
+		if seq != int64(i) {
+			t.Fatalf("after %d reconnects: position %d has seq %d (lost or duplicated); seen %v", connections, i, seq, seen)
+		}
+	}
+	if int64(len(seen)) != target+1 || connections < 5 {
+		t.Fatalf("saw %d events over %d connections, watermark %d", len(seen), connections, target)
+	}
+	eventually(t, "tails released", func() bool { return e.store.Tails() == 0 })
+}
+
+func TestLogHeartbeat(t *testing.T) {
+	e := newHarnessEnv(t, func(c *ServerConfig) { c.API.Heartbeat = 10 * time.Millisecond })
+	sid := e.createSession()
+	s := e.stream("/api/session/" + string(sid) + "/log?follow=true")
+	readLog(t, s)
+	for range 3 {
+		m, err := s.next()
+		if err != nil || m.comment != "ping" {
+			t.Fatalf("heartbeat: %+v %v", m, err)
+		}
+	}
+}
+
+// Server.ReadTimeout bounds reading requests; it must not cut a stream
+// that outlives it.
+func TestReadTimeoutDoesNotCutStreams(t *testing.T) {
+	const readTimeout = 100 * time.Millisecond
+	e := newHarnessEnv(t, func(c *ServerConfig) {
+		c.ReadTimeout = readTimeout
+		c.API.Heartbeat = 10 * time.Millisecond
+	})
+	e.model.Reply(script.Text("late"))
+	sid := e.createSession()
+	s := e.stream("/api/session/" + string(sid) + "/log?follow=true")
+	readLog(t, s)
+	start := time.Now()
+	for time.Since(start) < 3*readTimeout {
+		if m, err := s.next(); err != nil || m.comment != "ping" {
+			t.Fatalf("after %v: %+v %v", time.Since(start), m, err)
+		}
+	}
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "still there?"}})
+	if ev := s.nextData().event(t); ev.Type != messages.TypePromptAdmitted {
+		t.Fatalf("event %s", ev.Type)
+	}
+}
+
+func TestEventStream(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	e.model.Reply(script.TextChunks("hel", "lo"))
+	sid := e.createSession()
+	all := e.stream("/api/event")
+	mine := e.stream("/api/event?sessionID=" + string(sid))
+	other := e.createSession()
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "hi"}})
+
+	read := func(s *sseStream) (types []string, sessions map[messages.SessionID]bool) {
+		sessions = map[messages.SessionID]bool{}
+		for {
+			m := s.nextData()
+			if m.hasID {
+				t.Fatalf("live stream message with id: %+v", m)
+			}
+			ev := m.event(t)
+			types = append(types, ev.Type)
+			sessions[ev.Data.Session()] = true
+			if ev.Type == messages.TypeExecutionSucceeded {
+				return types, sessions
+			}
+		}
+	}
+	got, sessions := read(mine)
+	if len(sessions) != 1 || !sessions[sid] {
+		t.Fatalf("filtered stream saw sessions %v", sessions)
+	}
+	deltas := 0
+	for _, typ := range got {
+		if typ == messages.TypeTextDelta {
+			deltas++
+		}
+	}
+	for _, typ := range []string{messages.TypePromptAdmitted, messages.TypeExecutionStarted, messages.TypeTextEnded, messages.TypeStepEnded} {
+		if !strings.Contains(strings.Join(got, " "), typ) {
+			t.Fatalf("filtered stream misses %s: %v", typ, got)
+		}
+	}
+	if deltas != 2 {
+		t.Fatalf("%d text deltas in %v", deltas, got)
+	}
+	_, sessions = read(all)
+	if !sessions[other] || !sessions[sid] {
+		t.Fatalf("unfiltered stream saw sessions %v", sessions)
+	}
+	e.do("GET", "/api/event?sessionID=nope", nil).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+}
+
+// stuckWriter is a ResponseWriter whose client never reads: every Write
+// blocks until released.
+type stuckWriter struct {
+	header  http.Header
+	started chan struct{}
+	release chan struct{}
+	mu      sync.Mutex
+	body    strings.Builder
+}
+
+func (w *stuckWriter) Header() http.Header { return w.header }
+func (w *stuckWriter) WriteHeader(int)     { close(w.started) }
+func (w *stuckWriter) Flush()              {}
+func (w *stuckWriter) Write(b []byte) (int, error) {
+	<-w.release
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.body.Write(b)
+}
+
+// A subscriber that stops reading is cut off by the Bus; the runner never
+// waits for it.
+func TestSlowEventSubscriberCutOff(t *testing.T) {
+	b := harnessBackend(t)
+	a, err := newAPI(Config{Runtime: b.rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &stuckWriter{header: http.Header{}, started: make(chan struct{}), release: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
+	defer cancel()
+	req := httptest.NewRequestWithContext(ctx, "GET", "/api/event", nil)
+	var wg sync.WaitGroup
+	wg.Go(func() { a.ServeHTTP(w, req) })
+	defer wg.Wait()
+	<-w.started
+
+	b.model.SetChunkSize(1)
+	b.model.Reply(script.Text(strings.Repeat("x", 3*eventBuffer)))
+	sid := b.h.Session()
+	b.h.Prompt(sid, "flood")
+	b.h.WaitIdle(sid) // the runner finished although the subscriber read nothing
+	if n := b.rt.Bus().Subscribers(); n != 0 {
+		t.Fatalf("%d bus subscribers after the cut-off", n)
+	}
+	close(w.release)
+	wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !strings.HasSuffix(w.body.String(), ": dropped: subscriber fell behind; resynchronize from the log\n\n") {
+		tail := w.body.String()
+		t.Fatalf("stream did not end with the drop notice: …%s", tail[max(0, len(tail)-200):])
+	}
+}
+
+// Shutdown ends streams and long polls, and stops accepting.
+func TestShutdownEndsStreams(t *testing.T) {
+	var active atomic.Int64
+	e := newEnv(t, harnessBackend(t), nil, func(s *Server) {
+		s.http.ConnState = func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateActive:
+				active.Add(1)
+			case http.StateIdle, http.StateHijacked, http.StateClosed:
+				active.Add(-1)
+			}
+		}
+	})
+	g := script.NewGate()
+	e.model.Reply(script.Hold(g), script.Text("x"))
+	sid := e.createSession()
+	eventually(t, "no active connection", func() bool { return active.Load() == 0 })
+	log := e.stream("/api/session/" + string(sid) + "/log?follow=true")
+	readLog(t, log)
+	live := e.stream("/api/event")
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "hold"}})
+	if err := g.Reached(e.h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan reply, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { waited <- e.do("POST", "/api/session/"+string(sid)+"/wait", nil) })
+
+	// The wait must be in flight before shutdown (two streams and the
+	// wait are active); the runner is held, so it cannot have returned.
+	eventually(t, "wait in flight", func() bool { return active.Load() == 3 })
+	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
+	defer cancel()
+	if err := e.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	r := <-waited
+	if r.status != http.StatusServiceUnavailable && r.status != http.StatusNoContent {
+		t.Fatalf("wait during shutdown: %d %s", r.status, r.body)
+	}
+	if r.status == http.StatusServiceUnavailable {
+		r.wantError(t, http.StatusServiceUnavailable, messages.ErrShuttingDown)
+	}
+	for _, s := range []*sseStream{log, live} {
+		for {
+			_, err := s.next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("stream after shutdown: %v", err)
+			}
+		}
+	}
+	if _, err := e.client.Get(e.base + "/api/health"); err == nil {
+		t.Fatal("server still accepts after Shutdown")
+	}
+	g.Release()
+}

@@ -1,0 +1,140 @@
+package actors_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sessiond/sessiond/actors"
+	"github.com/sessiond/sessiond/actors/actortest"
+	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/locations/llm/script"
+	"github.com/sessiond/sessiond/messages"
+)
+
+// eventually polls cond until it holds or the harness timeout passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(actortest.Timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling, not synchronisation: cond is re-checked
+	}
+}
+
+func TestToolPanicBecomesUnknownFailure(t *testing.T) {
+	h := actortest.New(t)
+	h.Tools.Add("boom", func(context.Context, locations.ToolCall) (string, error) { panic("kaboom") })
+	h.Model.Reply(script.ToolCall("c1", "boom", `{}`))
+	h.Model.Reply(script.Text("survived"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	var failed *messages.ToolFailed
+	for _, ev := range h.Events(sid) {
+		if p, ok := ev.Data.(*messages.ToolFailed); ok {
+			failed = p
+		}
+	}
+	if failed == nil || failed.Error.Type != messages.ErrUnknown || !strings.Contains(failed.Error.Message, "kaboom") {
+		t.Fatalf("panic settlement %+v", failed)
+	}
+	if h.Model.Count() != 2 {
+		t.Fatal("the model did not continue after the panic")
+	}
+}
+
+func TestIdleSessionsPassivate(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.IdleTimeout = 20 * time.Millisecond }})
+	h.Model.Default(script.Text("hi"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	eventually(t, "passivation", func() bool { return h.Runtime.Live() == 0 })
+	// State comes back from the store on the next message.
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	if h.Model.Count() != 2 || count(h, sid, messages.TypeExecutionSucceeded) != 2 {
+		t.Fatalf("after passivation: %v", h.Types(sid))
+	}
+}
+
+func TestShutdownInterruptsWithReasonShutdown(t *testing.T) {
+	h := actortest.New(t)
+	g := script.NewGate()
+	h.Model.Reply(script.Hold(g), script.Text("never"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Runtime.Shutdown(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	evs := h.Events(sid)
+	last, ok := evs[len(evs)-1].Data.(*messages.ExecutionInterrupted)
+	if !ok || last.Reason != messages.ReasonShutdown {
+		t.Fatalf("last event %s %+v", evs[len(evs)-1].Type, evs[len(evs)-1].Data)
+	}
+	if _, err := h.Runtime.Resume(h.Ctx(), sid); messages.TypeOf(err) != messages.ErrShuttingDown {
+		t.Fatalf("command after shutdown: %v", err)
+	}
+}
+
+func TestBusCutsOffSlowSubscriber(t *testing.T) {
+	bus := actors.NewBus()
+	slow := bus.Subscribe(2, nil)
+	fast := bus.Subscribe(100, nil)
+	for i := range 10 {
+		bus.Publish(messages.Event{ID: messages.EventID(strings.Repeat("x", i+1)), Data: &messages.TextDelta{}})
+	}
+	if !slow.Dropped() || fast.Dropped() || bus.Subscribers() != 1 {
+		t.Fatalf("slow dropped=%v fast dropped=%v subscribers=%d", slow.Dropped(), fast.Dropped(), bus.Subscribers())
+	}
+	n := 0
+	for range slow.C {
+		n++
+	}
+	if n != 2 {
+		t.Fatalf("slow subscriber got %d events before the cut", n)
+	}
+	fast.Close()
+	fast.Close()
+	if bus.Subscribers() != 0 {
+		t.Fatal("close did not unsubscribe")
+	}
+}
+
+// lockedBuffer is a goroutine-safe writer.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestProtoactorLogsRouteToZerolog(t *testing.T) {
+	var buf lockedBuffer
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Logger = zerolog.New(&buf) }})
+	_ = h
+	if !strings.Contains(buf.String(), `"message":"actor system started"`) {
+		t.Fatalf("protoactor log not routed to zerolog: %q", buf.String())
+	}
+}
