@@ -21,17 +21,40 @@ const finalStepReminder = "<system-reminder>Maximum steps reached. Tools are dis
 	"Summarize what you did, what remains, and the next step you would take.</system-reminder>"
 
 // history returns every projected message of the Session in source order.
+// Between calls it keeps the messages that can no longer change and
+// re-reads only from the first one that still can (an open or retrying
+// assistant message, the latest assistant message, an unsettled compaction
+// row), so a step does not re-decode the whole transcript.
 func (r *runner) history(ctx context.Context) ([]persistence.Message, error) {
-	var all []persistence.Message
+	from := len(r.hist)
+	lastAssistant := -1
+	for i := len(r.hist) - 1; i >= 0; i-- {
+		if r.hist[i].Role == persistence.RoleAssistant {
+			lastAssistant = i
+			break
+		}
+	}
+	for i, m := range r.hist {
+		if i == lastAssistant || m.Open || m.Retry != nil ||
+			(m.Compaction != nil && m.Compaction.State != persistence.CompactionCompleted && m.Compaction.State != persistence.CompactionFailed) {
+			from = i
+			break
+		}
+	}
 	after := int64(-1)
+	if from > 0 {
+		after = r.hist[from-1].Seq
+	}
+	r.hist = r.hist[:from]
 	for {
 		p, err := r.store.Messages(ctx, r.sid, persistence.Query{After: after, Limit: 500})
 		if err != nil {
+			r.hist = nil
 			return nil, err
 		}
-		all = append(all, p.Data...)
+		r.hist = append(r.hist, p.Data...)
 		if !p.HasMore || len(p.Data) == 0 {
-			return all, nil
+			return r.hist, nil
 		}
 		after = p.Data[len(p.Data)-1].Seq
 	}

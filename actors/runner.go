@@ -55,11 +55,29 @@ type runner struct {
 
 	// started is true once this busy period wrote execution.started.1.
 	started bool
+	// buf holds durable events not yet committed. Events are batched
+	// between durability points (a tool call, a live event, a terminal) so
+	// a step costs a few commits rather than one per event.
+	buf []messages.Payload
+	// flushErr is a commit failure found while flushing before a live event.
+	flushErr error
+	// hist caches projected history between steps (see history).
+	hist []persistence.Message
 }
+
+// queue adds durable events to the buffer; the next append commits them.
+func (r *runner) queue(ps ...messages.Payload) { r.buf = append(r.buf, ps...) }
 
 // append commits events, opening the busy period lazily so a wake with
 // nothing to do leaves no trace in the log.
 func (r *runner) append(ctx context.Context, ps ...messages.Payload) ([]messages.Event, error) {
+	if len(r.buf) > 0 {
+		ps = append(r.buf, ps...)
+		r.buf = nil
+	}
+	if len(ps) == 0 {
+		return nil, nil
+	}
 	if !r.started {
 		ps = append([]messages.Payload{&messages.ExecutionStarted{SessionID: r.sid}}, ps...)
 	}
@@ -76,8 +94,14 @@ func (r *runner) append(ctx context.Context, ps ...messages.Payload) ([]messages
 	return evs, nil
 }
 
-// live publishes a live-only event.
+// live publishes a live-only event. Buffered durable events are committed
+// first, so subscribers never see a delta before the fragment's start.
 func (r *runner) live(p messages.Payload) {
+	if len(r.buf) > 0 {
+		if _, err := r.append(context.Background()); err != nil && r.flushErr == nil {
+			r.flushErr = err
+		}
+	}
 	r.bus.Publish(messages.Event{ID: r.ids.Event(), Created: r.clock.Now().UnixMilli(), Type: p.Type(), Data: p})
 }
 
@@ -222,10 +246,7 @@ func (r *runner) step(ctx context.Context, sess persistence.Session, agent locat
 				return false, err
 			}
 		}
-		if _, err := r.append(ctx, &messages.StepStarted{SessionID: r.sid, AssistantMessageID: asst, Agent: agent.Name,
-			Model: model.Ref, Attempt: attempt}); err != nil {
-			return false, err
-		}
+		r.queue(&messages.StepStarted{SessionID: r.sid, AssistantMessageID: asst, Agent: agent.Name, Model: model.Ref, Attempt: attempt})
 		req, err := r.request(ctx, agent, model, final)
 		if err != nil {
 			return false, r.failStep(ctx, asst, messages.AsError(err, messages.ErrUnknown))
@@ -385,8 +406,8 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, provider 
 			p = &messages.ReasoningStarted{SessionID: r.sid, AssistantMessageID: asst, Ordinal: f.ordinal}
 		}
 		out.durableOutput = true
-		_, err := r.append(ctx, p)
-		return err
+		r.queue(p)
+		return nil
 	}
 	closeFrag := func(kind string, meta json.RawMessage) error {
 		f := frags[kind]
@@ -397,9 +418,9 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, provider 
 			meta = f.meta
 		}
 		f.open = false
-		_, err := r.append(ctx, fragmentEnd(r.sid, asst, kind, f.ordinal, f.text.String(), meta))
+		r.queue(fragmentEnd(r.sid, asst, kind, f.ordinal, f.text.String(), meta))
 		f.ordinal++
-		return err
+		return nil
 	}
 	handle := func(ev llm.Event) error {
 		switch ev.Kind {
@@ -440,8 +461,7 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, provider 
 			inputs[ev.CallID] = ev.Name
 			inputText[ev.CallID] = &strings.Builder{}
 			out.durableOutput = true
-			_, err := r.append(ctx, &messages.ToolInputStarted{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID, Name: ev.Name})
-			return err
+			r.queue(&messages.ToolInputStarted{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID, Name: ev.Name})
 		case llm.ToolInputDelta:
 			if b := inputText[ev.CallID]; b != nil {
 				b.WriteString(ev.Text)
@@ -449,10 +469,9 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, provider 
 			r.live(&messages.ToolInputDelta{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID, Delta: ev.Text})
 		case llm.ToolInputEnd:
 			if b := inputText[ev.CallID]; b != nil {
-				_, err := r.append(ctx, &messages.ToolInputEnded{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID,
+				r.queue(&messages.ToolInputEnded{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID,
 					Name: inputs[ev.CallID], Text: b.String()})
 				delete(inputText, ev.CallID)
-				return err
 			}
 		case llm.ToolCall:
 			input := ev.Input
@@ -534,11 +553,10 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, provider 
 			r.metrics.tool(c.name, "success")
 		}
 	}
-	if len(settle) > 0 {
-		_, err := r.append(ctx, settle...)
-		closeErr = append(closeErr, err)
-	}
-	if err := errors.Join(append(closeErr, storeErr)...); err != nil {
+	// Settlements commit with the step's terminal (the caller's next
+	// append), keeping settlement-first order inside one transaction.
+	r.queue(settle...)
+	if err := errors.Join(append(closeErr, storeErr, r.flushErr)...); err != nil {
 		return out, fmt.Errorf("actors: step %s closeout: %w", asst, err)
 	}
 	return out, nil

@@ -55,6 +55,8 @@ type Options struct {
 	Instructions *locations.InstructionsConfig
 	// StorePath reuses a store file (for restart tests).
 	StorePath string
+	// Sync turns fsync on (benchmarks of durable throughput).
+	Sync bool
 }
 
 // Timeout bounds every wait of the harness.
@@ -75,7 +77,7 @@ func New(t testing.TB, opts ...Options) *Harness {
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "sessiond.db")
 	}
-	st, err := persistence.Open(path, persistence.Options{Clock: h.Clock.Now, NoSync: true})
+	st, err := persistence.Open(path, persistence.Options{Clock: h.Clock.Now, NoSync: !o.Sync})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,8 +22,9 @@ type ServerConfig struct {
 	API Config
 	// ReadHeaderTimeout bounds reading request headers.
 	ReadHeaderTimeout time.Duration
-	// ReadTimeout bounds reading a whole request, body included. Streams
-	// clear it once their request is read, so it never cuts a stream.
+	// ReadTimeout bounds reading a whole request, body included. net/http
+	// clears the deadline once the request is read, so it cuts neither
+	// streams nor long polls.
 	ReadTimeout time.Duration
 	// IdleTimeout bounds how long a keep-alive connection waits for its
 	// next request.

@@ -26,13 +26,11 @@ type sseWriter struct {
 	buf []byte
 }
 
-// startSSE writes the stream's headers and status. It clears the
-// connection's read deadline: Server.ReadTimeout bounds reading a request,
-// but a stream outlives it, and net/http cancels a request whose deadline
-// passes while its handler runs.
+// startSSE writes the stream's headers and status. Server.ReadTimeout does
+// not cut the stream: net/http clears the read deadline once the request
+// is read (TestReadTimeoutDoesNotCutStreams pins that).
 func startSSE(w http.ResponseWriter) *sseWriter {
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,27 +230,43 @@ func TestLogHeartbeat(t *testing.T) {
 	}
 }
 
-// Server.ReadTimeout bounds reading requests; it must not cut a stream
-// that outlives it.
+// Server.ReadTimeout bounds reading requests; it must cut neither a stream
+// nor a long poll that outlives it.
 func TestReadTimeoutDoesNotCutStreams(t *testing.T) {
 	const readTimeout = 100 * time.Millisecond
 	e := newHarnessEnv(t, func(c *ServerConfig) {
 		c.ReadTimeout = readTimeout
 		c.API.Heartbeat = 10 * time.Millisecond
 	})
-	e.model.Reply(script.Text("late"))
+	g := script.NewGate()
+	e.model.Reply(script.Hold(g), script.Text("late"))
 	sid := e.createSession()
 	s := e.stream("/api/session/" + string(sid) + "/log?follow=true")
 	readLog(t, s)
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "take your time"}})
+	if err := g.Reached(e.h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan int, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { waited <- e.do("POST", "/api/session/"+string(sid)+"/wait", nil).status })
+	defer wg.Wait()
+	// Let three read timeouts pass while the stream idles on heartbeats.
 	start := time.Now()
 	for time.Since(start) < 3*readTimeout {
-		if m, err := s.next(); err != nil || m.comment != "ping" {
+		// Pings, and the events committed before the gate.
+		if m, err := s.next(); err != nil || (m.comment != "ping" && m.data == "") {
 			t.Fatalf("after %v: %+v %v", time.Since(start), m, err)
 		}
 	}
-	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "still there?"}})
-	if ev := s.nextData().event(t); ev.Type != messages.TypePromptAdmitted {
-		t.Fatalf("event %s", ev.Type)
+	g.Release()
+	if status := <-waited; status != http.StatusNoContent {
+		t.Fatalf("wait: %d", status)
+	}
+	for {
+		if ev := s.nextData().event(t); ev.Type == messages.TypeExecutionSucceeded {
+			break
+		}
 	}
 }
 
@@ -361,21 +376,30 @@ func TestSlowEventSubscriberCutOff(t *testing.T) {
 
 // Shutdown ends streams and long polls, and stops accepting.
 func TestShutdownEndsStreams(t *testing.T) {
-	var active atomic.Int64
-	e := newEnv(t, harnessBackend(t), nil, func(s *Server) {
-		s.http.ConnState = func(_ net.Conn, st http.ConnState) {
-			switch st {
-			case http.StateActive:
-				active.Add(1)
-			case http.StateIdle, http.StateHijacked, http.StateClosed:
-				active.Add(-1)
+	var mu sync.Mutex
+	conns := map[net.Conn]http.ConnState{}
+	activeConns := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, st := range conns {
+			if st == http.StateActive {
+				n++
 			}
+		}
+		return n
+	}
+	e := newEnv(t, harnessBackend(t), nil, func(s *Server) {
+		s.http.ConnState = func(c net.Conn, st http.ConnState) {
+			mu.Lock()
+			defer mu.Unlock()
+			conns[c] = st
 		}
 	})
 	g := script.NewGate()
 	e.model.Reply(script.Hold(g), script.Text("x"))
 	sid := e.createSession()
-	eventually(t, "no active connection", func() bool { return active.Load() == 0 })
+	eventually(t, "no active connection", func() bool { return activeConns() == 0 })
 	log := e.stream("/api/session/" + string(sid) + "/log?follow=true")
 	readLog(t, log)
 	live := e.stream("/api/event")
@@ -389,7 +413,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 
 	// The wait must be in flight before shutdown (two streams and the
 	// wait are active); the runner is held, so it cannot have returned.
-	eventually(t, "wait in flight", func() bool { return active.Load() == 3 })
+	eventually(t, "wait in flight", func() bool { return activeConns() == 3 })
 	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
 	defer cancel()
 	if err := e.srv.Shutdown(ctx); err != nil {

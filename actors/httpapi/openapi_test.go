@@ -1,0 +1,134 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// openapiDoc is the part of the OpenAPI document the tests check.
+type openapiDoc struct {
+	OpenAPI    string                          `json:"openapi"`
+	Paths      map[string]map[string]openapiOp `json:"paths"`
+	Components struct {
+		Parameters map[string]openapiParam    `json:"parameters"`
+		Responses  map[string]json.RawMessage `json:"responses"`
+		Schemas    map[string]json.RawMessage `json:"schemas"`
+	} `json:"components"`
+}
+
+type openapiOp struct {
+	OperationID string                     `json:"operationId"`
+	Parameters  []openapiParam             `json:"parameters"`
+	Responses   map[string]json.RawMessage `json:"responses"`
+	Security    *[]map[string][]string     `json:"security"`
+}
+
+type openapiParam struct {
+	Ref  string `json:"$ref"`
+	Name string `json:"name"`
+	In   string `json:"in"`
+}
+
+func loadOpenAPI(t *testing.T) openapiDoc {
+	t.Helper()
+	var doc openapiDoc
+	dec := json.NewDecoder(bytes.NewReader(openapiJSON))
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// Every route of the table is in the document with its method, and every
+// operation of the document is a route.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	doc := loadOpenAPI(t)
+	if doc.OpenAPI != "3.1.0" {
+		t.Fatalf("openapi %q", doc.OpenAPI)
+	}
+	registered := map[string]route{}
+	for _, rt := range routes {
+		key := strings.ToLower(rt.method) + " " + rt.path
+		if _, dup := registered[key]; dup {
+			t.Fatalf("route %s twice", key)
+		}
+		registered[key] = rt
+		op, ok := doc.Paths[rt.path][strings.ToLower(rt.method)]
+		if !ok {
+			t.Errorf("route %s %s is not in openapi.json", rt.method, rt.path)
+			continue
+		}
+		// Public routes say so; the others inherit bearer security.
+		if public := op.Security != nil && len(*op.Security) == 0; public != rt.public {
+			t.Errorf("%s %s: public %v in the document, %v in the table", rt.method, rt.path, public, rt.public)
+		}
+		if !rt.public {
+			if _, ok := op.Responses["401"]; !ok {
+				t.Errorf("%s %s: no 401 response", rt.method, rt.path)
+			}
+		}
+	}
+	ids := map[string]bool{}
+	refs := regexp.MustCompile(`"\$ref": "#/components/(\w+)/(\w+)"`)
+	found := refs.FindAllStringSubmatch(string(openapiJSON), -1)
+	if len(found) < 50 {
+		t.Fatalf("only %d $refs found; the pattern no longer matches the document's layout", len(found))
+	}
+	for _, m := range found {
+		var ok bool
+		switch m[1] {
+		case "schemas":
+			_, ok = doc.Components.Schemas[m[2]]
+		case "responses":
+			_, ok = doc.Components.Responses[m[2]]
+		case "parameters":
+			_, ok = doc.Components.Parameters[m[2]]
+		}
+		if !ok {
+			t.Errorf("dangling $ref %s/%s", m[1], m[2])
+		}
+	}
+	pathParam := regexp.MustCompile(`\{(\w+)\}`)
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			key := method + " " + path
+			if _, ok := registered[key]; !ok {
+				t.Errorf("openapi.json documents %s, which is no route", key)
+			}
+			if op.OperationID == "" || ids[op.OperationID] {
+				t.Errorf("%s: operationId %q missing or repeated", key, op.OperationID)
+			}
+			ids[op.OperationID] = true
+			if len(op.Responses) == 0 {
+				t.Errorf("%s: no responses", key)
+			}
+			var declared []string
+			for _, p := range op.Parameters {
+				if p.Ref != "" {
+					p = doc.Components.Parameters[strings.TrimPrefix(p.Ref, "#/components/parameters/")]
+				}
+				if p.In == "path" {
+					declared = append(declared, p.Name)
+				}
+			}
+			for _, m := range pathParam.FindAllStringSubmatch(path, -1) {
+				if !slices.Contains(declared, m[1]) {
+					t.Errorf("%s: path parameter %s is not declared", key, m[1])
+				}
+			}
+		}
+	}
+}
+
+func TestOpenAPIServed(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	r := e.do("GET", "/api/openapi.json", nil).want(t, http.StatusOK)
+	if !bytes.Equal(r.body, openapiJSON) || r.header.Get("Content-Type") != "application/json" {
+		t.Fatalf("served document differs (%s)", r.header.Get("Content-Type"))
+	}
+}
