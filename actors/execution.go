@@ -40,6 +40,9 @@ func sessionOf(msg any) (messages.SessionID, bool) {
 // Receive implements actor.Actor.
 func (e *execution) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
+	case *actor.Stopped:
+		close(e.rt.execStopped)
+		return
 	case *actor.Terminated:
 		for k, pid := range e.locations {
 			if pid.Equal(msg.Who) {

@@ -65,8 +65,11 @@ func (l *location) Receive(ctx actor.Context) {
 	c, ok := l.sessions[sid]
 	if !ok {
 		l.gen++
-		pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newSession(l.rt, l.svc, sid) }),
-			string(sid)+"-"+strconv.Itoa(l.gen))
+		// The lock-free mailbox is cheaper to allocate; Session actors see
+		// little traffic, so its lower peak throughput does not matter and
+		// thousands of idle actors stay small.
+		pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newSession(l.rt, l.svc, sid) },
+			actor.WithMailbox(actor.UnboundedLockfree())), string(sid)+"-"+strconv.Itoa(l.gen))
 		if err != nil {
 			ctx.Respond(&messages.ErrorReply{Error: messages.Error{Type: messages.ErrInternal, Message: err.Error()}})
 			return

@@ -91,6 +91,9 @@ type Runtime struct {
 
 	active   sync.Map // messages.SessionID -> struct{}
 	live     atomic.Int64
+	// execStopped closes when the execution router (and so every actor
+	// below it) has stopped.
+	execStopped chan struct{}
 	closing  atomic.Bool
 	shutdown sync.Once
 }
@@ -103,7 +106,7 @@ func New(cfg Config) (*Runtime, error) {
 	opts := append([]actor.ConfigOption{
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return NewSlogLogger(cfg.Logger) }),
 	}, cfg.ActorOptions...)
-	rt := &Runtime{cfg: cfg, system: actor.NewActorSystem(opts...)}
+	rt := &Runtime{cfg: cfg, system: actor.NewActorSystem(opts...), execStopped: make(chan struct{})}
 	pid, err := rt.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newExecution(rt) }), "execution")
 	if err != nil {
 		return nil, fmt.Errorf("actors: spawn execution router: %w", err)
@@ -302,8 +305,11 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 			})
 		}
 		wg.Wait()
-		if e := rt.system.Root.StopFuture(rt.exec).Wait(); e != nil {
-			err = errors.Join(err, e)
+		rt.system.Root.Stop(rt.exec)
+		select {
+		case <-rt.execStopped:
+		case <-ctx.Done():
+			err = errors.Join(err, fmt.Errorf("actors: stop actors: %w", ctx.Err()))
 		}
 		rt.wg.Wait()
 		rt.system.Shutdown()
