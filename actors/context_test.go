@@ -1,0 +1,148 @@
+package actors_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sessiond/sessiond/actors/actortest"
+	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/locations/llm/script"
+	"github.com/sessiond/sessiond/messages"
+)
+
+func TestSelectionAppliesAtNextStep(t *testing.T) {
+	h := actortest.New(t)
+	started, release := make(chan string, 1), make(chan struct{})
+	h.Tools.Add("slow", blocking(started, release))
+	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	h.Model.Reply(script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	<-started
+	if err := h.Runtime.SelectModel(h.Ctx(), sid, messages.ModelRef{ProviderID: "script", ID: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Runtime.SelectAgent(h.Ctx(), sid, "plan"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	h.WaitIdle(sid)
+	first, second := h.Request(1), h.Request(2)
+	if first.Model.ID != "demo" || second.Model.ID != "other" || second.System[0] != "You plan." {
+		t.Fatalf("models %s -> %s, system %q", first.Model.ID, second.Model.ID, second.System[0])
+	}
+	// The model switch suppresses provider-native replay of the first step.
+	for _, m := range second.Messages {
+		for _, p := range m.Parts {
+			if p.ProviderMetadata != nil {
+				t.Fatalf("provider metadata replayed across a model switch: %+v", p)
+			}
+		}
+	}
+	h.CheckReplay()
+}
+
+func TestManualCompactionBarrier(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Text("first answer"))
+	h.Model.Reply(script.Text("## Objective\nKeep going\n## Next Move\nAnswer the next prompt"))
+	h.Model.Reply(script.Text("after compaction"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	summary := h.Request(2)
+	if len(summary.Tools) != 0 || !strings.Contains(summary.System[0], "## Important Details") {
+		t.Fatalf("compaction request %+v", summary.System)
+	}
+	next := h.Request(3)
+	first := next.Messages[0].Parts[0].Text
+	if !strings.HasPrefix(first, "<summary>") || !strings.Contains(first, "## Work State") || !strings.Contains(first, "(none)") {
+		t.Fatalf("request after compaction starts with %q", first)
+	}
+	if got := userTexts(next); got[len(got)-1] != "two" || slices.Contains(got, "one") {
+		t.Fatalf("history not replaced by the checkpoint: %v", got)
+	}
+	types := h.Types(sid)
+	if !slices.Contains(types, "session.compaction.admitted") || !slices.Contains(types, "session.compaction.ended") {
+		t.Fatalf("%v", types)
+	}
+	rows, err := h.Store.Pending(h.Ctx(), sid)
+	if err != nil || len(rows) != 0 {
+		t.Fatalf("barrier not settled: %+v", rows)
+	}
+	h.CheckReplay()
+}
+
+func TestOverflowCompactsOnceThenRetries(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Text("earlier"))
+	h.Model.Reply(script.Fail(&llm.Error{Type: messages.ErrProviderContextOverflow, Message: "too long"}))
+	h.Model.Reply(script.Text("## Objective\nsummary"))
+	h.Model.Reply(script.Text("fits now"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	types := h.Types(sid)
+	if n := count(h, sid, messages.TypeCompactionEnded); n != 1 || types[len(types)-1] != "session.execution.succeeded" || h.Model.Count() != 4 {
+		t.Fatalf("%d requests: %v", h.Model.Count(), types)
+	}
+	h.CheckReplay()
+}
+
+func TestInstructionsBaselineAndUpdate(t *testing.T) {
+	dir := t.TempDir()
+	agents := filepath.Join(dir, "AGENTS.md")
+	if err := os.WriteFile(agents, []byte("Use tabs."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Dir: dir, Getenv: func(string) string { return "" }}})
+	h.Dir = dir
+	h.Model.Default(script.Text("ok"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	types := h.Types(sid)
+	if b, p := slices.Index(types, "session.instructions.baselined"), slices.Index(types, "session.prompt.promoted"); b < 0 || b > p {
+		t.Fatalf("baseline must precede promotion: %v", types)
+	}
+	if !slices.ContainsFunc(h.Request(1).System, func(s string) bool { return strings.Contains(s, "Use tabs.") }) {
+		t.Fatalf("baseline not in the request: %q", h.Request(1).System)
+	}
+	if err := os.WriteFile(agents, []byte("Use spaces."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Store.PutEntry(h.Ctx(), sid, "style", "Be brief."); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	if n := count(h, sid, messages.TypeInstructionsUpdated); n != 1 {
+		t.Fatalf("%d updates, want one for both changes: %v", n, h.Types(sid))
+	}
+	var sys []string
+	for _, m := range h.Request(2).Messages {
+		if m.Role == llm.RoleSystem {
+			sys = append(sys, m.Parts[0].Text)
+		}
+	}
+	if len(sys) != 1 || !strings.Contains(sys[0], "Use spaces.") || !strings.Contains(sys[0], "Be brief.") {
+		t.Fatalf("chronological update %q", sys)
+	}
+	cp, ok, err := h.Store.Checkpoint(h.Ctx(), sid)
+	if err != nil || !ok || !strings.Contains(cp.Applied["agents"], "Use spaces.") {
+		t.Fatalf("applied not advanced: %+v %v", cp, err)
+	}
+	h.CheckReplay()
+}
