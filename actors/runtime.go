@@ -89,13 +89,13 @@ type Runtime struct {
 	// waits for every one of them.
 	wg sync.WaitGroup
 
-	active   sync.Map // messages.SessionID -> struct{}
-	live     atomic.Int64
+	active sync.Map // messages.SessionID -> struct{}
+	live   atomic.Int64
 	// execStopped closes when the execution router (and so every actor
 	// below it) has stopped.
 	execStopped chan struct{}
-	closing  atomic.Bool
-	shutdown sync.Once
+	closing     atomic.Bool
+	shutdown    sync.Once
 }
 
 // New starts a Runtime.
