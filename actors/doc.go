@@ -1,0 +1,39 @@
+// Package actors is the protoactor glue of sessiond: the process-global
+// execution router, one supervisor per Location, one coordinator actor per
+// Session, a drain child per busy period and a child per local tool call,
+// plus the runner those drains execute.
+//
+// # Topology
+//
+//	root
+//	 └─ execution          router: sessionID -> store.Get -> Location -> Session actor
+//	     └─ location-N      one per Location key; holds its service set; restarts and passivates Sessions
+//	         └─ <sid>-N     coordinator: mailbox serializes wake/run/interrupt/wait; never blocks
+//	             └─ drain   owns the busy period's goroutine (the runner loop)
+//	                 └─ tool children, one per local tool call; a panic becomes tool.failed "unknown"
+//
+// # Invariants
+//
+//   - One busy period per Session at a time in this process, observed by one
+//     session.execution.started.1 and exactly one terminal (succeeded,
+//     failed or interrupted), including coalesced follow-up drains and
+//     joined resumes. The events are history; Active is the authority on
+//     liveness and is empty after a restart.
+//   - Every step closes with exactly one step.ended or step.failed, only
+//     after every tool call it started has settled (the store enforces it).
+//   - A tool call is durable before its tool starts; a tool from a process
+//     that died is failed as aborted by the next drain and never re-run.
+//   - The coordinator's decisions are a pure state machine (coordinator.go);
+//     retry delays read an injected Clock.
+//
+// # Usage
+//
+//	rt, err := actors.New(actors.Config{Store: st, Locations: locations.NewManager(build)})
+//	defer rt.Shutdown(ctx)
+//	s, _, _ := rt.Create(ctx, persistence.CreateSession{Location: loc})
+//	rt.Prompt(ctx, persistence.PromptRequest{SessionID: s.ID, Prompt: messages.Prompt{Text: "hi"}})
+//	rt.Wait(ctx, s.ID)
+//
+// Package actortest offers a harness (temp store, scripted model, fake
+// clock, Go-function tools) for tests of code built on this package.
+package actors
