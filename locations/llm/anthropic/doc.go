@@ -1,0 +1,67 @@
+// Package anthropic is the llm.Provider for the Anthropic Messages API, built
+// on the official SDK github.com/anthropics/anthropic-sdk-go/v2.
+//
+// The SDK's own retries are off (the runner's retry policy is the only retry
+// layer) and the client reads no ANTHROPIC_* environment variables:
+// configuration comes only from Config.
+//
+// # Events
+//
+// Content blocks map one to one: text blocks to text events, thinking blocks
+// to reasoning events whose ReasoningEnd carries the block's signature as
+// ProviderMetadata ({"signature": ...}), redacted_thinking blocks to an empty
+// reasoning block whose metadata keeps the encrypted data ({"redacted": ...}),
+// tool_use blocks to tool input events followed, at the block's end, by the
+// complete ToolCall. Blocks of server-side tools are ignored (this adapter
+// advertises none). Exactly one StepFinish ends a successful stream, at
+// message_stop; a stream that ends without message_stop failed.
+//
+// Finish reasons: end_turn and stop_sequence are stop, tool_use is
+// tool-calls, max_tokens is length, refusal is content-filter, pause_turn and
+// anything unknown are other. The stop reason model_context_window_exceeded
+// ends the stream with a provider.context-overflow error instead.
+//
+// Usage: Input is input_tokens (which excludes cache reads and writes),
+// Cache.Read is cache_read_input_tokens, Cache.Write is
+// cache_creation_input_tokens, Reasoning is output_tokens_details
+// .thinking_tokens and Output the rest of output_tokens.
+//
+// # Errors
+//
+// rate_limit_error and HTTP 429 are provider.rate-limit with RetryAfter from
+// retry-after-ms or retry-after; overloaded_error, api_error, 5xx and 529 are
+// provider.internal, also when they arrive as an in-stream error event after
+// a 200; authentication_error, permission_error, 401 and 403 are
+// provider.auth; timeout_error, a cut stream, a reset connection and a
+// timeout are provider.transport; a prompt that is too long is
+// provider.context-overflow; other 4xx are provider.invalid-request;
+// cancellation of the context is aborted.
+//
+// # Request lowering
+//
+// System parts become system blocks. Anthropic has no system role inside the
+// conversation, so a chronological RoleSystem message becomes a user-role
+// text block wrapped in <system-reminder>…</system-reminder>, merged into the
+// adjacent user turn. Consecutive turns of the same role are merged. Images
+// and PDFs become image and document blocks (from data: URLs or http(s)
+// URLs); other files become text notes. Tool calls become tool_use blocks and
+// their results tool_result blocks at the start of the following user turn,
+// paired by call ID (see wire.PairToolResults). Reasoning replays as a
+// thinking (or redacted_thinking) block only when its ProviderMetadata holds
+// a signature (or redacted data), which the runner keeps only for the same
+// model; reasoning without it (another model's) is replayed as ordinary
+// assistant text, so that what the user saw stays in context. Tool
+// definitions keep their JSON schema; when a request has no tools but its
+// history has tool_use blocks (the final step of an agent's allowance), the
+// tools named in history are declared with an empty schema and tool_choice
+// none, because the API rejects tool blocks without tool definitions. Prompt
+// caching uses cache_control breakpoints on the last system block and on the
+// last block of the last message; Request.CacheKey is not needed.
+//
+// # Usage
+//
+//	p, err := anthropic.New(anthropic.Config{APIKey: key})
+//	for ev, err := range p.Stream(ctx, req) {
+//		...
+//	}
+package anthropic

@@ -1,0 +1,186 @@
+package anthropic
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/locations/llm/internal/ssetest"
+	"github.com/sessiond/sessiond/messages"
+)
+
+// apiErr is an Anthropic error body.
+func apiErr(typ, msg string) string {
+	return `{"type":"error","error":{"type":"` + typ + `","message":"` + msg + `"},"request_id":"req_011"}`
+}
+
+func TestHTTPErrors(t *testing.T) {
+	hdr := func(kv ...string) http.Header {
+		h := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		name       string
+		status     int
+		header     http.Header
+		body       string
+		want       messages.ErrorType
+		retryAfter time.Duration
+		message    string
+	}{
+		{"429 retry-after", 429, hdr("retry-after", "12"), apiErr("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"),
+			messages.ErrProviderRateLimit, 12 * time.Second, "per-minute rate limit"},
+		{"429 retry-after-ms", 429, hdr("retry-after-ms", "250", "retry-after", "1"), apiErr("rate_limit_error", "slow down"),
+			messages.ErrProviderRateLimit, 250 * time.Millisecond, "slow down"},
+		{"429 retry-after date", 429, hdr("retry-after", fixedNow.Add(time.Minute).Format(http.TimeFormat)), apiErr("rate_limit_error", "slow down"),
+			messages.ErrProviderRateLimit, time.Minute, "slow down"},
+		{"529 overloaded", 529, nil, apiErr("overloaded_error", "Overloaded"), messages.ErrProviderInternal, 0, "Overloaded"},
+		{"500 api_error", 500, nil, apiErr("api_error", "Internal server error"), messages.ErrProviderInternal, 0, "Internal server error"},
+		{"503 without body", 503, hdr("Content-Type", "text/plain"), "upstream connect error", messages.ErrProviderInternal, 0, "upstream connect error"},
+		{"401", 401, nil, apiErr("authentication_error", "invalid x-api-key"), messages.ErrProviderAuth, 0, "invalid x-api-key"},
+		{"403", 403, nil, apiErr("permission_error", "Your API key does not have permission"), messages.ErrProviderAuth, 0, "permission"},
+		{"prompt too long", 400, nil, apiErr("invalid_request_error", "prompt is too long: 208310 tokens > 200000 maximum"),
+			messages.ErrProviderContextOverflow, 0, "prompt is too long"},
+		{"input and max_tokens exceed limit", 400, nil,
+			apiErr("invalid_request_error", "input length and `max_tokens` exceed context limit: 188059 + 20000 > 200000, decrease input length or `max_tokens` and try again"),
+			messages.ErrProviderContextOverflow, 0, "exceed context limit"},
+		{"error_code context window", 400, nil,
+			`{"type":"error","error":{"type":"invalid_request_error","message":"too many tokens","details":{"error_code":"model_context_window_exceeded"}}}`,
+			messages.ErrProviderContextOverflow, 0, "too many tokens"},
+		{"other 400", 400, nil, apiErr("invalid_request_error", "messages: text content blocks must be non-empty"),
+			messages.ErrProviderInvalidRequest, 0, "must be non-empty"},
+		{"404", 404, nil, apiErr("not_found_error", "model: claude-nope"), messages.ErrProviderInvalidRequest, 0, "claude-nope"},
+		{"413", 413, nil, apiErr("request_too_large", "Request exceeds the maximum allowed number of bytes."), messages.ErrProviderInvalidRequest, 0, "maximum allowed"},
+		{"504 timeout_error", 504, nil, apiErr("timeout_error", "Request timed out"), messages.ErrProviderTransport, 0, "timed out"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := run(t, simpleRequest(), ssetest.Reply{Status: tc.status, Header: tc.header, Chunks: []string{tc.body}})
+			le := wantError(t, err, tc.want, tc.status, tc.retryAfter)
+			if !strings.Contains(le.Message, tc.message) {
+				t.Fatalf("message %q does not contain %q", le.Message, tc.message)
+			}
+		})
+	}
+}
+
+// TestStreamErrors covers error events inside a 200 stream.
+func TestStreamErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		want       messages.ErrorType
+	}{
+		{"overloaded", apiErr("overloaded_error", "Overloaded"), messages.ErrProviderInternal},
+		{"api_error", apiErr("api_error", "Internal server error"), messages.ErrProviderInternal},
+		{"rate limit", apiErr("rate_limit_error", "slow down"), messages.ErrProviderRateLimit},
+		{"unknown type", apiErr("brand_new_error", "?"), messages.ErrProviderInternal},
+		{"prompt too long", apiErr("invalid_request_error", "prompt is too long: 2 tokens > 1 maximum"), messages.ErrProviderContextOverflow},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := messageStart(smallUsage) + blockStart("0", `{"type":"text","text":""}`) +
+				blockDelta("0", `{"type":"text_delta","text":"partial"}`) + ev("error", tc.data)
+			events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: ssetest.SplitAfter(body, "\n")})
+			wantError(t, err, tc.want, 0, 0)
+			// Partial content stays visible; no block is closed on error.
+			wantLines(t, events, "text-start 0", `text-delta 0 "partial"`)
+		})
+	}
+}
+
+func TestContextWindowStopReason(t *testing.T) {
+	body := messageStart(smallUsage) + blockStart("0", `{"type":"text","text":""}`) +
+		blockDelta("0", `{"type":"text_delta","text":"long answer"}`) + blockStop("0") +
+		messageDelta("model_context_window_exceeded", `{"output_tokens":3}`) + messageStop
+	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
+	wantError(t, err, messages.ErrProviderContextOverflow, 0, 0)
+	wantLines(t, events, "text-start 0", `text-delta 0 "long answer"`, "text-end 0")
+}
+
+func TestTransportErrors(t *testing.T) {
+	partial := messageStart(smallUsage) + blockStart("0", `{"type":"tool_use","id":"toolu_1","name":"f","input":{}}`) +
+		blockDelta("0", `{"type":"input_json_delta","partial_json":"{\"a\":"}`)
+	complete := partial + blockStop("0") + messageDelta("tool_use", `{"output_tokens":3}`)
+	for _, tc := range []struct {
+		name string
+		rep  ssetest.Reply
+	}{
+		{"cut mid-stream", ssetest.Reply{Chunks: ssetest.Split(partial, 40, len(partial)-25), Abort: true}},
+		{"cut mid-line", ssetest.Reply{Chunks: []string{partial[:len(partial)-12]}, Abort: true}},
+		{"clean EOF without message_stop", ssetest.Reply{Chunks: []string{partial}}},
+		{"clean EOF after message_delta", ssetest.Reply{Chunks: []string{complete}}},
+		{"connection reset", ssetest.Reply{Reset: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := run(t, simpleRequest(), tc.rep)
+			wantError(t, err, messages.ErrProviderTransport, 0, 0)
+		})
+	}
+}
+
+// TestTimeout uses a response-header timeout: the server never answers.
+func TestTimeout(t *testing.T) {
+	srv := ssetest.NewServer(t, ssetest.Reply{Hang: true})
+	tr := srv.Client().Transport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = time.Millisecond
+	defer tr.CloseIdleConnections()
+	p, err := New(Config{BaseURL: srv.URL, HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := ssetest.Collect(p.Stream(context.Background(), simpleRequest()))
+	if len(events) != 0 {
+		t.Fatalf("events %v", ssetest.Lines(events))
+	}
+	wantError(t, err, messages.ErrProviderTransport, 0, 0)
+}
+
+// TestCancel cancels the context in the middle of a stream whose server
+// then waits for the client to go away.
+func TestCancel(t *testing.T) {
+	body := messageStart(smallUsage) + blockStart("0", `{"type":"text","text":""}`) + blockDelta("0", `{"type":"text_delta","text":"a"}`)
+	srv := ssetest.NewServer(t, ssetest.Reply{Chunks: []string{body}, Hang: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		events []llm.Event
+		final  error
+	)
+	for ev, err := range newTestProvider(t, srv).Stream(ctx, simpleRequest()) {
+		if err != nil {
+			final = err
+			continue
+		}
+		events = append(events, ev)
+		if ev.Kind == llm.TextDelta {
+			cancel()
+		}
+	}
+	if len(events) != 2 {
+		t.Fatalf("events %v", ssetest.Lines(events))
+	}
+	wantError(t, final, messages.ErrAborted, 0, 0)
+}
+
+func TestCancelledBeforeStart(t *testing.T) {
+	srv := ssetest.NewServer(t, ssetest.Reply{Chunks: []string{textStream("a")}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	events, err := ssetest.Collect(newTestProvider(t, srv).Stream(ctx, simpleRequest()))
+	if len(events) != 0 {
+		t.Fatalf("events %v", ssetest.Lines(events))
+	}
+	wantError(t, err, messages.ErrAborted, 0, 0)
+}
+
+func TestNewRejectsBadBaseURL(t *testing.T) {
+	for _, u := range []string{"api.anthropic.com", "ftp://x", "http://", "::"} {
+		if _, err := New(Config{BaseURL: u}); err == nil {
+			t.Errorf("New(%q) succeeded", u)
+		}
+	}
+}

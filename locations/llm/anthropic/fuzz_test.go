@@ -1,0 +1,103 @@
+package anthropic
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/locations/llm/internal/ssetest"
+)
+
+// fuzzSeeds are complete response bodies covering every event kind and the
+// error paths; the fuzzers cut and mutate them.
+var fuzzSeeds = []string{
+	textStream(`Hel\u00e9lo \ud83d\ude00`),
+	messageStart(`{"input_tokens":5,"cache_creation_input_tokens":7,"cache_read_input_tokens":9,"output_tokens":1}`) +
+		blockStart("0", `{"type":"thinking","thinking":"","signature":""}`) +
+		blockDelta("0", `{"type":"thinking_delta","thinking":"Hmm."}`) +
+		blockDelta("0", `{"type":"signature_delta","signature":"c2lnbmF0dXJl"}`) +
+		blockStop("0") + ping +
+		blockStart("1", `{"type":"redacted_thinking","data":"ZW5j"}`) + blockStop("1") +
+		blockStart("2", `{"type":"text","text":""}`) + blockDelta("2", `{"type":"text_delta","text":"Hi"}`) + blockStop("2") +
+		messageDelta("end_turn", `{"output_tokens":40,"output_tokens_details":{"thinking_tokens":30}}`) + messageStop,
+	messageStart(smallUsage) +
+		blockStart("0", `{"type":"tool_use","id":"toolu_1","name":"read","input":{}}`) +
+		blockDelta("0", `{"type":"input_json_delta","partial_json":"{\"path\":"}`) +
+		blockDelta("0", `{"type":"input_json_delta","partial_json":"\"a\\\"b.go\"}"}`) +
+		blockStop("0") +
+		blockStart("1", `{"type":"tool_use","id":"toolu_2","name":"bash","input":{}}`) +
+		blockDelta("1", `{"type":"input_json_delta","partial_json":"{\"command\":\"ls\"}"}`) +
+		blockStop("1") +
+		messageDelta("tool_use", `{"output_tokens":12}`) + messageStop,
+	messageStart(smallUsage) + blockStart("0", `{"type":"text","text":""}`) +
+		blockDelta("0", `{"type":"text_delta","text":"part"}`) + ev("error", apiErr("overloaded_error", "Overloaded")),
+	messageStart(smallUsage) + blockStart("0", `{"type":"text","text":""}`) + blockDelta("0", `{"type":"text_delta","text":"cut"}`),
+	": comment\n\n" + messageStart(smallUsage) + blockStart("0", `{"type":"text","text":"No."}`) + blockStop("0") +
+		messageDelta("refusal", `{"output_tokens":2}`) + messageStop,
+}
+
+// fuzzStream runs one stream whose body arrives in exactly the given chunks,
+// in memory, and checks the stream contract.
+func fuzzStream(t *testing.T, chunks []string) ([]string, string) {
+	t.Helper()
+	p, err := New(Config{
+		BaseURL:    "http://fuzz.invalid",
+		HTTPClient: &http.Client{Transport: &ssetest.Transport{Chunks: chunks}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := ssetest.Collect(p.Stream(context.Background(), simpleRequest()))
+	if bad := ssetest.Check(events, err); bad != nil {
+		t.Fatalf("stream contract: %v\nevents:\n%s\nerr: %v", bad, strings.Join(ssetest.Lines(events), "\n"), err)
+	}
+	errText := ""
+	if err != nil {
+		le := err.(*llm.Error)
+		errText = string(le.Type) + ": " + le.Message
+	}
+	return ssetest.Lines(events), errText
+}
+
+// FuzzChunkSplits cuts a seed stream at arbitrary points (each byte of cuts
+// is the length of the next chunk, minus one) and asserts the normalized
+// event sequence and final error are identical to the uncut stream's.
+func FuzzChunkSplits(f *testing.F) {
+	for i := range fuzzSeeds {
+		f.Add(uint8(i), []byte{0})
+		f.Add(uint8(i), []byte{6, 0, 40, 1, 200, 3})
+		f.Add(uint8(i), []byte{17, 17, 17, 17, 17, 17, 17, 17})
+	}
+	f.Fuzz(func(t *testing.T, seed uint8, cuts []byte) {
+		body := fuzzSeeds[int(seed)%len(fuzzSeeds)]
+		var chunks []string
+		rest := body
+		for i := 0; len(rest) > 0; i++ {
+			n := len(rest)
+			if len(cuts) > 0 {
+				n = min(int(cuts[i%len(cuts)])+1, len(rest))
+			}
+			chunks, rest = append(chunks, rest[:n]), rest[n:]
+		}
+		wantEvents, wantErr := fuzzStream(t, []string{body})
+		gotEvents, gotErr := fuzzStream(t, chunks)
+		if !slices.Equal(gotEvents, wantEvents) || gotErr != wantErr {
+			t.Fatalf("split into %d chunks:\n%s\nerr %q\nwant:\n%s\nerr %q", len(chunks),
+				strings.Join(gotEvents, "\n"), gotErr, strings.Join(wantEvents, "\n"), wantErr)
+		}
+	})
+}
+
+// FuzzStream feeds arbitrary bodies (mutated from the seeds) and asserts the
+// adapter never panics and always honours the stream contract.
+func FuzzStream(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		fuzzStream(t, []string{body})
+	})
+}

@@ -1,0 +1,266 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"strings"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/locations/llm/internal/wire"
+	"github.com/sessiond/sessiond/messages"
+)
+
+// placeholderDescription describes a tool declared only because history uses
+// it (see the package documentation).
+const placeholderDescription = "Not available in this step."
+
+// lower builds the Messages request for req.
+func lower(req llm.Request, cfg Config) (sdk.MessageNewParams, error) {
+	if req.Model.ID == "" {
+		return sdk.MessageNewParams{}, llm.Errorf(messages.ErrProviderInvalidRequest, "anthropic: request has no model ID")
+	}
+	maxTokens := req.MaxOutputTokens
+	if maxTokens <= 0 {
+		maxTokens = cfg.MaxTokens
+	}
+	params := sdk.MessageNewParams{Model: req.Model.ID, MaxTokens: int64(maxTokens)}
+	for _, s := range req.System {
+		if s != "" {
+			params.System = append(params.System, sdk.TextBlockParam{Text: s})
+		}
+	}
+	if n := len(params.System); n > 0 {
+		params.System[n-1].CacheControl = sdk.NewCacheControlEphemeralParam()
+	}
+
+	var turns turns
+	for _, m := range wire.PairToolResults(req.Messages) {
+		turns.add(m)
+	}
+	params.Messages = turns.out
+	if n := len(params.Messages); n > 0 {
+		markCache(params.Messages[n-1])
+	}
+
+	for _, t := range req.Tools {
+		tool, err := lowerTool(t)
+		if err != nil {
+			return sdk.MessageNewParams{}, err
+		}
+		params.Tools = append(params.Tools, tool)
+	}
+	toolChoice := req.ToolChoice
+	if len(params.Tools) == 0 && len(turns.toolNames) > 0 {
+		for _, name := range turns.toolNames {
+			params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: &sdk.ToolParam{
+				Name:        name,
+				Description: param.NewOpt(placeholderDescription),
+				InputSchema: sdk.ToolInputSchemaParam{Type: "object"},
+			}})
+		}
+		toolChoice = llm.ToolChoiceNone
+	}
+	if toolChoice == llm.ToolChoiceNone && len(params.Tools) > 0 {
+		params.ToolChoice = sdk.ToolChoiceUnionParam{OfNone: &sdk.ToolChoiceNoneParam{}}
+	}
+
+	switch {
+	case cfg.AdaptiveThinking:
+		params.Thinking = sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}}
+	case cfg.ThinkingBudget > 0 && cfg.ThinkingBudget < maxTokens:
+		params.Thinking = sdk.ThinkingConfigParamUnion{OfEnabled: &sdk.ThinkingConfigEnabledParam{BudgetTokens: int64(cfg.ThinkingBudget)}}
+	}
+	return params, nil
+}
+
+// turns accumulates the conversation, merging consecutive same-role turns.
+type turns struct {
+	out       []sdk.MessageParam
+	toolNames []string // tools used in history, in first-use order
+	seen      map[string]bool
+}
+
+// add lowers one (already paired) history message.
+func (t *turns) add(m llm.Message) {
+	var blocks []sdk.ContentBlockParamUnion
+	assistant := false
+	switch m.Role {
+	case llm.RoleSystem:
+		if text := joinText(m.Parts); text != "" {
+			blocks = append(blocks, sdk.NewTextBlock("<system-reminder>\n"+text+"\n</system-reminder>"))
+		}
+	case llm.RoleUser:
+		for _, p := range m.Parts {
+			switch {
+			case p.Kind == llm.PartText && p.Text != "":
+				blocks = append(blocks, sdk.NewTextBlock(p.Text))
+			case p.Kind == llm.PartFile && p.File != nil:
+				blocks = append(blocks, lowerFile(*p.File))
+			}
+		}
+	case llm.RoleTool:
+		for _, p := range m.Parts {
+			r := sdk.ToolResultBlockParam{ToolUseID: p.CallID}
+			if p.Output != "" { // the API rejects empty text blocks
+				r.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: p.Output}}}
+			}
+			if p.IsError {
+				r.IsError = param.NewOpt(true)
+			}
+			blocks = append(blocks, sdk.ContentBlockParamUnion{OfToolResult: &r})
+		}
+	case llm.RoleAssistant:
+		assistant = true
+		for _, p := range m.Parts {
+			if b, ok := t.assistantBlock(p); ok {
+				blocks = append(blocks, b)
+			}
+		}
+	}
+	if len(blocks) == 0 {
+		return
+	}
+	if n := len(t.out); n > 0 {
+		last := t.out[n-1]
+		switch {
+		case assistant && last.OfAssistant != nil:
+			last.OfAssistant.Content = append(last.OfAssistant.Content, blocks...)
+			return
+		case !assistant && last.OfUser != nil:
+			last.OfUser.Content = append(last.OfUser.Content, blocks...)
+			return
+		}
+	}
+	if assistant {
+		t.out = append(t.out, sdk.NewAssistantMessage(blocks...))
+	} else {
+		t.out = append(t.out, sdk.NewUserMessage(blocks...))
+	}
+}
+
+// assistantBlock lowers one assistant part.
+func (t *turns) assistantBlock(p llm.Part) (sdk.ContentBlockParamUnion, bool) {
+	switch p.Kind {
+	case llm.PartText:
+		return sdk.NewTextBlock(p.Text), p.Text != ""
+	case llm.PartReasoning:
+		var meta metadata
+		if len(p.ProviderMetadata) > 0 && json.Unmarshal(p.ProviderMetadata, &meta) == nil {
+			switch {
+			case meta.Redacted != "":
+				return sdk.NewRedactedThinkingBlock(meta.Redacted), true
+			case meta.Signature != "":
+				return sdk.NewThinkingBlock(meta.Signature, p.Text), true
+			}
+		}
+		// Another model's reasoning (or unsigned): plain text.
+		return sdk.NewTextBlock(p.Text), p.Text != ""
+	case llm.PartToolCall:
+		if t.seen == nil {
+			t.seen = map[string]bool{}
+		}
+		if !t.seen[p.Name] {
+			t.seen[p.Name] = true
+			t.toolNames = append(t.toolNames, p.Name)
+		}
+		return sdk.NewToolUseBlock(p.CallID, wire.ToolInput(string(p.Input)), p.Name), true
+	}
+	return sdk.ContentBlockParamUnion{}, false
+}
+
+// lowerFile lowers an attachment: images and PDFs natively, from a data: URL
+// or an http(s) URL; anything else as a text note.
+func lowerFile(f messages.File) sdk.ContentBlockParamUnion {
+	mediaType, data, isData := wire.DataURL(f.URL)
+	if !isData {
+		mediaType = f.Mime
+	}
+	remote := strings.HasPrefix(f.URL, "https://") || strings.HasPrefix(f.URL, "http://")
+	switch {
+	case wire.IsImage(mediaType) && isData:
+		return sdk.NewImageBlockBase64(mediaType, data)
+	case wire.IsImage(mediaType) && remote:
+		return sdk.NewImageBlock(sdk.URLImageSourceParam{URL: f.URL})
+	case mediaType == "application/pdf" && isData:
+		return sdk.NewDocumentBlock(sdk.Base64PDFSourceParam{Data: data})
+	case mediaType == "application/pdf" && remote:
+		return sdk.NewDocumentBlock(sdk.URLPDFSourceParam{URL: f.URL})
+	}
+	return sdk.NewTextBlock(wire.FileNote(f))
+}
+
+// cacheable reports whether a block may carry cache_control (thinking blocks
+// may not).
+func cacheable(b sdk.ContentBlockParamUnion) bool {
+	return b.OfThinking == nil && b.OfRedactedThinking == nil && b.GetCacheControl() != nil
+}
+
+// markCache sets a cache breakpoint on the last cacheable block of m.
+func markCache(m sdk.MessageParam) {
+	var content []sdk.ContentBlockParamUnion
+	switch {
+	case m.OfUser != nil:
+		content = m.OfUser.Content
+	case m.OfAssistant != nil:
+		content = m.OfAssistant.Content
+	}
+	for i := len(content) - 1; i >= 0; i-- {
+		if cacheable(content[i]) {
+			*content[i].GetCacheControl() = sdk.NewCacheControlEphemeralParam()
+			return
+		}
+	}
+}
+
+// lowerTool lowers a tool definition; the schema's members are kept as raw
+// JSON so that they reach the wire byte for byte.
+func lowerTool(t llm.ToolDefinition) (sdk.ToolUnionParam, error) {
+	// An explicit type keeps input_schema on the wire (the API requires it)
+	// even for a tool without parameters.
+	tool := &sdk.ToolParam{Name: t.Name, InputSchema: sdk.ToolInputSchemaParam{Type: "object"}}
+	if t.Description != "" {
+		tool.Description = param.NewOpt(t.Description)
+	}
+	if len(t.InputSchema) > 0 {
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(t.InputSchema, &members); err != nil {
+			return sdk.ToolUnionParam{}, llm.Errorf(messages.ErrProviderInvalidRequest,
+				"anthropic: tool %q: input schema is not a JSON object: %v", t.Name, err)
+		}
+		for k, v := range members {
+			switch k {
+			case "type": // always "object"
+			case "properties":
+				tool.InputSchema.Properties = v
+			case "required":
+				if err := json.Unmarshal(v, &tool.InputSchema.Required); err != nil {
+					return sdk.ToolUnionParam{}, llm.Errorf(messages.ErrProviderInvalidRequest,
+						"anthropic: tool %q: required is not a list of names: %v", t.Name, err)
+				}
+			default:
+				if tool.InputSchema.ExtraFields == nil {
+					tool.InputSchema.ExtraFields = map[string]any{}
+				}
+				tool.InputSchema.ExtraFields[k] = v
+			}
+		}
+	}
+	return sdk.ToolUnionParam{OfTool: tool}, nil
+}
+
+// joinText joins the text parts of a message with blank lines.
+func joinText(parts []llm.Part) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Kind != llm.PartText || p.Text == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}

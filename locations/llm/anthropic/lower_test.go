@@ -1,0 +1,234 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/locations/llm/internal/ssetest"
+	"github.com/sessiond/sessiond/messages"
+)
+
+// okReply is a minimal successful stream.
+var okReply = ssetest.Reply{Chunks: []string{textStream("ok")}}
+
+func text(s string) llm.Part { return llm.Part{Kind: llm.PartText, Text: s} }
+
+// richRequest exercises every lowering rule.
+func richRequest() llm.Request {
+	file := func(mime, name, url string) llm.Part {
+		return llm.Part{Kind: llm.PartFile, File: &messages.File{Mime: mime, Filename: name, URL: url}}
+	}
+	return llm.Request{
+		Model:  messages.ModelRef{ProviderID: "anthropic", ID: "claude-test"},
+		System: []string{"You are sessiond.", "Be brief."},
+		Messages: []llm.Message{
+			{Role: llm.RoleUser, Parts: []llm.Part{
+				text("Look"),
+				file("image/png", "dot.png", "data:image/png;base64,iVBORw0KGgo="),
+				file("application/pdf", "spec.pdf", "data:application/pdf;base64,JVBERi0xLjQ="),
+				file("text/plain", "notes.txt", "data:text/plain,hello%20notes"),
+				file("application/zip", "a.zip", "https://example.com/a.zip"),
+			}},
+			{Role: llm.RoleSystem, Parts: []llm.Part{text("Instructions changed.")}},
+			{Role: llm.RoleAssistant, Parts: []llm.Part{
+				{Kind: llm.PartReasoning, Text: "my thoughts", ProviderMetadata: json.RawMessage(`{"signature":"sig1"}`)},
+				{Kind: llm.PartReasoning, ProviderMetadata: json.RawMessage(`{"redacted":"enc"}`)},
+				text("Let me check."),
+				{Kind: llm.PartToolCall, CallID: "call_1", Name: "read", Input: json.RawMessage(`{"path":"a.go"}`)},
+				{Kind: llm.PartToolCall, CallID: "call_2", Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)},
+			}},
+			{Role: llm.RoleTool, Parts: []llm.Part{
+				{Kind: llm.PartToolResult, CallID: "call_2", Name: "bash", Output: "a.go"},
+				{Kind: llm.PartToolResult, CallID: "call_1", Name: "read", Output: "no such file", IsError: true},
+			}},
+			{Role: llm.RoleUser, Parts: []llm.Part{text("thanks")}},
+			{Role: llm.RoleAssistant, Parts: []llm.Part{
+				{Kind: llm.PartReasoning, Text: "other model thoughts"},
+				text(""),
+				text("Done."),
+			}},
+			{Role: llm.RoleUser, Parts: []llm.Part{text("next")}},
+		},
+		Tools: []llm.ToolDefinition{
+			{Name: "read", Description: "Read a file.", InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false}`)},
+			{Name: "bash"},
+		},
+		ToolChoice:      llm.ToolChoiceNone,
+		MaxOutputTokens: 2048,
+		CacheKey:        "ses_01",
+	}
+}
+
+const richWant = `{
+  "model": "claude-test",
+  "max_tokens": 2048,
+  "stream": true,
+  "system": [
+    {"type": "text", "text": "You are sessiond."},
+    {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}
+  ],
+  "messages": [
+    {"role": "user", "content": [
+      {"type": "text", "text": "Look"},
+      {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+      {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQ="}},
+      {"type": "text", "text": "<file name=\"notes.txt\" type=\"text/plain\">\nhello notes\n</file>"},
+      {"type": "text", "text": "[Attached file \"a.zip\" (application/zip) at https://example.com/a.zip]"},
+      {"type": "text", "text": "<system-reminder>\nInstructions changed.\n</system-reminder>"}
+    ]},
+    {"role": "assistant", "content": [
+      {"type": "thinking", "thinking": "my thoughts", "signature": "sig1"},
+      {"type": "redacted_thinking", "data": "enc"},
+      {"type": "text", "text": "Let me check."},
+      {"type": "tool_use", "id": "call_1", "name": "read", "input": {"path": "a.go"}},
+      {"type": "tool_use", "id": "call_2", "name": "bash", "input": {"command": "ls"}}
+    ]},
+    {"role": "user", "content": [
+      {"type": "tool_result", "tool_use_id": "call_1", "content": [{"type": "text", "text": "no such file"}], "is_error": true},
+      {"type": "tool_result", "tool_use_id": "call_2", "content": [{"type": "text", "text": "a.go"}]},
+      {"type": "text", "text": "thanks"}
+    ]},
+    {"role": "assistant", "content": [
+      {"type": "text", "text": "other model thoughts"},
+      {"type": "text", "text": "Done."}
+    ]},
+    {"role": "user", "content": [{"type": "text", "text": "next", "cache_control": {"type": "ephemeral"}}]}
+  ],
+  "tools": [
+    {"name": "read", "description": "Read a file.",
+     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"], "additionalProperties": false}},
+    {"name": "bash", "input_schema": {"type": "object"}}
+  ],
+  "tool_choice": {"type": "none"}
+}`
+
+func TestLowering(t *testing.T) {
+	_, srv, err := run(t, richRequest(), okReply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	r := reqs[0]
+	if r.Method != "POST" || r.Path != "/v1/messages" || r.Header.Get("Authorization") != "Bearer sk-ant-test" || r.Header.Get("Anthropic-Version") == "" {
+		t.Fatalf("request %s %s authorization %q anthropic-version %q", r.Method, r.Path, r.Header.Get("Authorization"), r.Header.Get("Anthropic-Version"))
+	}
+	wantJSON(t, r.Body, richWant)
+}
+
+func TestLoweringVariants(t *testing.T) {
+	history := []llm.Message{
+		{Role: llm.RoleUser, Parts: []llm.Part{text("go")}},
+		{Role: llm.RoleAssistant, Parts: []llm.Part{
+			{Kind: llm.PartToolCall, CallID: "t1", Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)},
+			{Kind: llm.PartToolCall, CallID: "t2", Name: "read", Input: json.RawMessage(`{}`)},
+			{Kind: llm.PartToolCall, CallID: "t3", Name: "bash"},
+		}},
+		{Role: llm.RoleTool, Parts: []llm.Part{
+			{Kind: llm.PartToolResult, CallID: "t1", Output: ""},
+			{Kind: llm.PartToolResult, CallID: "t3", Output: "x"},
+		}},
+		{Role: llm.RoleSystem, Parts: []llm.Part{text("You have reached the maximum number of steps.")}},
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		req  llm.Request
+		want string
+	}{
+		{
+			name: "final step: placeholder tools, missing result, reminder merged",
+			req:  llm.Request{Model: messages.ModelRef{ID: "claude-test"}, Messages: history, ToolChoice: llm.ToolChoiceNone},
+			want: `{"model":"claude-test","max_tokens":8192,"stream":true,
+			  "messages":[
+			    {"role":"user","content":[{"type":"text","text":"go"}]},
+			    {"role":"assistant","content":[
+			      {"type":"tool_use","id":"t1","name":"bash","input":{"command":"ls"}},
+			      {"type":"tool_use","id":"t2","name":"read","input":{}},
+			      {"type":"tool_use","id":"t3","name":"bash","input":{}}]},
+			    {"role":"user","content":[
+			      {"type":"tool_result","tool_use_id":"t1"},
+			      {"type":"tool_result","tool_use_id":"t2","is_error":true,"content":[{"type":"text","text":"Tool result missing: the tool call was interrupted before it produced a result."}]},
+			      {"type":"tool_result","tool_use_id":"t3","content":[{"type":"text","text":"x"}]},
+			      {"type":"text","text":"<system-reminder>\nYou have reached the maximum number of steps.\n</system-reminder>","cache_control":{"type":"ephemeral"}}]}],
+			  "tools":[
+			    {"name":"bash","description":"Not available in this step.","input_schema":{"type":"object"}},
+			    {"name":"read","description":"Not available in this step.","input_schema":{"type":"object"}}],
+			  "tool_choice":{"type":"none"}}`,
+		},
+		{
+			name: "thinking budget",
+			cfg:  Config{ThinkingBudget: 1024},
+			req:  simpleRequest(),
+			want: `{"model":"claude-test","max_tokens":8192,"stream":true,"thinking":{"type":"enabled","budget_tokens":1024},
+			  "messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}]}`,
+		},
+		{
+			name: "thinking budget above max_tokens is off",
+			cfg:  Config{ThinkingBudget: 4096, MaxTokens: 4096},
+			req:  simpleRequest(),
+			want: `{"model":"claude-test","max_tokens":4096,"stream":true,
+			  "messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}]}`,
+		},
+		{
+			name: "adaptive thinking",
+			cfg:  Config{AdaptiveThinking: true, ThinkingBudget: 1024},
+			req:  simpleRequest(),
+			want: `{"model":"claude-test","max_tokens":8192,"stream":true,"thinking":{"type":"adaptive"},
+			  "messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}]}`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := ssetest.NewServer(t, okReply)
+			cfg := tc.cfg
+			cfg.BaseURL, cfg.HTTPClient = srv.URL, srv.Client()
+			p, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ssetest.Collect(p.Stream(t.Context(), tc.req)); err != nil {
+				t.Fatal(err)
+			}
+			wantJSON(t, srv.LastBody(), tc.want)
+		})
+	}
+}
+
+func TestLoweringErrors(t *testing.T) {
+	t.Run("missing model", func(t *testing.T) {
+		req := simpleRequest()
+		req.Model.ID = ""
+		_, srv, err := run(t, req, okReply)
+		wantError(t, err, messages.ErrProviderInvalidRequest, 0, 0)
+		if n := len(srv.Requests()); n != 0 {
+			t.Fatalf("%d requests sent", n)
+		}
+	})
+	for name, schema := range map[string]string{"not an object": `"x"`, "bad required": `{"required":"path"}`} {
+		t.Run(name, func(t *testing.T) {
+			req := simpleRequest()
+			req.Tools = []llm.ToolDefinition{{Name: "x", InputSchema: json.RawMessage(schema)}}
+			_, _, err := run(t, req, okReply)
+			wantError(t, err, messages.ErrProviderInvalidRequest, 0, 0)
+		})
+	}
+}
+
+// wantJSON compares two JSON documents structurally.
+func wantJSON(t *testing.T, got []byte, want string) {
+	t.Helper()
+	canon := func(b []byte) string {
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("invalid JSON %s: %v", b, err)
+		}
+		out, _ := json.MarshalIndent(v, "", "  ")
+		return string(out)
+	}
+	if g, w := canon(got), canon([]byte(want)); g != w {
+		t.Fatalf("request body:\n%s\nwant:\n%s", g, w)
+	}
+}

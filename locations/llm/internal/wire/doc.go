@@ -1,0 +1,24 @@
+// Package wire holds the HTTP-level pieces the provider adapters (openai,
+// anthropic) share: Retry-After parsing, the HTTP status table, the
+// classification of failures that carry no API error, tool-argument
+// normalization, data: URL handling for attachments, and the pairing of tool
+// calls with their results before a request is lowered.
+//
+// Everything here is pure except for what it is handed: time is a parameter,
+// and nothing reads the environment or starts goroutines.
+//
+// # Invariants
+//
+//   - Every function returns an *llm.Error whose Type is one of the provider.*
+//     types or aborted; untyped errors never escape.
+//   - ToolInput always returns valid JSON.
+//   - PairToolResults never modifies its input and always returns a history in
+//     which each assistant tool call is answered exactly once, in call order.
+//
+// # Usage
+//
+//	delay := wire.RetryAfter(res.Header, now)
+//	t := wire.StatusType(res.StatusCode)
+//	lerr := wire.Failure(ctx, err, responded)
+//	msgs := wire.PairToolResults(req.Messages)
+package wire

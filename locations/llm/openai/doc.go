@@ -1,0 +1,59 @@
+// Package openai is the llm.Provider for OpenAI-compatible Chat Completions
+// endpoints (OpenAI, Ollama, vLLM, llama.cpp, LiteLLM and others), built on
+// the official SDK github.com/openai/openai-go/v3.
+//
+// Every request streams with stream_options.include_usage. The SDK's own
+// retries are off: the runner's retry policy is the only retry layer, and
+// this package only classifies failures into typed *llm.Error values.
+//
+// # Events
+//
+// Content deltas become text blocks; the reasoning_content or reasoning delta
+// field that OpenAI-compatible servers add (DeepSeek, vLLM, llama.cpp,
+// Ollama, OpenRouter; the SDK has no typed field for it, so it is read from
+// the chunk's raw JSON) becomes reasoning blocks. A block of one kind is
+// closed before a block of the other kind or a tool input starts. Tool calls
+// stream as tool inputs keyed by their index (parallel calls may interleave);
+// all of them end, each followed by its complete ToolCall, when the finish
+// reason arrives. Exactly one StepFinish ends a successful stream, after the
+// usage chunk. Refusal deltas are shown as text and finish the step as
+// content-filter, like an Anthropic refusal.
+//
+// Usage: Input is prompt_tokens minus cached and cache-write tokens, Output
+// is completion_tokens minus reasoning_tokens (so that llm.Prices.Cost does
+// not count reasoning twice), Cache.Read is cached_tokens.
+//
+// # Errors
+//
+// HTTP 429 is provider.rate-limit with RetryAfter from retry-after-ms or
+// retry-after; 5xx is provider.internal; 401 and 403 are provider.auth; the
+// error code context_length_exceeded (and llama.cpp's error type
+// exceed_context_size_error) is provider.context-overflow; the code
+// content_filter (Azure) is provider.content-filter; other 4xx are
+// provider.invalid-request. An error object inside the stream is classified
+// from its type and code (a numeric code, which vLLM and llama.cpp send, is
+// read as an HTTP status). A stream that ends before any finish reason, a
+// reset connection or a timeout is provider.transport; cancellation of the
+// context is aborted.
+//
+// # Request lowering
+//
+// System parts become one leading system message; RoleSystem messages in
+// history become system messages in place. User file parts become image_url
+// parts for images and text notes otherwise. Assistant tool calls become
+// tool_calls followed by one tool message per call (paired by call ID, see
+// wire.PairToolResults); an error result is prefixed with "Error: " since the
+// API has no error flag. Chat Completions has no input field for reasoning:
+// reasoning this adapter produced (it carries ProviderMetadata, which the
+// runner keeps only for the same model) is dropped on replay, and reasoning
+// from another model (no ProviderMetadata) is replayed as ordinary assistant
+// text. Request.CacheKey is sent as prompt_cache_key. tool_choice none is
+// sent only alongside tools, since OpenAI rejects it without them.
+//
+// # Usage
+//
+//	p, err := openai.New(openai.Config{BaseURL: "http://127.0.0.1:11434/v1", APIKey: "none"})
+//	for ev, err := range p.Stream(ctx, req) {
+//		...
+//	}
+package openai

@@ -1,0 +1,179 @@
+package openai
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/locations/llm/internal/ssetest"
+	"github.com/sessiond/sessiond/messages"
+)
+
+func TestHTTPErrors(t *testing.T) {
+	hdr := func(kv ...string) http.Header {
+		h := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return h
+	}
+	openaiErr := func(msg, typ, code string) string {
+		return `{"error":{"message":"` + msg + `","type":"` + typ + `","param":null,"code":` + code + `}}`
+	}
+	for _, tc := range []struct {
+		name       string
+		status     int
+		header     http.Header
+		body       string
+		want       messages.ErrorType
+		retryAfter time.Duration
+		message    string
+	}{
+		{"429 retry-after-ms", 429, hdr("retry-after-ms", "1500", "retry-after", "9"),
+			openaiErr("Rate limit reached for gpt-test", "requests", `"rate_limit_exceeded"`), messages.ErrProviderRateLimit, 1500 * time.Millisecond, "Rate limit reached"},
+		{"429 retry-after seconds", 429, hdr("retry-after", "7"),
+			openaiErr("slow down", "requests", `"rate_limit_exceeded"`), messages.ErrProviderRateLimit, 7 * time.Second, "slow down"},
+		{"429 retry-after date", 429, hdr("retry-after", fixedNow.Add(90*time.Second).Format(http.TimeFormat)),
+			openaiErr("slow down", "requests", `"rate_limit_exceeded"`), messages.ErrProviderRateLimit, 90 * time.Second, "slow down"},
+		{"429 without header", 429, nil, openaiErr("slow down", "requests", "null"), messages.ErrProviderRateLimit, 0, "slow down"},
+		{"500", 500, nil, openaiErr("The server had an error", "server_error", "null"), messages.ErrProviderInternal, 0, "The server had an error"},
+		{"503 with retry-after", 503, hdr("retry-after", "2"), openaiErr("overloaded", "server_error", "null"), messages.ErrProviderInternal, 2 * time.Second, "overloaded"},
+		{"529", 529, nil, `{"error":{"message":"overloaded"}}`, messages.ErrProviderInternal, 0, "overloaded"},
+		{"401", 401, nil, openaiErr("Incorrect API key provided", "invalid_request_error", `"invalid_api_key"`), messages.ErrProviderAuth, 0, "Incorrect API key"},
+		{"403", 403, nil, openaiErr("Project does not have access", "invalid_request_error", `"model_not_found"`), messages.ErrProviderAuth, 0, "Project does not"},
+		{"context_length_exceeded", 400, nil,
+			openaiErr("This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.", "invalid_request_error", `"context_length_exceeded"`),
+			messages.ErrProviderContextOverflow, 0, "maximum context length"},
+		{"llama.cpp exceed_context_size_error", 400, nil,
+			`{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9000,"n_ctx":8192}}`,
+			messages.ErrProviderContextOverflow, 0, "exceeds the available context size"},
+		{"vLLM bare overflow", 400, nil,
+			`{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.","type":"BadRequestError","param":null,"code":400}`,
+			messages.ErrProviderContextOverflow, 0, "maximum context length is 4096"},
+		{"vLLM bare other", 400, nil,
+			`{"object":"error","message":"temperature must be non-negative","type":"BadRequestError","param":null,"code":400}`,
+			messages.ErrProviderInvalidRequest, 0, "temperature must be"},
+		{"Azure content filter", 400, nil,
+			openaiErr("The response was filtered due to the prompt triggering content management policy.", "null", `"content_filter"`),
+			messages.ErrProviderContentFilter, 0, "filtered"},
+		{"other 400", 400, nil, openaiErr("Invalid value for 'tool_choice'", "invalid_request_error", "null"), messages.ErrProviderInvalidRequest, 0, "Invalid value"},
+		{"404 model", 404, nil, openaiErr("The model `nope` does not exist", "invalid_request_error", `"model_not_found"`), messages.ErrProviderInvalidRequest, 0, "does not exist"},
+		{"plain text body", 502, hdr("Content-Type", "text/html"), "<html>Bad Gateway</html>", messages.ErrProviderInternal, 0, "Bad Gateway"},
+		{"string error field", 400, nil, `{"error":"model is required"}`, messages.ErrProviderInvalidRequest, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := run(t, simpleRequest(), ssetest.Reply{Status: tc.status, Header: tc.header, Chunks: []string{tc.body}})
+			le := wantError(t, err, tc.want, tc.status, tc.retryAfter)
+			if !strings.Contains(le.Message, tc.message) {
+				t.Fatalf("message %q does not contain %q", le.Message, tc.message)
+			}
+		})
+	}
+}
+
+func TestStreamErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		data   string
+		want   messages.ErrorType
+		status int
+	}{
+		{"server_error", `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`, messages.ErrProviderInternal, 0},
+		{"unknown type", `{"error":{"message":"boom","type":"weird","code":null}}`, messages.ErrProviderInternal, 0},
+		{"overflow code", `{"error":{"message":"too long","type":"invalid_request_error","code":"context_length_exceeded"}}`, messages.ErrProviderContextOverflow, 0},
+		{"rate limit type", `{"error":{"message":"slow","type":"rate_limit_error","code":null}}`, messages.ErrProviderRateLimit, 0},
+		{"vLLM numeric code", `{"error":{"object":"error","message":"busy","type":"ServiceUnavailableError","param":null,"code":503}}`, messages.ErrProviderInternal, 503},
+		{"numeric 429", `{"error":{"message":"slow","type":"TooManyRequests","code":429}}`, messages.ErrProviderRateLimit, 429},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := sse(chunk(`{"content":"partial"}`, ""), tc.data)
+			events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: ssetest.SplitAfter(body, "\n")})
+			wantError(t, err, tc.want, tc.status, 0)
+			// Partial content stays visible; no block is closed on error.
+			wantLines(t, events, "text-start text-0", `text-delta text-0 "partial"`)
+		})
+	}
+}
+
+func TestTransportErrors(t *testing.T) {
+	partial := sse(chunk(`{"content":"par"}`, ""), chunk(`{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{\"a\""}}]}`, ""))
+	for _, tc := range []struct {
+		name string
+		rep  ssetest.Reply
+	}{
+		{"cut mid-stream", ssetest.Reply{Chunks: ssetest.Split(partial, 30, len(partial)-20), Abort: true}},
+		{"cut mid-line", ssetest.Reply{Chunks: []string{partial[:len(partial)-9]}, Abort: true}},
+		{"clean EOF without finish", ssetest.Reply{Chunks: []string{partial}}},
+		{"clean EOF after [DONE] without finish", ssetest.Reply{Chunks: []string{partial + sse(done)}}},
+		{"connection reset", ssetest.Reply{Reset: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := run(t, simpleRequest(), tc.rep)
+			wantError(t, err, messages.ErrProviderTransport, 0, 0)
+		})
+	}
+}
+
+// TestTimeout uses a response-header timeout: the server never answers.
+func TestTimeout(t *testing.T) {
+	srv := ssetest.NewServer(t, ssetest.Reply{Hang: true})
+	client := srv.Client()
+	tr := client.Transport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = time.Millisecond
+	defer tr.CloseIdleConnections()
+	p, err := New(Config{BaseURL: srv.URL, HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := ssetest.Collect(p.Stream(context.Background(), simpleRequest()))
+	if len(events) != 0 {
+		t.Fatalf("events %v", ssetest.Lines(events))
+	}
+	wantError(t, err, messages.ErrProviderTransport, 0, 0)
+}
+
+// TestCancel cancels the context in the middle of a stream whose server
+// then waits for the client to go away.
+func TestCancel(t *testing.T) {
+	srv := ssetest.NewServer(t, ssetest.Reply{Chunks: []string{sse(chunk(`{"content":"a"}`, ""))}, Hang: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		events []llm.Event
+		final  error
+	)
+	for ev, err := range newTestProvider(t, srv).Stream(ctx, simpleRequest()) {
+		if err != nil {
+			final = err
+			continue
+		}
+		events = append(events, ev)
+		cancel()
+	}
+	if len(events) != 2 { // text-start, text-delta
+		t.Fatalf("events %v", ssetest.Lines(events))
+	}
+	wantError(t, final, messages.ErrAborted, 0, 0)
+}
+
+func TestCancelledBeforeStart(t *testing.T) {
+	srv := ssetest.NewServer(t, ssetest.Reply{Chunks: []string{sse(chunk(`{"content":"a"}`, "stop"))}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	events, err := ssetest.Collect(newTestProvider(t, srv).Stream(ctx, simpleRequest()))
+	if len(events) != 0 {
+		t.Fatalf("events %v", ssetest.Lines(events))
+	}
+	wantError(t, err, messages.ErrAborted, 0, 0)
+}
+
+func TestNewRejectsBadBaseURL(t *testing.T) {
+	for _, u := range []string{"localhost:8080", "ftp://x/v1", "http://", "::"} {
+		if _, err := New(Config{BaseURL: u}); err == nil {
+			t.Errorf("New(%q) succeeded", u)
+		}
+	}
+}

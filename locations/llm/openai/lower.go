@@ -1,0 +1,202 @@
+package openai
+
+import (
+	"encoding/json"
+	"strings"
+
+	oa "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/locations/llm/internal/wire"
+	"github.com/sessiond/sessiond/messages"
+)
+
+// lower builds the Chat Completions request for req.
+func lower(req llm.Request, legacyMaxTokens bool) (oa.ChatCompletionNewParams, error) {
+	if req.Model.ID == "" {
+		return oa.ChatCompletionNewParams{}, llm.Errorf(messages.ErrProviderInvalidRequest, "openai: request has no model ID")
+	}
+	params := oa.ChatCompletionNewParams{
+		Model:         req.Model.ID,
+		StreamOptions: oa.ChatCompletionStreamOptionsParam{IncludeUsage: param.NewOpt(true)},
+	}
+	if sys := joinNonEmpty(req.System); sys != "" {
+		params.Messages = append(params.Messages, oa.SystemMessage(sys))
+	}
+	for _, m := range wire.PairToolResults(req.Messages) {
+		params.Messages = appendMessage(params.Messages, m)
+	}
+	for _, t := range req.Tools {
+		tool, err := lowerTool(t)
+		if err != nil {
+			return oa.ChatCompletionNewParams{}, err
+		}
+		params.Tools = append(params.Tools, tool)
+	}
+	if req.ToolChoice == llm.ToolChoiceNone && len(params.Tools) > 0 {
+		params.ToolChoice = oa.ChatCompletionToolChoiceOptionUnionParam{OfAuto: param.NewOpt(string(oa.ChatCompletionToolChoiceOptionAutoNone))}
+	}
+	if req.MaxOutputTokens > 0 {
+		if legacyMaxTokens {
+			params.MaxTokens = param.NewOpt(int64(req.MaxOutputTokens))
+		} else {
+			params.MaxCompletionTokens = param.NewOpt(int64(req.MaxOutputTokens))
+		}
+	}
+	if req.CacheKey != "" {
+		params.PromptCacheKey = param.NewOpt(req.CacheKey)
+	}
+	return params, nil
+}
+
+// appendMessage lowers one (already paired) history message.
+func appendMessage(out []oa.ChatCompletionMessageParamUnion, m llm.Message) []oa.ChatCompletionMessageParamUnion {
+	switch m.Role {
+	case llm.RoleSystem:
+		if text := joinText(m.Parts); text != "" {
+			out = append(out, oa.SystemMessage(text))
+		}
+	case llm.RoleUser:
+		if u, ok := lowerUser(m.Parts); ok {
+			out = append(out, u)
+		}
+	case llm.RoleAssistant:
+		if a, ok := lowerAssistant(m.Parts); ok {
+			out = append(out, a)
+		}
+	case llm.RoleTool:
+		for _, p := range m.Parts {
+			output := p.Output
+			if p.IsError {
+				output = "Error: " + output
+			}
+			out = append(out, oa.ToolMessage(output, p.CallID))
+		}
+	}
+	return out
+}
+
+// lowerUser lowers a user message: plain string content when it is only
+// text (what every compatible server accepts), content parts otherwise.
+func lowerUser(parts []llm.Part) (oa.ChatCompletionMessageParamUnion, bool) {
+	hasFile := false
+	for _, p := range parts {
+		hasFile = hasFile || (p.Kind == llm.PartFile && p.File != nil)
+	}
+	if !hasFile {
+		text := joinText(parts)
+		return oa.UserMessage(text), text != ""
+	}
+	var content []oa.ChatCompletionContentPartUnionParam
+	for _, p := range parts {
+		switch {
+		case p.Kind == llm.PartText && p.Text != "":
+			content = append(content, oa.TextContentPart(p.Text))
+		case p.Kind == llm.PartFile && p.File != nil:
+			content = append(content, lowerFile(*p.File))
+		}
+	}
+	return oa.UserMessage(content), len(content) > 0
+}
+
+// lowerFile sends an image as an image_url part (data: URLs are passed
+// through as the API takes them) and any other file as a text note.
+func lowerFile(f messages.File) oa.ChatCompletionContentPartUnionParam {
+	mediaType := f.Mime
+	if mt, _, ok := wire.DataURL(f.URL); ok {
+		mediaType = mt
+	}
+	if wire.IsImage(mediaType) && f.URL != "" {
+		return oa.ImageContentPart(oa.ChatCompletionContentPartImageImageURLParam{URL: f.URL})
+	}
+	return oa.TextContentPart(wire.FileNote(f))
+}
+
+// lowerAssistant lowers an assistant message: text (with reasoning from
+// another model as text) and tool calls. Reasoning with ProviderMetadata is
+// this adapter's own and has no input field, so it is dropped.
+func lowerAssistant(parts []llm.Part) (oa.ChatCompletionMessageParamUnion, bool) {
+	var (
+		texts []string
+		calls []oa.ChatCompletionMessageToolCallUnionParam
+	)
+	for _, p := range parts {
+		switch p.Kind {
+		case llm.PartText:
+			texts = append(texts, p.Text)
+		case llm.PartReasoning:
+			if len(p.ProviderMetadata) == 0 {
+				texts = append(texts, p.Text)
+			}
+		case llm.PartToolCall:
+			calls = append(calls, oa.ChatCompletionMessageToolCallUnionParam{
+				OfFunction: &oa.ChatCompletionMessageFunctionToolCallParam{
+					ID: p.CallID,
+					Function: oa.ChatCompletionMessageFunctionToolCallFunctionParam{
+						Name:      p.Name,
+						Arguments: string(wire.ToolInput(string(p.Input))),
+					},
+				},
+			})
+		}
+	}
+	text := joinNonEmpty(texts)
+	if text == "" && len(calls) == 0 {
+		return oa.ChatCompletionMessageParamUnion{}, false
+	}
+	a := oa.ChatCompletionAssistantMessageParam{ToolCalls: calls}
+	if text != "" {
+		a.Content.OfString = param.NewOpt(text)
+	}
+	return oa.ChatCompletionMessageParamUnion{OfAssistant: &a}, true
+}
+
+// lowerTool lowers a tool definition. The schema's members are kept as raw
+// JSON so that they reach the wire byte for byte.
+func lowerTool(t llm.ToolDefinition) (oa.ChatCompletionToolUnionParam, error) {
+	schema := shared.FunctionParameters{"type": "object", "properties": map[string]any{}}
+	if len(t.InputSchema) > 0 {
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(t.InputSchema, &members); err != nil {
+			return oa.ChatCompletionToolUnionParam{}, llm.Errorf(messages.ErrProviderInvalidRequest,
+				"openai: tool %q: input schema is not a JSON object: %v", t.Name, err)
+		}
+		schema = make(shared.FunctionParameters, len(members))
+		for k, v := range members {
+			schema[k] = v
+		}
+	}
+	def := shared.FunctionDefinitionParam{Name: t.Name, Parameters: schema}
+	if t.Description != "" {
+		def.Description = param.NewOpt(t.Description)
+	}
+	return oa.ChatCompletionFunctionTool(def), nil
+}
+
+// joinText joins the text parts of a message with blank lines.
+func joinText(parts []llm.Part) string {
+	var texts []string
+	for _, p := range parts {
+		if p.Kind == llm.PartText {
+			texts = append(texts, p.Text)
+		}
+	}
+	return joinNonEmpty(texts)
+}
+
+// joinNonEmpty joins the non-empty strings with blank lines.
+func joinNonEmpty(ss []string) string {
+	var b strings.Builder
+	for _, s := range ss {
+		if s == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}

@@ -1,0 +1,165 @@
+package openai
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/locations/llm/internal/ssetest"
+	"github.com/sessiond/sessiond/messages"
+)
+
+// okReply is a minimal successful stream.
+var okReply = ssetest.Reply{Chunks: []string{sse(chunk(`{"content":"ok"}`, "stop"), done)}}
+
+// richRequest exercises every lowering rule.
+func richRequest() llm.Request {
+	text := func(s string) llm.Part { return llm.Part{Kind: llm.PartText, Text: s} }
+	file := func(mime, name, url string) llm.Part {
+		return llm.Part{Kind: llm.PartFile, File: &messages.File{Mime: mime, Filename: name, URL: url}}
+	}
+	return llm.Request{
+		Model:  messages.ModelRef{ProviderID: "openai", ID: "gpt-test"},
+		System: []string{"You are sessiond.", "", "Be brief."},
+		Messages: []llm.Message{
+			{Role: llm.RoleUser, Parts: []llm.Part{
+				text("Look at this"),
+				file("image/png", "dot.png", "data:image/png;base64,iVBORw0KGgo="),
+				file("text/plain", "notes.txt", "data:text/plain;base64,aGVsbG8gbm90ZXM="),
+				file("application/pdf", "spec.pdf", "https://example.com/spec.pdf"),
+			}},
+			{Role: llm.RoleAssistant, Parts: []llm.Part{
+				{Kind: llm.PartReasoning, Text: "my own thoughts", ProviderMetadata: json.RawMessage(`{"native":true}`)},
+				text("Let me check."),
+				{Kind: llm.PartToolCall, CallID: "call_1", Name: "read", Input: json.RawMessage(`{"path":"a.go"}`)},
+				{Kind: llm.PartToolCall, CallID: "call_2", Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)},
+			}},
+			{Role: llm.RoleTool, Parts: []llm.Part{
+				{Kind: llm.PartToolResult, CallID: "call_2", Name: "bash", Output: "a.go\nb.go"},
+				{Kind: llm.PartToolResult, CallID: "call_9", Name: "bash", Output: "orphan"},
+			}},
+			{Role: llm.RoleTool, Parts: []llm.Part{
+				{Kind: llm.PartToolResult, CallID: "call_1", Name: "read", Output: "no such file", IsError: true},
+			}},
+			{Role: llm.RoleSystem, Parts: []llm.Part{text("Instructions changed.")}},
+			{Role: llm.RoleUser, Parts: []llm.Part{text("thanks")}},
+			{Role: llm.RoleAssistant, Parts: []llm.Part{
+				{Kind: llm.PartReasoning, Text: "another model's thoughts"},
+				text("Done."),
+				{Kind: llm.PartToolCall, CallID: "call_1", Name: "read", Input: nil},
+			}},
+			{Role: llm.RoleUser, Parts: []llm.Part{text("next")}},
+		},
+		Tools: []llm.ToolDefinition{
+			{Name: "read", Description: "Read a file.", InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false}`)},
+			{Name: "bash"},
+		},
+		ToolChoice:      llm.ToolChoiceNone,
+		MaxOutputTokens: 1024,
+		CacheKey:        "ses_01",
+	}
+}
+
+const richWant = `{
+  "model": "gpt-test",
+  "stream": true,
+  "stream_options": {"include_usage": true},
+  "max_completion_tokens": 1024,
+  "prompt_cache_key": "ses_01",
+  "tool_choice": "none",
+  "tools": [
+    {"type": "function", "function": {"name": "read", "description": "Read a file.",
+      "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"], "additionalProperties": false}}},
+    {"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}}}
+  ],
+  "messages": [
+    {"role": "system", "content": "You are sessiond.\n\nBe brief."},
+    {"role": "user", "content": [
+      {"type": "text", "text": "Look at this"},
+      {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+      {"type": "text", "text": "<file name=\"notes.txt\" type=\"text/plain\">\nhello notes\n</file>"},
+      {"type": "text", "text": "[Attached file \"spec.pdf\" (application/pdf) at https://example.com/spec.pdf]"}
+    ]},
+    {"role": "assistant", "content": "Let me check.", "tool_calls": [
+      {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a.go\"}"}},
+      {"id": "call_2", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}}
+    ]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "Error: no such file"},
+    {"role": "tool", "tool_call_id": "call_2", "content": "a.go\nb.go"},
+    {"role": "system", "content": "Instructions changed."},
+    {"role": "user", "content": "thanks"},
+    {"role": "assistant", "content": "another model's thoughts\n\nDone.", "tool_calls": [
+      {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+    ]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "Error: Tool result missing: the tool call was interrupted before it produced a result."},
+    {"role": "user", "content": "next"}
+  ]
+}`
+
+func TestLowering(t *testing.T) {
+	_, srv, err := run(t, richRequest(), okReply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	r := reqs[0]
+	if r.Method != "POST" || r.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer sk-test" {
+		t.Fatalf("request %s %s auth %q", r.Method, r.Path, r.Header.Get("Authorization"))
+	}
+	wantJSON(t, r.Body, richWant)
+}
+
+func TestLoweringVariants(t *testing.T) {
+	t.Run("legacy max_tokens, no tools", func(t *testing.T) {
+		srv := ssetest.NewServer(t, okReply)
+		p, err := New(Config{BaseURL: srv.URL, HTTPClient: srv.Client(), LegacyMaxTokens: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := simpleRequest()
+		req.MaxOutputTokens = 64
+		req.ToolChoice = llm.ToolChoiceNone // no tools: tool_choice is left out
+		if _, err := ssetest.Collect(p.Stream(t.Context(), req)); err != nil {
+			t.Fatal(err)
+		}
+		wantJSON(t, srv.LastBody(), `{"model":"gpt-test","stream":true,"stream_options":{"include_usage":true},"max_tokens":64,
+			"messages":[{"role":"user","content":"hi"}]}`)
+		if h := srv.Requests()[0].Header.Get("Authorization"); h != "" {
+			t.Fatalf("Authorization %q without an API key", h)
+		}
+	})
+	t.Run("missing model", func(t *testing.T) {
+		req := simpleRequest()
+		req.Model.ID = ""
+		_, srv, err := run(t, req, okReply)
+		wantError(t, err, messages.ErrProviderInvalidRequest, 0, 0)
+		if n := len(srv.Requests()); n != 0 {
+			t.Fatalf("%d requests sent", n)
+		}
+	})
+	t.Run("bad schema", func(t *testing.T) {
+		req := simpleRequest()
+		req.Tools = []llm.ToolDefinition{{Name: "x", InputSchema: json.RawMessage(`[1]`)}}
+		_, _, err := run(t, req, okReply)
+		wantError(t, err, messages.ErrProviderInvalidRequest, 0, 0)
+	})
+}
+
+// wantJSON compares two JSON documents structurally.
+func wantJSON(t *testing.T, got []byte, want string) {
+	t.Helper()
+	canon := func(b []byte) string {
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("invalid JSON %s: %v", b, err)
+		}
+		out, _ := json.MarshalIndent(v, "", "  ")
+		return string(out)
+	}
+	if g, w := canon(got), canon([]byte(want)); g != w {
+		t.Fatalf("request body:\n%s\nwant:\n%s", g, w)
+	}
+}

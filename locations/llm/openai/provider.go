@@ -1,0 +1,155 @@
+package openai
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/url"
+	"time"
+
+	oa "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/locations/llm/internal/wire"
+)
+
+// DefaultBaseURL is the OpenAI API root used when Config.BaseURL is empty.
+const DefaultBaseURL = "https://api.openai.com/v1"
+
+// Config configures a Provider. The zero value talks to OpenAI without an
+// API key.
+type Config struct {
+	// BaseURL is the API root that chat/completions is resolved against, for
+	// instance http://127.0.0.1:11434/v1 for Ollama. Empty means
+	// DefaultBaseURL.
+	BaseURL string
+	// APIKey is sent as a bearer token; empty sends no Authorization header.
+	APIKey string
+	// HTTPClient carries the requests; nil means a new client with
+	// http.DefaultTransport and no overall timeout (streams are long-lived;
+	// cancel through the context).
+	HTTPClient *http.Client
+	// Prices returns a model's prices for StepFinish.Cost; nil, or false for
+	// a model, reports a cost of 0.
+	Prices func(modelID string) (llm.Prices, bool)
+	// LegacyMaxTokens sends Request.MaxOutputTokens as max_tokens instead of
+	// max_completion_tokens, for servers that predate the latter. OpenAI's
+	// reasoning models reject max_tokens.
+	LegacyMaxTokens bool
+	// Now returns the current time, used to read a Retry-After HTTP date;
+	// nil means time.Now.
+	Now func() time.Time
+}
+
+// Provider streams Chat Completions. It is safe for concurrent use.
+type Provider struct {
+	chat oa.ChatCompletionService
+	cfg  Config
+}
+
+var _ llm.Provider = (*Provider)(nil)
+
+// New returns a Provider for cfg. It fails only on a malformed BaseURL.
+func New(cfg Config) (*Provider, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	// The service is built directly rather than through openai.NewClient,
+	// which would also read OPENAI_* environment variables: configuration
+	// comes only from Config.
+	chat := oa.NewChatCompletionService(
+		option.WithBaseURL(cfg.BaseURL),
+		option.WithAPIKey(cfg.APIKey),
+		option.WithHTTPClient(cfg.HTTPClient),
+		option.WithMaxRetries(0),
+	)
+	return &Provider{chat: chat, cfg: cfg}, nil
+}
+
+// validate fills the defaults of cfg and checks BaseURL.
+func (c *Config) validate() error {
+	if c.BaseURL == "" {
+		c.BaseURL = DefaultBaseURL
+	}
+	u, err := url.Parse(c.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("openai: base URL %q must be an absolute http(s) URL", c.BaseURL)
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// Stream implements llm.Provider. The request is sent when iteration starts;
+// stopping the iteration early closes the response.
+func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Event, error] {
+	return func(yield func(llm.Event, error) bool) {
+		params, err := lower(req, p.cfg.LegacyMaxTokens)
+		if err != nil {
+			yield(llm.Event{}, err)
+			return
+		}
+		var res *http.Response
+		stream := p.chat.NewStreaming(ctx, params, option.WithResponseInto(&res))
+		defer func() { _ = stream.Close() }()
+
+		st := newState(func(ev llm.Event) bool { return yield(ev, nil) })
+		for stream.Next() {
+			if !st.chunk(stream.Current()) {
+				return
+			}
+		}
+		if err := stream.Err(); err != nil && (!st.finished || ctx.Err() != nil) {
+			yield(llm.Event{}, p.classify(ctx, err, res))
+			return
+		}
+		if !st.finished {
+			yield(llm.Event{}, wire.Truncated("a finish reason"))
+			return
+		}
+		// A failure after the finish reason (for instance a cut before the
+		// usage chunk) loses only usage: the step's content is complete.
+		fin := st.finish()
+		if prices, ok := p.prices(req.Model.ID); ok {
+			fin.Cost = prices.Cost(fin.Usage)
+		}
+		yield(fin, nil)
+	}
+}
+
+func (p *Provider) prices(model string) (llm.Prices, bool) {
+	if p.cfg.Prices == nil {
+		return llm.Prices{}, false
+	}
+	return p.cfg.Prices(model)
+}
+
+// classify turns a stream failure into an *llm.Error. res is the HTTP
+// response, when one arrived.
+func (p *Provider) classify(ctx context.Context, err error, res *http.Response) *llm.Error {
+	if ctx.Err() != nil {
+		return wire.Failure(ctx, err, res != nil)
+	}
+	var apiErr *oa.Error
+	if errors.As(err, &apiErr) {
+		return apiError(apiErr, p.cfg.Now())
+	}
+	var streamErr *ssestream.StreamError
+	if errors.As(err, &streamErr) {
+		return streamError(streamErr.Event.Data)
+	}
+	// An error body the SDK could not decode (for instance {"error":"text"})
+	// still has its status.
+	if res != nil && res.StatusCode >= 400 {
+		return statusError(res.StatusCode, res.Header, errorBody{Message: err.Error()}, p.cfg.Now())
+	}
+	return wire.Failure(ctx, err, res != nil)
+}

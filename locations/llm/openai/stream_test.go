@@ -1,0 +1,266 @@
+package openai
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/locations/llm/internal/ssetest"
+)
+
+func TestText(t *testing.T) {
+	body := sse(
+		chunk(`{"role":"assistant","content":"","refusal":null}`, ""),
+		chunk(`{"content":"Hel"}`, ""),
+		chunk(`{"content":"lo, \"wor\u006cd\"\n"}`, ""),
+		chunk(`{}`, "stop"),
+		usageChunk(`{"prompt_tokens":1000,"completion_tokens":50,"total_tokens":1050,`+
+			`"prompt_tokens_details":{"cached_tokens":600,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}`),
+		done,
+	)
+	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: ssetest.SplitAfter(body, "\n\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Input 400 at $2, output 50 at $8, cache read 600 at $0.5 per million.
+	wantLines(t, events,
+		"text-start text-0",
+		`text-delta text-0 "Hel"`,
+		`text-delta text-0 "lo, \"world\"\n"`,
+		"text-end text-0",
+		"step-finish stop in=400 out=50 reasoning=0 cache.read=600 cache.write=0 cost=0.001500",
+	)
+}
+
+func TestReasoning(t *testing.T) {
+	for _, field := range []string{"reasoning_content", "reasoning"} {
+		t.Run(field, func(t *testing.T) {
+			body := sse(
+				chunk(`{"role":"assistant","content":null,"`+field+`":""}`, ""),
+				chunk(`{"content":null,"`+field+`":"Let me "}`, ""),
+				chunk(`{"content":null,"`+field+`":"think."}`, ""),
+				chunk(`{"content":"Answer","`+field+`":null}`, ""),
+				chunk(`{"content":"."}`, "stop"),
+				usageChunk(`{"prompt_tokens":10,"completion_tokens":30,"total_tokens":40,"completion_tokens_details":{"reasoning_tokens":20}}`),
+				done,
+			)
+			events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: ssetest.SplitAfter(body, "\n")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantLines(t, events,
+				"reasoning-start reasoning-0",
+				`reasoning-delta reasoning-0 "Let me "`,
+				`reasoning-delta reasoning-0 "think."`,
+				`reasoning-end reasoning-0 {"native":true}`,
+				"text-start text-1",
+				`text-delta text-1 "Answer"`,
+				`text-delta text-1 "."`,
+				"text-end text-1",
+				"step-finish stop in=10 out=10 reasoning=20 cache.read=0 cache.write=0 cost=0.000260",
+			)
+		})
+	}
+}
+
+func TestToolCall(t *testing.T) {
+	body := sse(
+		chunk(`{"role":"assistant","content":"Checking."}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"id":"call_abc","type":"function","function":{"name":"get_weather","arguments":""}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"ci"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"ty\": \"Par"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"is\"}"}}]}`, ""),
+		chunk(`{}`, "tool_calls"),
+		usageChunk(`{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120}`),
+		done,
+	)
+	// Cut inside the JSON arguments: between the bytes of an escaped quote,
+	// inside a string, and right before the closing brace.
+	i := strings.Index(body, `{\"ci`) + 2
+	j := strings.Index(body, `\"Par`) + 4
+	k := strings.Index(body, `is\"}`) + 4
+	if i < 2 || j < 4 || k < 4 {
+		t.Fatal("split points not found")
+	}
+	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: ssetest.Split(body, i, i+1, j, k)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, events,
+		"text-start text-0",
+		`text-delta text-0 "Checking."`,
+		"text-end text-0",
+		"tool-input-start call_abc call_abc get_weather",
+		`tool-input-delta call_abc "{\"ci"`,
+		`tool-input-delta call_abc "ty\": \"Par"`,
+		`tool-input-delta call_abc "is\"}"`,
+		"tool-input-end call_abc call_abc get_weather",
+		`tool-call call_abc get_weather {"city": "Paris"}`,
+		"step-finish tool-calls in=100 out=20 reasoning=0 cache.read=0 cache.write=0 cost=0.000360",
+	)
+}
+
+func TestParallelToolCalls(t *testing.T) {
+	body := sse(
+		chunk(`{"role":"assistant","content":null}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read","arguments":""}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"bash","arguments":"{\"command\""}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":1,"function":{"arguments":":\"ls\"}"}},{"index":0,"function":{"arguments":"\"a.go\"}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":2,"id":"call_3","type":"function","function":{"name":"noargs","arguments":""}}]}`, ""),
+		chunk(`{}`, "tool_calls"),
+		usageChunk(`{"prompt_tokens":5,"completion_tokens":5,"total_tokens":10}`),
+		done,
+	)
+	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: ssetest.SplitAfter(body, "arguments")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, events,
+		"tool-input-start call_1 call_1 read",
+		"tool-input-start call_2 call_2 bash",
+		`tool-input-delta call_2 "{\"command\""`,
+		`tool-input-delta call_1 "{\"path\":"`,
+		`tool-input-delta call_2 ":\"ls\"}"`,
+		`tool-input-delta call_1 "\"a.go\"}"`,
+		"tool-input-start call_3 call_3 noargs",
+		"tool-input-end call_1 call_1 read",
+		`tool-call call_1 read {"path":"a.go"}`,
+		"tool-input-end call_2 call_2 bash",
+		`tool-call call_2 bash {"command":"ls"}`,
+		"tool-input-end call_3 call_3 noargs",
+		`tool-call call_3 noargs {}`,
+		"step-finish tool-calls in=5 out=5 reasoning=0 cache.read=0 cache.write=0 cost=0.000050",
+	)
+}
+
+// TestToolCallQuirks covers servers that send no call IDs, the name after
+// the first fragment, a new call at a reused index, malformed arguments, and
+// a call whose name never comes (dropped).
+func TestToolCallQuirks(t *testing.T) {
+	body := sse(
+		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"function":{"name":"first","arguments":"1}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"id":"x2","function":{"name":"second","arguments":"{oops"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":1,"id":"x3","function":{"arguments":"{}"}}]}`, ""),
+		chunk(`{}`, "stop"),
+		done,
+	)
+	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, events,
+		"tool-input-start call_0 call_0 first",
+		`tool-input-delta call_0 "{\"a\":1}"`,
+		"tool-input-start x2 x2 second",
+		`tool-input-delta x2 "{oops"`,
+		"tool-input-end call_0 call_0 first",
+		`tool-call call_0 first {"a":1}`,
+		"tool-input-end x2 x2 second",
+		`tool-call x2 second "{oops"`,
+		"step-finish tool-calls in=0 out=0 reasoning=0 cache.read=0 cache.write=0 cost=0.000000",
+	)
+}
+
+func TestFinishReasons(t *testing.T) {
+	for _, tc := range []struct {
+		name, delta, reason, want string
+	}{
+		{"length", `{"content":"trunc"}`, "length", llm.FinishLength},
+		{"content_filter", `{"content":"par"}`, "content_filter", llm.FinishContentFilter},
+		{"refusal", `{"refusal":"I can't help with that."}`, "stop", llm.FinishContentFilter},
+		{"unknown", `{"content":"x"}`, "eos_token", llm.FinishOther},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := sse(chunk(tc.delta, ""), chunk(`{}`, tc.reason), usageChunk(`{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}`), done)
+			events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := events[len(events)-1]
+			if last.Kind != llm.StepFinish || last.Finish != tc.want {
+				t.Fatalf("last event %s, want step-finish %s", ssetest.Line(last), tc.want)
+			}
+			if events[0].Kind != llm.TextStart {
+				t.Fatalf("first event %s, want text-start", ssetest.Line(events[0]))
+			}
+		})
+	}
+}
+
+// TestFinishWithoutUsage covers servers that send no usage chunk, and a
+// stream cut after the finish reason: the step is complete, only usage is
+// missing.
+func TestFinishWithoutUsage(t *testing.T) {
+	for name, rep := range map[string]ssetest.Reply{
+		"clean": {Chunks: []string{sse(chunk(`{"content":"ok"}`, "stop"), done)}},
+		"cut":   {Chunks: []string{sse(chunk(`{"content":"ok"}`, "stop"))}, Abort: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			events, _, err := run(t, simpleRequest(), rep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantLines(t, events,
+				"text-start text-0", `text-delta text-0 "ok"`, "text-end text-0",
+				"step-finish stop in=0 out=0 reasoning=0 cache.read=0 cache.write=0 cost=0.000000")
+		})
+	}
+}
+
+// TestStopEarly stops iterating after the first event; the response must be
+// closed (goleak checks the connection's goroutines) and nothing yielded
+// after the stop.
+func TestStopEarly(t *testing.T) {
+	body := sse(chunk(`{"content":"a"}`, ""), chunk(`{"content":"b"}`, "stop"), done)
+	srv := ssetest.NewServer(t, ssetest.Reply{Chunks: []string{body}, Hang: true})
+	n := 0
+	for _, err := range newTestProvider(t, srv).Stream(context.Background(), simpleRequest()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		break
+	}
+	if n != 1 {
+		t.Fatalf("got %d events", n)
+	}
+}
+
+// TestToolCallIDCollision covers made-up and duplicated call IDs: IDs stay
+// unique within the response, and fragments that repeat a call's original
+// ID stay with that call.
+func TestToolCallIDCollision(t *testing.T) {
+	body := sse(
+		chunk(`{"tool_calls":[{"index":0,"id":"call_1","function":{"name":"a","arguments":"{}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":1,"function":{"name":"b","arguments":"{"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":1,"function":{"arguments":"}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":2,"id":"call_1","function":{"name":"c","arguments":"{\"x\":"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":2,"id":"call_1","function":{"arguments":"2}"}}]}`, ""),
+		chunk(`{}`, "tool_calls"),
+		done,
+	)
+	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, events,
+		"tool-input-start call_1 call_1 a",
+		`tool-input-delta call_1 "{}"`,
+		"tool-input-start call_2 call_2 b",
+		`tool-input-delta call_2 "{"`,
+		`tool-input-delta call_2 "}"`,
+		"tool-input-start call_3 call_3 c",
+		`tool-input-delta call_3 "{\"x\":"`,
+		`tool-input-delta call_3 "2}"`,
+		"tool-input-end call_1 call_1 a",
+		`tool-call call_1 a {}`,
+		"tool-input-end call_2 call_2 b",
+		`tool-call call_2 b {}`,
+		"tool-input-end call_3 call_3 c",
+		`tool-call call_3 c {"x":2}`,
+		"step-finish tool-calls in=0 out=0 reasoning=0 cache.read=0 cache.write=0 cost=0.000000",
+	)
+}
