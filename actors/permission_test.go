@@ -22,7 +22,7 @@ func realTools(t *testing.T, h *actortest.Harness, rules tools.Ruleset) *tools.P
 	pending := tools.NewPending(tools.PendingConfig{OnAsked: func(a *messages.PermissionAsked) { asked <- a }})
 	build := locations.NewBuilder(locations.BuildConfig{Catalog: h.Services.Catalog, DefaultModel: h.Services.DefaultModel,
 		Providers: map[string]llm.Provider{"script": h.Model}, Agents: h.Agents,
-		Rules:     map[string]tools.Ruleset{"build": rules}, Approvals: locations.NewApprovals(h.Store), Asker: pending,
+		Rules: map[string]tools.Ruleset{"build": rules}, Approvals: locations.NewApprovals(h.Store), Asker: pending,
 		Builtins: tools.BuiltinConfig{Read: tools.DefaultReadConfig(), Bash: tools.DefaultBashConfig(), ApplyPatch: tools.DefaultApplyPatchConfig()}})
 	svc, err := build(messages.Location{Directory: h.Dir})
 	if err != nil {
