@@ -272,6 +272,8 @@ func (a *app) commandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 // stringList is a repeatable string flag.
 type stringList []string
 
+var _ flag.Value = (*stringList)(nil)
+
 func (l *stringList) String() string { return strings.Join(*l, ",") }
 
 func (l *stringList) Set(v string) error {

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// apiError is an error response of the HTTP API: {error: {type, message}}.
+type apiError struct {
+	Status  int
+	Type    string
+	Message string
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%s: %s (HTTP %d)", e.Type, e.Message, e.Status)
+}
+
+// client talks to a running sessiond.
+type client struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+}
+
+// newClient returns a client of the daemon at addr: host:port (an
+// unspecified host such as 0.0.0.0 means this machine) or a URL.
+func newClient(addr, token string) (*client, error) {
+	u, err := baseURL(addr)
+	if err != nil {
+		return nil, err
+	}
+	return &client{base: u, token: token, http: &http.Client{}}, nil
+}
+
+// baseURL turns a listen address into the URL a client dials.
+func baseURL(addr string) (*url.URL, error) {
+	if strings.Contains(addr, "://") {
+		u, err := url.Parse(addr)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--addr %q: want host:port or an http(s) URL", addr)
+		}
+		u.Path = strings.TrimSuffix(u.Path, "/")
+		return u, nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--addr %q: want host:port or an http(s) URL", addr)
+	}
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return &url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}, nil
+}
+
+// request builds a request for path (with query q) and a JSON body.
+func (c *client) request(ctx context.Context, method, path string, q url.Values, body any) (*http.Request, error) {
+	u := *c.base
+	u.Path += path
+	u.RawQuery = q.Encode()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
+}
+
+// call sends one request and returns the response body of a success (nil
+// for 204); an error response becomes an *apiError.
+func (c *client) call(ctx context.Context, method, path string, q url.Values, body any) ([]byte, error) {
+	req, err := c.request(ctx, method, path, q, body)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return nil, c.transportError(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read response: %w", method, path, err)
+	}
+	if res.StatusCode >= 300 {
+		return nil, responseError(res.StatusCode, b)
+	}
+	return b, nil
+}
+
+// transportError explains a failure to reach the daemon.
+func (c *client) transportError(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return fmt.Errorf("cannot reach sessiond at %s (is 'sessiond serve' running? set --addr or SESSIOND_ADDR): %w", c.base, err)
+	}
+	return err
+}
+
+// responseError decodes an error response.
+func responseError(status int, body []byte) error {
+	var env struct {
+		Error *struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &env) == nil && env.Error != nil && env.Error.Type != "" {
+		return &apiError{Status: status, Type: env.Error.Type, Message: env.Error.Message}
+	}
+	msg := strings.TrimSpace(string(body))
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	return &apiError{Status: status, Type: "http", Message: msg}
+}
+
+// logOptions configure streamLog.
+type logOptions struct {
+	// After streams events with a greater seq; -1 streams from the start.
+	After  int64
+	Follow bool
+	// Retry is the first reconnect delay when a following stream drops;
+	// it doubles up to maxRetry. Zero means 200 ms.
+	Retry time.Duration
+	// Notify receives notes about reconnects; nil discards them.
+	Notify func(string)
+}
+
+// maxRetry caps the reconnect delay of a following log.
+const maxRetry = 5 * time.Second
+
+// streamLog prints the data of every event of Session sid's log to out,
+// one JSON document per line. Without Follow it returns when the server
+// ends the replay. With Follow it keeps going until ctx ends, reconnecting
+// with Last-Event-ID when the connection drops, so that no event is lost
+// or repeated.
+func (c *client) streamLog(ctx context.Context, sid string, opts logOptions, out io.Writer) error {
+	if opts.Retry <= 0 {
+		opts.Retry = 200 * time.Millisecond
+	}
+	notify := opts.Notify
+	if notify == nil {
+		notify = func(string) {}
+	}
+	last := opts.After
+	delay := opts.Retry
+	connected, outage := false, false
+	onOpen := func() {
+		if outage {
+			notify(fmt.Sprintf("reconnected; resuming after seq %d", last))
+			outage = false
+		}
+	}
+	for {
+		q := url.Values{}
+		if last >= 0 {
+			q.Set("after", strconv.FormatInt(last, 10))
+		}
+		if opts.Follow {
+			q.Set("follow", "true")
+		}
+		opened, n, err := c.streamOnce(ctx, "/api/session/"+url.PathEscape(sid)+"/log", q, connected, &last, onOpen, out)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var ae *apiError
+		var we *writeError
+		switch {
+		case errors.As(err, &ae):
+			return err // the server answered: retrying will not change it
+		case errors.As(err, &we):
+			return err // nobody reads the output any more
+		case !opts.Follow:
+			return err
+		case !connected && !opened:
+			return err // never reached the server
+		}
+		connected = true
+		if n > 0 {
+			delay = opts.Retry
+		}
+		if !outage {
+			why := "the server ended the stream"
+			if err != nil {
+				why = err.Error()
+			}
+			notify(fmt.Sprintf("connection lost (%s); reconnecting", why))
+			outage = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, maxRetry)
+	}
+}
+
+// streamOnce reads one SSE response, printing each event's data and
+// advancing *last past every event with an id. It calls onOpen once the
+// server accepted the stream, and reports whether it did and how many
+// events it read.
+func (c *client) streamOnce(ctx context.Context, path string, q url.Values, resume bool, last *int64, onOpen func(), out io.Writer) (opened bool, n int, err error) {
+	req, err := c.request(ctx, http.MethodGet, path, q, nil)
+	if err != nil {
+		return false, 0, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if resume && *last >= 0 {
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(*last, 10))
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return false, 0, c.transportError(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+		return false, 0, responseError(res.StatusCode, b)
+	}
+	onOpen()
+	err = readSSE(res.Body, func(ev sseEvent) error {
+		n++
+		if ev.ID != "" {
+			seq, err := strconv.ParseInt(ev.ID, 10, 64)
+			if err != nil {
+				return fmt.Errorf("event id %q is not a seq", ev.ID)
+			}
+			if seq <= *last {
+				return nil // delivered before the reconnect
+			}
+			*last = seq
+		}
+		if ev.Data == "" {
+			return nil
+		}
+		if _, err := fmt.Fprintln(out, ev.Data); err != nil {
+			return &writeError{err}
+		}
+		return nil
+	})
+	return true, n, err
+}
+
+// writeError is a failure to write the output, which ends a stream for
+// good.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return "write output: " + e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
+
+// sseEvent is one server-sent event.
+type sseEvent struct {
+	ID, Event, Data string
+}
+
+// readSSE parses a text/event-stream body and calls fn for each event. It
+// returns nil at a clean end of the stream.
+func readSSE(r io.Reader, fn func(sseEvent) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	var ev sseEvent
+	var data []string
+	have := false
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			if have {
+				ev.Data = strings.Join(data, "\n")
+				if err := fn(ev); err != nil {
+					return err
+				}
+			}
+			ev, data, have = sseEvent{}, nil, false
+			continue
+		}
+		if strings.HasPrefix(line, ":") {
+			continue // a comment, such as a heartbeat
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "id":
+			ev.ID, have = value, true
+		case "event":
+			ev.Event, have = value, true
+		case "data":
+			data, have = append(data, value), true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,286 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestBaseURL(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:4096":            "http://127.0.0.1:4096",
+		":8080":                     "http://127.0.0.1:8080",
+		"0.0.0.0:9":                 "http://127.0.0.1:9",
+		"[::]:9":                    "http://[::1]:9",
+		"example.com:80":            "http://example.com:80",
+		"https://sd.example/":       "https://sd.example",
+		"http://10.0.0.1:4096/base": "http://10.0.0.1:4096/base",
+	} {
+		u, err := baseURL(addr)
+		if err != nil || u.String() != want {
+			t.Errorf("baseURL(%q) = %v, %v; want %s", addr, u, err, want)
+		}
+	}
+	for _, bad := range []string{"localhost", "ftp://x", "http://", ""} {
+		if _, err := baseURL(bad); err == nil {
+			t.Errorf("baseURL(%q) accepted", bad)
+		}
+	}
+}
+
+func TestReadSSE(t *testing.T) {
+	stream := ": ping\n\nid: 3\ndata: {\"a\":1}\n\ndata: line one\ndata: line two\n\nevent: x\nid:4\ndata:{}\n\nid: 5\ndata: cut off"
+	var got []sseEvent
+	err := readSSE(strings.NewReader(stream), func(ev sseEvent) error {
+		got = append(got, ev)
+		return nil
+	})
+	want := []sseEvent{
+		{ID: "3", Data: `{"a":1}`},
+		{Data: "line one\nline two"},
+		{ID: "4", Event: "x", Data: "{}"},
+	}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("readSSE = %+v, %v; want %+v", got, err, want)
+	}
+}
+
+// fakeLog serves /api/session/ses_1/log: seqs 0..total-1, then the synced
+// marker. A following stream drops the connection after dropAfter events
+// the first time, then serves the rest from Last-Event-ID.
+type fakeLog struct {
+	total, dropAfter int
+	mu               sync.Mutex
+	requests         []string // "after|Last-Event-ID" of each request
+}
+
+func (f *fakeLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer tok" {
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"error":{"type":"unauthorized","message":"missing bearer token"}}`)
+		return
+	}
+	if r.URL.Path != "/api/session/ses_1/log" {
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprint(w, `{"error":{"type":"session.not-found","message":"session not found"}}`)
+		return
+	}
+	f.mu.Lock()
+	f.requests = append(f.requests, r.URL.Query().Get("after")+"|"+r.Header.Get("Last-Event-ID"))
+	first := len(f.requests) == 1
+	f.mu.Unlock()
+	after := int64(-1)
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		after, _ = strconv.ParseInt(v, 10, 64)
+	} else if v := r.URL.Query().Get("after"); v != "" {
+		after, _ = strconv.ParseInt(v, 10, 64)
+	}
+	follow := r.URL.Query().Get("follow") == "true"
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl := w.(http.Flusher)
+	sent := 0
+	// A reconnect resends one event it already delivered, which the client
+	// must drop.
+	if !first && after >= 0 {
+		after--
+	}
+	for seq := after + 1; seq < int64(f.total); seq++ {
+		if follow && first && sent == f.dropAfter {
+			return // the connection drops mid-stream
+		}
+		fmt.Fprintf(w, "id: %d\ndata: {\"seq\":%d}\n\n: ping\n\n", seq, seq)
+		fl.Flush()
+		sent++
+	}
+	fmt.Fprintf(w, "data: {\"type\":\"log.synced\"}\n\n")
+	fl.Flush()
+	if follow {
+		<-r.Context().Done()
+	}
+}
+
+func TestStreamLogReconnects(t *testing.T) {
+	f := &fakeLog{total: 6, dropAfter: 3}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	c, err := newClient(srv.URL, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	var notes syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- c.streamLog(ctx, "ses_1", logOptions{After: -1, Follow: true, Retry: time.Millisecond,
+			Notify: func(s string) { fmt.Fprintln(&notes, s) }}, out)
+	}()
+	want := "{\"seq\":0}\n{\"seq\":1}\n{\"seq\":2}\n{\"seq\":3}\n{\"seq\":4}\n{\"seq\":5}\n{\"type\":\"log.synced\"}\n"
+	eventually(t, "the whole log", func() bool { return out.String() == want }, func() string {
+		return fmt.Sprintf("got:\n%s\nnotes:\n%s", out.String(), notes.String())
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("streamLog = %v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !reflect.DeepEqual(f.requests, []string{"|", "2|2"}) {
+		t.Fatalf("requests (after|Last-Event-ID) = %q", f.requests)
+	}
+	if n := notes.String(); !strings.Contains(n, "connection lost (the server ended the stream); reconnecting") ||
+		!strings.Contains(n, "reconnected; resuming after seq 2") {
+		t.Fatalf("notes:\n%s", n)
+	}
+}
+
+func TestStreamLogOnce(t *testing.T) {
+	f := &fakeLog{total: 3}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	c, _ := newClient(srv.URL, "tok")
+	var out bytes.Buffer
+	if err := c.streamLog(context.Background(), "ses_1", logOptions{After: 0}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "{\"seq\":1}\n{\"seq\":2}\n{\"type\":\"log.synced\"}\n"; out.String() != want {
+		t.Fatalf("log after 0 = %q, want %q", out.String(), want)
+	}
+
+	// Errors are the API's and end the stream, following or not.
+	for _, follow := range []bool{false, true} {
+		err := c.streamLog(context.Background(), "ses_2", logOptions{After: -1, Follow: follow}, io.Discard)
+		if err == nil || err.Error() != "session.not-found: session not found (HTTP 404)" {
+			t.Fatalf("follow %v: %v", follow, err)
+		}
+	}
+	noToken, _ := newClient(srv.URL, "")
+	if err := noToken.streamLog(context.Background(), "ses_1", logOptions{Follow: true}, io.Discard); err == nil || !strings.Contains(err.Error(), "unauthorized") {
+		t.Fatalf("without a token: %v", err)
+	}
+
+	// A daemon that is not there fails at once instead of retrying.
+	srv.Close()
+	err := c.streamLog(context.Background(), "ses_1", logOptions{Follow: true}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "cannot reach sessiond at "+srv.URL) {
+		t.Fatalf("no daemon: %v", err)
+	}
+}
+
+// recorder is a fake daemon that records requests and answers with a
+// canned status and body.
+type recorder struct {
+	mu     sync.Mutex
+	method string
+	path   string
+	query  string
+	body   map[string]any
+	status int
+	answer string
+}
+
+func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.method, r.path, r.query, r.body = req.Method, req.URL.Path, req.URL.RawQuery, nil
+	if b, _ := io.ReadAll(req.Body); len(b) > 0 {
+		_ = json.Unmarshal(b, &r.body)
+	}
+	w.WriteHeader(r.status)
+	fmt.Fprint(w, r.answer)
+}
+
+// TestClientCommands checks the requests the client commands send and how
+// they print answers and errors.
+func TestClientCommands(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	env := map[string]string{"SESSIOND_ADDR": srv.URL, "SESSIOND_DATA": t.TempDir()}
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		args                []string
+		status              int
+		answer              string
+		method, path, query string
+		body                map[string]any
+		stdout              string
+	}{
+		{[]string{"session", "create", "--dir", dir, "--model", "p/m/x", "--agent", "plan"}, 200, `{"data":{"id":"ses_1"}}`,
+			"POST", "/api/session", "", map[string]any{"location": map[string]any{"directory": dir}, "agent": "plan",
+				"model": map[string]any{"providerID": "p", "id": "m/x"}}, `{"id":"ses_1"}` + "\n"},
+		{[]string{"session", "list"}, 200, `{"data":[]}`, "GET", "/api/session", "", nil, "[]\n"},
+		{[]string{"session", "get", "ses_1"}, 200, `{"data": {"id": "ses_1"}}`, "GET", "/api/session/ses_1", "", nil, `{"id":"ses_1"}` + "\n"},
+		{[]string{"prompt", "ses_1", "fix", "the", "bug", "--delivery", "queue", "--no-resume", "--id", "msg_9"}, 200, `{"data":{"id":"msg_9"}}`,
+			"POST", "/api/session/ses_1/prompt", "", map[string]any{"prompt": map[string]any{"text": "fix the bug"}, "delivery": "queue",
+				"resume": false, "id": "msg_9"}, `{"id":"msg_9"}` + "\n"},
+		{[]string{"history", "ses_1", "--after", "4", "--limit", "2"}, 200, `{"data":[],"hasMore":false}`,
+			"GET", "/api/session/ses_1/history", "after=4&limit=2", nil, `{"data":[],"hasMore":false}` + "\n"},
+		{[]string{"active"}, 200, `{"data":{}}`, "GET", "/api/session/active", "", nil, "{}\n"},
+		{[]string{"interrupt", "ses_1"}, 204, "", "POST", "/api/session/ses_1/interrupt", "", nil, ""},
+		{[]string{"permissions"}, 200, `{"data":[]}`, "GET", "/api/permission", "", nil, "[]\n"},
+		{[]string{"reply", "per_1", "reject", "--message", "not now"}, 204, "", "POST", "/api/permission/per_1/reply", "",
+			map[string]any{"reply": "reject", "message": "not now"}, ""},
+	} {
+		rec.mu.Lock()
+		rec.status, rec.answer = tt.status, tt.answer
+		rec.mu.Unlock()
+		code, out, errOut := runApp(t, env, tt.args...)
+		rec.mu.Lock()
+		if code != 0 || out != tt.stdout || errOut != "" || rec.method != tt.method || rec.path != tt.path || rec.query != tt.query ||
+			!reflect.DeepEqual(rec.body, tt.body) {
+			t.Errorf("%v: exit %d stdout %q stderr %q; request %s %s?%s %v", tt.args, code, out, errOut, rec.method, rec.path, rec.query, rec.body)
+		}
+		rec.mu.Unlock()
+	}
+
+	// Error answers: the API's type and message, exit 1.
+	rec.mu.Lock()
+	rec.status, rec.answer = 409, `{"error":{"type":"prompt.conflict","message":"msg_9 was admitted with another prompt"}}`
+	rec.mu.Unlock()
+	code, out, errOut := runApp(t, env, "prompt", "ses_1", "other", "--id", "msg_9")
+	if code != 1 || out != "" || errOut != "sessiond prompt: prompt.conflict: msg_9 was admitted with another prompt (HTTP 409)\n" {
+		t.Fatalf("conflict: exit %d stdout %q stderr %q", code, out, errOut)
+	}
+	rec.mu.Lock()
+	rec.status, rec.answer = 502, "bad gateway"
+	rec.mu.Unlock()
+	if code, _, errOut := runApp(t, env, "active"); code != 1 || errOut != "sessiond active: http: bad gateway (HTTP 502)\n" {
+		t.Fatalf("502: exit %d stderr %q", code, errOut)
+	}
+
+	// --addr and --token win over the environment.
+	rec.mu.Lock()
+	rec.status, rec.answer = 200, `{"data":{}}`
+	rec.mu.Unlock()
+	env["SESSIOND_ADDR"] = "127.0.0.1:1"
+	if code, _, errOut := runApp(t, env, "active", "--addr", srv.URL); code != 0 {
+		t.Fatalf("--addr: exit %d stderr %q", code, errOut)
+	}
+}
+
+// TestPrintJSON indents for a terminal and compacts otherwise.
+func TestPrintJSON(t *testing.T) {
+	var out bytes.Buffer
+	a := &app{stdout: &out, stdoutTTY: true}
+	if err := a.printJSON([]byte(`{"data": {"id": "x", "n": [1, 2]}}`), "data"); err != nil {
+		t.Fatal(err)
+	}
+	if want := "{\n  \"id\": \"x\",\n  \"n\": [\n    1,\n    2\n  ]\n}\n"; out.String() != want {
+		t.Fatalf("pretty = %q", out.String())
+	}
+	if err := a.printJSON([]byte(`{"other": 1}`), "data"); err == nil {
+		t.Fatal("a body without data printed")
+	}
+}

@@ -1,0 +1,464 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/messages"
+)
+
+// clientHelp is the shared part of every client command's help.
+const clientHelp = `
+The daemon's address comes from --addr, else $SESSIOND_ADDR, else the addr of
+the configuration (default 127.0.0.1:4096); the bearer token from --token,
+else $SESSIOND_TOKEN, else the configuration's token.`
+
+// clientFlags are the connection flags of every client command.
+type clientFlags struct {
+	addr, token, config string
+}
+
+// register adds --addr, --token and --config to fs.
+func (f *clientFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.addr, "addr", "", "daemon address `HOST:PORT` or URL (default $SESSIOND_ADDR, else the configuration's addr)")
+	fs.StringVar(&f.token, "token", "", "bearer `TOKEN` (default $SESSIOND_TOKEN, else the configuration's token)")
+	fs.StringVar(&f.config, "config", "", "configuration `FILE` to read addr and token from (default <data>/sessiond.json)")
+}
+
+// client returns a client of the daemon the flags name.
+func (f *clientFlags) client(a *app) (*client, error) {
+	env := a.env(overrides{"SESSIOND_ADDR": f.addr, "SESSIOND_TOKEN": f.token})
+	cfg, err := LoadConfig(f.config, env)
+	if err != nil {
+		if f.config != "" || env("SESSIOND_ADDR") == "" {
+			return nil, err
+		}
+		// The address is known; a configuration that does not load (no
+		// home directory, a daemon-only mistake) need not stop a client.
+		cfg = Config{Addr: env("SESSIOND_ADDR"), Token: env("SESSIOND_TOKEN")}
+	}
+	return newClient(cfg.Addr, cfg.Token)
+}
+
+// printJSON prints a response body, or its field when field is not "",
+// indented on a terminal and on one line otherwise.
+func (a *app) printJSON(body []byte, field string) error {
+	if field != "" {
+		var env map[string]json.RawMessage
+		if err := json.Unmarshal(body, &env); err != nil {
+			return fmt.Errorf("decode response: %w", err)
+		}
+		v, ok := env[field]
+		if !ok {
+			return fmt.Errorf("response has no %q field: %s", field, clip(string(body), 200))
+		}
+		body = v
+	}
+	var buf bytes.Buffer
+	var err error
+	if a.stdoutTTY {
+		err = json.Indent(&buf, body, "", "  ")
+	} else {
+		err = json.Compact(&buf, body)
+	}
+	if err != nil {
+		return fmt.Errorf("decode response: %w", err)
+	}
+	buf.WriteByte('\n')
+	_, err = a.stdout.Write(buf.Bytes())
+	return err
+}
+
+// sessionPath returns the API path of Session id plus suffix.
+func sessionPath(id, suffix string) string {
+	return "/api/session/" + url.PathEscape(id) + suffix
+}
+
+var sessionCommand = &command{
+	name:     "session",
+	synopsis: "create --dir D | list | get ID",
+	summary:  "create, list or show Sessions of a running daemon",
+	help: `
+session create makes a Session whose Location is --dir (default the current
+directory) and prints it; with --id it returns the existing Session of that
+ID instead of creating a second one. session list prints every Session,
+session get one. Output is the JSON of the API's data field.
+` + clientHelp,
+	run: runSession,
+}
+
+var sessionCreateCommand = &command{
+	name:     "session create",
+	synopsis: "[--dir D] [--id ses_…] [--agent A] [--model provider/model]",
+	summary:  "create a Session",
+	help:     "Create a Session in directory D (made absolute here) and print it." + clientHelp,
+}
+
+var sessionListCommand = &command{
+	name:     "session list",
+	synopsis: "[flags]",
+	summary:  "list Sessions",
+	help:     "Print every Session, oldest first." + clientHelp,
+}
+
+var sessionGetCommand = &command{
+	name:     "session get",
+	synopsis: "[flags] ID",
+	summary:  "show one Session",
+	help:     "Print Session ID." + clientHelp,
+}
+
+// runSession dispatches session's subcommands.
+func runSession(ctx context.Context, a *app, c *command, args []string) int {
+	if len(args) == 0 {
+		return a.usageError(c, "want a subcommand: create, list or get")
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		a.commandUsage(a.stdout, c, newFlags(c))
+		return exitOK
+	case "create":
+		return runSessionCreate(ctx, a, sessionCreateCommand, args[1:])
+	case "list":
+		return runSessionList(ctx, a, sessionListCommand, args[1:])
+	case "get":
+		return runSessionGet(ctx, a, sessionGetCommand, args[1:])
+	}
+	return a.usageError(c, "unknown subcommand %q; want create, list or get", args[0])
+}
+
+func runSessionCreate(ctx context.Context, a *app, c *command, args []string) int {
+	fs := newFlags(c)
+	var cf clientFlags
+	cf.register(fs)
+	dir := fs.String("dir", "", "Location directory `D` of the Session (default the current directory)")
+	id := fs.String("id", "", "Session `ID` (ses_…) to create idempotently")
+	agent := fs.String("agent", "", "`AGENT` of the Session (default build)")
+	model := fs.String("model", "", "model `provider/model` of the Session (default the daemon's)")
+	pos, code, ok := a.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return a.usageError(c, "unexpected argument %q", pos[0])
+	}
+	d := *dir
+	if d == "" {
+		d = "."
+	}
+	abs, err := filepath.Abs(d)
+	if err != nil {
+		return a.fail(c, err)
+	}
+	body := map[string]any{"location": messages.Location{Directory: abs}}
+	if *id != "" {
+		body["id"] = *id
+	}
+	if *agent != "" {
+		body["agent"] = *agent
+	}
+	if *model != "" {
+		ref, err := llm.ParseModelRef(*model)
+		if err != nil {
+			return a.usageError(c, "--model: %v", err)
+		}
+		body["model"] = ref
+	}
+	return a.clientCall(ctx, c, cf, http.MethodPost, "/api/session", nil, body, "data")
+}
+
+func runSessionList(ctx context.Context, a *app, c *command, args []string) int {
+	fs := newFlags(c)
+	var cf clientFlags
+	cf.register(fs)
+	pos, code, ok := a.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return a.usageError(c, "unexpected argument %q", pos[0])
+	}
+	return a.clientCall(ctx, c, cf, http.MethodGet, "/api/session", nil, nil, "data")
+}
+
+func runSessionGet(ctx context.Context, a *app, c *command, args []string) int {
+	fs := newFlags(c)
+	var cf clientFlags
+	cf.register(fs)
+	pos, code, ok := a.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return a.usageError(c, "want exactly one Session ID")
+	}
+	return a.clientCall(ctx, c, cf, http.MethodGet, sessionPath(pos[0], ""), nil, nil, "data")
+}
+
+// clientCall runs one request with the flags' client and prints the
+// response's field (the whole body when field is ""); an empty success
+// prints nothing.
+func (a *app) clientCall(ctx context.Context, c *command, cf clientFlags, method, path string, q url.Values, body any, field string) int {
+	cl, err := cf.client(a)
+	if err != nil {
+		return a.fail(c, err)
+	}
+	res, err := cl.call(ctx, method, path, q, body)
+	if err != nil {
+		if ctx.Err() != nil {
+			return exitCode(ctx)
+		}
+		return a.fail(c, err)
+	}
+	if len(bytes.TrimSpace(res)) == 0 {
+		return exitOK
+	}
+	if err := a.printJSON(res, field); err != nil {
+		return a.fail(c, err)
+	}
+	return exitOK
+}
+
+var promptCommand = &command{
+	name:     "prompt",
+	synopsis: "[flags] ID \"text\"",
+	summary:  "admit a prompt to a Session and wake it",
+	help: `
+Prompt admits "text" to Session ID's inbox and prints the admission receipt
+({id, sessionID, prompt, delivery, admittedSeq, timeCreated}). It returns
+once the prompt is durable, not when the Session has answered: follow the
+answer with 'sessiond log ID --follow'. Retrying with the same --id is safe:
+an identical retry returns the same receipt, a different prompt under the
+same ID is a prompt.conflict.
+` + clientHelp,
+	run: runPrompt,
+}
+
+func runPrompt(ctx context.Context, a *app, c *command, args []string) int {
+	fs := newFlags(c)
+	var cf clientFlags
+	cf.register(fs)
+	id := fs.String("id", "", "message `ID` (msg_…) that makes the admission idempotent")
+	delivery := fs.String("delivery", "", "delivery `MODE`: steer (join the running work at the next step) or queue (wait until the Session is idle); default steer")
+	noResume := fs.Bool("no-resume", false, "admit only; do not wake the Session")
+	pos, code, ok := a.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) < 2 {
+		return a.usageError(c, "want a Session ID and the prompt text")
+	}
+	text := strings.Join(pos[1:], " ")
+	body := map[string]any{"prompt": messages.Prompt{Text: text}}
+	if *id != "" {
+		body["id"] = *id
+	}
+	if *delivery != "" {
+		if d := messages.Delivery(*delivery); !d.Valid() {
+			return a.usageError(c, "--delivery %q: want steer or queue", *delivery)
+		}
+		body["delivery"] = *delivery
+	}
+	if *noResume {
+		body["resume"] = false
+	}
+	return a.clientCall(ctx, c, cf, http.MethodPost, sessionPath(pos[0], "/prompt"), nil, body, "data")
+}
+
+var logCommand = &command{
+	name:     "log",
+	synopsis: "[flags] ID",
+	summary:  "print a Session's durable event log (and follow it)",
+	help: `
+Log prints Session ID's durable events, one JSON document per line, then the
+{"type":"log.synced"} marker once the replay reached the end. With --follow
+it keeps printing new events until interrupted; when the connection drops it
+reconnects with Last-Event-ID, so no event is lost or printed twice.
+` + clientHelp,
+	run: runLog,
+}
+
+func runLog(ctx context.Context, a *app, c *command, args []string) int {
+	fs := newFlags(c)
+	var cf clientFlags
+	cf.register(fs)
+	after := fs.Int64("after", -1, "print events with a seq greater than `N` (default all)")
+	follow := fs.Bool("follow", false, "keep printing new events until interrupted")
+	pos, code, ok := a.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return a.usageError(c, "want exactly one Session ID")
+	}
+	cl, err := cf.client(a)
+	if err != nil {
+		return a.fail(c, err)
+	}
+	opts := logOptions{After: *after, Follow: *follow, Notify: func(s string) { fmt.Fprintf(a.stderr, "sessiond log: %s\n", s) }}
+	if err := cl.streamLog(ctx, pos[0], opts, a.stdout); err != nil {
+		return a.fail(c, err)
+	}
+	if ctx.Err() != nil && !*follow {
+		return exitCode(ctx)
+	}
+	return exitOK
+}
+
+var historyCommand = &command{
+	name:     "history",
+	synopsis: "[flags] ID",
+	summary:  "print one page of a Session's durable events",
+	help: `
+History prints one page of Session ID's durable events with seq greater than
+--after: {"data": [event…], "hasMore": bool}. Page on with --after set to
+the last seq printed.
+` + clientHelp,
+	run: runHistory,
+}
+
+func runHistory(ctx context.Context, a *app, c *command, args []string) int {
+	fs := newFlags(c)
+	var cf clientFlags
+	cf.register(fs)
+	after := fs.Int64("after", -1, "events with a seq greater than `N` (default from the start)")
+	limit := fs.Int("limit", 0, "at most `N` events, 1 to 100 (default 50)")
+	pos, code, ok := a.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return a.usageError(c, "want exactly one Session ID")
+	}
+	q := url.Values{}
+	if *after >= 0 {
+		q.Set("after", strconv.FormatInt(*after, 10))
+	}
+	if *limit != 0 {
+		q.Set("limit", strconv.Itoa(*limit))
+	}
+	return a.clientCall(ctx, c, cf, http.MethodGet, sessionPath(pos[0], "/history"), q, nil, "")
+}
+
+var activeCommand = &command{
+	name:     "active",
+	synopsis: "[flags]",
+	summary:  "list the Sessions that are running now",
+	help: `
+Active prints the Sessions with a busy period in the daemon right now:
+{"<id>": {"type": "running"}}.
+` + clientHelp,
+	run: runActive,
+}
+
+func runActive(ctx context.Context, a *app, c *command, args []string) int {
+	fs := newFlags(c)
+	var cf clientFlags
+	cf.register(fs)
+	pos, code, ok := a.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return a.usageError(c, "unexpected argument %q", pos[0])
+	}
+	return a.clientCall(ctx, c, cf, http.MethodGet, "/api/session/active", nil, nil, "data")
+}
+
+var interruptCommand = &command{
+	name:     "interrupt",
+	synopsis: "[flags] ID",
+	summary:  "interrupt a Session's running work",
+	help: `
+Interrupt stops Session ID's busy period (reason user) and returns once its
+tools settled and session.execution.interrupted.1 is durable. Interrupting
+an idle Session does nothing.
+` + clientHelp,
+	run: runInterrupt,
+}
+
+func runInterrupt(ctx context.Context, a *app, c *command, args []string) int {
+	fs := newFlags(c)
+	var cf clientFlags
+	cf.register(fs)
+	pos, code, ok := a.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return a.usageError(c, "want exactly one Session ID")
+	}
+	return a.clientCall(ctx, c, cf, http.MethodPost, sessionPath(pos[0], "/interrupt"), nil, nil, "")
+}
+
+var permissionsCommand = &command{
+	name:     "permissions",
+	synopsis: "[flags]",
+	summary:  "list the permission questions waiting for a reply",
+	help: `
+Permissions prints the questions Sessions' tools are waiting on, oldest
+first: [{id, sessionID, permission, patterns, …}]. Answer one with
+'sessiond reply REQUEST_ID once|always|reject'.
+` + clientHelp,
+	run: runPermissions,
+}
+
+func runPermissions(ctx context.Context, a *app, c *command, args []string) int {
+	fs := newFlags(c)
+	var cf clientFlags
+	cf.register(fs)
+	pos, code, ok := a.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return a.usageError(c, "unexpected argument %q", pos[0])
+	}
+	return a.clientCall(ctx, c, cf, http.MethodGet, "/api/permission", nil, nil, "data")
+}
+
+var replyCommand = &command{
+	name:     "reply",
+	synopsis: "[flags] REQUEST_ID once|always|reject",
+	summary:  "answer a permission question",
+	help: `
+Reply answers the permission question REQUEST_ID (per_…, see 'sessiond
+permissions' or the permission.asked events of /api/event): once allows this
+call, always also saves the approval for the project, reject refuses it;
+--message tells the model why.
+` + clientHelp,
+	run: runReply,
+}
+
+func runReply(ctx context.Context, a *app, c *command, args []string) int {
+	fs := newFlags(c)
+	var cf clientFlags
+	cf.register(fs)
+	message := fs.String("message", "", "`TEXT` for the model, with a rejection")
+	pos, code, ok := a.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 2 {
+		return a.usageError(c, "want a request ID and once, always or reject")
+	}
+	switch pos[1] {
+	case "once", "always", "reject":
+	default:
+		return a.usageError(c, "reply %q: want once, always or reject", pos[1])
+	}
+	body := map[string]any{"reply": pos[1]}
+	if *message != "" {
+		body["message"] = *message
+	}
+	return a.clientCall(ctx, c, cf, http.MethodPost, "/api/permission/"+url.PathEscape(pos[0])+"/reply", nil, body, "")
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// runApp runs the command line in-process and returns its exit status and
+// output.
+func runApp(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	a := &app{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, getenv: func(k string) string { return env[k] }}
+	code := a.main(context.Background(), args)
+	return code, stdout.String(), stderr.String()
+}
+
+// TestHelp: --help (and help CMD) of every command exits 0 and prints the
+// command's usage and flags to stdout.
+func TestHelp(t *testing.T) {
+	code, out, _ := runApp(t, nil, "--help")
+	if code != 0 || !strings.Contains(out, "Usage:\n  sessiond <command>") {
+		t.Fatalf("--help: exit %d\n%s", code, out)
+	}
+	for _, c := range commands {
+		if !strings.Contains(out, "  "+c.name+" ") {
+			t.Errorf("--help does not list %s", c.name)
+		}
+	}
+	cases := map[string][]string{
+		"serve":          {"--addr HOST:PORT", "--data DIR", "--config FILE", "--root DIR", "--token TOKEN", "--log-level LEVEL"},
+		"run":            {"--dir D", "--model provider/model", "--yes", "--json", "--data DIR", "--config FILE"},
+		"session":        {"session create makes a Session"},
+		"session create": {"--dir D", "--id ID", "--addr HOST:PORT", "--token TOKEN"},
+		"session list":   {"--addr HOST:PORT"},
+		"session get":    {"Usage: sessiond session get [flags] ID"},
+		"prompt":         {"--id ID", "--delivery MODE", "--no-resume"},
+		"log":            {"--after N", "--follow", "Last-Event-ID"},
+		"history":        {"--after N", "--limit N"},
+		"active":         {"--addr HOST:PORT"},
+		"interrupt":      {"reason user"},
+		"permissions":    {"sessiond reply REQUEST_ID"},
+		"reply":          {"--message TEXT", "once|always|reject"},
+	}
+	for name, wants := range cases {
+		args := append(strings.Fields(name), "--help")
+		code, out, errOut := runApp(t, nil, args...)
+		if code != 0 || errOut != "" {
+			t.Errorf("%s --help: exit %d, stderr %q", name, code, errOut)
+		}
+		if !strings.HasPrefix(out, "Usage: sessiond "+name) {
+			t.Errorf("%s --help starts %q", name, clip(out, 60))
+		}
+		for _, w := range wants {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s --help lacks %q:\n%s", name, w, out)
+			}
+		}
+	}
+	if len(cases) != len(commands)+3 {
+		t.Errorf("%d help cases for %d commands (+3 session subcommands)", len(cases), len(commands))
+	}
+
+	// help CMD is CMD --help; -h works too.
+	_, viaHelp, _ := runApp(t, nil, "help", "prompt")
+	_, viaFlag, _ := runApp(t, nil, "prompt", "-h")
+	if viaHelp != viaFlag || viaHelp == "" {
+		t.Errorf("help prompt and prompt -h differ:\n%s\n%s", viaHelp, viaFlag)
+	}
+
+	// The binary agrees.
+	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"run", "--help"}} {
+		if out := ok(t, testEnv(t), args...); !strings.Contains(out, "Usage") {
+			t.Errorf("sessiond %v: %s", args, out)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "Commands:"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"serve", "--nope"}, "flag provided but not defined: -nope"},
+		{[]string{"serve", "extra"}, `unexpected argument "extra"`},
+		{[]string{"session"}, "want a subcommand: create, list or get"},
+		{[]string{"session", "drop"}, `unknown subcommand "drop"`},
+		{[]string{"session", "get"}, "want exactly one Session ID"},
+		{[]string{"prompt", "ses_1"}, "want a Session ID and the prompt text"},
+		{[]string{"prompt", "ses_1", "hi", "--delivery", "later"}, `--delivery "later": want steer or queue`},
+		{[]string{"reply", "per_1", "maybe"}, `reply "maybe": want once, always or reject`},
+		{[]string{"log"}, "want exactly one Session ID"},
+		{[]string{"history", "--limit", "x", "ses_1"}, `invalid value "x" for flag -limit`},
+		{[]string{"run", "--model", "nomodel", "hi"}, `--model: invalid: model "nomodel": want provider/model`},
+		{[]string{"serve", "--log-level", "loud"}, `--log-level "loud"`},
+	} {
+		code, out, errOut := runApp(t, nil, tt.args...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", tt.args, code, out, errOut, tt.want)
+		}
+	}
+}
+
+// TestParseInterspersed: flags may come before, between and after the
+// positional arguments, and "--" ends them.
+func TestParseInterspersed(t *testing.T) {
+	c := &command{name: "x"}
+	for _, tt := range []struct {
+		args []string
+		pos  []string
+		id   string
+		yes  bool
+	}{
+		{[]string{"a", "b"}, []string{"a", "b"}, "", false},
+		{[]string{"--id", "m", "a", "b"}, []string{"a", "b"}, "m", false},
+		{[]string{"a", "--id", "m", "b", "--yes"}, []string{"a", "b"}, "m", true},
+		{[]string{"a", "--", "--id", "-x"}, []string{"a", "--id", "-x"}, "", false},
+		{[]string{"--yes", "--", "-"}, []string{"-"}, "", true},
+	} {
+		fs := newFlags(c)
+		id := fs.String("id", "", "")
+		yes := fs.Bool("yes", false, "")
+		a := &app{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
+		pos, _, ok := a.parse(c, fs, tt.args)
+		if !ok || !reflect.DeepEqual(pos, tt.pos) || *id != tt.id || *yes != tt.yes {
+			t.Errorf("%q: pos %q id %q yes %v ok %v", tt.args, pos, *id, *yes, ok)
+		}
+	}
+	// --help is reported as such, not as an error.
+	fs := newFlags(c)
+	var stdout bytes.Buffer
+	a := &app{stdout: &stdout, stderr: &bytes.Buffer{}}
+	if _, code, ok := a.parse(c, fs, []string{"a", "--help"}); ok || code != exitOK || !strings.HasPrefix(stdout.String(), "Usage: sessiond x") {
+		t.Fatalf("--help: ok %v code %d out %q", ok, code, stdout.String())
+	}
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sync"
+
+	"github.com/sessiond/sessiond/actors/httpapi"
+)
+
+var serveCommand = &command{
+	name:     "serve",
+	synopsis: "[flags]",
+	summary:  "run the daemon: the HTTP API over a durable store",
+	help: `
+Serve opens the store <data>/sessiond.db, starts the Session runtime and
+serves the HTTP API on --addr until SIGINT or SIGTERM. It prints
+"listening on http://HOST:PORT" to stderr once GET /api/health answers
+(port 0 picks a free port). One data directory serves one daemon: a second
+one fails with "data dir is in use by another sessiond".
+
+Settings come from the flags, then the environment (SESSIOND_ADDR,
+SESSIOND_DATA, SESSIOND_TOKEN, OPENAI_*, ANTHROPIC_API_KEY), then the
+configuration file. With no provider configured the built-in demo model
+answers every Session.
+
+Stopping is graceful and ordered: the HTTP server stops accepting and ends
+its streams, running Sessions are interrupted with reason shutdown (their
+session.execution.interrupted.1 is durable), then the store is closed. A
+second signal quits at once.`,
+	run: runServe,
+}
+
+// runServe is the serve command.
+func runServe(ctx context.Context, a *app, c *command, args []string) int {
+	fs := newFlags(c)
+	var sf storeFlags
+	sf.register(fs, "info")
+	addr := fs.String("addr", "", "listen address `HOST:PORT`; port 0 picks a free one (default $SESSIOND_ADDR, else the configuration's, else 127.0.0.1:4096)")
+	token := fs.String("token", "", "bearer `TOKEN` every route but /api/health and /metrics requires (default $SESSIOND_TOKEN)")
+	var roots stringList
+	fs.Var(&roots, "root", "allow Session directories only under `DIR` (repeatable; adds to the configuration's roots)")
+	pos, code, ok := a.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return a.usageError(c, "unexpected argument %q", pos[0])
+	}
+	log, err := sf.logger(a.stderr, a.stderrTTY)
+	if err != nil {
+		return a.usageError(c, "%v", err)
+	}
+	cfg, err := sf.load(a, overrides{"SESSIOND_ADDR": *addr, "SESSIOND_TOKEN": *token})
+	if err != nil {
+		return a.fail(c, err)
+	}
+	if len(roots) > 0 {
+		for _, r := range roots {
+			abs, err := filepath.Abs(r)
+			if err != nil {
+				return a.fail(c, fmt.Errorf("--root %q: %w", r, err))
+			}
+			cfg.Roots = append(cfg.Roots, abs)
+		}
+		if err := cfg.validate(); err != nil {
+			return a.fail(c, err)
+		}
+	}
+	if cfg.UsesDemo() {
+		fmt.Fprintf(a.stderr, "sessiond: %s\n", demoNotice)
+	}
+
+	st, err := openStack(cfg, log, stackOptions{Metrics: true})
+	if err != nil {
+		return a.fail(c, err)
+	}
+	stopCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), stopTimeout)
+	}
+	closeStack := func() error {
+		sctx, cancel := stopCtx()
+		defer cancel()
+		return st.close(sctx)
+	}
+	if st.defaultModel.ID == "" {
+		log.Warn().Msg("no default model: Sessions must select one (set \"model\" in the configuration or list models for a provider)")
+	}
+	srv, err := httpapi.NewServer(httpapi.ServerConfig{API: httpapi.Config{
+		Runtime:   st.runtime,
+		Pending:   st.pending,
+		Token:     cfg.Token,
+		Roots:     cfg.Roots,
+		CORS:      cfg.CORS,
+		BodyBytes: int64(cfg.Limits.BodyBytes),
+		Metrics:   st.metrics,
+		Gatherer:  st.registry,
+		Logger:    log,
+	}})
+	if err != nil {
+		return a.fail(c, errors.Join(err, closeStack()))
+	}
+	l, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return a.fail(c, errors.Join(err, closeStack()))
+	}
+
+	served := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { served <- srv.Serve(l) })
+	url := "http://" + l.Addr().String()
+	fmt.Fprintf(a.stderr, "sessiond: listening on %s (data %s)\n", url, cfg.Data)
+	log.Info().Str("addr", l.Addr().String()).Str("data", cfg.Data).Bool("demo", st.demo).Msg("serving")
+
+	status := exitOK
+	select {
+	case <-ctx.Done():
+		log.Info().Str("cause", context.Cause(ctx).Error()).Msg("shutting down")
+	case err := <-served:
+		// Serve returns early only when accepting fails for good.
+		fmt.Fprintf(a.stderr, "sessiond serve: %v\n", err)
+		status = exitFailed
+	}
+
+	// DESIGN.md §3 shutdown order: HTTP first (no new commands, streams
+	// end), then the runtime (interrupting Sessions with reason shutdown),
+	// then the store.
+	sctx, cancel := stopCtx()
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn().Err(err).Msg("http shutdown")
+	}
+	wg.Wait()
+	if err := st.close(sctx); err != nil {
+		log.Error().Err(err).Msg("stop runtime")
+		status = exitFailed
+	}
+	log.Info().Msg("stopped")
+	return status
+}

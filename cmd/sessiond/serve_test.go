@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+// serveDaemon starts `sessiond serve` on a free port with extra args and
+// returns it with its address once /api/health answers.
+func serveDaemon(t *testing.T, env []string, args ...string) (*proc, string) {
+	t.Helper()
+	p := start(t, env, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	addr := p.waitFor(&p.stderr, `listening on http://(\S+)`)[1]
+	eventually(t, "GET /api/health", func() bool {
+		res, err := http.Get("http://" + addr + "/api/health")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}, p.stderr.String)
+	return p, addr
+}
+
+// stop sends SIGTERM and checks a clean exit.
+func (p *proc) stop() {
+	p.t.Helper()
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(); code != 0 {
+		p.t.Fatalf("serve exited %d after SIGTERM\nstderr:\n%s", code, p.stderr.String())
+	}
+}
+
+// decode unmarshals a command's JSON output.
+func decode[T any](t *testing.T, out string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("decode %q: %v", out, err)
+	}
+	return v
+}
+
+// TestServe drives a daemon through the client commands: create a Session,
+// prompt it, answer its permission questions, follow its log, read its
+// history; a second daemon cannot take the data dir, and after SIGTERM a
+// new one can.
+func TestServe(t *testing.T) {
+	data := t.TempDir()
+	const token = "s3cret-token"
+	env := testEnv(t, "SESSIOND_DATA", data, "SESSIOND_TOKEN", token)
+	srv, addr := serveDaemon(t, env)
+	if !strings.Contains(srv.stderr.String(), demoNotice) {
+		t.Errorf("serve did not announce the demo model:\n%s", srv.stderr.String())
+	}
+	client := testEnv(t, "SESSIOND_ADDR", addr, "SESSIOND_TOKEN", token)
+
+	// The token is required; the error is the API's.
+	r := sessiond(t, testEnv(t, "SESSIOND_ADDR", addr), nil, "session", "list")
+	if r.code != 1 || !strings.Contains(r.stderr, "sessiond session list: unauthorized: ") || !strings.Contains(r.stderr, "(HTTP 401)") {
+		t.Fatalf("without a token: exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+
+	// A second daemon on the same data dir fails clearly and at once.
+	r = sessiond(t, env, nil, "serve", "--addr", "127.0.0.1:0")
+	if r.code != 1 || !strings.Contains(r.stderr, "data dir is in use by another sessiond") {
+		t.Fatalf("second serve: exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+
+	dir := t.TempDir()
+	writeFile(t, dir, "notes.txt", "remember the milk\n")
+	sess := decode[persistence.Session](t, ok(t, client, "session", "create", "--dir", dir))
+	if sess.ID == "" || sess.Location.Directory != dir {
+		t.Fatalf("created %+v", sess)
+	}
+	sid := string(sess.ID)
+	if got := decode[persistence.Session](t, ok(t, client, "session", "get", sid)); got.ID != sess.ID {
+		t.Fatalf("get = %+v", got)
+	}
+
+	follower := start(t, client, "log", sid, "--follow")
+	follower.waitFor(&follower.stdout, `"type":"log.synced"`)
+
+	admitted := decode[persistence.Admitted](t, ok(t, client, "prompt", sid, "Look around", "--id", "msg_cli_1"))
+	if admitted.ID != "msg_cli_1" || admitted.Prompt.Text != "Look around" || admitted.Delivery != messages.Steer {
+		t.Fatalf("admitted %+v", admitted)
+	}
+	// An identical retry returns the same receipt.
+	if again := decode[persistence.Admitted](t, ok(t, client, "prompt", "--id", "msg_cli_1", sid, "Look around")); again.AdmittedSeq != admitted.AdmittedSeq {
+		t.Fatalf("retry admitted %+v, first %+v", again, admitted)
+	}
+
+	// The demo asks for bash, then for edit: answer once, then always.
+	for _, reply := range []string{"once", "always"} {
+		var asks []struct {
+			ID         string `json:"id"`
+			Permission string `json:"permission"`
+		}
+		eventually(t, "a permission question", func() bool {
+			asks = decode[[]struct {
+				ID         string `json:"id"`
+				Permission string `json:"permission"`
+			}](t, ok(t, client, "permissions"))
+			return len(asks) > 0
+		}, follower.stdout.String)
+		if active := decode[map[string]any](t, ok(t, client, "active")); active[sid] == nil {
+			t.Fatalf("active = %v while %s waits for a reply", active, sid)
+		}
+		ok(t, client, "reply", asks[0].ID, reply)
+	}
+
+	follower.waitFor(&follower.stdout, `"type":"session.execution.succeeded.1"`)
+	follower.signal(syscall.SIGINT)
+	if code := follower.wait(); code != 0 {
+		t.Fatalf("log --follow exited %d after SIGINT\nstderr:\n%s", code, follower.stderr.String())
+	}
+	if out := follower.stdout.String(); !strings.Contains(out, `"text":"Done. I read notes.txt`) || strings.Count(out, `"type":"session.created.1"`) != 1 {
+		t.Fatalf("log:\n%s", out)
+	}
+	if hello := filepath.Join(dir, "hello.txt"); !fileHas(hello, "Hello from sessiond!\n") {
+		t.Fatalf("%s missing", hello)
+	}
+
+	page := decode[persistence.Page[messages.Event]](t, ok(t, client, "history", sid, "--after", "0", "--limit", "2"))
+	if len(page.Data) != 2 || page.Data[0].Seq() != 1 || page.Data[0].Type != messages.TypePromptAdmitted || !page.HasMore {
+		t.Fatalf("history page = %+v", page)
+	}
+	replay := ok(t, client, "log", sid, "--after", "0")
+	if strings.Contains(replay, messages.TypeSessionCreated) || !strings.HasSuffix(strings.TrimSpace(replay), `"type":"log.synced","aggregateID":"`+sid+`","seq":`+strconv.FormatInt(sessLastSeq(t, client, sid), 10)+`}`) {
+		t.Fatalf("log --after 0:\n%s", replay)
+	}
+	if active := decode[map[string]any](t, ok(t, client, "active")); len(active) != 0 {
+		t.Fatalf("active = %v after the busy period", active)
+	}
+	list := decode[[]persistence.Session](t, ok(t, client, "session", "list"))
+	if len(list) != 1 || list[0].ID != sess.ID {
+		t.Fatalf("list = %+v", list)
+	}
+	ok(t, client, "interrupt", sid) // idle: a no-op
+
+	r = sessiond(t, client, nil, "session", "get", "ses_missing")
+	if r.code != 1 || !strings.Contains(r.stderr, `session.not-found: `) {
+		t.Fatalf("get of a missing Session: exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+
+	srv.stop()
+	if !strings.Contains(srv.stderr.String(), `"message":"stopped"`) {
+		t.Fatalf("serve log:\n%s", srv.stderr.String())
+	}
+	r = sessiond(t, client, nil, "active")
+	if r.code != 1 || !strings.Contains(r.stderr, "cannot reach sessiond at http://"+addr) {
+		t.Fatalf("client of a stopped daemon: exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+
+	// The lock is released: a new daemon serves the same store.
+	srv2, addr2 := serveDaemon(t, env)
+	got := decode[persistence.Session](t, ok(t, testEnv(t, "SESSIOND_TOKEN", token), "session", "get", "--addr", addr2, sid))
+	if got.ID != sess.ID || got.Tokens.Output == 0 {
+		t.Fatalf("after restart: %+v", got)
+	}
+	srv2.stop()
+}
+
+// sessLastSeq returns the Session's last seq through session get.
+func sessLastSeq(t *testing.T, env []string, sid string) int64 {
+	t.Helper()
+	return decode[persistence.Session](t, ok(t, env, "session", "get", sid)).LastSeq
+}
+
+// TestServeGracefulShutdown: SIGTERM while a Session is mid-step
+// interrupts it with reason shutdown, durably, before the daemon exits.
+func TestServeGracefulShutdown(t *testing.T) {
+	data := t.TempDir()
+	env := testEnv(t, "SESSIOND_DATA", data)
+	root := t.TempDir()
+	srv, addr := serveDaemon(t, env, "--config", slowConfig(t), "--root", root)
+	client := testEnv(t, "SESSIOND_ADDR", addr)
+
+	// --root confines Session directories.
+	r := sessiond(t, client, nil, "session", "create", "--dir", t.TempDir())
+	if r.code != 1 || !strings.Contains(r.stderr, "forbidden: ") || !strings.Contains(r.stderr, "(HTTP 403)") {
+		t.Fatalf("outside --root: exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	project := filepath.Join(root, "project")
+	if err := os.Mkdir(project, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sid := decode[persistence.Session](t, ok(t, client, "session", "create", "--dir", project)).ID
+	ok(t, client, "prompt", string(sid), "take your time")
+	eventually(t, "a started step", func() bool {
+		return strings.Contains(ok(t, client, "history", string(sid)), messages.TypeStepStarted)
+	}, srv.stderr.String)
+
+	follower := start(t, client, "log", string(sid), "--follow")
+	follower.waitFor(&follower.stdout, `"type":"log.synced"`)
+	srv.stop()
+
+	st, err := persistence.Open(filepath.Join(data, StoreFileName), persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	page, err := st.History(context.Background(), sid, persistence.Query{After: -1, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := page.Data[len(page.Data)-1]
+	p, isInterrupted := last.Data.(*messages.ExecutionInterrupted)
+	if !isInterrupted || p.Reason != messages.ReasonShutdown {
+		t.Fatalf("last event %s %+v, want %s reason shutdown", last.Type, last.Data, messages.TypeExecutionInterrupted)
+	}
+	var types []string
+	for _, ev := range page.Data {
+		types = append(types, ev.Type)
+	}
+	if !strings.Contains(strings.Join(types, " "), messages.TypeStepFailed+" "+messages.TypeExecutionInterrupted) {
+		t.Fatalf("events: %v", types)
+	}
+
+	// The HTTP server went first and ended the stream; the follower keeps
+	// trying to reconnect until it is stopped.
+	follower.waitFor(&follower.stderr, `sessiond log: connection lost \(the server ended the stream\); reconnecting`)
+	follower.signal(syscall.SIGTERM)
+	if code := follower.wait(); code != 0 {
+		t.Fatalf("log --follow exited %d\nstderr:\n%s", code, follower.stderr.String())
+	}
+}
+
+// fileHas reports whether the file at path holds exactly content.
+func fileHas(path, content string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && string(b) == content
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// overrides maps environment variable names to flag values that take their
+// place: flags override the environment, which overrides the file.
+type overrides map[string]string
+
+// env returns an environment lookup in which the non-empty overrides win.
+func (a *app) env(o overrides) func(string) string {
+	return func(name string) string {
+		if v := o[name]; v != "" {
+			return v
+		}
+		return a.getenv(name)
+	}
+}
+
+// storeFlags are the flags of the commands that open the store: serve and
+// run.
+type storeFlags struct {
+	data, config, logLevel string
+}
+
+// register adds --data, --config and --log-level to fs.
+func (f *storeFlags) register(fs *flag.FlagSet, defaultLevel string) {
+	fs.StringVar(&f.data, "data", "", "data `DIR` holding sessiond.db and the default sessiond.json\n(default $SESSIOND_DATA, else $XDG_DATA_HOME/sessiond, else ~/.local/share/sessiond)")
+	fs.StringVar(&f.config, "config", "", "configuration `FILE` (JSON with comments; default <data>/sessiond.json when it exists)")
+	fs.StringVar(&f.logLevel, "log-level", defaultLevel, "log `LEVEL`: debug, info, warn, error or disabled")
+}
+
+// load reads the configuration with these flags and o overriding the
+// environment, and makes the data directory absolute.
+func (f *storeFlags) load(a *app, o overrides) (Config, error) {
+	if o == nil {
+		o = overrides{}
+	}
+	o["SESSIOND_DATA"] = f.data
+	cfg, err := LoadConfig(f.config, a.env(o))
+	if err != nil {
+		return Config{}, err
+	}
+	if cfg.Data, err = filepath.Abs(cfg.Data); err != nil {
+		return Config{}, fmt.Errorf("data dir: %w", err)
+	}
+	return cfg, nil
+}
+
+// logger returns a zerolog logger on w at the flag's level: human-readable
+// lines on a terminal, JSON otherwise.
+func (f *storeFlags) logger(w io.Writer, tty bool) (zerolog.Logger, error) {
+	level, err := zerolog.ParseLevel(strings.ToLower(f.logLevel))
+	if err != nil || f.logLevel == "" {
+		return zerolog.Nop(), fmt.Errorf("--log-level %q: want debug, info, warn, error or disabled", f.logLevel)
+	}
+	if tty {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
+}
