@@ -152,11 +152,16 @@ type op struct {
 	touched []messages.SessionID
 }
 
-// wtx is the writer's view of one transaction.
+// wtx is the writer's view of one transaction for one operation.
 type wtx struct {
 	tx      *bolt.Tx
 	s       *Bolt
 	touched []messages.SessionID
+	// msgs caches messages an operation loads and updates, so a batch of
+	// events that all touch one assistant message decodes and encodes it
+	// once; flush writes them when the operation succeeds.
+	msgs  map[string]*Message
+	dirty []string
 }
 
 // submit queues fn for the writer and waits for its commit. It does not
@@ -233,7 +238,11 @@ func (s *Bolt) commit(ops []*op) {
 		err := s.db.Update(func(tx *bolt.Tx) error {
 			for i, o := range ops {
 				w := &wtx{tx: tx, s: s}
-				if err := runOp(o, w); err != nil {
+				err := runOp(o, w)
+				if err == nil {
+					err = w.flush()
+				}
+				if err != nil {
 					failed, failErr = i, err
 					return err
 				}

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"maps"
+	"slices"
 
 	"github.com/sessiond/sessiond/messages"
 )
@@ -263,16 +264,41 @@ func (w *wtx) settleInput(sid messages.SessionID, id messages.MessageID, kind st
 	return in, w.tx.Bucket(bucketData).Delete(seqKey(sid, kPending, in.AdmittedSeq))
 }
 
-// putMessage writes a message at its source seq and indexes its ID.
+// putMessage records a message at its source seq; flush writes it and
+// indexes its ID when the operation succeeds.
 func (w *wtx) putMessage(m Message) error {
-	if err := put(w.tx, bucketData, seqKey(m.SessionID, kMessage, m.Seq), &m); err != nil {
-		return err
+	key := string(strKey(m.SessionID, kMsgIndex, string(m.ID)))
+	if w.msgs == nil {
+		w.msgs = map[string]*Message{}
 	}
-	return w.tx.Bucket(bucketData).Put(strKey(m.SessionID, kMsgIndex, string(m.ID)), seqKey(m.SessionID, kMessage, m.Seq))
+	if !slices.Contains(w.dirty, key) {
+		w.dirty = append(w.dirty, key)
+	}
+	w.msgs[key] = &m
+	return nil
 }
 
-// message loads a projected message by ID; ok is false when absent.
+// flush writes the operation's updated messages.
+func (w *wtx) flush() error {
+	for _, key := range w.dirty {
+		m := w.msgs[key]
+		if err := put(w.tx, bucketData, seqKey(m.SessionID, kMessage, m.Seq), m); err != nil {
+			return err
+		}
+		if err := w.tx.Bucket(bucketData).Put([]byte(key), seqKey(m.SessionID, kMessage, m.Seq)); err != nil {
+			return err
+		}
+	}
+	w.dirty = w.dirty[:0]
+	return nil
+}
+
+// message loads a projected message by ID, through the operation's cache;
+// ok is false when absent.
 func (w *wtx) message(sid messages.SessionID, id messages.MessageID) (Message, bool, error) {
+	if m, ok := w.msgs[string(strKey(sid, kMsgIndex, string(id)))]; ok {
+		return *m, true, nil
+	}
 	return loadMessage(w.tx, sid, id)
 }
 
