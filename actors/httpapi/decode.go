@@ -184,23 +184,27 @@ type logQuery struct {
 	Follow bool
 }
 
-// parseLog parses ?after&follow, taking after from the Last-Event-ID
-// header when the query has none (an EventSource reconnecting).
+// parseLog parses ?after&follow and the Last-Event-ID header. The cursor
+// is the query's after or the header, and the later of the two when both
+// are present: an EventSource reconnecting repeats its URL (and so its
+// after) with the id it received last, which is always the later one.
 func parseLog(q url.Values, lastEventID string) (logQuery, error) {
 	l := logQuery{After: -1}
 	after, ok, err := single(q, "after")
 	if err != nil {
 		return l, err
 	}
-	switch {
-	case ok:
+	if ok {
 		if l.After, err = parseAfter("after", after); err != nil {
 			return l, err
 		}
-	case lastEventID != "":
-		if l.After, err = parseAfter("Last-Event-ID", lastEventID); err != nil {
+	}
+	if lastEventID != "" {
+		id, err := parseAfter("Last-Event-ID", lastEventID)
+		if err != nil {
 			return l, err
 		}
+		l.After = max(l.After, id)
 	}
 	follow, ok, err := single(q, "follow")
 	if err != nil {

@@ -154,9 +154,20 @@ type reply struct {
 
 // do sends a request. body is nil, a string or []byte (sent raw) or any
 // other value (sent as JSON). hdr are header name/value pairs. The env's
-// token is sent unless hdr sets Authorization.
+// token is sent unless hdr sets Authorization. do fails the test on a
+// transport error, so it must run on the test's goroutine; other
+// goroutines use try.
 func (e *env) do(method, path string, body any, hdr ...string) reply {
 	e.t.Helper()
+	r, err := e.try(method, path, body, hdr...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+// try is do for any goroutine: it returns transport errors.
+func (e *env) try(method, path string, body any, hdr ...string) (reply, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -167,7 +178,7 @@ func (e *env) do(method, path string, body any, hdr ...string) reply {
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {
-			e.t.Fatal(err)
+			return reply{}, err
 		}
 		rd = bytes.NewReader(j)
 	}
@@ -175,7 +186,7 @@ func (e *env) do(method, path string, body any, hdr ...string) reply {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, e.base+path, rd)
 	if err != nil {
-		e.t.Fatal(err)
+		return reply{}, err
 	}
 	if e.token != "" {
 		req.Header.Set("Authorization", "Bearer "+e.token)
@@ -185,14 +196,14 @@ func (e *env) do(method, path string, body any, hdr ...string) reply {
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		e.t.Fatal(err)
+		return reply{}, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		e.t.Fatal(err)
+		return reply{}, err
 	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: b}
+	return reply{status: resp.StatusCode, header: resp.Header, body: b}, nil
 }
 
 // want fails unless the reply has status.

@@ -2,8 +2,8 @@ package httpapi
 
 import (
 	"context"
-	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -163,28 +163,27 @@ func TestPromptIdempotentConcurrent(t *testing.T) {
 	sid := e.createSession()
 	body := map[string]any{"id": "msg_retry", "prompt": map[string]any{"text": "once only"}, "delivery": "queue"}
 	const clients = 20
-	receipts := make([]persistence.Admitted, clients)
-	statuses := make([]int, clients)
+	replies := make([]reply, clients)
+	errs := make([]error, clients)
 	var wg sync.WaitGroup
 	for i := range clients {
-		wg.Go(func() {
-			r := e.do("POST", "/api/session/"+string(sid)+"/prompt", body)
-			statuses[i] = r.status
-			if r.status == http.StatusOK {
-				receipts[i] = dataOf[persistence.Admitted](t, r)
-			}
-		})
+		wg.Go(func() { replies[i], errs[i] = e.try("POST", "/api/session/"+string(sid)+"/prompt", body) })
 	}
 	wg.Wait()
+	var first persistence.Admitted
 	for i := range clients {
-		if statuses[i] != http.StatusOK {
-			t.Fatalf("client %d: status %d", i, statuses[i])
+		if errs[i] != nil {
+			t.Fatalf("client %d: %v", i, errs[i])
 		}
-		a, b := receipts[0], receipts[i]
+		got := dataOf[persistence.Admitted](t, replies[i])
+		if i == 0 {
+			first = got
+		}
 		// promotedSeq appears once the runner promoted the row, which may
 		// happen between two retries; the receipt is otherwise equal.
+		a, b := first, got
 		a.PromotedSeq, b.PromotedSeq = nil, nil
-		if fmt.Sprint(a) != fmt.Sprint(b) {
+		if !reflect.DeepEqual(a, b) {
 			t.Fatalf("receipt %d differs: %+v vs %+v", i, b, a)
 		}
 	}

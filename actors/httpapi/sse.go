@@ -36,8 +36,7 @@ func startSSE(w http.ResponseWriter) *sseWriter {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	s := &sseWriter{w: w, rc: rc}
-	return s
+	return &sseWriter{w: w, rc: rc}
 }
 
 // event writes one message; id < 0 writes no id line.
@@ -95,9 +94,9 @@ type logFrame struct {
 
 // logStream is GET /api/session/{id}/log?after&follow: every durable event
 // after the cursor as "id: <seq>" + "data: <event>", one log.synced marker
-// (no id), then with follow=true every later commit. The cursor comes from
-// Last-Event-ID when the query has no after, so an EventSource resumes
-// where it stopped. The store's tail is released when the client leaves or
+// (no id), then with follow=true every later commit. The cursor also comes
+// from Last-Event-ID (see parseLog), so an EventSource resumes where it
+// stopped. The store's tail is released when the client leaves or
 // the Server shuts down.
 func (a *api) logStream(w http.ResponseWriter, r *http.Request) {
 	sid, err := sessionID(r)

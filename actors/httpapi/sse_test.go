@@ -103,10 +103,11 @@ func TestLogWithoutFollow(t *testing.T) {
 	check(e.stream(base), 0)
 	check(e.stream(base+"?follow=false&after=-1"), 0)
 	check(e.stream(base+"?after=3"), 4)
-	// Last-Event-ID is the cursor when the query has none.
+	// Last-Event-ID is the cursor when the query has none, and wins when
+	// it is later (an EventSource reconnecting repeats its URL's after).
 	check(e.stream(base, "Last-Event-ID", "5"), 6)
-	// The query wins over the header.
-	check(e.stream(base+"?after=1", "Last-Event-ID", "5"), 2)
+	check(e.stream(base+"?after=1", "Last-Event-ID", "5"), 6)
+	check(e.stream(base+"?after=5", "Last-Event-ID", "1"), 6)
 	check(e.stream(base+"?after="+itoa(total+10)), total)
 
 	for q, param := range map[string]string{"?after=-2": "after", "?after=x": "after", "?follow=maybe": "follow", "?after=1&after=2": "after"} {
@@ -140,10 +141,10 @@ func TestLogReconnectWhileCommitting(t *testing.T) {
 			if i%3 == 0 {
 				delivery = "queue"
 			}
-			r := e.do("POST", "/api/session/"+string(sid)+"/prompt",
+			r, err := e.try("POST", "/api/session/"+string(sid)+"/prompt",
 				map[string]any{"prompt": map[string]string{"text": "prompt " + itoa(int64(i))}, "delivery": delivery})
-			if r.status != http.StatusOK {
-				t.Errorf("prompt %d: %d %s", i, r.status, r.body)
+			if err != nil || r.status != http.StatusOK {
+				t.Errorf("prompt %d: %d %s %v", i, r.status, r.body, err)
 			}
 		}
 		if err := e.rt.Wait(e.h.Ctx(), sid); err != nil {
@@ -249,7 +250,13 @@ func TestReadTimeoutDoesNotCutStreams(t *testing.T) {
 	}
 	waited := make(chan int, 1)
 	var wg sync.WaitGroup
-	wg.Go(func() { waited <- e.do("POST", "/api/session/"+string(sid)+"/wait", nil).status })
+	wg.Go(func() {
+		r, err := e.try("POST", "/api/session/"+string(sid)+"/wait", nil)
+		if err != nil {
+			t.Error(err)
+		}
+		waited <- r.status
+	})
 	defer wg.Wait()
 	// Let three read timeouts pass while the stream idles on heartbeats.
 	start := time.Now()
@@ -407,12 +414,19 @@ func TestShutdownEndsStreams(t *testing.T) {
 	if err := g.Reached(e.h.Ctx()); err != nil {
 		t.Fatal(err)
 	}
+	// Only the two streams are active once the prompt's connection is
+	// idle again; then the wait makes three. It must be in flight before
+	// shutdown; the runner is held, so it cannot have returned.
+	eventually(t, "prompt connection idle", func() bool { return activeConns() == 2 })
 	waited := make(chan reply, 1)
 	var wg sync.WaitGroup
-	wg.Go(func() { waited <- e.do("POST", "/api/session/"+string(sid)+"/wait", nil) })
-
-	// The wait must be in flight before shutdown (two streams and the
-	// wait are active); the runner is held, so it cannot have returned.
+	wg.Go(func() {
+		r, err := e.try("POST", "/api/session/"+string(sid)+"/wait", nil)
+		if err != nil {
+			t.Error(err)
+		}
+		waited <- r
+	})
 	eventually(t, "wait in flight", func() bool { return activeConns() == 3 })
 	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
 	defer cancel()
