@@ -128,37 +128,32 @@ func (rt *Runtime) Bus() *Bus { return rt.cfg.Bus }
 func (rt *Runtime) Create(ctx context.Context, req persistence.CreateSession) (persistence.Session, bool, error) {
 	s, created, err := rt.cfg.Store.CreateSession(ctx, req)
 	if err == nil && created {
-		rt.publishLog(ctx, s.ID, 0)
+		rt.publishEvent(ctx, s.ID, 0)
 	}
 	return s, created, err
 }
 
-// publishLog forwards durable events written outside a drain (creation,
-// admission, selection) to the live bus so /api/event sees them.
-func (rt *Runtime) publishLog(ctx context.Context, sid messages.SessionID, after int64) {
-	p, err := rt.cfg.Store.History(ctx, sid, persistence.Query{After: after - 1, Limit: 10})
-	if err != nil {
-		return
-	}
-	for _, ev := range p.Data {
-		if ev.Durable.Seq >= after {
-			rt.cfg.Bus.Publish(ev)
-		}
+// publishEvent forwards one durable event written outside a drain
+// (creation, admission) to the live bus so /api/event sees it.
+func (rt *Runtime) publishEvent(ctx context.Context, sid messages.SessionID, seq int64) {
+	p, err := rt.cfg.Store.History(ctx, sid, persistence.Query{After: seq - 1, Limit: 1})
+	if err == nil && len(p.Data) == 1 {
+		rt.cfg.Bus.Publish(p.Data[0])
 	}
 }
 
 // Prompt is sessions.prompt: durable admission, then a wake unless resume
 // is false (also on an exact retry).
 func (rt *Runtime) Prompt(ctx context.Context, req persistence.PromptRequest) (persistence.Admitted, error) {
-	before := int64(-1)
 	res, err := persistence.Prompt(ctx, rt.cfg.Store, req)
 	if err != nil {
 		return persistence.Admitted{}, err
 	}
-	if res.Admitted.AdmittedSeq > before {
+	if res.Created {
+		// Only a new admission is news: retries publish nothing.
 		rt.cfg.Metrics.Admitted()
+		rt.publishEvent(ctx, req.SessionID, res.Admitted.AdmittedSeq)
 	}
-	rt.publishLog(ctx, req.SessionID, res.Admitted.AdmittedSeq)
 	if res.Wake {
 		if err := rt.Wake(ctx, req.SessionID); err != nil {
 			return res.Admitted, err
@@ -170,9 +165,12 @@ func (rt *Runtime) Prompt(ctx context.Context, req persistence.PromptRequest) (p
 // Compact admits one coalesced manual compaction barrier and wakes the
 // Session.
 func (rt *Runtime) Compact(ctx context.Context, sid messages.SessionID) (persistence.Input, error) {
-	in, _, err := rt.cfg.Store.AdmitCompaction(ctx, sid)
+	in, created, err := rt.cfg.Store.AdmitCompaction(ctx, sid)
 	if err != nil {
 		return in, err
+	}
+	if created {
+		rt.publishEvent(ctx, sid, in.AdmittedSeq)
 	}
 	return in, rt.Wake(ctx, sid)
 }

@@ -88,6 +88,7 @@ type Synced struct {
 // storedEvent is the msgpack shape of an Event. Field tags are part of the
 // stored format: never reorder or reuse them.
 type storedEvent struct {
+	//lint:ignore U1000 read by msgpack through its struct tag (array encoding)
 	_msgpack struct{}           `msgpack:",as_array"`
 	Format   uint8              // envelope format, currently 1
 	ID       EventID            //

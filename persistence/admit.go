@@ -92,20 +92,20 @@ func ValidatePrompt(p messages.Prompt, d messages.Delivery, maxBytes int) error 
 // an omitted ID generates one; a supplied ID inserts one row when absent;
 // exact reuse returns the same receipt; reuse for another Session, prompt
 // or delivery is a prompt.conflict.
-func (s *Bolt) Admit(ctx context.Context, req Admission) (Admitted, error) {
+func (s *Bolt) Admit(ctx context.Context, req Admission) (Admitted, bool, error) {
 	if req.Delivery == "" {
 		req.Delivery = messages.DefaultDelivery
 	}
 	if err := req.SessionID.Validate(); err != nil {
-		return Admitted{}, err
+		return Admitted{}, false, err
 	}
 	if req.ID == "" {
 		req.ID = s.opts.IDs.Message()
 	} else if err := req.ID.Validate(); err != nil {
-		return Admitted{}, err
+		return Admitted{}, false, err
 	}
 	if err := s.validatePrompt(req.Prompt, req.Delivery); err != nil {
-		return Admitted{}, err
+		return Admitted{}, false, err
 	}
 	// Fast path for retries: an exact reuse needs no write.
 	var out Admitted
@@ -116,7 +116,7 @@ func (s *Bolt) Admit(ctx context.Context, req Admission) (Admitted, error) {
 		return err
 	})
 	if err != nil || done {
-		return out, err
+		return out, false, err
 	}
 	evID, now := s.opts.IDs.Event(), s.opts.Clock().UnixMilli()
 	err = s.submit(ctx, func(w *wtx) error {
@@ -144,7 +144,7 @@ func (s *Bolt) Admit(ctx context.Context, req Admission) (Admitted, error) {
 		out = in.Receipt()
 		return nil
 	})
-	return out, err
+	return out, err == nil && !done, err
 }
 
 // existingReceipt returns the receipt of an exact reuse of req.ID, a

@@ -74,7 +74,7 @@ func BenchmarkAdmit(b *testing.B) {
 				wg.Go(func() {
 					for next.Add(1) <= int64(b.N) {
 						t0 := time.Now()
-						if _, err := st.Admit(ctx, persistence.Admission{SessionID: sids[g], Prompt: prompt}); err != nil {
+						if _, _, err := st.Admit(ctx, persistence.Admission{SessionID: sids[g], Prompt: prompt}); err != nil {
 							b.Error(err)
 							return
 						}

@@ -43,7 +43,7 @@ func TestCrashChild(t *testing.T) {
 		wg.Go(func() {
 			for i := 0; ; i++ {
 				id := messages.MessageID(fmt.Sprintf("msg_g%d_%d", g, i))
-				if _, err := st.Admit(ctx, persistence.Admission{ID: id, SessionID: "ses_crash", Prompt: messages.Prompt{Text: strings.Repeat("x", 200)}}); err != nil {
+				if _, _, err := st.Admit(ctx, persistence.Admission{ID: id, SessionID: "ses_crash", Prompt: messages.Prompt{Text: strings.Repeat("x", 200)}}); err != nil {
 					mu.Lock()
 					fmt.Fprintln(out, "error", err)
 					out.Flush()

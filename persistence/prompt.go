@@ -23,16 +23,18 @@ type PromptResult struct {
 	Admitted Admitted
 	// Wake is true unless Resume was false, including on an exact retry.
 	Wake bool
+	// Created is false for an exact retry.
+	Created bool
 }
 
 // Prompt is the admission half of sessions.prompt, shared by every caller
 // (the execution router, the HTTP adapter, the CLI).
 func Prompt(ctx context.Context, st Store, req PromptRequest) (PromptResult, error) {
-	a, err := st.Admit(ctx, Admission{ID: req.ID, SessionID: req.SessionID, Prompt: req.Prompt, Delivery: req.Delivery})
+	a, created, err := st.Admit(ctx, Admission{ID: req.ID, SessionID: req.SessionID, Prompt: req.Prompt, Delivery: req.Delivery})
 	if err != nil {
 		return PromptResult{}, err
 	}
-	return PromptResult{Admitted: a, Wake: req.Resume == nil || *req.Resume}, nil
+	return PromptResult{Admitted: a, Wake: req.Resume == nil || *req.Resume, Created: created}, nil
 }
 
 // Create is sessions.create: it creates the Session when absent and returns

@@ -25,7 +25,8 @@ type Store interface {
 	List(ctx context.Context) ([]Session, error)
 
 	// Admit records a prompt in the Session inbox, idempotently on its ID.
-	Admit(ctx context.Context, req Admission) (Admitted, error)
+	// created is false for an exact retry of an existing admission.
+	Admit(ctx context.Context, req Admission) (a Admitted, created bool, err error)
 	// AdmitCompaction records a manual compaction barrier, coalescing with a
 	// pending one.
 	AdmitCompaction(ctx context.Context, id messages.SessionID) (input Input, created bool, err error)

@@ -27,10 +27,10 @@ func Scenario(t testing.TB, st persistence.Store) messages.SessionID {
 		_, err := st.Append(ctx, sid, ps...)
 		must(t, err)
 	}
-	a1, err := st.Admit(ctx, persistence.Admission{ID: id("1"), SessionID: sid, Prompt: messages.Prompt{Text: "read a.txt",
+	a1, _, err := st.Admit(ctx, persistence.Admission{ID: id("1"), SessionID: sid, Prompt: messages.Prompt{Text: "read a.txt",
 		Files: []messages.File{{Mime: "text/plain", Filename: "a.txt", URL: "file:///tmp/project/a.txt"}}}})
 	must(t, err)
-	a2, err := st.Admit(ctx, persistence.Admission{ID: id("2"), SessionID: sid, Prompt: messages.Prompt{Text: "then summarize"}, Delivery: messages.Queue})
+	a2, _, err := st.Admit(ctx, persistence.Admission{ID: id("2"), SessionID: sid, Prompt: messages.Prompt{Text: "then summarize"}, Delivery: messages.Queue})
 	must(t, err)
 	comp, _, err := st.AdmitCompaction(ctx, sid)
 	must(t, err)

@@ -135,16 +135,19 @@ func testCreateBadInput(t *testing.T, open Factory) {
 func testAdmitIdempotent(t *testing.T, open Factory) {
 	st := open(t, persistence.Options{})
 	sid := newSession(t, st)
-	gen, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "hi"}})
+	gen, _, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "hi"}})
 	must(t, err)
 	if !strings.HasPrefix(string(gen.ID), "msg_") || gen.Delivery != messages.DefaultDelivery || gen.AdmittedSeq != 1 {
 		t.Fatalf("generated receipt %+v", gen)
 	}
 	req := persistence.Admission{ID: "msg_one", SessionID: sid, Prompt: messages.Prompt{Text: "hello"}, Delivery: messages.Queue}
-	a, err := st.Admit(ctx, req)
+	a, created, err := st.Admit(ctx, req)
 	must(t, err)
-	b, err := st.Admit(ctx, req)
+	b, again, err := st.Admit(ctx, req)
 	must(t, err)
+	if !created || again {
+		t.Fatalf("created flags %v then %v, want true then false", created, again)
+	}
 	if !reflect.DeepEqual(a, b) {
 		t.Fatalf("exact reuse receipts differ:\n%+v\n%+v", a, b)
 	}
@@ -179,7 +182,7 @@ func testAdmitConcurrentRetries(t *testing.T, open Factory) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			receipts[i], errs[i] = st.Admit(ctx, req)
+			receipts[i], _, errs[i] = st.Admit(ctx, req)
 		})
 	}
 	close(start)
@@ -213,7 +216,7 @@ func testAdmitConflicts(t *testing.T, open Factory) {
 	sid := newSession(t, st)
 	other := newSession(t, st)
 	base := persistence.Admission{ID: "msg_c", SessionID: sid, Prompt: messages.Prompt{Text: "x"}, Delivery: messages.Steer}
-	_, err := st.Admit(ctx, base)
+	_, _, err := st.Admit(ctx, base)
 	must(t, err)
 	for name, req := range map[string]persistence.Admission{
 		"text":     {ID: base.ID, SessionID: sid, Prompt: messages.Prompt{Text: "y"}, Delivery: messages.Steer},
@@ -221,7 +224,7 @@ func testAdmitConflicts(t *testing.T, open Factory) {
 		"session":  {ID: base.ID, SessionID: other, Prompt: base.Prompt, Delivery: messages.Steer},
 		"files":    {ID: base.ID, SessionID: sid, Prompt: messages.Prompt{Text: "x", Files: []messages.File{{Mime: "a/b", URL: "u"}}}},
 	} {
-		_, err := st.Admit(ctx, req)
+		_, _, err := st.Admit(ctx, req)
 		if messages.TypeOf(err) != messages.ErrPromptConflict {
 			t.Fatalf("%s: want conflict, got %v", name, err)
 		}
@@ -255,7 +258,7 @@ func testAdmitBadInput(t *testing.T, open Factory) {
 		{"bad file", persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "a", Files: []messages.File{{URL: "x"}}}}, messages.ErrInvalid},
 	}
 	for _, tc := range cases {
-		_, err := st.Admit(ctx, tc.req)
+		_, _, err := st.Admit(ctx, tc.req)
 		if messages.TypeOf(err) != tc.typ {
 			t.Fatalf("%s: want %s, got %v", tc.name, tc.typ, err)
 		}
@@ -273,10 +276,10 @@ func testAdmitBacklog(t *testing.T, open Factory) {
 	st := open(t, persistence.Options{InboxBacklog: 2})
 	sid := newSession(t, st)
 	for i := range 2 {
-		_, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprint(i)}})
+		_, _, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprint(i)}})
 		must(t, err)
 	}
-	_, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "3"}})
+	_, _, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "3"}})
 	wantType(t, err, messages.ErrInboxFull)
 	w, err := st.Watermark(ctx, sid)
 	must(t, err)
@@ -290,11 +293,11 @@ func testIDsUnique(t *testing.T, open Factory) {
 	a, b := newSession(t, st), newSession(t, st)
 	_, err := st.Append(ctx, a, &messages.StepStarted{SessionID: a, AssistantMessageID: "msg_asst", Attempt: 1})
 	must(t, err)
-	_, err = st.Admit(ctx, persistence.Admission{ID: "msg_asst", SessionID: a, Prompt: messages.Prompt{Text: "x"}})
+	_, _, err = st.Admit(ctx, persistence.Admission{ID: "msg_asst", SessionID: a, Prompt: messages.Prompt{Text: "x"}})
 	wantType(t, err, messages.ErrPromptConflict)
 	_, err = st.Append(ctx, b, &messages.StepStarted{SessionID: b, AssistantMessageID: "msg_asst", Attempt: 1})
 	wantType(t, err, messages.ErrPromptConflict)
-	_, err = st.Admit(ctx, persistence.Admission{ID: "msg_in", SessionID: a, Prompt: messages.Prompt{Text: "x"}})
+	_, _, err = st.Admit(ctx, persistence.Admission{ID: "msg_in", SessionID: a, Prompt: messages.Prompt{Text: "x"}})
 	must(t, err)
 	_, err = st.Append(ctx, b, &messages.StepStarted{SessionID: b, AssistantMessageID: "msg_in", Attempt: 1})
 	wantType(t, err, messages.ErrPromptConflict)
@@ -305,7 +308,7 @@ func testPendingAndPromotion(t *testing.T, open Factory) {
 	sid := newSession(t, st)
 	var ids []messages.MessageID
 	for i, d := range []messages.Delivery{messages.Queue, messages.Steer, messages.Queue, messages.Steer} {
-		r, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprint(i)}, Delivery: d})
+		r, _, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprint(i)}, Delivery: d})
 		must(t, err)
 		ids = append(ids, r.ID)
 	}
@@ -339,7 +342,7 @@ func testPendingAndPromotion(t *testing.T, open Factory) {
 		t.Fatalf("%d pending after one promotion", len(rows))
 	}
 	// Exact retry after promotion returns the receipt with promotedSeq.
-	r, err := st.Admit(ctx, persistence.Admission{ID: ids[1], SessionID: sid, Prompt: messages.Prompt{Text: "1"}, Delivery: messages.Steer})
+	r, _, err := st.Admit(ctx, persistence.Admission{ID: ids[1], SessionID: sid, Prompt: messages.Prompt{Text: "1"}, Delivery: messages.Steer})
 	must(t, err)
 	if r.PromotedSeq == nil || *r.PromotedSeq != evs[0].Durable.Seq {
 		t.Fatalf("receipt after promotion %+v", r)
@@ -352,7 +355,7 @@ func testPendingAndPromotion(t *testing.T, open Factory) {
 func testPromotionRace(t *testing.T, open Factory) {
 	st := open(t, persistence.Options{})
 	sid := newSession(t, st)
-	r, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "x"}})
+	r, _, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "x"}})
 	must(t, err)
 	const n = 8
 	errs := make([]error, n)
@@ -570,7 +573,7 @@ func testMessagesPaging(t *testing.T, open Factory) {
 	st := open(t, persistence.Options{})
 	sid := newSession(t, st)
 	for i := range 5 {
-		r, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprint(i)}})
+		r, _, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprint(i)}})
 		must(t, err)
 		_, err = st.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: r.ID})
 		must(t, err)
