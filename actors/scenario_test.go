@@ -511,3 +511,26 @@ func TestFinalStepSendsNoTools(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+func TestSteerBatchCap(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.SteerBatch = 2 }})
+	started, release := make(chan string, 1), make(chan struct{})
+	h.Tools.Add("slow", blocking(started, release))
+	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	h.Model.Default(script.Text("ok"))
+	sid := h.Session()
+	h.Prompt(sid, "first")
+	<-started
+	for _, s := range []string{"s1", "s2", "s3"} {
+		h.Prompt(sid, s)
+	}
+	close(release)
+	h.WaitIdle(sid)
+	if got := userTexts(h.Request(2)); !slices.Equal(got, []string{"first", "s1", "s2"}) {
+		t.Fatalf("first batch %v", got)
+	}
+	if got := userTexts(h.Request(3)); !slices.Equal(got, []string{"first", "s1", "s2", "s3"}) {
+		t.Fatalf("the rest must wait for the next boundary, in order: %v", got)
+	}
+	h.CheckReplay()
+}
