@@ -97,6 +97,7 @@ func (s *session) Receive(ctx actor.Context) {
 			return
 		}
 		ctx.Stop(s.drain)
+		s.cancel(context.Canceled) // release the finished busy period's context
 		s.drain, s.cancel = nil, nil
 		s.rt.active.Delete(s.sid)
 		s.rt.cfg.Metrics.active(-1)
