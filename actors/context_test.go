@@ -26,6 +26,9 @@ func TestSelectionAppliesAtNextStep(t *testing.T) {
 	if err := h.Runtime.SelectModel(h.Ctx(), sid, messages.ModelRef{ProviderID: "script", ID: "other"}); err != nil {
 		t.Fatal(err)
 	}
+	if err := h.Runtime.SelectModel(h.Ctx(), sid, messages.ModelRef{ProviderID: "script", ID: "nope"}); messages.TypeOf(err) != messages.ErrModelNotFound {
+		t.Fatalf("unknown model accepted: %v", err)
+	}
 	if err := h.Runtime.SelectAgent(h.Ctx(), sid, "plan"); err != nil {
 		t.Fatal(err)
 	}

@@ -188,6 +188,19 @@ func (rt *Runtime) SelectModel(ctx context.Context, sid messages.SessionID, mode
 	if model.ProviderID == "" || model.ID == "" {
 		return messages.Errorf(messages.ErrInvalid, "model: providerID and id are required")
 	}
+	// Refuse a model the Session's Location cannot resolve now, rather than
+	// failing its next execution.
+	sess, err := rt.cfg.Store.Get(ctx, sid)
+	if err != nil {
+		return err
+	}
+	svc, err := rt.cfg.Locations.Get(sess.Location)
+	if err != nil {
+		return err
+	}
+	if _, err := svc.Catalog.Resolve(model); err != nil {
+		return err
+	}
 	return rt.appendOutside(ctx, sid, &messages.ModelSelected{SessionID: sid, Model: model})
 }
 
