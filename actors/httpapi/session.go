@@ -239,29 +239,18 @@ func (a *api) longCommand(w http.ResponseWriter, r *http.Request, run func(ctx c
 
 // history is GET /api/session/{id}/history?after&limit.
 func (a *api) history(w http.ResponseWriter, r *http.Request) {
-	sid, err := sessionID(r)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	q, err := parsePage(r.URL.Query())
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	page, err := a.store.History(r.Context(), sid, persistence.Query{After: q.After, Limit: q.Limit})
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	if page.Data == nil {
-		page.Data = []messages.Event{}
-	}
-	a.writeJSON(w, r, http.StatusOK, page)
+	servePage(a, w, r, a.store.History)
 }
 
 // listMessages is GET /api/session/{id}/message?after&limit.
 func (a *api) listMessages(w http.ResponseWriter, r *http.Request) {
+	servePage(a, w, r, a.store.Messages)
+}
+
+// servePage answers a paged read of one Session: {data, hasMore}, with
+// data never null.
+func servePage[T any](a *api, w http.ResponseWriter, r *http.Request,
+	read func(context.Context, messages.SessionID, persistence.Query) (persistence.Page[T], error)) {
 	sid, err := sessionID(r)
 	if err != nil {
 		a.fail(w, r, err)
@@ -272,13 +261,13 @@ func (a *api) listMessages(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	page, err := a.store.Messages(r.Context(), sid, persistence.Query{After: q.After, Limit: q.Limit})
+	page, err := read(r.Context(), sid, persistence.Query{After: q.After, Limit: q.Limit})
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
 	if page.Data == nil {
-		page.Data = []persistence.Message{}
+		page.Data = []T{}
 	}
 	a.writeJSON(w, r, http.StatusOK, page)
 }

@@ -176,33 +176,9 @@ func runSessionCreate(ctx context.Context, a *app, c *command, args []string) in
 	return a.clientCall(ctx, c, cf, http.MethodPost, "/api/session", nil, body, "data")
 }
 
-func runSessionList(ctx context.Context, a *app, c *command, args []string) int {
-	fs := newFlags(c)
-	var cf clientFlags
-	cf.register(fs)
-	pos, code, ok := a.parse(c, fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) > 0 {
-		return a.usageError(c, "unexpected argument %q", pos[0])
-	}
-	return a.clientCall(ctx, c, cf, http.MethodGet, "/api/session", nil, nil, "data")
-}
+var runSessionList = plainClient(false, http.MethodGet, func(_ []string) string { return "/api/session" }, "data")
 
-func runSessionGet(ctx context.Context, a *app, c *command, args []string) int {
-	fs := newFlags(c)
-	var cf clientFlags
-	cf.register(fs)
-	pos, code, ok := a.parse(c, fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) != 1 {
-		return a.usageError(c, "want exactly one Session ID")
-	}
-	return a.clientCall(ctx, c, cf, http.MethodGet, sessionPath(pos[0], ""), nil, nil, "data")
-}
+var runSessionGet = plainClient(true, http.MethodGet, func(pos []string) string { return sessionPath(pos[0], "") }, "data")
 
 // clientCall runs one request with the flags' client and prints the
 // response's field (the whole body when field is ""); an empty success
@@ -360,19 +336,7 @@ Active prints the Sessions with a busy period in the daemon right now:
 	run: runActive,
 }
 
-func runActive(ctx context.Context, a *app, c *command, args []string) int {
-	fs := newFlags(c)
-	var cf clientFlags
-	cf.register(fs)
-	pos, code, ok := a.parse(c, fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) > 0 {
-		return a.usageError(c, "unexpected argument %q", pos[0])
-	}
-	return a.clientCall(ctx, c, cf, http.MethodGet, "/api/session/active", nil, nil, "data")
-}
+var runActive = plainClient(false, http.MethodGet, func(_ []string) string { return "/api/session/active" }, "data")
 
 var interruptCommand = &command{
 	name:     "interrupt",
@@ -386,19 +350,7 @@ an idle Session does nothing.
 	run: runInterrupt,
 }
 
-func runInterrupt(ctx context.Context, a *app, c *command, args []string) int {
-	fs := newFlags(c)
-	var cf clientFlags
-	cf.register(fs)
-	pos, code, ok := a.parse(c, fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) != 1 {
-		return a.usageError(c, "want exactly one Session ID")
-	}
-	return a.clientCall(ctx, c, cf, http.MethodPost, sessionPath(pos[0], "/interrupt"), nil, nil, "")
-}
+var runInterrupt = plainClient(true, http.MethodPost, func(pos []string) string { return sessionPath(pos[0], "/interrupt") }, "")
 
 var permissionsCommand = &command{
 	name:     "permissions",
@@ -412,19 +364,7 @@ first: [{id, sessionID, permission, patterns, …}]. Answer one with
 	run: runPermissions,
 }
 
-func runPermissions(ctx context.Context, a *app, c *command, args []string) int {
-	fs := newFlags(c)
-	var cf clientFlags
-	cf.register(fs)
-	pos, code, ok := a.parse(c, fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) > 0 {
-		return a.usageError(c, "unexpected argument %q", pos[0])
-	}
-	return a.clientCall(ctx, c, cf, http.MethodGet, "/api/permission", nil, nil, "data")
-}
+var runPermissions = plainClient(false, http.MethodGet, func(_ []string) string { return "/api/permission" }, "data")
 
 var replyCommand = &command{
 	name:     "reply",
@@ -461,4 +401,26 @@ func runReply(ctx context.Context, a *app, c *command, args []string) int {
 		body["message"] = *message
 	}
 	return a.clientCall(ctx, c, cf, http.MethodPost, "/api/permission/"+url.PathEscape(pos[0])+"/reply", nil, body, "")
+}
+
+// plainClient makes the run function of a client command that takes only
+// the client flags and either no argument or exactly one Session ID, and
+// sends one request: method to path(args), printing field of the reply.
+func plainClient(oneSession bool, method string, path func(pos []string) string, field string) func(context.Context, *app, *command, []string) int {
+	return func(ctx context.Context, a *app, c *command, args []string) int {
+		fs := newFlags(c)
+		var cf clientFlags
+		cf.register(fs)
+		pos, code, ok := a.parse(c, fs, args)
+		if !ok {
+			return code
+		}
+		switch {
+		case oneSession && len(pos) != 1:
+			return a.usageError(c, "want exactly one Session ID")
+		case !oneSession && len(pos) > 0:
+			return a.usageError(c, "unexpected argument %q", pos[0])
+		}
+		return a.clientCall(ctx, c, cf, method, path(pos), nil, nil, field)
+	}
 }
