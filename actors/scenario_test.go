@@ -127,9 +127,11 @@ func TestInterruptClearsCoalescedWake(t *testing.T) {
 
 func TestWakeDuringInterruptCleanupStartsFreshBusyPeriod(t *testing.T) {
 	h := actortest.New(t)
+	started := make(chan struct{})
 	cancelled := make(chan struct{})
 	cleanup := make(chan struct{})
 	h.Tools.Add("stubborn", func(ctx context.Context, _ locations.ToolCall) (string, error) {
+		close(started)
 		<-ctx.Done()
 		close(cancelled)
 		<-cleanup
@@ -139,7 +141,9 @@ func TestWakeDuringInterruptCleanupStartsFreshBusyPeriod(t *testing.T) {
 	h.Model.Reply(script.Text("fresh"))
 	sid := h.Session()
 	h.Prompt(sid, "go")
-	h.WaitEvent(sid, actortest.OfType(messages.TypeToolCalled))
+	// tool.called commits before the tool actor starts; an interrupt in
+	// between settles the call without running it, so wait for the tool.
+	<-started
 	done := make(chan error, 1)
 	go func() { done <- h.Runtime.Interrupt(context.Background(), sid) }()
 	<-cancelled
