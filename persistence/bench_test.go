@@ -46,7 +46,12 @@ func BenchmarkAdmit(b *testing.B) {
 	for _, admitters := range []int{1, 8, 64, 256} {
 		b.Run(fmt.Sprintf("admitters=%d", admitters), func(b *testing.B) {
 			dir := b.TempDir()
-			st, err := persistence.Open(filepath.Join(dir, "bench.db"), persistence.Options{})
+			var commits, ops, commitNs atomic.Int64
+			st, err := persistence.Open(filepath.Join(dir, "bench.db"), persistence.Options{NoSync: os.Getenv("BENCH_NOSYNC") != "", OnCommit: func(n int, d time.Duration) {
+				commits.Add(1)
+				ops.Add(int64(n))
+				commitNs.Add(int64(d))
+			}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -67,6 +72,9 @@ func BenchmarkAdmit(b *testing.B) {
 			rawBefore := fdatasyncRate(b, dir, 300)
 			lat := make([][]time.Duration, admitters)
 			var next atomic.Int64
+			commits.Store(0)
+			ops.Store(0)
+			commitNs.Store(0)
 			b.ResetTimer()
 			start := time.Now()
 			var wg sync.WaitGroup
@@ -94,6 +102,10 @@ func BenchmarkAdmit(b *testing.B) {
 			b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
 			b.ReportMetric(raw, "fdatasync/s")
 			b.ReportMetric(rate/raw, "ratio")
+			if c := commits.Load(); c > 0 {
+				b.ReportMetric(float64(ops.Load())/float64(c), "ops/commit")
+				b.ReportMetric(float64(commitNs.Load())/float64(c)/1e3, "µs/commit")
+			}
 		})
 	}
 }
