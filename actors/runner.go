@@ -111,21 +111,20 @@ func (r *runner) drain(ctx context.Context, force bool) error {
 	if err := r.failInterruptedTools(ctx); err != nil {
 		return err
 	}
-	sess, err := r.store.Get(ctx, r.sid)
-	if err != nil {
-		return err
-	}
-	allowance := r.svc.Agent(sess.Agent).Steps
-	continuation := false
-	for {
+	allowance, continuation := 0, false
+	for first := true; ; first = false {
 		if ctx.Err() != nil {
 			return errInterrupted
 		}
 		// Agent and model selection are step-scoped: reread at each boundary.
-		if sess, err = r.store.Get(ctx, r.sid); err != nil {
+		sess, err := r.store.Get(ctx, r.sid)
+		if err != nil {
 			return err
 		}
 		agent := r.svc.Agent(sess.Agent)
+		if first {
+			allowance = agent.Steps
+		}
 		if err := r.prepareInstructions(ctx); err != nil {
 			return err
 		}
@@ -251,7 +250,7 @@ func (r *runner) step(ctx context.Context, sess persistence.Session, agent locat
 		if err != nil {
 			return false, r.failStep(ctx, asst, messages.AsError(err, messages.ErrUnknown))
 		}
-		out, err := r.attempt(ctx, asst, provider, model, req)
+		out, err := r.attempt(ctx, asst, sess.Agent, provider, model, req)
 		if err != nil {
 			return false, err
 		}
@@ -378,7 +377,7 @@ type fragment struct {
 // attempt streams one provider call, committing fragments and tool calls as
 // they complete, starting each local tool eagerly, and settling every call
 // before it returns (settlement first, on every path).
-func (r *runner) attempt(ctx context.Context, asst messages.MessageID, provider llm.Provider, model llm.Model, req llm.Request) (attemptOut, error) {
+func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName string, provider llm.Provider, model llm.Model, req llm.Request) (attemptOut, error) {
 	var out attemptOut
 	frags := map[string]*fragment{persistence.PartText: {}, persistence.PartReasoning: {}}
 	type call struct {
@@ -391,7 +390,6 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, provider 
 	inputs := map[string]string{} // callID -> name, tool inputs started but not yet called
 	var inputText = map[string]*strings.Builder{}
 	finished := false
-	sess, _ := r.store.Get(ctx, r.sid)
 
 	open := func(kind string) error {
 		f := frags[kind]
@@ -488,7 +486,7 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, provider 
 			c := call{id: ev.CallID, name: ev.Name, hosted: ev.Executed}
 			if !ev.Executed {
 				// The call is durable; start it now, before the stream ends.
-				c.result = r.startTool(ctx, locations.ToolCall{SessionID: r.sid, Agent: sess.Agent, AssistantMessageID: asst,
+				c.result = r.startTool(ctx, locations.ToolCall{SessionID: r.sid, Agent: agentName, AssistantMessageID: asst,
 					CallID: ev.CallID, Name: ev.Name, Input: ev.Input})
 				out.localTools++
 			}

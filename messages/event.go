@@ -173,6 +173,43 @@ func UnmarshalEvent(b []byte) (Event, error) {
 	return ev, nil
 }
 
+// EventCreated returns the created time of a stored event, decoding only
+// the head of its envelope (Session records derive timeUpdated from the
+// last event, and reading the whole payload for it was most of a Get).
+func EventCreated(b []byte) (int64, error) {
+	p := decPool.Get().(*pooledDecoder)
+	defer decPool.Put(p)
+	p.rd.Reset(b)
+	p.dec.Reset(&p.rd)
+	created, err := decodeHead(&p.dec)
+	if err != nil {
+		return 0, fmt.Errorf("messages: unmarshal event: %w", err)
+	}
+	return created, nil
+}
+
+// decodeHead reads the envelope up to and including its created time.
+func decodeHead(dec *msgpack.Decoder) (int64, error) {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return 0, err
+	}
+	if n != 7 {
+		return 0, fmt.Errorf("envelope has %d fields, want 7", n)
+	}
+	format, err := dec.DecodeUint8()
+	if err != nil {
+		return 0, err
+	}
+	if format != storedFormat {
+		return 0, fmt.Errorf("unknown format %d", format)
+	}
+	if err := dec.Skip(); err != nil {
+		return 0, err
+	}
+	return dec.DecodeInt64()
+}
+
 func decodeEnvelope(dec *msgpack.Decoder) (Event, error) {
 	var ev Event
 	n, err := dec.DecodeArrayLen()

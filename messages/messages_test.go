@@ -239,9 +239,14 @@ func FuzzUnmarshalEvent(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		created, headErr := EventCreated(b)
 		ev, err := UnmarshalEvent(b)
 		if err != nil {
 			return
+		}
+		// The head decoder agrees with the full one on every valid event.
+		if headErr != nil || created != ev.Created {
+			t.Fatalf("EventCreated = %d, %v; full decode says %d", created, headErr, ev.Created)
 		}
 		// Whatever decodes must encode again and decode to the same event.
 		again, err := MarshalEvent(ev)

@@ -124,7 +124,7 @@ func (s *Bolt) Admit(ctx context.Context, req Admission) (Admitted, bool, error)
 		if out, done, err = existingReceipt(w.tx, req); err != nil || done {
 			return err
 		}
-		if _, err := w.session(req.SessionID); err != nil {
+		if err := w.exists(req.SessionID); err != nil {
 			return err
 		}
 		if err := w.checkBacklog(req.SessionID); err != nil {
@@ -208,7 +208,7 @@ func (s *Bolt) AdmitCompaction(ctx context.Context, sid messages.SessionID) (Inp
 	var out Input
 	var created bool
 	err := s.submit(ctx, func(w *wtx) error {
-		if _, err := w.session(sid); err != nil {
+		if err := w.exists(sid); err != nil {
 			return err
 		}
 		rows, err := pending(w.tx, sid)

@@ -38,7 +38,7 @@ func (s *Bolt) Append(ctx context.Context, id messages.SessionID, data ...messag
 		evs[i] = messages.Event{ID: s.opts.IDs.Event(), Created: now, Type: p.Type(), Data: p}
 	}
 	err := s.submit(ctx, func(w *wtx) error {
-		if _, err := w.session(id); err != nil {
+		if err := w.exists(id); err != nil {
 			return err
 		}
 		next, err := w.nextSeq(id)
@@ -163,6 +163,19 @@ func put(tx *bolt.Tx, bucket, key []byte, v any) error {
 // session loads the Session record or returns session.not-found.
 func (w *wtx) session(sid messages.SessionID) (Session, error) {
 	return loadSession(w.tx, sid)
+}
+
+// exists reports whether Session sid exists without decoding its record:
+// most writes only need to know that, and decoding is most of their cost.
+func (w *wtx) exists(sid messages.SessionID) error {
+	return sessionExists(w.tx, sid)
+}
+
+func sessionExists(tx *bolt.Tx, sid messages.SessionID) error {
+	if tx.Bucket(bucketData).Get(prefix(sid, kSession)) == nil {
+		return messages.Errorf(messages.ErrSessionNotFound, "session %q not found", sid)
+	}
+	return nil
 }
 
 func loadSession(tx *bolt.Tx, sid messages.SessionID) (Session, error) {

@@ -48,7 +48,7 @@ func (s *Bolt) PutEntry(ctx context.Context, sid messages.SessionID, key, value 
 		return err
 	}
 	return s.submit(ctx, func(w *wtx) error {
-		if _, err := w.session(sid); err != nil {
+		if err := w.exists(sid); err != nil {
 			return err
 		}
 		return w.tx.Bucket(bucketEntries).Put(strKey(sid, 0, key), []byte(value))

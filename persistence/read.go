@@ -31,12 +31,11 @@ func fillSession(tx *bolt.Tx, s *Session) error {
 	s.LastSeq = lastSeq(tx, s.ID)
 	s.Updated = s.Created
 	if s.LastSeq >= 0 {
-		b := tx.Bucket(bucketData).Get(seqKey(s.ID, kLog, s.LastSeq))
-		ev, err := messages.UnmarshalEvent(b)
+		created, err := messages.EventCreated(tx.Bucket(bucketData).Get(seqKey(s.ID, kLog, s.LastSeq)))
 		if err != nil {
 			return err
 		}
-		s.Updated = ev.Created
+		s.Updated = created
 	}
 	return nil
 }
@@ -77,7 +76,7 @@ func (s *Bolt) List(ctx context.Context) ([]Session, error) {
 func (s *Bolt) Watermark(ctx context.Context, id messages.SessionID) (int64, error) {
 	var w int64
 	err := s.view(func(tx *bolt.Tx) error {
-		if _, err := loadSession(tx, id); err != nil {
+		if err := sessionExists(tx, id); err != nil {
 			return err
 		}
 		w = lastSeq(tx, id)
@@ -119,7 +118,7 @@ func (s *Bolt) History(ctx context.Context, id messages.SessionID, q Query) (Pag
 		q.After = -1
 	}
 	err := s.view(func(tx *bolt.Tx) error {
-		if _, err := loadSession(tx, id); err != nil {
+		if err := sessionExists(tx, id); err != nil {
 			return err
 		}
 		page.Data = make([]messages.Event, 0, min(s.limit(q), 128))
@@ -144,7 +143,7 @@ func (s *Bolt) Messages(ctx context.Context, id messages.SessionID, q Query) (Pa
 		q.After = -1
 	}
 	err := s.view(func(tx *bolt.Tx) error {
-		if _, err := loadSession(tx, id); err != nil {
+		if err := sessionExists(tx, id); err != nil {
 			return err
 		}
 		page.Data = []Message{}
@@ -181,7 +180,7 @@ func (s *Bolt) Message(ctx context.Context, sid messages.SessionID, id messages.
 func (s *Bolt) Pending(ctx context.Context, id messages.SessionID) ([]Input, error) {
 	var out []Input
 	err := s.view(func(tx *bolt.Tx) error {
-		if _, err := loadSession(tx, id); err != nil {
+		if err := sessionExists(tx, id); err != nil {
 			return err
 		}
 		var err error
