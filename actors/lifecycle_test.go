@@ -3,12 +3,14 @@ package actors_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
 
 	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/actors/actortest"
@@ -137,4 +139,31 @@ func TestProtoactorLogsRouteToZerolog(t *testing.T) {
 	if !strings.Contains(buf.String(), `"message":"actor system started"`) {
 		t.Fatalf("protoactor log not routed to zerolog: %q", buf.String())
 	}
+}
+
+// TestAbandonedWaitReleasesItsGoroutine: a caller that gives up on Wait
+// (an HTTP client that disconnects) leaves nothing behind while the Session
+// keeps running.
+func TestAbandonedWaitReleasesItsGoroutine(t *testing.T) {
+	h := actortest.New(t)
+	g := script.NewGate()
+	h.Model.Reply(script.Hold(g), script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "long")
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	before := goleak.IgnoreCurrent()
+	ctx, cancel := context.WithCancel(h.Ctx())
+	errc := make(chan error, 1)
+	go func() { errc <- h.Runtime.Wait(ctx, sid) }()
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned wait returned %v", err)
+	}
+	if err := goleak.Find(before); err != nil {
+		t.Fatalf("abandoned wait left goroutines: %v", err)
+	}
+	g.Release()
+	h.WaitIdle(sid)
 }

@@ -259,6 +259,9 @@ func (rt *Runtime) Active() map[messages.SessionID]Status {
 	return out
 }
 
+// requestAbandoned completes a request's future when its caller gives up.
+type requestAbandoned struct{}
+
 // request sends a command to the execution router and waits for its reply.
 // timeout 0 waits as long as ctx allows (interrupt and wait depend on
 // execution, not on the actor's responsiveness).
@@ -285,6 +288,10 @@ func (rt *Runtime) request(ctx context.Context, cmd any, timeout time.Duration) 
 	select {
 	case <-done:
 	case <-ctx.Done():
+		// Complete the future ourselves so the helper goroutine ends now;
+		// the actor's late reply then goes to a dead letter.
+		rt.system.Root.Send(f.PID(), requestAbandoned{})
+		<-done
 		return nil, ctx.Err()
 	}
 	if err != nil {
