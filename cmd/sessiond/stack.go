@@ -191,7 +191,7 @@ func (s *stack) providers() (map[string]llm.Provider, error) {
 		if err != nil {
 			return nil, fmt.Errorf("embedded demo script: %w", err)
 		}
-		out[demoProvider] = p
+		out[demoProvider] = p.SetRecord(false)
 	}
 	for _, id := range slices.Sorted(maps.Keys(s.cfg.Providers)) {
 		pc := s.cfg.Providers[id]
@@ -206,7 +206,10 @@ func (s *stack) providers() (map[string]llm.Provider, error) {
 		case llm.ProviderAnthropic:
 			p, err = anthropic.New(anthropic.Config{BaseURL: pc.BaseURL, APIKey: pc.APIKey, Prices: prices})
 		case llm.ProviderScript:
-			p, err = script.Load(pc.File)
+			var sp *script.Provider
+			if sp, err = script.Load(pc.File); err == nil {
+				p = sp.SetRecord(false) // a daemon must not keep every request
+			}
 		default:
 			err = fmt.Errorf("unknown type %q", pc.Type)
 		}

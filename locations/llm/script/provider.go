@@ -38,12 +38,16 @@ type entry struct {
 func (e *entry) exhausted() bool { return e.Times > 0 && e.used >= e.Times }
 
 // Provider is a deterministic scripted model. It answers each Stream call
-// with the first scripted response that fits and records every request. It
+// with the first scripted response that fits and records every request
+// (unless SetRecord turns that off). It
 // is safe for concurrent use by many Sessions; configure it before or while
 // streams run.
 type Provider struct {
 	mu        sync.Mutex
 	requests  []llm.Request
+	numbers   []int         // one-based number of each recorded request
+	count     int           // requests received, recorded or not
+	noRecord  bool          // see SetRecord
 	arrived   chan struct{} // closed and replaced on every request
 	responses []*entry
 	fallback  []Step
@@ -97,6 +101,17 @@ func (p *Provider) SetLoop(loop bool) *Provider {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.loop = loop
+	return p
+}
+
+// SetRecord turns keeping a copy of every request on or off; it is on by
+// default, for tests. A long-running daemon turns it off: a recorded request
+// holds its Session's whole history, so the record would grow without
+// bound. Count counts either way.
+func (p *Provider) SetRecord(on bool) *Provider {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.noRecord = !on
 	return p
 }
 
@@ -155,8 +170,12 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Ev
 func (p *Provider) begin(req llm.Request) (int, []Step, int, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.requests = append(p.requests, cloneRequest(req))
-	n := len(p.requests)
+	p.count++
+	if !p.noRecord {
+		p.requests = append(p.requests, cloneRequest(req))
+		p.numbers = append(p.numbers, p.count)
+	}
+	n := p.count
 	close(p.arrived)
 	p.arrived = make(chan struct{})
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -399,5 +400,31 @@ func TestConcurrentSessions(t *testing.T) {
 	}
 	if got := p.Remaining(); got != 0 {
 		t.Errorf("remaining = %d, want 0", got)
+	}
+}
+
+// TestRecordingOff: with recording off (as the daemon runs the demo) no
+// request is kept, the count still grows, and waiting for a request that
+// arrived unrecorded says so instead of blocking.
+func TestRecordingOff(t *testing.T) {
+	p := script.New().Default(script.Text("ok")).SetRecord(false)
+	for range 3 {
+		if _, err := collect(p.Stream(ctxT(t), llm.Request{Model: messages.ModelRef{ProviderID: "script", ID: "m"}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.Count() != 3 || len(p.Requests()) != 0 {
+		t.Fatalf("count %d, %d recorded", p.Count(), len(p.Requests()))
+	}
+	if _, err := p.WaitRequest(ctxT(t), 2); err == nil || !strings.Contains(err.Error(), "not recorded") {
+		t.Fatalf("WaitRequest of an unrecorded request = %v", err)
+	}
+	p.SetRecord(true)
+	if _, err := collect(p.Stream(ctxT(t), llm.Request{Model: messages.ModelRef{ProviderID: "script", ID: "m"}})); err != nil {
+		t.Fatal(err)
+	}
+	// Numbering counts unrecorded requests: the one recorded is number 4.
+	if _, err := p.WaitRequest(ctxT(t), 4); err != nil || len(p.Requests()) != 1 {
+		t.Fatalf("request 4: %v; %d recorded", err, len(p.Requests()))
 	}
 }

@@ -3,12 +3,13 @@ package script
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/sessiond/sessiond/locations/llm"
 )
 
-// Requests returns deep copies of every request received so far, in arrival
-// order.
+// Requests returns deep copies of every request recorded so far, in arrival
+// order (none while recording is off; see SetRecord).
 func (p *Provider) Requests() []llm.Request {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -23,7 +24,7 @@ func (p *Provider) Requests() []llm.Request {
 func (p *Provider) Count() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.requests)
+	return p.count
 }
 
 // WaitRequest blocks until the n-th request (one-based) has arrived and
@@ -35,9 +36,14 @@ func (p *Provider) WaitRequest(ctx context.Context, n int) (llm.Request, error) 
 	}
 	for {
 		p.mu.Lock()
-		have, arrived := len(p.requests), p.arrived
+		have, arrived := p.count, p.arrived
 		if have >= n {
-			r := cloneRequest(p.requests[n-1])
+			i, ok := slices.BinarySearch(p.numbers, n)
+			if !ok {
+				p.mu.Unlock()
+				return llm.Request{}, fmt.Errorf("script: request %d arrived but was not recorded (recording was off)", n)
+			}
+			r := cloneRequest(p.requests[i])
 			p.mu.Unlock()
 			return r, nil
 		}
