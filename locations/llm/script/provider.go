@@ -39,9 +39,8 @@ func (e *entry) exhausted() bool { return e.Times > 0 && e.used >= e.Times }
 
 // Provider is a deterministic scripted model. It answers each Stream call
 // with the first scripted response that fits and records every request
-// (unless SetRecord turns that off). It
-// is safe for concurrent use by many Sessions; configure it before or while
-// streams run.
+// (unless SetRecord turns that off). It is safe for concurrent use by many
+// Sessions; configure it before or while streams run.
 type Provider struct {
 	mu        sync.Mutex
 	requests  []llm.Request
