@@ -162,30 +162,28 @@ type pooledDecoder struct {
 // read field by field (it is a fixed array) and the payload is decoded in
 // place, without an intermediate copy.
 func UnmarshalEvent(b []byte) (Event, error) {
+	return withDecoder(b, decodeEnvelope)
+}
+
+// withDecoder runs decode on b with a pooled decoder.
+func withDecoder[T any](b []byte, decode func(*msgpack.Decoder) (T, error)) (T, error) {
 	p := decPool.Get().(*pooledDecoder)
 	defer decPool.Put(p)
 	p.rd.Reset(b)
 	p.dec.Reset(&p.rd)
-	ev, err := decodeEnvelope(&p.dec)
+	v, err := decode(&p.dec)
 	if err != nil {
-		return Event{}, fmt.Errorf("messages: unmarshal event: %w", err)
+		var zero T
+		return zero, fmt.Errorf("messages: unmarshal event: %w", err)
 	}
-	return ev, nil
+	return v, nil
 }
 
 // EventCreated returns the created time of a stored event, decoding only
 // the head of its envelope (Session records derive timeUpdated from the
 // last event, and reading the whole payload for it was most of a Get).
 func EventCreated(b []byte) (int64, error) {
-	p := decPool.Get().(*pooledDecoder)
-	defer decPool.Put(p)
-	p.rd.Reset(b)
-	p.dec.Reset(&p.rd)
-	created, err := decodeHead(&p.dec)
-	if err != nil {
-		return 0, fmt.Errorf("messages: unmarshal event: %w", err)
-	}
-	return created, nil
+	return withDecoder(b, decodeHead)
 }
 
 // decodeHead reads the envelope up to and including its created time.
