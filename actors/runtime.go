@@ -115,6 +115,23 @@ func New(cfg Config) (*Runtime, error) {
 	return rt, nil
 }
 
+// Spawn starts an adapter actor (the HTTP adapter of DESIGN.md §3) as a
+// named child of the actor system's root, beside the execution router.
+// Stop it before Shutdown: adapters go first in the shutdown order.
+func (rt *Runtime) Spawn(name string, props *actor.Props) (*actor.PID, error) {
+	if rt.closing.Load() {
+		return nil, messages.Errorf(messages.ErrShuttingDown, "sessiond is shutting down")
+	}
+	pid, err := rt.system.Root.SpawnNamed(props, name)
+	if err != nil {
+		return nil, fmt.Errorf("actors: spawn %s: %w", name, err)
+	}
+	return pid, nil
+}
+
+// Send delivers msg to pid from outside the actor system.
+func (rt *Runtime) Send(pid *actor.PID, msg any) { rt.system.Root.Send(pid, msg) }
+
 // Live returns the number of live Session actors; idle ones passivate.
 func (rt *Runtime) Live() int { return int(rt.live.Load()) }
 

@@ -1,6 +1,9 @@
 // Package httpapi is sessiond's HTTP adapter (DESIGN.md §7): it decodes
 // requests, calls the Session API of an actors.Runtime, and serves JSON
-// responses and server-sent event streams.
+// responses and server-sent event streams. A Server runs as the actor
+// "http" under the root of the Runtime's actor system (DESIGN.md §3); the
+// actor owns the listener's lifecycle, while requests run on net/http's
+// per-connection goroutines.
 //
 // Invariants:
 //
@@ -28,7 +31,7 @@
 //	}})
 //	if err != nil { ... }
 //	l, _ := net.Listen("tcp", "127.0.0.1:4096")
-//	go srv.Serve(l)
+//	if err := srv.Start(l); err != nil { ... } // spawns the "http" actor
 //	...
 //	srv.Shutdown(ctx) // before rt.Shutdown: stop accepting, end streams
 package httpapi

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -122,19 +121,20 @@ func newEnv(t testing.TB, b backend, mutate func(*ServerConfig), hooks ...func(*
 	tr := &http.Transport{MaxIdleConnsPerHost: 128}
 	e := &env{backend: b, t: t, srv: srv, base: "http://" + l.Addr().String(), client: &http.Client{Transport: tr},
 		token: cfg.API.Token, reg: reg, metrics: m}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := srv.Serve(l); err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	if err := srv.Start(l); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {
 			t.Errorf("server shutdown: %v", err)
 		}
-		wg.Wait()
+		select {
+		case err := <-srv.Failed():
+			t.Errorf("serve: %v", err)
+		default:
+		}
 		tr.CloseIdleConnections()
 	})
 	return e

@@ -6,7 +6,10 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"sync"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 )
 
 // Default connection timeouts of a Server.
@@ -31,19 +34,24 @@ type ServerConfig struct {
 	IdleTimeout time.Duration
 }
 
-// Server is the HTTP adapter of DESIGN.md §3: it owns the http.Server that
-// serves the API and ends streams and long polls at shutdown.
-//
-// It is deliberately not a protoactor actor. net/http already gives each
-// connection its own goroutine, and the adapter has no state that a
-// mailbox would protect; routing every request through one mailbox would
-// serialize reads that must not queue behind anything (DESIGN.md §3), and
-// a pool of adapter actors would only add a hop. The commands the adapter
-// issues do travel as actor messages: Runtime sends them to the execution
-// router, which forwards them to the Session actors.
+// Server is the HTTP adapter of DESIGN.md §3: the actor "http" under the
+// root of the Runtime's actor system, beside the execution router. The
+// actor owns the http.Server's lifecycle: it starts serving when it starts
+// and, asked to stop, ends streams and long polls, drains in-flight
+// requests and stops itself. Requests are not funnelled through its
+// mailbox: net/http gives each connection a goroutine, reads go straight to
+// the store (they must never queue, DESIGN.md §3) and commands travel as
+// actor messages from there, through the Runtime to the execution router
+// and the Session actors.
 type Server struct {
-	api  *api
-	http *http.Server
+	api    *api
+	http   *http.Server
+	pid    *actor.PID
+	failed chan error
+	serve  sync.WaitGroup
+
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // NewServer returns a Server for cfg; it does not listen until Serve.
@@ -70,26 +78,81 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		// interrupt), which end with their client or at Shutdown instead.
 		ErrorLog: log.New(a.log, "", 0),
 	}
-	return &Server{api: a, http: hs}, nil
+	return &Server{api: a, http: hs, failed: make(chan error, 1)}, nil
 }
 
 // Handler returns the API handler the Server serves.
 func (s *Server) Handler() http.Handler { return s.api }
 
-// Serve accepts connections on l until Shutdown. It returns nil after
-// Shutdown and the accept error otherwise.
-func (s *Server) Serve(l net.Listener) error {
-	if err := s.http.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+// Start spawns the adapter actor, which serves l until Shutdown. A later
+// failure to accept is reported on Failed.
+func (s *Server) Start(l net.Listener) error {
+	if s.pid != nil {
+		return errors.New("httpapi: server already started")
+	}
+	pid, err := s.api.cfg.Runtime.Spawn("http", actor.PropsFromProducer(func() actor.Actor { return &adapter{s: s, l: l} }))
+	if err != nil {
 		return err
 	}
+	s.pid = pid
 	return nil
 }
 
+// Failed reports the accept error that ended serving early, if any.
+func (s *Server) Failed() <-chan error { return s.failed }
+
 // Shutdown stops accepting connections, ends every stream (their clients
 // resume later with Last-Event-ID) and answers long polls with 503
-// shutting-down, then waits for in-flight requests until ctx ends. Call it
-// before shutting the Runtime down (DESIGN.md §3 shutdown order).
+// shutting-down, then waits for in-flight requests until ctx ends, and
+// stops the adapter actor. It is safe to call more than once. Call it before shutting the Runtime down
+// (DESIGN.md §3 shutdown order).
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.api.shutdown()
-	return s.http.Shutdown(ctx)
+	if s.pid == nil {
+		return nil
+	}
+	// Later calls wait for the first and share its result: the actor is
+	// gone after one stop.
+	s.stopOnce.Do(func() {
+		reply := make(chan error, 1)
+		s.api.cfg.Runtime.Send(s.pid, &stopServing{ctx: ctx, reply: reply})
+		select {
+		case s.stopErr = <-reply:
+		case <-ctx.Done():
+			s.stopErr = ctx.Err()
+		}
+		s.serve.Wait()
+	})
+	return s.stopErr
+}
+
+// adapter is the actor behind Server.
+type adapter struct {
+	s *Server
+	l net.Listener
+}
+
+// stopServing asks the adapter to shut the http.Server down and stop.
+type stopServing struct {
+	ctx   context.Context
+	reply chan error
+}
+
+// Receive implements actor.Actor.
+func (a *adapter) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		a.s.serve.Go(func() {
+			if err := a.s.http.Serve(a.l); !errors.Is(err, http.ErrServerClosed) {
+				a.s.failed <- err
+			}
+		})
+	case *stopServing:
+		a.s.api.shutdown()
+		err := a.s.http.Shutdown(m.ctx)
+		if err != nil {
+			_ = a.s.http.Close() // past the deadline: cut what is left
+		}
+		m.reply <- err
+		c.Stop(c.Self())
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"sync"
 
 	"github.com/sessiond/sessiond/actors/httpapi"
 )
@@ -108,9 +107,10 @@ func runServe(ctx context.Context, a *app, c *command, args []string) int {
 		return a.fail(c, errors.Join(err, closeStack()))
 	}
 
-	served := make(chan error, 1)
-	var wg sync.WaitGroup
-	wg.Go(func() { served <- srv.Serve(l) })
+	if err := srv.Start(l); err != nil {
+		_ = l.Close()
+		return a.fail(c, errors.Join(err, closeStack()))
+	}
 	url := "http://" + l.Addr().String()
 	fmt.Fprintf(a.stderr, "sessiond: listening on %s (data %s)\n", url, cfg.Data)
 	log.Info().Str("addr", l.Addr().String()).Str("data", cfg.Data).Bool("demo", st.demo).Msg("serving")
@@ -119,7 +119,7 @@ func runServe(ctx context.Context, a *app, c *command, args []string) int {
 	select {
 	case <-ctx.Done():
 		log.Info().Str("cause", context.Cause(ctx).Error()).Msg("shutting down")
-	case err := <-served:
+	case err := <-srv.Failed():
 		// Serve returns early only when accepting fails for good.
 		fmt.Fprintf(a.stderr, "sessiond serve: %v\n", err)
 		status = exitFailed
@@ -133,7 +133,6 @@ func runServe(ctx context.Context, a *app, c *command, args []string) int {
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn().Err(err).Msg("http shutdown")
 	}
-	wg.Wait()
 	if err := st.close(sctx); err != nil {
 		log.Error().Err(err).Msg("stop runtime")
 		status = exitFailed
