@@ -56,6 +56,7 @@ const stepsPerSession = 20
 func runSteps(b *testing.B, h *actortest.Harness, parallel, total int) (steps, events int, elapsed time.Duration) {
 	h.Tools.Add("noop", func(context.Context, locations.ToolCall) (string, error) { return "ok", nil })
 	h.Model.Default(script.ToolCall("call_1", "noop", `{}`))
+	h.Model.SetRecord(false) // the daemon keeps no request copies; neither does this measurement
 	waves := max(total/(parallel*stepsPerSession), 1)
 	all := make([][]messages.SessionID, waves)
 	for w := range all {
