@@ -47,7 +47,8 @@ func (d *drain) run(self *actor.PID) {
 	root := d.rt.system.Root
 	r := &runner{sid: d.sid, store: d.rt.cfg.Store, svc: d.svc, bus: d.rt.cfg.Bus, clock: d.rt.cfg.Clock,
 		ids: d.rt.cfg.IDs, log: d.rt.cfg.Logger, steerBatch: d.rt.cfg.SteerBatch, metrics: d.rt.cfg.Metrics,
-		autoCompact: d.rt.cfg.AutoCompact, compactionBuffer: d.rt.cfg.CompactionBuffer, keepTokens: d.rt.cfg.KeepTokens}
+		autoCompact: d.rt.cfg.AutoCompact, compactionBuffer: d.rt.cfg.CompactionBuffer, keepTokens: d.rt.cfg.KeepTokens,
+		liveHold: d.rt.cfg.LiveHold}
 	r.startTool = func(ctx context.Context, call locations.ToolCall) <-chan locations.ToolResult {
 		ch := make(chan locations.ToolResult, 1)
 		root.Send(self, &startTool{ctx: ctx, call: call, reply: ch})
@@ -55,7 +56,7 @@ func (d *drain) run(self *actor.PID) {
 	}
 	err := d.loop(r, self)
 	ctx := context.WithoutCancel(d.ctx)
-	if r.started {
+	if r.settleLive() {
 		var terminal messages.Payload = &messages.ExecutionSucceeded{SessionID: d.sid}
 		switch {
 		case errors.Is(err, errInterrupted) || (err != nil && d.ctx.Err() != nil):

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -34,7 +35,8 @@ func retryDelay(attempt int, retryAfter time.Duration) time.Duration {
 var errInterrupted = errors.New("actors: interrupted")
 
 // runner executes drains of one Session. It is created per busy period by
-// the drain goroutine; its methods run on that goroutine only.
+// the drain goroutine; its methods run on that goroutine, except the hold
+// timer's flush of the outbox, which mu serializes.
 type runner struct {
 	sid   messages.SessionID
 	store persistence.Store
@@ -52,57 +54,156 @@ type runner struct {
 	compactionBuffer int
 	keepTokens       int
 	metrics          *Metrics
+	liveHold         time.Duration
 
+	// mu guards the outbox below: the hold timer flushes it from its own
+	// goroutine.
+	mu sync.Mutex
 	// started is true once this busy period wrote execution.started.1.
 	started bool
 	// buf holds durable events not yet committed. Events are batched
-	// between durability points (a tool call, a live event, a terminal) so
-	// a step costs a few commits rather than one per event.
+	// between durability points (a tool call, a terminal, or a live event
+	// held for liveHold) so a step costs a couple of commits rather than
+	// one per event.
 	buf []messages.Payload
-	// flushErr is a commit failure found while flushing before a live event.
+	// held are live events waiting for the durable events queued before
+	// them: a subscriber never sees a delta before its fragment's start.
+	held []heldLive
+	// hold flushes buf and held when no durability point came in time.
+	hold *time.Timer
+	// flushErr is a commit failure found while flushing for live events.
 	flushErr error
 	// hist caches projected history between steps (see history).
 	hist []persistence.Message
 }
 
-// queue adds durable events to the buffer; the next append commits them.
-func (r *runner) queue(ps ...messages.Payload) { r.buf = append(r.buf, ps...) }
+// DefaultLiveHold is the default of Config.LiveHold: how long a live event
+// waits for the durable events queued before it. Within it, a fast model's
+// whole step (start, deltas, tool call) shares one commit; a slow stream
+// flushes when it runs out. It is a latency bound, not a semantic delay,
+// so it runs on real time rather than the injected clock.
+const DefaultLiveHold = 5 * time.Millisecond
 
-// append commits events, opening the busy period lazily so a wake with
-// nothing to do leaves no trace in the log.
+// heldLive is a live event published once the first `after` events of the
+// buffer are committed.
+type heldLive struct {
+	after int
+	ev    messages.Event
+}
+
+// queue adds durable events to the buffer; the next append commits them.
+func (r *runner) queue(ps ...messages.Payload) {
+	r.mu.Lock()
+	r.buf = append(r.buf, ps...)
+	r.mu.Unlock()
+}
+
+// append commits the buffer and ps, opening the busy period lazily so a
+// wake with nothing to do leaves no trace in the log, then publishes the
+// committed events with the held live events in their original order.
 func (r *runner) append(ctx context.Context, ps ...messages.Payload) ([]messages.Event, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.commitLocked(ctx, ps...)
+}
+
+func (r *runner) commitLocked(ctx context.Context, ps ...messages.Payload) ([]messages.Event, error) {
 	if len(r.buf) > 0 {
 		ps = append(r.buf, ps...)
 		r.buf = nil
 	}
+	held := r.held
+	r.held = nil
+	if r.hold != nil {
+		r.hold.Stop()
+		r.hold = nil
+	}
 	if len(ps) == 0 {
+		r.publishHeld(held, 0, len(held))
 		return nil, nil
 	}
+	shift := 0
 	if !r.started {
 		ps = append([]messages.Payload{&messages.ExecutionStarted{SessionID: r.sid}}, ps...)
+		shift = 1
 	}
 	// Commits must land even while the drain is being cancelled: settlement
 	// and terminal events are exactly what interruption writes.
 	evs, err := r.store.Append(context.WithoutCancel(ctx), r.sid, ps...)
 	if err != nil {
+		// Nothing was committed; the held live events describe fragments
+		// that never became durable, so they are dropped with them.
 		return nil, err
 	}
 	r.started = true
-	for _, ev := range evs {
+	j := 0
+	for i, ev := range evs {
+		for ; j < len(held) && held[j].after+shift <= i; j++ {
+			r.bus.Publish(held[j].ev)
+		}
 		r.bus.Publish(ev)
 	}
+	r.publishHeld(held, j, len(held))
 	return evs, nil
 }
 
-// live publishes a live-only event. Buffered durable events are committed
-// first, so subscribers never see a delta before the fragment's start.
+func (r *runner) publishHeld(held []heldLive, from, to int) {
+	for _, h := range held[from:to] {
+		r.bus.Publish(h.ev)
+	}
+}
+
+// live publishes a live-only event: at once when nothing durable is
+// queued, else after the queued events commit, at the next durability
+// point or when liveHold runs out.
 func (r *runner) live(p messages.Payload) {
-	if len(r.buf) > 0 {
-		if _, err := r.append(context.Background()); err != nil && r.flushErr == nil {
+	ev := messages.Event{ID: r.ids.Event(), Created: r.clock.Now().UnixMilli(), Type: p.Type(), Data: p}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.buf) == 0 && len(r.held) == 0 {
+		r.bus.Publish(ev)
+		return
+	}
+	r.held = append(r.held, heldLive{after: len(r.buf), ev: ev})
+	if r.hold == nil {
+		r.hold = time.AfterFunc(r.liveHold, r.flushHeld)
+	}
+}
+
+// flushHeld commits the buffer for the live events waiting on it.
+func (r *runner) flushHeld() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.held) == 0 {
+		return
+	}
+	if _, err := r.commitLocked(context.Background()); err != nil && r.flushErr == nil {
+		r.flushErr = err
+	}
+}
+
+// flushError returns the first commit failure of a flush for live events.
+func (r *runner) flushError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.flushErr
+}
+
+// settleLive publishes what is still held and stops the hold timer, at the
+// end of a busy period; it reports whether the busy period wrote anything.
+func (r *runner) settleLive() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.held) > 0 {
+		if _, err := r.commitLocked(context.Background()); err != nil && r.flushErr == nil {
 			r.flushErr = err
 		}
 	}
-	r.bus.Publish(messages.Event{ID: r.ids.Event(), Created: r.clock.Now().UnixMilli(), Type: p.Type(), Data: p})
+	if r.hold != nil {
+		r.hold.Stop()
+		r.hold = nil
+	}
+	return r.started
 }
 
 // drain runs one drain: orphan recovery, then promote-and-step until
@@ -554,7 +655,7 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName
 	// Settlements commit with the step's terminal (the caller's next
 	// append), keeping settlement-first order inside one transaction.
 	r.queue(settle...)
-	if err := errors.Join(append(closeErr, storeErr, r.flushErr)...); err != nil {
+	if err := errors.Join(append(closeErr, storeErr, r.flushError())...); err != nil {
 		return out, fmt.Errorf("actors: step %s closeout: %w", asst, err)
 	}
 	return out, nil

@@ -44,6 +44,11 @@ type Config struct {
 	// CommandTimeout bounds waiting for an actor's reply to a command that
 	// does not wait for execution (wake, run). Default 30 s.
 	CommandTimeout time.Duration
+	// LiveHold bounds how long a live event (a delta) waits for the durable
+	// events queued before it, so a fast model's step shares one commit.
+	// It adds at most this much latency to the first delta of a fragment.
+	// Default 5 ms.
+	LiveHold time.Duration
 	// ActorOptions are extra protoactor configuration options (tests pass
 	// a short dead-letter throttle).
 	ActorOptions []actor.ConfigOption
@@ -67,6 +72,9 @@ func (c *Config) validate() error {
 	}
 	if c.CommandTimeout <= 0 {
 		c.CommandTimeout = 30 * time.Second
+	}
+	if c.LiveHold <= 0 {
+		c.LiveHold = DefaultLiveHold
 	}
 	return nil
 }

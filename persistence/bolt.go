@@ -259,6 +259,11 @@ func (s *Bolt) commit(ops []*op) {
 			err = fmt.Errorf("persistence: commit: %w", err)
 			s.opts.Logger.Error().Err(err).Int("ops", len(ops)).Msg("commit failed")
 		}
+		// OnCommit observes the commit before any caller learns of it, so
+		// a caller that counts commits sees its own.
+		if err == nil && s.opts.OnCommit != nil {
+			s.opts.OnCommit(len(ops), time.Since(start))
+		}
 		for _, o := range ops {
 			o.done <- err
 		}
@@ -267,9 +272,6 @@ func (s *Bolt) commit(ops []*op) {
 				for _, sid := range o.touched {
 					s.tails.notify(sid)
 				}
-			}
-			if s.opts.OnCommit != nil {
-				s.opts.OnCommit(len(ops), time.Since(start))
 			}
 		}
 		return

@@ -16,6 +16,7 @@ package actortest
 import (
 	"context"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,7 +44,12 @@ type Harness struct {
 	// Services is the service set every Location of the harness uses;
 	// tests may change it before the first prompt.
 	Services *locations.Services
+
+	commits atomic.Int64
 }
+
+// Commits returns the number of store transactions committed so far.
+func (h *Harness) Commits() int64 { return h.commits.Load() }
 
 // Options adjust a Harness before it starts.
 type Options struct {
@@ -77,7 +83,8 @@ func New(t testing.TB, opts ...Options) *Harness {
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "sessiond.db")
 	}
-	st, err := persistence.Open(path, persistence.Options{Clock: h.Clock.Now, NoSync: !o.Sync})
+	st, err := persistence.Open(path, persistence.Options{Clock: h.Clock.Now, NoSync: !o.Sync,
+		OnCommit: func(int, time.Duration) { h.commits.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
