@@ -6,6 +6,7 @@
 // # Topology
 //
 //	root
+//	 ├─ http               the HTTP adapter (package httpapi), when serving
 //	 └─ execution          router: sessionID -> store.Get -> Location -> Session actor
 //	     └─ location-N      one per Location key; holds its service set; restarts and passivates Sessions
 //	         └─ <sid>-N     coordinator: mailbox serializes wake/run/interrupt/wait; never blocks
@@ -23,6 +24,11 @@
 //     after every tool call it started has settled (the store enforces it).
 //   - A tool call is durable before its tool starts; a tool from a process
 //     that died is failed as aborted by the next drain and never re-run.
+//   - Durable events are batched between durability points (tool.called,
+//     a step's terminal); a live event waits behind the durable events
+//     queued before it, at most Config.LiveHold, so subscribers never see
+//     a delta before its fragment's start and a fast model's tool step
+//     costs two commits.
 //   - The coordinator's decisions are a pure state machine (coordinator.go);
 //     retry delays read an injected Clock.
 //
