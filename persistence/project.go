@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 
@@ -285,8 +286,13 @@ func (w *wtx) flush() error {
 		if err := put(w.tx, bucketData, seqKey(m.SessionID, kMessage, m.Seq), m); err != nil {
 			return err
 		}
-		if err := w.tx.Bucket(bucketData).Put([]byte(key), seqKey(m.SessionID, kMessage, m.Seq)); err != nil {
-			return err
+		// The index entry changes only when the message is new; rewriting
+		// it would dirty its leaf in every commit that touches the message.
+		b, ref := w.tx.Bucket(bucketData), seqKey(m.SessionID, kMessage, m.Seq)
+		if !bytes.Equal(b.Get([]byte(key)), ref) {
+			if err := b.Put([]byte(key), ref); err != nil {
+				return err
+			}
 		}
 	}
 	w.dirty = w.dirty[:0]
