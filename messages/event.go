@@ -126,8 +126,14 @@ func Marshal(v any) ([]byte, error) {
 	return bytes.Clone(p.buf.Bytes()), nil
 }
 
-// Unmarshal decodes stored msgpack into v.
-func Unmarshal(b []byte, v any) error { return msgpack.Unmarshal(b, v) }
+// Unmarshal decodes stored msgpack into v, refusing values whose declared
+// sizes exceed their bytes (see checkFrame).
+func Unmarshal(b []byte, v any) error {
+	if err := checkFrame(b); err != nil {
+		return err
+	}
+	return msgpack.Unmarshal(b, v)
+}
 
 // MarshalEvent encodes an event in its stored form.
 func MarshalEvent(e Event) ([]byte, error) {
@@ -167,6 +173,10 @@ func UnmarshalEvent(b []byte) (Event, error) {
 
 // withDecoder runs decode on b with a pooled decoder.
 func withDecoder[T any](b []byte, decode func(*msgpack.Decoder) (T, error)) (T, error) {
+	if err := checkFrame(b); err != nil {
+		var zero T
+		return zero, fmt.Errorf("messages: unmarshal event: %w", err)
+	}
 	p := decPool.Get().(*pooledDecoder)
 	defer decPool.Put(p)
 	p.rd.Reset(b)
@@ -202,7 +212,9 @@ func decodeHead(dec *msgpack.Decoder) (int64, error) {
 	if format != storedFormat {
 		return 0, fmt.Errorf("unknown format %d", format)
 	}
-	if err := dec.Skip(); err != nil {
+	// The ID is read the way decodeEnvelope reads it, so the head decoder
+	// accepts exactly the prefixes the full decoder does.
+	if _, err := dec.DecodeString(); err != nil {
 		return 0, err
 	}
 	return dec.DecodeInt64()
