@@ -236,6 +236,7 @@ func (s *Bolt) commit(ops []*op) {
 		failed := -1
 		var failErr error
 		err := s.db.Update(func(tx *bolt.Tx) error {
+			fill(tx)
 			for i, o := range ops {
 				w := &wtx{tx: tx, s: s}
 				err := runOp(o, w)
@@ -275,6 +276,23 @@ func (s *Bolt) commit(ops []*op) {
 			}
 		}
 		return
+	}
+}
+
+// fillPercent is how full bbolt packs a page when it splits one. Almost
+// every write appends at the end of a key range (a Session's log, its
+// messages, time-ordered IDs), so bbolt's default of half-full pages would
+// leave every page behind the append point half empty forever: twice the
+// pages, a deeper tree and more pages to write per commit.
+const fillPercent = 0.9
+
+// fill sets the split fill of every bucket of a write transaction (bbolt
+// keeps the setting per Bucket handle, and caches handles per transaction).
+func fill(tx *bolt.Tx) {
+	for _, name := range allBuckets {
+		if b := tx.Bucket(name); b != nil {
+			b.FillPercent = fillPercent
+		}
 	}
 }
 
