@@ -99,7 +99,8 @@ func (s *Bolt) Admit(ctx context.Context, req Admission) (Admitted, bool, error)
 	if err := req.SessionID.Validate(); err != nil {
 		return Admitted{}, false, err
 	}
-	if req.ID == "" {
+	supplied := req.ID != ""
+	if !supplied {
 		req.ID = s.opts.IDs.Message()
 	} else if err := req.ID.Validate(); err != nil {
 		return Admitted{}, false, err
@@ -107,41 +108,43 @@ func (s *Bolt) Admit(ctx context.Context, req Admission) (Admitted, bool, error)
 	if err := s.validatePrompt(req.Prompt, req.Delivery); err != nil {
 		return Admitted{}, false, err
 	}
-	// Fast path for retries: an exact reuse needs no write.
 	var out Admitted
 	var done bool
-	err := s.view(func(tx *bolt.Tx) error {
-		var err error
-		out, done, err = existingReceipt(tx, req)
-		return err
-	})
-	if err != nil || done {
-		return out, false, err
+	if supplied {
+		// Fast path for retries: an exact reuse needs no write. A freshly
+		// generated ID cannot have been used.
+		err := s.view(func(tx *bolt.Tx) error {
+			var err error
+			out, done, err = existingReceipt(tx, req)
+			return err
+		})
+		if err != nil || done {
+			return out, false, err
+		}
 	}
 	evID, now := s.opts.IDs.Event(), s.opts.Clock().UnixMilli()
-	err = s.submit(ctx, func(w *wtx) error {
-		var err error
-		if out, done, err = existingReceipt(w.tx, req); err != nil || done {
-			return err
+	err := s.submit(ctx, func(w *wtx) error {
+		if supplied {
+			var err error
+			if out, done, err = existingReceipt(w.tx, req); err != nil || done {
+				return err
+			}
 		}
-		if err := w.exists(req.SessionID); err != nil {
+		last, err := w.lastSeq(req.SessionID)
+		if err != nil {
 			return err
 		}
 		if err := w.checkBacklog(req.SessionID); err != nil {
 			return err
 		}
-		seq := lastSeq(w.tx, req.SessionID) + 1
 		ev := messages.Event{ID: evID, Created: now, Type: messages.TypePromptAdmitted,
-			Durable: &messages.Durable{AggregateID: req.SessionID, Seq: seq, Version: 1},
+			Durable: &messages.Durable{AggregateID: req.SessionID, Seq: last + 1, Version: 1},
 			Data:    &messages.PromptAdmitted{SessionID: req.SessionID, InputID: req.ID, Prompt: req.Prompt, Delivery: req.Delivery}}
 		if err := w.apply(ev); err != nil {
 			return err
 		}
-		var in Input
-		if err := decodeAt(w.tx, bucketInbox, []byte(req.ID), &in); err != nil {
-			return err
-		}
-		out = in.Receipt()
+		// The receipt of the row the projector just wrote, built as it was.
+		out = admittedInput(ev, ev.Data.(*messages.PromptAdmitted)).Receipt()
 		return nil
 	})
 	return out, err == nil && !done, err

@@ -38,13 +38,11 @@ func (s *Bolt) Append(ctx context.Context, id messages.SessionID, data ...messag
 		evs[i] = messages.Event{ID: s.opts.IDs.Event(), Created: now, Type: p.Type(), Data: p}
 	}
 	err := s.submit(ctx, func(w *wtx) error {
-		if err := w.exists(id); err != nil {
-			return err
-		}
-		next, err := w.nextSeq(id)
+		last, err := w.lastSeq(id)
 		if err != nil {
 			return err
 		}
+		next := last + 1
 		for i := range evs {
 			evs[i].Durable = &messages.Durable{AggregateID: id, Seq: next + int64(i), Version: messages.VersionOf(evs[i].Type)}
 			if err := w.apply(evs[i]); err != nil {
@@ -88,6 +86,18 @@ func (s *Bolt) Restore(ctx context.Context, evs []messages.Event) error {
 // nextSeq returns the seq the Session's next event takes.
 func (w *wtx) nextSeq(sid messages.SessionID) (int64, error) {
 	return lastSeq(w.tx, sid) + 1, nil
+}
+
+// lastSeq returns the Session's last seq, failing when the Session does not
+// exist. Every Session's log starts with session.created.1 at seq 0 in the
+// transaction that creates its record, so an empty log means no Session:
+// one seek answers both questions.
+func (w *wtx) lastSeq(sid messages.SessionID) (int64, error) {
+	last := lastSeq(w.tx, sid)
+	if last < 0 {
+		return last, messages.Errorf(messages.ErrSessionNotFound, "session %q not found", sid)
+	}
+	return last, nil
 }
 
 // lastSeq returns the Session's last committed seq, or -1.

@@ -34,9 +34,7 @@ func (w *wtx) project(ev messages.Event) error {
 		}
 		return w.tx.Bucket(bucketData).Delete(prefix(sid, kCheckpoint))
 	case *messages.PromptAdmitted:
-		prompt := p.Prompt
-		return w.insertInput(sid, Input{ID: p.InputID, SessionID: sid, Kind: InputPrompt, Prompt: &prompt,
-			Delivery: p.Delivery, AdmittedSeq: seq, TimeCreated: ev.Created})
+		return w.insertInput(sid, admittedInput(ev, p))
 	case *messages.PromptPromoted:
 		in, err := w.settleInput(sid, p.InputID, InputPrompt, seq)
 		if err != nil {
@@ -230,6 +228,13 @@ func (w *wtx) claimID(id messages.MessageID, sid messages.SessionID, kind string
 		return messages.Errorf(messages.ErrPromptConflict, "message ID %q is already in use", id)
 	}
 	return put(w.tx, bucketIDs, []byte(id), &idEntry{SessionID: sid, Kind: kind})
+}
+
+// admittedInput is the inbox row session.prompt.admitted.1 projects.
+func admittedInput(ev messages.Event, p *messages.PromptAdmitted) Input {
+	prompt := p.Prompt
+	return Input{ID: p.InputID, SessionID: ev.Durable.AggregateID, Kind: InputPrompt, Prompt: &prompt,
+		Delivery: p.Delivery, AdmittedSeq: ev.Durable.Seq, TimeCreated: ev.Created}
 }
 
 func (w *wtx) insertInput(sid messages.SessionID, in Input) error {
