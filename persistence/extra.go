@@ -58,6 +58,9 @@ func (s *Bolt) PutEntry(ctx context.Context, sid messages.SessionID, key, value 
 // DeleteEntry removes an instruction entry; a missing entry is not-found.
 func (s *Bolt) DeleteEntry(ctx context.Context, sid messages.SessionID, key string) error {
 	return s.submit(ctx, func(w *wtx) error {
+		if err := w.exists(sid); err != nil {
+			return err
+		}
 		b := w.tx.Bucket(bucketEntries)
 		k := strKey(sid, 0, key)
 		if b.Get(k) == nil {
@@ -67,10 +70,14 @@ func (s *Bolt) DeleteEntry(ctx context.Context, sid messages.SessionID, key stri
 	})
 }
 
-// Entries returns a Session's instruction entries.
+// Entries returns a Session's instruction entries; an unknown Session is
+// session.not-found.
 func (s *Bolt) Entries(ctx context.Context, sid messages.SessionID) (map[string]string, error) {
 	out := map[string]string{}
 	err := s.view(func(tx *bolt.Tx) error {
+		if err := sessionExists(tx, sid); err != nil {
+			return err
+		}
 		p := prefix(sid, 0)
 		c := tx.Bucket(bucketEntries).Cursor()
 		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {

@@ -280,10 +280,6 @@ func (a *api) listInstructions(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	if _, err := a.store.Get(r.Context(), sid); err != nil {
-		a.fail(w, r, err)
-		return
-	}
 	entries, err := a.store.Entries(r.Context(), sid)
 	if err != nil {
 		a.fail(w, r, err)
@@ -312,9 +308,6 @@ func (a *api) putInstruction(w http.ResponseWriter, r *http.Request) {
 // an unknown Session (session.not-found) or entry (not-found).
 func (a *api) deleteInstruction(w http.ResponseWriter, r *http.Request) {
 	a.command(w, r, func(r *http.Request, sid messages.SessionID) error {
-		if _, err := a.store.Get(r.Context(), sid); err != nil {
-			return err
-		}
 		return a.store.DeleteEntry(r.Context(), sid, r.PathValue("key"))
 	})
 }
