@@ -3,10 +3,8 @@ package anthropic
 import (
 	"context"
 	"errors"
-	"fmt"
 	"iter"
 	"net/http"
-	"net/url"
 	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
@@ -88,9 +86,8 @@ func (c *Config) validate() error {
 	if c.BaseURL == "" {
 		c.BaseURL = DefaultBaseURL
 	}
-	u, err := url.Parse(c.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("anthropic: base URL %q must be an absolute http(s) URL", c.BaseURL)
+	if err := wire.CheckBaseURL("anthropic", c.BaseURL); err != nil {
+		return err
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}

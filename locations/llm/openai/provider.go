@@ -3,10 +3,8 @@ package openai
 import (
 	"context"
 	"errors"
-	"fmt"
 	"iter"
 	"net/http"
-	"net/url"
 	"time"
 
 	oa "github.com/openai/openai-go/v3"
@@ -75,9 +73,8 @@ func (c *Config) validate() error {
 	if c.BaseURL == "" {
 		c.BaseURL = DefaultBaseURL
 	}
-	u, err := url.Parse(c.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("openai: base URL %q must be an absolute http(s) URL", c.BaseURL)
+	if err := wire.CheckBaseURL("openai", c.BaseURL); err != nil {
+		return err
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}

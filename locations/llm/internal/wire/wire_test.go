@@ -203,3 +203,16 @@ func TestPairToolResults(t *testing.T) {
 		t.Fatal("input modified")
 	}
 }
+
+func TestCheckBaseURL(t *testing.T) {
+	for _, u := range []string{"http://localhost:11434/v1", "https://api.example.com"} {
+		if err := CheckBaseURL("p", u); err != nil {
+			t.Errorf("%q: %v", u, err)
+		}
+	}
+	for _, u := range []string{"", "localhost:8080", "ftp://x", "http://", "::"} {
+		if err := CheckBaseURL("p", u); err == nil {
+			t.Errorf("%q accepted", u)
+		}
+	}
+}
