@@ -137,14 +137,24 @@ func (p *parser) bodyEnd() (end, boundary int) {
 	return end, boundary
 }
 
-func (p *parser) parseAdd(raw string) (Op, error) {
-	op := Op{Kind: Add, Line: p.i + 1}
+// header starts an operation of kind at the current line, whose path is
+// raw, and moves past that line.
+func (p *parser) header(kind Kind, raw string) (Op, error) {
+	op := Op{Kind: kind, Line: p.i + 1}
 	path, err := p.parsePath(raw, op.Line)
 	if err != nil {
 		return op, err
 	}
 	op.Path = path
 	p.i++
+	return op, nil
+}
+
+func (p *parser) parseAdd(raw string) (Op, error) {
+	op, err := p.header(Add, raw)
+	if err != nil {
+		return op, err
+	}
 	end, boundary := p.bodyEnd()
 	for ; p.i < end; p.i++ {
 		l := p.lines[p.i]
@@ -162,13 +172,10 @@ func (p *parser) parseAdd(raw string) (Op, error) {
 }
 
 func (p *parser) parseDelete(raw string) (Op, error) {
-	op := Op{Kind: Delete, Line: p.i + 1}
-	path, err := p.parsePath(raw, op.Line)
+	op, err := p.header(Delete, raw)
 	if err != nil {
 		return op, err
 	}
-	op.Path = path
-	p.i++
 	end, boundary := p.bodyEnd()
 	if end > p.i {
 		return op, p.errorf(p.i+1, "%q takes no body, got %q", DeleteMarker, clip(p.lines[p.i]))
@@ -178,13 +185,10 @@ func (p *parser) parseDelete(raw string) (Op, error) {
 }
 
 func (p *parser) parseUpdate(raw string) (Op, error) {
-	op := Op{Kind: Update, Line: p.i + 1}
-	path, err := p.parsePath(raw, op.Line)
+	op, err := p.header(Update, raw)
 	if err != nil {
 		return op, err
 	}
-	op.Path = path
-	p.i++
 	if p.i < len(p.lines) && strings.HasPrefix(p.marker(p.i), MoveMarker) {
 		to, err := p.parsePath(p.marker(p.i)[len(MoveMarker):], p.i+1)
 		if err != nil {
