@@ -188,40 +188,35 @@ func (s *state) finish() llm.Event {
 	return llm.Event{Kind: llm.StepFinish, Finish: s.reason, Usage: s.usage}
 }
 
-func (s *state) openText() bool {
-	if s.textID != "" {
-		return true
-	}
-	s.textID = "text-" + strconv.Itoa(s.blocks)
-	s.blocks++
-	return s.emit(llm.Event{Kind: llm.TextStart, ID: s.textID})
-}
+func (s *state) openText() bool { return s.openBlock(&s.textID, "text-", llm.TextStart) }
 
-func (s *state) closeText() bool {
-	if s.textID == "" {
-		return true
-	}
-	id := s.textID
-	s.textID = ""
-	return s.emit(llm.Event{Kind: llm.TextEnd, ID: id})
-}
+func (s *state) closeText() bool { return s.closeBlock(&s.textID, llm.Event{Kind: llm.TextEnd}) }
 
 func (s *state) openReasoning() bool {
-	if s.reasoningID != "" {
-		return true
-	}
-	s.reasoningID = "reasoning-" + strconv.Itoa(s.blocks)
-	s.blocks++
-	return s.emit(llm.Event{Kind: llm.ReasoningStart, ID: s.reasoningID})
+	return s.openBlock(&s.reasoningID, "reasoning-", llm.ReasoningStart)
 }
 
 func (s *state) closeReasoning() bool {
-	if s.reasoningID == "" {
+	return s.closeBlock(&s.reasoningID, llm.Event{Kind: llm.ReasoningEnd, ProviderMetadata: reasoningMetadata})
+}
+
+// openBlock starts a block whose ID *id holds, unless one is open.
+func (s *state) openBlock(id *string, prefix string, start llm.EventKind) bool {
+	if *id != "" {
 		return true
 	}
-	id := s.reasoningID
-	s.reasoningID = ""
-	return s.emit(llm.Event{Kind: llm.ReasoningEnd, ID: id, ProviderMetadata: reasoningMetadata})
+	*id = prefix + strconv.Itoa(s.blocks)
+	s.blocks++
+	return s.emit(llm.Event{Kind: start, ID: *id})
+}
+
+// closeBlock ends the block *id names, if open, with end.
+func (s *state) closeBlock(id *string, end llm.Event) bool {
+	if *id == "" {
+		return true
+	}
+	end.ID, *id = *id, ""
+	return s.emit(end)
 }
 
 // reasoningText returns the reasoning delta from a chunk delta's fields the
