@@ -745,12 +745,16 @@ func checkShape(src []byte, v *hujson.Value, t reflect.Type, path string) error 
 		return nil // null leaves the Go value as it is, or nil
 	}
 	switch t.Kind() {
-	case reflect.Struct:
+	case reflect.Struct, reflect.Map:
 		obj, ok := v.Value.(*hujson.Object)
 		if !ok {
 			return shapeErrorf(src, v, path, "want an object, got %s", describe(v))
 		}
-		names, fields := jsonFields(t)
+		var names []string
+		var fields map[string]reflect.Type
+		if t.Kind() == reflect.Struct {
+			names, fields = jsonFields(t)
+		}
 		seen := make(map[string]bool, len(obj.Members))
 		for i := range obj.Members {
 			m := &obj.Members[i]
@@ -760,29 +764,13 @@ func checkShape(src []byte, v *hujson.Value, t reflect.Type, path string) error 
 				return shapeErrorf(src, &m.Name, fp, "duplicate key")
 			}
 			seen[name] = true
-			f, ok := fields[name]
-			if !ok {
+			var elem reflect.Type
+			if t.Kind() == reflect.Map {
+				elem = t.Elem()
+			} else if elem, ok = fields[name]; !ok {
 				return shapeErrorf(src, &m.Name, fp, "unknown field; want one of %s", strings.Join(names, ", "))
 			}
-			if err := checkShape(src, &m.Value, f, fp); err != nil {
-				return err
-			}
-		}
-	case reflect.Map:
-		obj, ok := v.Value.(*hujson.Object)
-		if !ok {
-			return shapeErrorf(src, v, path, "want an object, got %s", describe(v))
-		}
-		seen := make(map[string]bool, len(obj.Members))
-		for i := range obj.Members {
-			m := &obj.Members[i]
-			key := m.Name.Value.(hujson.Literal).String()
-			fp := joinPath(path, key)
-			if seen[key] {
-				return shapeErrorf(src, &m.Name, fp, "duplicate key")
-			}
-			seen[key] = true
-			if err := checkShape(src, &m.Value, t.Elem(), fp); err != nil {
+			if err := checkShape(src, &m.Value, elem, fp); err != nil {
 				return err
 			}
 		}
