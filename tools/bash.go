@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/tools/internal/runes"
 )
 
 // BashConfig configures the bash tool. Zero fields take the defaults of
@@ -216,13 +217,5 @@ func orNoOutput(s string) string {
 // clipTitle shortens a command to a one-line title.
 func clipTitle(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	const max = 80
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
+	return runes.Clip(s, 80)
 }

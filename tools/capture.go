@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sessiond/sessiond/tools/internal/runes"
 )
 
 // capture keeps the head and the tail of a command's output within a byte
@@ -66,16 +68,8 @@ func (c *capture) String() string {
 	if dropped == 0 {
 		return strings.ToValidUTF8(string(c.head)+string(tail), "\uFFFD")
 	}
-	head := c.head
 	// Cut at rune boundaries so the marker does not split characters.
-	for i := len(head) - 1; i >= 0 && i >= len(head)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(head[i]) {
-			if !utf8.FullRune(head[i:]) {
-				head = head[:i]
-			}
-			break
-		}
-	}
+	head := c.head[:runes.Whole(c.head)]
 	for i := 0; i < utf8.UTFMax && len(tail) > 0 && !utf8.RuneStart(tail[0]); i++ {
 		tail = tail[1:]
 	}

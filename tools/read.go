@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/tools/internal/runes"
 )
 
 // ReadConfig configures the read tool. Zero fields take the defaults of
@@ -224,13 +225,8 @@ const sniffBytes = 8 << 10
 // byte or is not valid UTF-8 (a rune cut by the sniff window is fine).
 func isBinary(br *bufio.Reader) bool {
 	head, _ := br.Peek(sniffBytes)
-	for i := len(head) - 1; i >= 0 && i >= len(head)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(head[i]) {
-			if len(head) == sniffBytes && !utf8.FullRune(head[i:]) {
-				head = head[:i]
-			}
-			break
-		}
+	if len(head) == sniffBytes {
+		head = head[:runes.Whole(head)]
 	}
 	return strings.IndexByte(string(head), 0) >= 0 || !utf8.Valid(head)
 }

@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/sessiond/sessiond/tools/internal/runes"
 )
 
 // readBufferSize is the bufio buffer of text paging: lines are streamed
@@ -186,15 +187,7 @@ func readLine(br *bufio.Reader, max int) (line []byte, dropped int, ok bool, err
 	}
 	if dropped > 0 {
 		// Do not show half a rune.
-		cut := len(line)
-		for i := len(line) - 1; i >= 0 && i >= len(line)-utf8.UTFMax; i-- {
-			if utf8.RuneStart(line[i]) {
-				if !utf8.FullRune(line[i:]) {
-					cut = i
-				}
-				break
-			}
-		}
+		cut := runes.Whole(line)
 		dropped += len(line) - cut
 		line = line[:cut]
 	}

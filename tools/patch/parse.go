@@ -3,6 +3,8 @@ package patch
 import (
 	"fmt"
 	"strings"
+
+	"github.com/sessiond/sessiond/tools/internal/runes"
 )
 
 // parser holds the state of one Parse call.
@@ -306,14 +308,4 @@ func isRange(s string, sign byte) bool {
 }
 
 // clip shortens a line for an error message.
-func clip(s string) string {
-	const max = 80
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+func clip(s string) string { return runes.Clip(s, 80) }
