@@ -68,10 +68,7 @@ func (s *Bolt) Restore(ctx context.Context, evs []messages.Event) error {
 				return messages.Errorf(messages.ErrInvalid, "restore %s: not durable", ev.ID)
 			}
 			sid := ev.Durable.AggregateID
-			next, err := w.nextSeq(sid)
-			if err != nil {
-				return err
-			}
+			next := lastSeq(w.tx, sid) + 1
 			if ev.Durable.Seq != next {
 				return messages.Errorf(messages.ErrInvalid, "restore %s: seq %d, want %d", ev.ID, ev.Durable.Seq, next)
 			}
@@ -83,17 +80,16 @@ func (s *Bolt) Restore(ctx context.Context, evs []messages.Event) error {
 	})
 }
 
-// nextSeq returns the seq the Session's next event takes.
-func (w *wtx) nextSeq(sid messages.SessionID) (int64, error) {
-	return lastSeq(w.tx, sid) + 1, nil
-}
-
 // lastSeq returns the Session's last seq, failing when the Session does not
-// exist. Every Session's log starts with session.created.1 at seq 0 in the
-// transaction that creates its record, so an empty log means no Session:
-// one seek answers both questions.
-func (w *wtx) lastSeq(sid messages.SessionID) (int64, error) {
-	last := lastSeq(w.tx, sid)
+// exist.
+func (w *wtx) lastSeq(sid messages.SessionID) (int64, error) { return existingLastSeq(w.tx, sid) }
+
+// existingLastSeq returns the Session's last seq, failing when the Session
+// does not exist. Every Session's log starts with session.created.1 at seq
+// 0 in the transaction that creates its record, so an empty log means no
+// Session: one seek answers both questions.
+func existingLastSeq(tx *bolt.Tx, sid messages.SessionID) (int64, error) {
+	last := lastSeq(tx, sid)
 	if last < 0 {
 		return last, messages.Errorf(messages.ErrSessionNotFound, "session %q not found", sid)
 	}

@@ -76,11 +76,9 @@ func (s *Bolt) List(ctx context.Context) ([]Session, error) {
 func (s *Bolt) Watermark(ctx context.Context, id messages.SessionID) (int64, error) {
 	var w int64
 	err := s.view(func(tx *bolt.Tx) error {
-		if err := sessionExists(tx, id); err != nil {
-			return err
-		}
-		w = lastSeq(tx, id)
-		return nil
+		var err error
+		w, err = existingLastSeq(tx, id)
+		return err
 	})
 	return w, err
 }
