@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -52,10 +51,7 @@ func simpleRequest() llm.Request {
 func run(t *testing.T, req llm.Request, replies ...ssetest.Reply) ([]llm.Event, *ssetest.Server, error) {
 	t.Helper()
 	srv := ssetest.NewServer(t, replies...)
-	events, err := ssetest.Collect(newTestProvider(t, srv).Stream(context.Background(), req))
-	if bad := ssetest.Check(events, err); bad != nil {
-		t.Fatalf("stream contract: %v\nevents:\n%s\nerr: %v", bad, strings.Join(ssetest.Lines(events), "\n"), err)
-	}
+	events, err := ssetest.MustStream(t, newTestProvider(t, srv), req)
 	return events, srv, err
 }
 

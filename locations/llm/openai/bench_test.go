@@ -1,11 +1,7 @@
 package openai
 
 import (
-	"context"
-	"io"
-	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/sessiond/sessiond/locations/llm"
@@ -46,58 +42,9 @@ func benchToolBody() string {
 // tool call. The x-raw metric is the ratio to reading the same bytes through
 // net/http without parsing (the raw/* rows), measured in the same run.
 func BenchmarkStream(b *testing.B) {
-	for _, bc := range []struct {
-		name, body string
-		events     int
-	}{
-		{"text-1000", benchTextBody(1000), 1003},
-		{"tool-call", benchToolBody(), 20},
-	} {
-		srv := ssetest.NewServer(b, ssetest.Reply{Chunks: []string{bc.body}})
-		var raw float64
-		b.Run("raw/"+bc.name, func(b *testing.B) {
-			b.SetBytes(int64(len(bc.body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				rawRead(b, srv)
-			}
-			raw = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-		})
-		b.Run("adapter/"+bc.name, func(b *testing.B) {
-			p := newTestProvider(b, srv)
-			req := simpleRequest()
-			b.SetBytes(int64(len(bc.body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				n := 0
-				for ev, err := range p.Stream(context.Background(), req) {
-					if err != nil {
-						b.Fatal(err)
-					}
-					n++
-					if ev.Kind == llm.StepFinish && n != bc.events {
-						b.Fatalf("%d events, want %d", n, bc.events)
-					}
-				}
-			}
-			if raw > 0 {
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/raw, "x-raw")
-			}
-		})
-	}
-}
-
-// rawRead posts to srv and reads the whole response without parsing it.
-func rawRead(b *testing.B, srv *ssetest.Server) {
-	res, err := srv.Client().Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"gpt-test"}`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := io.Copy(io.Discard, res.Body); err != nil {
-		b.Fatal(err)
-	}
-	_ = res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		b.Fatal(res.Status)
-	}
+	ssetest.BenchStream(b, []ssetest.BenchCase{
+		{Name: "text-1000", Body: benchTextBody(1000), Events: 1003},
+		{Name: "tool-call", Body: benchToolBody(), Events: 20},
+	}, func(tb testing.TB, srv *ssetest.Server) llm.Provider { return newTestProvider(tb, srv) },
+		simpleRequest(), "/v1/chat/completions", `{"model":"gpt-test"}`)
 }

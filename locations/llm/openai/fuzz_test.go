@@ -1,13 +1,9 @@
 package openai
 
 import (
-	"context"
 	"net/http"
-	"slices"
-	"strings"
 	"testing"
 
-	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/internal/ssetest"
 )
 
@@ -60,16 +56,7 @@ func fuzzStream(t *testing.T, chunks []string) ([]string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, err := ssetest.Collect(p.Stream(context.Background(), simpleRequest()))
-	if bad := ssetest.Check(events, err); bad != nil {
-		t.Fatalf("stream contract: %v\nevents:\n%s\nerr: %v", bad, strings.Join(ssetest.Lines(events), "\n"), err)
-	}
-	errText := ""
-	if err != nil {
-		le := err.(*llm.Error)
-		errText = string(le.Type) + ": " + le.Message
-	}
-	return ssetest.Lines(events), errText
+	return ssetest.Outcome(t, p, simpleRequest())
 }
 
 // FuzzChunkSplits cuts a seed stream at arbitrary points (each byte of cuts
@@ -82,22 +69,7 @@ func FuzzChunkSplits(f *testing.F) {
 		f.Add(uint8(i), []byte{17, 17, 17, 17, 17, 17, 17, 17})
 	}
 	f.Fuzz(func(t *testing.T, seed uint8, cuts []byte) {
-		body := fuzzSeeds[int(seed)%len(fuzzSeeds)]
-		var chunks []string
-		rest := body
-		for i := 0; len(rest) > 0; i++ {
-			n := len(rest)
-			if len(cuts) > 0 {
-				n = min(int(cuts[i%len(cuts)])+1, len(rest))
-			}
-			chunks, rest = append(chunks, rest[:n]), rest[n:]
-		}
-		wantEvents, wantErr := fuzzStream(t, []string{body})
-		gotEvents, gotErr := fuzzStream(t, chunks)
-		if !slices.Equal(gotEvents, wantEvents) || gotErr != wantErr {
-			t.Fatalf("split into %d chunks:\n%s\nerr %q\nwant:\n%s\nerr %q", len(chunks),
-				strings.Join(gotEvents, "\n"), gotErr, strings.Join(wantEvents, "\n"), wantErr)
-		}
+		ssetest.CheckSplits(t, fuzzSeeds[int(seed)%len(fuzzSeeds)], cuts, fuzzStream)
 	})
 }
 

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -53,10 +52,7 @@ func simpleRequest() llm.Request {
 func run(t *testing.T, req llm.Request, replies ...ssetest.Reply) ([]llm.Event, *ssetest.Server, error) {
 	t.Helper()
 	srv := ssetest.NewServer(t, replies...)
-	events, err := ssetest.Collect(newTestProvider(t, srv).Stream(context.Background(), req))
-	if bad := ssetest.Check(events, err); bad != nil {
-		t.Fatalf("stream contract: %v\nevents:\n%s\nerr: %v", bad, strings.Join(ssetest.Lines(events), "\n"), err)
-	}
+	events, err := ssetest.MustStream(t, newTestProvider(t, srv), req)
 	return events, srv, err
 }
 

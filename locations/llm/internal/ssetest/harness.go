@@ -1,0 +1,123 @@
+package ssetest
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sessiond/sessiond/locations/llm"
+)
+
+// MustStream streams req from p and fails tb when the stream breaks the
+// contract of Check. It returns the events and the stream's final error.
+func MustStream(tb testing.TB, p llm.Provider, req llm.Request) ([]llm.Event, error) {
+	tb.Helper()
+	events, err := Collect(p.Stream(context.Background(), req))
+	if bad := Check(events, err); bad != nil {
+		tb.Fatalf("stream contract: %v\nevents:\n%s\nerr: %v", bad, strings.Join(Lines(events), "\n"), err)
+	}
+	return events, err
+}
+
+// Outcome is MustStream reduced to comparable values: the event lines and
+// the final error as "type: message" ("" for none).
+func Outcome(tb testing.TB, p llm.Provider, req llm.Request) ([]string, string) {
+	tb.Helper()
+	events, err := MustStream(tb, p, req)
+	errText := ""
+	if err != nil {
+		le := err.(*llm.Error)
+		errText = string(le.Type) + ": " + le.Message
+	}
+	return Lines(events), errText
+}
+
+// CheckSplits cuts body into chunks (each byte of cuts is the length of
+// the next chunk, minus one; no cuts leaves it whole) and fails t unless
+// streaming the chunks gives the same outcome as streaming body whole.
+// stream runs one stream whose body arrives in exactly the given chunks.
+func CheckSplits(t *testing.T, body string, cuts []byte, stream func(t *testing.T, chunks []string) ([]string, string)) {
+	t.Helper()
+	var chunks []string
+	rest := body
+	for i := 0; len(rest) > 0; i++ {
+		n := len(rest)
+		if len(cuts) > 0 {
+			n = min(int(cuts[i%len(cuts)])+1, len(rest))
+		}
+		chunks, rest = append(chunks, rest[:n]), rest[n:]
+	}
+	wantEvents, wantErr := stream(t, []string{body})
+	gotEvents, gotErr := stream(t, chunks)
+	if !slices.Equal(gotEvents, wantEvents) || gotErr != wantErr {
+		t.Fatalf("split into %d chunks:\n%s\nerr %q\nwant:\n%s\nerr %q", len(chunks),
+			strings.Join(gotEvents, "\n"), gotErr, strings.Join(wantEvents, "\n"), wantErr)
+	}
+}
+
+// BenchCase is one stream of BenchStream: its body and how many events the
+// adapter turns it into.
+type BenchCase struct {
+	Name, Body string
+	Events     int
+}
+
+// BenchStream measures an adapter's cost per stream against a Server: for
+// each case a raw/ row reads the same bytes through net/http without
+// parsing (a POST of rawBody to rawPath), and an adapter/ row streams req
+// from the provider newProvider builds, reporting its ratio to the raw row
+// as x-raw.
+func BenchStream(b *testing.B, cases []BenchCase, newProvider func(testing.TB, *Server) llm.Provider,
+	req llm.Request, rawPath, rawBody string) {
+	for _, bc := range cases {
+		srv := NewServer(b, Reply{Chunks: []string{bc.Body}})
+		var raw float64
+		b.Run("raw/"+bc.Name, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.Body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				rawRead(b, srv, rawPath, rawBody)
+			}
+			raw = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		})
+		b.Run("adapter/"+bc.Name, func(b *testing.B) {
+			p := newProvider(b, srv)
+			b.SetBytes(int64(len(bc.Body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				n := 0
+				for ev, err := range p.Stream(context.Background(), req) {
+					if err != nil {
+						b.Fatal(err)
+					}
+					n++
+					if ev.Kind == llm.StepFinish && n != bc.Events {
+						b.Fatalf("%d events, want %d", n, bc.Events)
+					}
+				}
+			}
+			if raw > 0 {
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/raw, "x-raw")
+			}
+		})
+	}
+}
+
+// rawRead posts body to srv's path and reads the whole response without
+// parsing it.
+func rawRead(b *testing.B, srv *Server, path, body string) {
+	res, err := srv.Client().Post(srv.URL+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, res.Body); err != nil {
+		b.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b.Fatal(res.Status)
+	}
+}
