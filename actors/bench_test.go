@@ -3,42 +3,19 @@ package actors_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/actors/actortest"
 	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence/storetest"
 )
-
-func fdatasyncRate(b *testing.B, dir string) float64 {
-	f, err := os.Create(filepath.Join(dir, "fsync.probe"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 300)
-	const n = 200
-	start := time.Now()
-	for range n {
-		if _, err := f.Write(buf); err != nil {
-			b.Fatal(err)
-		}
-		if err := unix.Fdatasync(int(f.Fd())); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return n / time.Since(start).Seconds()
-}
 
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
@@ -108,7 +85,7 @@ func BenchmarkSteps(b *testing.B) {
 				dir := b.TempDir()
 				raw := 0.0
 				if sync {
-					raw = fdatasyncRate(b, dir)
+					raw = storetest.FdatasyncRate(b, dir, 300)
 				}
 				cpu0 := cpuTime()
 				steps, events, elapsed := runSteps(b, h, sessions, b.N)
@@ -117,7 +94,7 @@ func BenchmarkSteps(b *testing.B) {
 				b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
 				b.ReportMetric(float64(events)/float64(steps), "events/step")
 				if sync {
-					raw = max(raw, fdatasyncRate(b, dir))
+					raw = max(raw, storetest.FdatasyncRate(b, dir, 300))
 					b.ReportMetric(raw, "fdatasync/s")
 					b.ReportMetric(float64(events)/elapsed.Seconds()/raw, "ratio")
 				} else {

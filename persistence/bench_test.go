@@ -12,33 +12,11 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	"golang.org/x/sys/unix"
 
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
+	"github.com/sessiond/sessiond/persistence/storetest"
 )
-
-// fdatasyncRate measures a raw write+fdatasync loop of size-byte appends in
-// dir: the physical limit admissions are compared with.
-func fdatasyncRate(b *testing.B, dir string, size int) float64 {
-	f, err := os.Create(filepath.Join(dir, "fsync.probe"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, size)
-	const n = 200
-	start := time.Now()
-	for range n {
-		if _, err := f.Write(buf); err != nil {
-			b.Fatal(err)
-		}
-		if err := unix.Fdatasync(int(f.Fd())); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return n / time.Since(start).Seconds()
-}
 
 // boltCommitRate measures bbolt's own floor in dir: sequential one-key
 // transactions with fsync on. A bbolt commit writes its dirty pages and
@@ -99,7 +77,7 @@ func BenchmarkAdmit(b *testing.B) {
 			prompt := messages.Prompt{Text: fmt.Sprintf("%0200d", 7)}
 			// The disk's fsync rate drifts; measure it before and after the
 			// run and divide by the faster one, so the ratio is a lower bound.
-			rawBefore := fdatasyncRate(b, dir, 300)
+			rawBefore := storetest.FdatasyncRate(b, dir, 300)
 			lat := make([][]time.Duration, admitters)
 			var next atomic.Int64
 			commits.Store(0)
@@ -126,7 +104,7 @@ func BenchmarkAdmit(b *testing.B) {
 			all := slices.Concat(lat...)
 			slices.Sort(all)
 			rate := float64(len(all)) / elapsed.Seconds()
-			raw := max(rawBefore, fdatasyncRate(b, dir, 300))
+			raw := max(rawBefore, storetest.FdatasyncRate(b, dir, 300))
 			floor := boltCommitRate(b, dir, 300)
 			b.ReportMetric(rate, "admits/s")
 			b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")

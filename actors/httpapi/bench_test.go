@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -20,31 +19,8 @@ import (
 	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
+	"github.com/sessiond/sessiond/persistence/storetest"
 )
-
-// fsyncRate measures the raw fdatasync rate of dir: the physical limit of
-// a durable commit, measured in the same run as the benchmark.
-func fsyncRate(b *testing.B, dir string) float64 {
-	b.Helper()
-	f, err := os.Create(filepath.Join(dir, "fsync.probe"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	page := make([]byte, 4096)
-	n := 0
-	start := time.Now()
-	for time.Since(start) < 300*time.Millisecond {
-		if _, err := f.WriteAt(page, int64(n%64)*4096); err != nil {
-			b.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			b.Fatal(err)
-		}
-		n++
-	}
-	return float64(n) / time.Since(start).Seconds()
-}
 
 // percentile returns the q-quantile of sorted durations.
 func percentile(sorted []time.Duration, q float64) time.Duration {
@@ -59,7 +35,8 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 // Session per client. admit-only sends resume=false (the durable admission
 // alone); admit+wake also wakes the Session, whose runner then commits its
 // own events into the same store. Reported: admissions/s, latency p50/p99,
-// the raw fsync rate of the disk and admissions per fsync.
+// the raw fdatasync rate of the disk (storetest.FdatasyncRate) and their
+// ratio.
 func BenchmarkAdmissionsHTTP(b *testing.B) {
 	for _, mode := range []struct {
 		name   string
@@ -74,7 +51,7 @@ func BenchmarkAdmissionsHTTP(b *testing.B) {
 			for i := range sids {
 				sids[i] = e.createSession()
 			}
-			limit := fsyncRate(b, filepath.Dir(be.store.Path()))
+			limit := storetest.FdatasyncRate(b, filepath.Dir(be.store.Path()), 300)
 			bodies := make([][]byte, clients)
 			for i := range bodies {
 				bodies[i], _ = json.Marshal(map[string]any{"prompt": map[string]string{"text": "benchmark prompt"}, "resume": mode.resume})
@@ -119,8 +96,8 @@ func BenchmarkAdmissionsHTTP(b *testing.B) {
 			b.ReportMetric(rate, "admissions/s")
 			b.ReportMetric(float64(percentile(all, 0.50).Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(percentile(all, 0.99).Microseconds())/1000, "p99-ms")
-			b.ReportMetric(limit, "fsync/s")
-			b.ReportMetric(rate/limit, "admissions/fsync")
+			b.ReportMetric(limit, "fdatasync/s")
+			b.ReportMetric(rate/limit, "admissions/fdatasync")
 		})
 	}
 }
