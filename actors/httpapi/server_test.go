@@ -34,6 +34,11 @@ func TestServerIsTheHTTPActor(t *testing.T) {
 	if err := first.Start(l); err != nil {
 		t.Fatal(err)
 	}
+	again := listen(t)
+	defer again.Close()
+	if err := first.Start(again); err == nil {
+		t.Fatal("a started Server started again")
+	}
 	if first.pid.GetId() != "http" {
 		t.Fatalf("adapter actor is %q, want http", first.pid.GetId())
 	}
