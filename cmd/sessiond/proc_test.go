@@ -17,32 +17,46 @@ import (
 	"time"
 )
 
-// binary is the sessiond executable the process tests run, built once by
-// TestMain.
-var binary string
+// built holds the sessiond executable the process tests run. It is built
+// on first use, not in TestMain: fuzz workers and in-process tests start the
+// test binary many times and must not each pay for a go build.
+var built struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// binary returns the sessiond executable, building it once per test process.
+func binary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "sessiond-bin-"); built.err != nil {
+			return
+		}
+		built.path = filepath.Join(built.dir, "sessiond")
+		if runtime.GOOS == "windows" {
+			built.path += ".exe"
+		}
+		out, err := exec.Command("go", "build", "-o", built.path, ".").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("build sessiond: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path
+}
 
 // deadline bounds every wait of the process tests.
 const deadline = 30 * time.Second
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sessiond-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "sessiond")
-	if runtime.GOOS == "windows" {
-		binary += ".exe"
-	}
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build sessiond:", err)
-		_ = os.RemoveAll(dir)
-		os.Exit(1)
-	}
 	code := m.Run()
-	_ = os.RemoveAll(dir)
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
 	os.Exit(code)
 }
 
@@ -100,7 +114,7 @@ type proc struct {
 // runs.
 func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, cmd: exec.Command(binary, args...), done: make(chan struct{})}
+	p := &proc{t: t, cmd: exec.Command(binary(t), args...), done: make(chan struct{})}
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
@@ -187,7 +201,7 @@ func sessiond(t *testing.T, env []string, stdin io.Reader, args ...string) resul
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd := exec.CommandContext(ctx, binary(t), args...)
 	cmd.Env, cmd.Stdin = env, stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
