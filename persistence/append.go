@@ -119,7 +119,7 @@ func (w *wtx) apply(ev messages.Event) error {
 	if err != nil {
 		return err
 	}
-	if err := w.tx.Bucket(bucketData).Put(seqKey(sid, kLog, ev.Durable.Seq), b); err != nil {
+	if err := w.putBytes(bucketData, seqKey(sid, kLog, ev.Durable.Seq), b); err != nil {
 		return err
 	}
 	if err := w.project(ev); err != nil {
@@ -155,15 +155,6 @@ func get(tx *bolt.Tx, bucket, key []byte, v any) (bool, error) {
 		return true, fmt.Errorf("persistence: decode %s/%q: %w", bucket, key, err)
 	}
 	return true, nil
-}
-
-// put encodes v at key of bucket.
-func put(tx *bolt.Tx, bucket, key []byte, v any) error {
-	b, err := messages.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("persistence: encode %s/%q: %w", bucket, key, err)
-	}
-	return tx.Bucket(bucket).Put(key, b)
 }
 
 // session loads the Session record or returns session.not-found.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,6 +19,8 @@ import (
 var (
 	ErrClosed = errors.New("persistence: store closed")
 	ErrSchema = errors.New("persistence: unsupported schema version")
+	// ErrLocked reports that another process has the store open.
+	ErrLocked = errors.New("persistence: store is locked by another process")
 )
 
 // Options configures a Bolt store. The zero value is usable.
@@ -44,6 +48,17 @@ type Options struct {
 	// OnCommit, when set, observes every group commit: its operation count
 	// and duration (for metrics).
 	OnCommit func(ops int, d time.Duration)
+	// CheckpointBytes is how much WAL accumulates before bbolt is synced
+	// and the WAL restarts (wal.go). Default 16 MiB.
+	CheckpointBytes int64
+	// CheckpointPages is how many freed pages bbolt may hold back before a
+	// checkpoint. Until one, bbolt cannot reuse a page the checkpoint can
+	// see (wal.go), so this bounds the file's growth and bbolt's pending
+	// page bookkeeping, which every write transaction walks. Default 4096.
+	CheckpointPages int64
+	// MmapBytes is the least address space mapped for the bbolt file
+	// (see Bolt.big). Default 64 GiB; it costs no memory.
+	MmapBytes int64
 }
 
 func (o *Options) fill() {
@@ -65,6 +80,15 @@ func (o *Options) fill() {
 	if o.Timeout <= 0 {
 		o.Timeout = time.Second
 	}
+	if o.CheckpointBytes <= 0 {
+		o.CheckpointBytes = 16 << 20
+	}
+	if o.CheckpointPages <= 0 {
+		o.CheckpointPages = 4096
+	}
+	if o.MmapBytes <= 0 {
+		o.MmapBytes = 64 << 30
+	}
 	if o.Logger == nil {
 		l := zerolog.Nop()
 		o.Logger = &l
@@ -74,10 +98,25 @@ func (o *Options) fill() {
 // Bolt is the bbolt implementation of Store.
 type Bolt struct {
 	db   *bolt.DB
+	dbf  *os.File // the bbolt file, for its meta pages (boltmeta.go)
+	wal  *wal
+	hold *bolt.Tx // read transaction on the last checkpoint (wal.go)
 	opts Options
 	ops  chan *op
 	quit chan struct{}
 	wg   sync.WaitGroup
+
+	// The writer hands committed batches to the syncer, which fdatasyncs
+	// the WAL once for all it finds queued and then answers their callers.
+	syncq   chan syncJob
+	written uint64 // records appended (writer only)
+	synced  uint64 // records known durable (syncer only)
+	rec     []byte // the current transaction's WAL record (writer only)
+	mmap    int64  // bbolt's mmap size (see big)
+	hwm     int64  // bytes below bbolt's high-water mark (writer only)
+
+	failMu sync.Mutex
+	failed error // a WAL or bbolt failure after which nothing more commits
 
 	mu     sync.Mutex // guards closed and sends on ops against Close
 	closed bool
@@ -87,19 +126,67 @@ type Bolt struct {
 
 var _ Store = (*Bolt)(nil)
 
-// Open opens or creates the store file at path and starts its writer.
+// syncJob is one committed batch awaiting durability.
+type syncJob struct {
+	ops   []*op
+	seq   uint64 // records written up to and including this batch
+	start time.Time
+}
+
+// Open opens or creates the store file at path (and its write-ahead log,
+// path-wal), recovers from the log if the last run did not close cleanly,
+// and starts the writer.
 func Open(path string, opts Options) (*Bolt, error) {
 	opts.fill()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:        opts.Timeout,
-		NoSync:         opts.NoSync,
-		NoFreelistSync: true,
-		FreelistType:   bolt.FreelistMapType,
-	})
+	s, err := open(path, opts)
 	if err != nil {
 		return nil, fmt.Errorf("persistence: open %s: %w", path, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	return s, nil
+}
+
+func open(path string, opts Options) (_ *Bolt, err error) {
+	deadline := time.Now().Add(opts.Timeout)
+	w, err := openWAL(path+"-wal", func() bool {
+		if time.Now().After(deadline) {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond) // polling a file lock, as bbolt does
+		return false
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.nosync = opts.NoSync
+	s := &Bolt{wal: w, opts: opts, ops: make(chan *op, 4096), quit: make(chan struct{}), syncq: make(chan syncJob, 256)}
+	defer func() {
+		if err != nil {
+			s.closeFiles()
+		}
+	}()
+	replay, err := s.prepare(path)
+	if err != nil {
+		return nil, err
+	}
+	s.mmap = max(opts.MmapBytes, 4*fileSize(s.dbf))
+	s.db, err = bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:         opts.Timeout,
+		NoSync:          opts.NoSync,
+		NoFreelistSync:  true,
+		FreelistType:    bolt.FreelistMapType,
+		InitialMmapSize: int(s.mmap),
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Opening writes with bbolt's own syncs; from the first checkpoint on,
+	// the WAL carries durability.
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		for _, p := range replay {
+			if err := replayRecord(tx, p); err != nil {
+				return err
+			}
+		}
 		for _, name := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
@@ -115,20 +202,110 @@ func Open(path string, opts Options) (*Bolt, error) {
 		return meta.Put(keySchema, []byte{schemaVersion})
 	})
 	if err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("persistence: open %s: %w", path, err)
+		return nil, err
 	}
-	s := &Bolt{db: db, opts: opts, ops: make(chan *op, 4096), quit: make(chan struct{})}
+	s.db.NoSync = true
+	if err := s.checkpoint(); err != nil {
+		return nil, err
+	}
+	if len(replay) > 0 {
+		opts.Logger.Info().Int("records", len(replay)).Msg("recovered commits from the write-ahead log")
+	}
 	s.tails.init()
 	s.wg.Go(s.writer)
+	s.wg.Go(s.syncer)
 	return s, nil
+}
+
+// prepare opens the bbolt file beside the WAL and, when the WAL holds a
+// checkpoint the file has moved past or records after it, rolls the file
+// back to the checkpoint and returns the records to re-apply.
+func (s *Bolt) prepare(path string) ([][]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	hdr, slot, ok := s.wal.readHeader()
+	if errors.Is(err, os.ErrNotExist) {
+		if ok {
+			return nil, fmt.Errorf("%w: %s-wal has no database file beside it", errWALCorrupt, path)
+		}
+		// bbolt creates the file; keep our own handle for its meta pages.
+		if f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+			return nil, err
+		}
+		s.dbf = f
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.dbf = f
+	if !ok {
+		// No checkpoint yet: the file was written with bbolt's own syncs.
+		return nil, nil
+	}
+	s.wal.gen, s.wal.slot = hdr.gen, slot
+	replay := readRecords(s.wal.f, s.wal.end, hdr.gen)
+	// After a power loss either meta slot may hold any transaction written
+	// since the checkpoint, an older one, or garbage: only a file that
+	// closed cleanly (at the checkpoint, nothing after it) is used as is.
+	if txid, ok := newestBoltTxid(f); ok && txid == hdr.gen && len(replay) == 0 {
+		return nil, nil
+	}
+	if err := restoreBoltMeta(f, hdr.meta); err != nil {
+		return nil, err
+	}
+	return replay, nil
+}
+
+func fileSize(f *os.File) int64 {
+	st, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// checkpoint makes bbolt durable at its current transaction and records
+// that transaction in the WAL header, then moves the hold to it.
+func (s *Bolt) checkpoint() error {
+	if !s.opts.NoSync {
+		if err := s.db.Sync(); err != nil {
+			return err
+		}
+	}
+	hold, err := s.db.Begin(false)
+	if err != nil {
+		return err
+	}
+	meta, err := boltMetaOf(s.dbf, s.db.Info().PageSize, uint64(hold.ID()))
+	if err == nil {
+		err = s.wal.checkpoint(uint64(hold.ID()), meta)
+	}
+	if err != nil {
+		_ = hold.Rollback()
+		return err
+	}
+	if s.hold != nil {
+		_ = s.hold.Rollback()
+	}
+	s.hold = hold
+	return nil
+}
+
+// big reports whether the file has grown to half of bbolt's mmap. bbolt
+// remaps inside a commit when the file outgrows the mmap, and a remap waits
+// for every open read transaction, the hold included: so past this size
+// each commit runs without a hold and is checkpointed at once. Open maps
+// four times the file (at least MmapBytes), so only a store that grows
+// twofold within one run gets here.
+func (s *Bolt) big() bool {
+	return s.hwm > s.mmap/2
 }
 
 // Path returns the store file's path.
 func (s *Bolt) Path() string { return s.db.Path() }
 
-// Close stops accepting writes, waits for queued commits, and closes the
-// file. Active Log tails end with ErrClosed.
+// Close stops accepting writes, waits for queued commits, checkpoints, and
+// closes the files. Active Log tails end with ErrClosed.
 func (s *Bolt) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -140,7 +317,45 @@ func (s *Bolt) Close() error {
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.tails.closeAll()
-	return s.db.Close()
+	var err error
+	if s.fatal() == nil {
+		err = s.checkpoint()
+	}
+	return errors.Join(err, s.closeFiles())
+}
+
+// closeFiles releases the hold and closes bbolt, its meta handle and the
+// WAL (dropping the WAL's lock last).
+func (s *Bolt) closeFiles() error {
+	var errs []error
+	if s.hold != nil {
+		errs = append(errs, s.hold.Rollback())
+		s.hold = nil
+	}
+	if s.db != nil {
+		errs = append(errs, s.db.Close())
+	}
+	if s.dbf != nil {
+		errs = append(errs, s.dbf.Close())
+	}
+	errs = append(errs, s.wal.close())
+	return errors.Join(errs...)
+}
+
+// fatal returns the failure after which the store accepts no more writes.
+func (s *Bolt) fatal() error {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	return s.failed
+}
+
+func (s *Bolt) fail(err error) {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	if s.failed == nil {
+		s.failed = fmt.Errorf("persistence: store failed, restart to recover from the write-ahead log: %w", err)
+		s.opts.Logger.Error().Err(err).Msg("store failed")
+	}
 }
 
 // op is one write operation. fn runs inside the writer's transaction; it
@@ -156,6 +371,7 @@ type op struct {
 type wtx struct {
 	tx      *bolt.Tx
 	s       *Bolt
+	rec     *[]byte // the transaction's WAL record (record.go)
 	touched []messages.SessionID
 	// msgs caches messages an operation loads and updates, so a batch of
 	// events that all touch one assistant message decodes and encodes it
@@ -196,8 +412,9 @@ func (s *Bolt) submit(ctx context.Context, fn func(w *wtx) error) error {
 }
 
 // writer is the single goroutine that commits. It exits after draining the
-// queue once Close is called.
+// queue once Close is called, closing the syncer's queue behind it.
 func (s *Bolt) writer() {
+	defer close(s.syncq)
 	batch := make([]*op, 0, s.opts.MaxBatch)
 	for {
 		var first *op
@@ -228,54 +445,144 @@ func (s *Bolt) writer() {
 	}
 }
 
-// commit runs ops in one transaction. A failing op is answered with its
-// error and the rest are re-run without it.
+// commit runs ops in one transaction, appends its writes to the WAL and
+// commits bbolt without syncing; the syncer answers the callers once the
+// WAL is durable. A failing op is answered with its error and the rest are
+// re-run without it.
 func (s *Bolt) commit(ops []*op) {
 	start := time.Now()
+	answer := func(ops []*op, err error) {
+		for _, o := range ops {
+			o.done <- err
+		}
+	}
+	if err := s.fatal(); err != nil {
+		answer(ops, err)
+		return
+	}
 	for len(ops) > 0 {
-		failed := -1
-		var failErr error
-		err := s.db.Update(func(tx *bolt.Tx) error {
-			fill(tx)
-			for i, o := range ops {
-				w := &wtx{tx: tx, s: s}
-				err := runOp(o, w)
-				if err == nil {
-					err = w.flush()
-				}
-				if err != nil {
-					failed, failErr = i, err
-					return err
-				}
-				o.touched = w.touched
-			}
-			return nil
-		})
+		failed, err := s.run(ops)
 		if failed >= 0 {
-			ops[failed].done <- failErr
+			ops[failed].done <- err
 			ops = append(ops[:failed:failed], ops[failed+1:]...)
 			continue
 		}
 		if err != nil {
 			err = fmt.Errorf("persistence: commit: %w", err)
 			s.opts.Logger.Error().Err(err).Int("ops", len(ops)).Msg("commit failed")
+			answer(ops, err)
+			return
 		}
-		// OnCommit observes the commit before any caller learns of it, so
-		// a caller that counts commits sees its own.
-		if err == nil && s.opts.OnCommit != nil {
-			s.opts.OnCommit(len(ops), time.Since(start))
-		}
-		for _, o := range ops {
-			o.done <- err
-		}
-		if err == nil {
-			for _, o := range ops {
-				for _, sid := range o.touched {
-					s.tails.notify(sid)
-				}
+		s.syncq <- syncJob{ops: slices.Clone(ops), seq: s.written, start: start}
+		if s.wal.size() >= s.opts.CheckpointBytes || int64(s.db.Stats().PendingPageN) >= s.opts.CheckpointPages || s.hold == nil {
+			if err := s.checkpoint(); err != nil {
+				s.fail(err)
 			}
 		}
 		return
+	}
+}
+
+// run runs ops in one write transaction and commits it. failed is the index
+// of an op whose own error rolled the transaction back, or -1.
+func (s *Bolt) run(ops []*op) (failed int, err error) {
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return -1, err
+	}
+	if s.hwm = tx.Size(); s.big() && s.hold != nil {
+		// Let bbolt remap (see big): checkpoint, then commit unheld.
+		if err := s.checkpoint(); err != nil {
+			_ = tx.Rollback()
+			s.fail(err)
+			return -1, err
+		}
+		_ = s.hold.Rollback()
+		s.hold = nil
+	}
+	s.rec = s.rec[:0]
+	for i, o := range ops {
+		w := &wtx{tx: tx, s: s, rec: &s.rec}
+		err := runOp(o, w)
+		if err == nil {
+			err = w.flush()
+		}
+		if err != nil {
+			_ = tx.Rollback()
+			return i, err
+		}
+		o.touched = w.touched
+	}
+	if len(s.rec) == 0 {
+		// Nothing written: no record, no commit. The callers are still
+		// answered by the syncer, after what they may have read is durable.
+		return -1, tx.Rollback()
+	}
+	txid, off := uint64(tx.ID()), s.wal.off
+	if err := s.wal.append(txid, s.rec); err != nil {
+		_ = tx.Rollback()
+		// A partly written record may be complete enough to replay.
+		if uerr := s.wal.unappend(off, txid); uerr != nil {
+			s.fail(uerr)
+		}
+		return -1, err
+	}
+	if err := tx.Commit(); err != nil {
+		if uerr := s.wal.unappend(off, txid); uerr != nil {
+			s.fail(uerr)
+		}
+		return -1, err
+	}
+	s.written++
+	return -1, nil
+}
+
+// syncer makes committed batches durable with one fdatasync for all that
+// are queued, then answers their callers in commit order and wakes tails.
+func (s *Bolt) syncer() {
+	var jobs []syncJob
+	for job := range s.syncq {
+		jobs = append(jobs[:0], job)
+	more:
+		for {
+			select {
+			case j, ok := <-s.syncq:
+				if !ok {
+					break more
+				}
+				jobs = append(jobs, j)
+			default:
+				break more
+			}
+		}
+		err := s.fatal()
+		if last := jobs[len(jobs)-1].seq; err == nil && last > s.synced {
+			if err = s.wal.sync(); err != nil {
+				s.fail(err)
+				err = s.fatal()
+			} else {
+				s.synced = last
+			}
+		}
+		for _, j := range jobs {
+			// OnCommit observes the commit before any caller learns of it,
+			// so a caller that counts commits sees its own.
+			if err == nil && s.opts.OnCommit != nil {
+				s.opts.OnCommit(len(j.ops), time.Since(j.start))
+			}
+			for _, o := range j.ops {
+				o.done <- err
+			}
+		}
+		if err == nil {
+			for _, j := range jobs {
+				for _, o := range j.ops {
+					for _, sid := range o.touched {
+						s.tails.notify(sid)
+					}
+				}
+			}
+		}
 	}
 }
 
@@ -285,16 +592,6 @@ func (s *Bolt) commit(ops []*op) {
 // leave every page behind the append point half empty forever: twice the
 // pages, a deeper tree and more pages to write per commit.
 const fillPercent = 0.9
-
-// fill sets the split fill of every bucket of a write transaction (bbolt
-// keeps the setting per Bucket handle, and caches handles per transaction).
-func fill(tx *bolt.Tx) {
-	for _, name := range allBuckets {
-		if b := tx.Bucket(name); b != nil {
-			b.FillPercent = fillPercent
-		}
-	}
-}
 
 // runOp runs one operation, turning a panic into its error so a bug in one
 // projector cannot take the writer down.

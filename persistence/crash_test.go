@@ -26,7 +26,8 @@ func TestCrashChild(t *testing.T) {
 	if path == "" {
 		return
 	}
-	st, err := persistence.Open(path, persistence.Options{})
+	// Small checkpoints, so kills also land during and between them.
+	st, err := persistence.Open(path, persistence.Options{CheckpointPages: 256})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)

@@ -51,7 +51,7 @@ func (s *Bolt) PutEntry(ctx context.Context, sid messages.SessionID, key, value 
 		if err := w.exists(sid); err != nil {
 			return err
 		}
-		return w.tx.Bucket(bucketEntries).Put(strKey(sid, 0, key), []byte(value))
+		return w.putBytes(bucketEntries, strKey(sid, 0, key), []byte(value))
 	})
 }
 
@@ -66,7 +66,7 @@ func (s *Bolt) DeleteEntry(ctx context.Context, sid messages.SessionID, key stri
 		if b.Get(k) == nil {
 			return messages.Errorf(messages.ErrNotFound, "instruction entry %q not found", key)
 		}
-		return b.Delete(k)
+		return w.del(bucketEntries, k)
 	})
 }
 
@@ -98,9 +98,8 @@ func (s *Bolt) SaveApproval(ctx context.Context, project, permission string, pat
 		return err
 	}
 	return s.submit(ctx, func(w *wtx) error {
-		b := w.tx.Bucket(bucketApprovals)
 		for _, p := range patterns {
-			if err := b.Put(approvalKey(project, permission, p), nil); err != nil {
+			if err := w.putBytes(bucketApprovals, approvalKey(project, permission, p), nil); err != nil {
 				return err
 			}
 		}

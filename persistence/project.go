@@ -19,10 +19,10 @@ func (w *wtx) project(ev messages.Event) error {
 		if seq != 0 {
 			return messages.Errorf(messages.ErrInvalid, "session.created.1 at seq %d", seq)
 		}
-		if err := w.tx.Bucket(bucketSessions).Put([]byte(sid), nil); err != nil {
+		if err := w.putBytes(bucketSessions, []byte(sid), nil); err != nil {
 			return err
 		}
-		return put(w.tx, bucketData, prefix(sid, kSession), &Session{ID: sid, Location: p.Location, Title: p.Title,
+		return w.put(bucketData, prefix(sid, kSession), &Session{ID: sid, Location: p.Location, Title: p.Title,
 			Agent: p.Agent, Model: p.Model, Created: ev.Created})
 	case *messages.AgentSelected:
 		return w.updateSession(sid, func(s *Session) { s.Agent = p.Agent })
@@ -32,7 +32,7 @@ func (w *wtx) project(ev messages.Event) error {
 		if err := w.updateSession(sid, func(s *Session) { s.Location = p.Location }); err != nil {
 			return err
 		}
-		return w.tx.Bucket(bucketData).Delete(prefix(sid, kCheckpoint))
+		return w.del(bucketData, prefix(sid, kCheckpoint))
 	case *messages.PromptAdmitted:
 		return w.insertInput(sid, admittedInput(ev, p))
 	case *messages.PromptPromoted:
@@ -61,7 +61,7 @@ func (w *wtx) project(ev messages.Event) error {
 			c.State, c.Error = CompactionFailed, &e
 		})
 	case *messages.InstructionsBaselined:
-		return put(w.tx, bucketData, prefix(sid, kCheckpoint), &Checkpoint{Baseline: p.Text, BaselineSeq: seq, Applied: maps.Clone(p.Applied)})
+		return w.put(bucketData, prefix(sid, kCheckpoint), &Checkpoint{Baseline: p.Text, BaselineSeq: seq, Applied: maps.Clone(p.Applied)})
 	case *messages.InstructionsUpdated:
 		var c Checkpoint
 		ok, err := get(w.tx, bucketData, prefix(sid, kCheckpoint), &c)
@@ -72,7 +72,7 @@ func (w *wtx) project(ev messages.Event) error {
 			return messages.Errorf(messages.ErrInvalid, "instructions updated before a baseline")
 		}
 		c.Applied = maps.Clone(p.Applied)
-		if err := put(w.tx, bucketData, prefix(sid, kCheckpoint), &c); err != nil {
+		if err := w.put(bucketData, prefix(sid, kCheckpoint), &c); err != nil {
 			return err
 		}
 		id := derivedID(ev)
@@ -208,7 +208,7 @@ func (w *wtx) clearRetry(sid messages.SessionID, id messages.MessageID) error {
 		}
 	}
 	s.Retrying = ""
-	return put(w.tx, bucketData, prefix(sid, kSession), &s)
+	return w.put(bucketData, prefix(sid, kSession), &s)
 }
 
 func (w *wtx) updateSession(sid messages.SessionID, f func(*Session)) error {
@@ -217,7 +217,7 @@ func (w *wtx) updateSession(sid messages.SessionID, f func(*Session)) error {
 		return err
 	}
 	f(&s)
-	return put(w.tx, bucketData, prefix(sid, kSession), &s)
+	return w.put(bucketData, prefix(sid, kSession), &s)
 }
 
 // claimID records a message ID in the global index, failing when any
@@ -227,7 +227,7 @@ func (w *wtx) claimID(id messages.MessageID, sid messages.SessionID, kind string
 	if b.Get([]byte(id)) != nil {
 		return messages.Errorf(messages.ErrPromptConflict, "message ID %q is already in use", id)
 	}
-	return put(w.tx, bucketIDs, []byte(id), &idEntry{SessionID: sid, Kind: kind})
+	return w.put(bucketIDs, []byte(id), &idEntry{SessionID: sid, Kind: kind})
 }
 
 // admittedInput is the inbox row session.prompt.admitted.1 projects.
@@ -241,10 +241,10 @@ func (w *wtx) insertInput(sid messages.SessionID, in Input) error {
 	if err := w.claimID(in.ID, sid, idInput); err != nil {
 		return err
 	}
-	if err := put(w.tx, bucketInbox, []byte(in.ID), &in); err != nil {
+	if err := w.put(bucketInbox, []byte(in.ID), &in); err != nil {
 		return err
 	}
-	return w.tx.Bucket(bucketData).Put(seqKey(sid, kPending, in.AdmittedSeq), []byte(in.ID))
+	return w.putBytes(bucketData, seqKey(sid, kPending, in.AdmittedSeq), []byte(in.ID))
 }
 
 // settleInput marks a pending inbox row of the given kind promoted (or
@@ -264,10 +264,10 @@ func (w *wtx) settleInput(sid messages.SessionID, id messages.MessageID, kind st
 		return in, messages.Errorf(messages.ErrInputPromoted, "input %q was already settled at seq %d", id, *in.PromotedSeq)
 	}
 	in.PromotedSeq = &seq
-	if err := put(w.tx, bucketInbox, []byte(id), &in); err != nil {
+	if err := w.put(bucketInbox, []byte(id), &in); err != nil {
 		return in, err
 	}
-	return in, w.tx.Bucket(bucketData).Delete(seqKey(sid, kPending, in.AdmittedSeq))
+	return in, w.del(bucketData, seqKey(sid, kPending, in.AdmittedSeq))
 }
 
 // putMessage records a message at its source seq; flush writes it and
@@ -288,14 +288,14 @@ func (w *wtx) putMessage(m Message) error {
 func (w *wtx) flush() error {
 	for _, key := range w.dirty {
 		m := w.msgs[key]
-		if err := put(w.tx, bucketData, seqKey(m.SessionID, kMessage, m.Seq), m); err != nil {
+		if err := w.put(bucketData, seqKey(m.SessionID, kMessage, m.Seq), m); err != nil {
 			return err
 		}
 		// The index entry changes only when the message is new; rewriting
 		// it would dirty its leaf in every commit that touches the message.
 		b, ref := w.tx.Bucket(bucketData), seqKey(m.SessionID, kMessage, m.Seq)
 		if !bytes.Equal(b.Get([]byte(key)), ref) {
-			if err := b.Put([]byte(key), ref); err != nil {
+			if err := w.putBytes(bucketData, []byte(key), ref); err != nil {
 				return err
 			}
 		}
@@ -372,7 +372,7 @@ func (w *wtx) stepStarted(ev messages.Event, p *messages.StepStarted) error {
 		}
 		m.Open, m.Attempts, m.Agent, m.Model = true, m.Attempts+1, p.Agent, p.Model
 		m.Retry, m.Error, m.Finish, m.Tokens, m.Cost, m.Completed = nil, nil, "", nil, 0, 0
-		if err := w.tx.Bucket(bucketData).Put(strKey(sid, kOpen, string(m.ID)), nil); err != nil {
+		if err := w.putBytes(bucketData, strKey(sid, kOpen, string(m.ID)), nil); err != nil {
 			return err
 		}
 		return w.putMessage(m)
@@ -380,7 +380,7 @@ func (w *wtx) stepStarted(ev messages.Event, p *messages.StepStarted) error {
 	if err := w.claimID(p.AssistantMessageID, sid, idAssistant); err != nil {
 		return err
 	}
-	if err := w.tx.Bucket(bucketData).Put(strKey(sid, kOpen, string(p.AssistantMessageID)), nil); err != nil {
+	if err := w.putBytes(bucketData, strKey(sid, kOpen, string(p.AssistantMessageID)), nil); err != nil {
 		return err
 	}
 	return w.putMessage(Message{ID: p.AssistantMessageID, SessionID: sid, Seq: seq, Role: RoleAssistant,
@@ -421,7 +421,7 @@ func (w *wtx) closeStep(m *Message) error {
 		}
 	}
 	m.Open = false
-	return w.tx.Bucket(bucketData).Delete(strKey(m.SessionID, kOpen, string(m.ID)))
+	return w.del(bucketData, strKey(m.SessionID, kOpen, string(m.ID)))
 }
 
 func toolPart(m *Message, callID string) *ToolPart {

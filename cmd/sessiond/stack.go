@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
-	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/locations"
@@ -114,7 +113,7 @@ func openStack(cfg Config, log zerolog.Logger, opts stackOptions) (_ *stack, err
 		popts.OnCommit = s.metrics.Commit
 	}
 	s.store, err = persistence.Open(filepath.Join(cfg.Data, StoreFileName), popts)
-	if errors.Is(err, bolterrors.ErrTimeout) {
+	if errors.Is(err, persistence.ErrLocked) {
 		return nil, fmt.Errorf("%w: %s is locked; stop the other sessiond, or talk to it with the client commands (sessiond prompt, sessiond log)",
 			errDataDirInUse, filepath.Join(cfg.Data, StoreFileName))
 	}

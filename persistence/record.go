@@ -1,0 +1,124 @@
+package persistence
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+// A WAL record's payload is the transaction's writes in order, physical and
+// not logical: replaying it needs no projector, clock or ID generator, so it
+// reproduces the transaction exactly whatever the code version.
+//
+//	write: op byte | bucket index byte | uvarint key length | key
+//	       | (put only) uvarint value length | value
+const (
+	recPut byte = 1
+	recDel byte = 2
+)
+
+func bucketIndex(name []byte) byte {
+	for i, b := range allBuckets {
+		if bytes.Equal(b, name) {
+			return byte(i)
+		}
+	}
+	panic(fmt.Sprintf("persistence: unknown bucket %q", name))
+}
+
+// putBytes writes val at key of bucket and logs the write. Every write of
+// the writer goes through putBytes or del (TestWritesAreLogged checks).
+func (w *wtx) putBytes(bucket, key, val []byte) error {
+	if err := w.bucket(bucket).Put(key, val); err != nil {
+		return err
+	}
+	r := append(*w.rec, recPut, bucketIndex(bucket))
+	r = binary.AppendUvarint(r, uint64(len(key)))
+	r = append(r, key...)
+	r = binary.AppendUvarint(r, uint64(len(val)))
+	*w.rec = append(r, val...)
+	return nil
+}
+
+// put encodes v at key of bucket.
+func (w *wtx) put(bucket, key []byte, v any) error {
+	b, err := messages.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("persistence: encode %s/%q: %w", bucket, key, err)
+	}
+	return w.putBytes(bucket, key, b)
+}
+
+// del deletes key of bucket and logs the write.
+func (w *wtx) del(bucket, key []byte) error {
+	if err := w.bucket(bucket).Delete(key); err != nil {
+		return err
+	}
+	r := append(*w.rec, recDel, bucketIndex(bucket))
+	r = binary.AppendUvarint(r, uint64(len(key)))
+	*w.rec = append(r, key...)
+	return nil
+}
+
+// bucket returns a bucket to write to. bbolt keeps the split fill per
+// Bucket handle and caches handles per transaction, so setting it here
+// covers every page the transaction splits.
+func (w *wtx) bucket(name []byte) *bolt.Bucket {
+	b := w.tx.Bucket(name)
+	b.FillPercent = fillPercent
+	return b
+}
+
+// decodeRecord calls fn for each write of a record payload, refusing any
+// payload that is not exactly a sequence of well-formed writes.
+func decodeRecord(p []byte, fn func(op byte, bucket, key, val []byte) error) error {
+	for len(p) > 0 {
+		if len(p) < 2 {
+			return fmt.Errorf("%w: truncated write", errWALCorrupt)
+		}
+		op, bi := p[0], int(p[1])
+		if (op != recPut && op != recDel) || bi >= len(allBuckets) {
+			return fmt.Errorf("%w: write op %d on bucket %d", errWALCorrupt, op, bi)
+		}
+		p = p[2:]
+		key, rest, err := lengthPrefixed(p)
+		if err != nil {
+			return err
+		}
+		p = rest
+		var val []byte
+		if op == recPut {
+			if val, p, err = lengthPrefixed(p); err != nil {
+				return err
+			}
+		}
+		if err := fn(op, allBuckets[bi], key, val); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func lengthPrefixed(p []byte) (field, rest []byte, err error) {
+	n, k := binary.Uvarint(p)
+	if k <= 0 || n > uint64(len(p)-k) {
+		return nil, nil, fmt.Errorf("%w: bad length", errWALCorrupt)
+	}
+	return p[k : k+int(n)], p[k+int(n):], nil
+}
+
+// replayRecord applies a record's writes to tx.
+func replayRecord(tx *bolt.Tx, p []byte) error {
+	return decodeRecord(p, func(op byte, bucket, key, val []byte) error {
+		b := tx.Bucket(bucket)
+		b.FillPercent = fillPercent
+		if op == recDel {
+			return b.Delete(key)
+		}
+		return b.Put(key, val)
+	})
+}

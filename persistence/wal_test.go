@@ -1,0 +1,466 @@
+package persistence
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+// noCheckpoints keeps the writer from checkpointing on its own, so a test
+// knows the checkpoint is the one Open made.
+var noCheckpoints = Options{CheckpointBytes: 1 << 40, CheckpointPages: 1 << 40}
+
+// populate creates sessions Sessions and admits n prompts spread over them.
+func populate(t *testing.T, st *Bolt, sessions, n int) {
+	t.Helper()
+	ctx := context.Background()
+	var sids []messages.SessionID
+	for range sessions {
+		s, _, err := st.CreateSession(ctx, CreateSession{Location: messages.Location{Directory: "/tmp"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sids = append(sids, s.ID)
+	}
+	for i := range n {
+		p := messages.Prompt{Text: fmt.Sprintf("prompt %d %s", i, strings.Repeat("x", i%300))}
+		if _, _, err := st.Admit(ctx, Admission{SessionID: sids[i%len(sids)], Prompt: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func dump(t *testing.T, st *Bolt) map[string]map[string]string {
+	t.Helper()
+	d, err := st.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func openAndCheck(t *testing.T, path string, opts Options) *Bolt {
+	t.Helper()
+	st, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	err = st.db.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("consistency check: %v", err)
+	}
+	return st
+}
+
+// TestRecoveryAfterPowerLoss models a power loss: every bbolt page written
+// since the last checkpoint may or may not have reached the disk, and either
+// meta page may be torn. Recovery must rebuild exactly the acknowledged
+// state from the checkpoint and the WAL. It fails if bbolt reuses a page of
+// the checkpoint before the next one (the hold), if recovery trusts a newer
+// meta page, or if a record is lost or replayed twice.
+func TestRecoveryAfterPowerLoss(t *testing.T) {
+	for seed := range 8 {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "s.db")
+			st, err := Open(path, noCheckpoints)
+			if err != nil {
+				t.Fatal(err)
+			}
+			populate(t, st, 3, 50)
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			st, err = Open(path, noCheckpoints) // checkpoints at open
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			snap, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			populate(t, st, 4, 300)
+			want := dump(t, st)
+			cur, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps := st.db.Info().PageSize
+			rng := rand.New(rand.NewPCG(uint64(seed), 7))
+			lost := filepath.Join(t.TempDir(), "s.db")
+			if err := os.WriteFile(lost, mixPages(snap, cur, ps, rng), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			copyFile(t, path+"-wal", lost+"-wal")
+			got := dump(t, openAndCheck(t, lost, noCheckpoints))
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("recovered state differs from the acknowledged state")
+			}
+		})
+	}
+}
+
+// mixPages returns a file where each page comes from the checkpoint's
+// snapshot or from the current file at random, meta pages may be garbage,
+// and pages the snapshot did not have may be zeros.
+func mixPages(snap, cur []byte, ps int, rng *rand.Rand) []byte {
+	out := make([]byte, len(cur))
+	for off := 0; off < len(cur); off += ps {
+		page := out[off : off+ps]
+		switch choice := rng.IntN(3); {
+		case off < 2*ps && choice == 2:
+			for i := range page {
+				page[i] = byte(rng.Uint32())
+			}
+		case choice == 0 && off+ps <= len(snap):
+			copy(page, snap[off:])
+		case choice == 0:
+			// Never written before the power loss.
+		default:
+			copy(page, cur[off:])
+		}
+	}
+	return out
+}
+
+// TestRecoveryAfterProcessCrash copies the files of a running store, as a
+// SIGKILL would leave them (bbolt's unsynced pages are in the page cache),
+// including checkpoints taken while it ran.
+func TestRecoveryAfterProcessCrash(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, Options{CheckpointPages: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	populate(t, st, 5, 400)
+	want := dump(t, st)
+	crashed := filepath.Join(t.TempDir(), "s.db")
+	copyFile(t, path, crashed)
+	copyFile(t, path+"-wal", crashed+"-wal")
+	if got := dump(t, openAndCheck(t, crashed, Options{})); !reflect.DeepEqual(got, want) {
+		t.Fatal("recovered state differs from the acknowledged state")
+	}
+}
+
+// TestBigStoreCommitsWithoutHold runs a store whose file outgrows half its
+// mmap, where each commit is checkpointed and runs unheld, and checks that
+// it still commits and recovers.
+func TestBigStoreCommitsWithoutHold(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, Options{MmapBytes: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	populate(t, st, 2, 400)
+	if !st.big() {
+		t.Fatalf("high-water mark %d of mmap %d: not big", st.hwm, st.mmap)
+	}
+	want := dump(t, st)
+	crashed := filepath.Join(t.TempDir(), "s.db")
+	copyFile(t, path, crashed)
+	copyFile(t, path+"-wal", crashed+"-wal")
+	if got := dump(t, openAndCheck(t, crashed, Options{})); !reflect.DeepEqual(got, want) {
+		t.Fatal("recovered state differs from the acknowledged state")
+	}
+}
+
+func TestWALRecords(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w")
+	w, err := openWAL(path, func() bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	if _, _, ok := w.readHeader(); ok {
+		t.Fatal("new WAL has a header")
+	}
+	meta := []byte("meta of tx 10")
+	if err := w.checkpoint(10, meta); err != nil {
+		t.Fatal(err)
+	}
+	for txid := uint64(11); txid <= 13; txid++ {
+		if err := w.append(txid, fmt.Appendf(nil, "payload %d", txid)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.append(15, nil); err == nil {
+		t.Fatal("append out of order: no error")
+	}
+	h, _, ok := w.readHeader()
+	if !ok || h.gen != 10 || !bytes.Equal(h.meta, meta) {
+		t.Fatalf("header %+v %v", h, ok)
+	}
+	if got := readRecords(w.f, w.end, 10); len(got) != 3 || string(got[2]) != "payload 13" {
+		t.Fatalf("records %q", got)
+	}
+
+	// A new generation overwrites the start; the old records after it are
+	// stale and must not read as its continuation.
+	if err := w.checkpoint(13, []byte("meta of tx 13")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.append(14, []byte("payload 11")); err != nil { // same length as before
+		t.Fatal(err)
+	}
+	if h, _, _ := w.readHeader(); h.gen != 13 {
+		t.Fatalf("header gen %d, want 13", h.gen)
+	}
+	if got := readRecords(w.f, w.end, 13); len(got) != 1 || string(got[0]) != "payload 11" {
+		t.Fatalf("records after second checkpoint %q", got)
+	}
+
+	// A torn record ends the log.
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[walRecordStart+walRecordHead] ^= 0xff
+	if got := readRecords(bytes.NewReader(b), int64(len(b)), 13); len(got) != 0 {
+		t.Fatalf("torn record read back: %q", got)
+	}
+	// A torn header falls back to the other slot.
+	slot := 1 - w.slot
+	if h, _, _ := w.readHeader(); h.gen != 13 {
+		t.Fatal("setup")
+	}
+	b[(1-slot)*walSlotSize+9] ^= 0xff
+	if h, ok := decodeHeader(b[(1-slot)*walSlotSize:]); ok {
+		t.Fatalf("torn header decoded: %+v", h)
+	}
+	if h, ok := decodeHeader(b[slot*walSlotSize:]); !ok || h.gen != 10 {
+		t.Fatalf("other slot: %+v %v", h, ok)
+	}
+
+	// Unappend invalidates a record whose transaction did not commit.
+	off := w.off
+	if err := w.append(15, []byte("never committed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.unappend(off, 15); err != nil {
+		t.Fatal(err)
+	}
+	if got := readRecords(w.f, w.end, 13); len(got) != 1 {
+		t.Fatalf("records after unappend %q", got)
+	}
+	if err := w.append(15, []byte("committed")); err != nil {
+		t.Fatalf("append after unappend: %v", err)
+	}
+}
+
+// TestWALLocksStore checks that a second Open of the same store waits for
+// the WAL's lock and gives up after Timeout.
+func TestWALLocksStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := Open(path, Options{Timeout: 50e6}); err == nil || !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open: %v", err)
+	}
+}
+
+// TestWALWithoutDatabase refuses a WAL whose database file is missing
+// rather than starting an empty store beside it.
+func TestWALWithoutDatabase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path, Options{}); err == nil || !strings.Contains(err.Error(), "no database file") {
+		t.Fatalf("open: %v", err)
+	}
+}
+
+// TestBoltMetaLayout checks boltmeta.go's reading of bbolt's meta pages
+// against what bbolt itself reports.
+func TestBoltMetaLayout(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "b.db")
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoFreelistSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i := range 3 {
+		err := db.Update(func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("b"))
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte{byte(i)}, []byte("v"))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var txid uint64
+	_ = db.View(func(tx *bolt.Tx) error { txid = uint64(tx.ID()); return nil })
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	metas, valid := readBoltMetas(f)
+	if !valid[0] || !valid[1] {
+		t.Fatalf("meta pages not valid: %v", valid)
+	}
+	if metas[0].pageSize != db.Info().PageSize {
+		t.Fatalf("page size %d, bbolt says %d", metas[0].pageSize, db.Info().PageSize)
+	}
+	if got, _ := newestBoltTxid(f); got != txid {
+		t.Fatalf("newest txid %d, bbolt says %d", got, txid)
+	}
+	if _, err := boltMetaOf(f, metas[0].pageSize, txid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := boltMetaOf(f, metas[0].pageSize, txid+1); err == nil {
+		t.Fatal("meta of a future tx found")
+	}
+	// Corrupting one field breaks the checksum.
+	raw := append([]byte(nil), metas[txid%2].raw...)
+	binary.NativeEndian.PutUint64(raw[boltPageHead+48:], txid+7)
+	if _, ok := parseBoltMeta(raw); ok {
+		t.Fatal("meta with a changed txid still validates")
+	}
+}
+
+// TestWritesAreLogged fails when code in this package writes to bbolt
+// without going through wtx.putBytes or wtx.del, whose writes reach the
+// WAL: such a write would be lost in recovery.
+func TestWritesAreLogged(t *testing.T) {
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{"record.go": true}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") || allowed[name] {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || (name == "bolt.go" && fn.Name.Name == "open") {
+				continue // open writes the schema with bbolt's own syncs
+			}
+			ast.Inspect(fn, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
+					switch sel.Sel.Name {
+					case "Put", "Delete", "CreateBucket", "CreateBucketIfNotExists", "DeleteBucket", "NextSequence", "SetSequence":
+						t.Errorf("%s: %s calls %s directly; use wtx.putBytes or wtx.del", fset.Position(call.Pos()), fn.Name.Name, sel.Sel.Name)
+					}
+				}
+				return true
+			})
+		}
+	}
+}
+
+// FuzzDecodeRecord checks that no payload panics the decoder and that a
+// payload it accepts is exactly a sequence of writes: encoding those writes
+// again gives a payload that decodes to the same writes.
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add([]byte{recPut, 1, 3, 'k', 'e', 'y', 2, 'v', 'v', recDel, 2, 1, 'k'})
+	f.Add([]byte{recPut, 9, 1, 'k', 0})
+	f.Add([]byte{recPut, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	writes := func(p []byte) ([]string, []byte, error) {
+		var out []string
+		var again []byte
+		err := decodeRecord(p, func(op byte, bucket, key, val []byte) error {
+			out = append(out, fmt.Sprintf("%d %s %q %q", op, bucket, key, val))
+			again = append(again, op, bucketIndex(bucket))
+			again = binary.AppendUvarint(again, uint64(len(key)))
+			again = append(again, key...)
+			if op == recPut {
+				again = binary.AppendUvarint(again, uint64(len(val)))
+				again = append(again, val...)
+			}
+			return nil
+		})
+		return out, again, err
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		first, again, err := writes(p)
+		if err != nil {
+			return
+		}
+		second, _, err := writes(again)
+		if err != nil || !reflect.DeepEqual(first, second) {
+			t.Fatalf("re-encoded writes differ: %v %q vs %q", err, first, second)
+		}
+	})
+}
+
+func FuzzReadWAL(f *testing.F) {
+	dir := f.TempDir()
+	w, err := openWAL(filepath.Join(dir, "w"), func() bool { return true })
+	if err != nil {
+		f.Fatal(err)
+	}
+	_ = w.checkpoint(5, []byte("m"))
+	_ = w.append(6, []byte{recPut, 1, 1, 'k', 1, 'v'})
+	_ = w.append(7, []byte{recDel, 1, 1, 'k'})
+	b, _ := os.ReadFile(filepath.Join(dir, "w"))
+	w.close()
+	f.Add(b[:walRecordStart+64])
+	f.Add([]byte("sdwal"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for slot := range 2 {
+			if slot*walSlotSize < len(b) {
+				decodeHeader(b[slot*walSlotSize:])
+			}
+		}
+		for _, p := range readRecords(bytes.NewReader(b), int64(len(b)), 5) {
+			_ = decodeRecord(p, func(byte, []byte, []byte, []byte) error { return nil })
+		}
+	})
+}
