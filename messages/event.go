@@ -136,7 +136,12 @@ func Unmarshal(b []byte, v any) error {
 }
 
 // MarshalEvent encodes an event in its stored form.
-func MarshalEvent(e Event) ([]byte, error) {
+func MarshalEvent(e Event) ([]byte, error) { return MarshalEventData(e, nil) }
+
+// MarshalEventData is MarshalEvent with the payload already encoded by
+// Marshal(e.Data), or encoded here when data is nil. The store encodes
+// payloads before its single writer runs, which then only frames them.
+func MarshalEventData(e Event, data []byte) ([]byte, error) {
 	if e.Data == nil {
 		return nil, fmt.Errorf("messages: marshal %s: no data", e.ID)
 	}
@@ -146,9 +151,11 @@ func MarshalEvent(e Event) ([]byte, error) {
 	if e.Type != e.Data.Type() {
 		return nil, fmt.Errorf("messages: marshal %s: type %q does not match data %q", e.ID, e.Type, e.Data.Type())
 	}
-	data, err := Marshal(e.Data)
-	if err != nil {
-		return nil, fmt.Errorf("messages: marshal %s data: %w", e.ID, err)
+	if data == nil {
+		var err error
+		if data, err = Marshal(e.Data); err != nil {
+			return nil, fmt.Errorf("messages: marshal %s data: %w", e.ID, err)
+		}
 	}
 	return Marshal(&storedEvent{Format: storedFormat, ID: e.ID, Created: e.Created, Type: e.Type,
 		Durable: e.Durable, Location: e.Location, Data: data})

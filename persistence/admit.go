@@ -123,7 +123,12 @@ func (s *Bolt) Admit(ctx context.Context, req Admission) (Admitted, bool, error)
 		}
 	}
 	evID, now := s.opts.IDs.Event(), s.opts.Clock().UnixMilli()
-	err := s.submit(ctx, func(w *wtx) error {
+	data := &messages.PromptAdmitted{SessionID: req.SessionID, InputID: req.ID, Prompt: req.Prompt, Delivery: req.Delivery}
+	enc, err := messages.Marshal(data)
+	if err != nil {
+		return Admitted{}, false, err
+	}
+	err = s.submit(ctx, func(w *wtx) error {
 		if supplied {
 			var err error
 			if out, done, err = existingReceipt(w.tx, req); err != nil || done {
@@ -138,13 +143,12 @@ func (s *Bolt) Admit(ctx context.Context, req Admission) (Admitted, bool, error)
 			return err
 		}
 		ev := messages.Event{ID: evID, Created: now, Type: messages.TypePromptAdmitted,
-			Durable: &messages.Durable{AggregateID: req.SessionID, Seq: last + 1, Version: 1},
-			Data:    &messages.PromptAdmitted{SessionID: req.SessionID, InputID: req.ID, Prompt: req.Prompt, Delivery: req.Delivery}}
-		if err := w.apply(ev); err != nil {
+			Durable: &messages.Durable{AggregateID: req.SessionID, Seq: last + 1, Version: 1}, Data: data}
+		if err := w.applyData(ev, enc); err != nil {
 			return err
 		}
 		// The receipt of the row the projector just wrote, built as it was.
-		out = admittedInput(ev, ev.Data.(*messages.PromptAdmitted)).Receipt()
+		out = admittedInput(ev, data).Receipt()
 		return nil
 	})
 	return out, err == nil && !done, err

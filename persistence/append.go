@@ -32,10 +32,18 @@ func (s *Bolt) Append(ctx context.Context, id messages.SessionID, data ...messag
 	}
 	// Envelope identity and time are decided outside the transaction so the
 	// operation stays deterministic if its batch is re-run.
+	// Payloads are encoded here, in the caller's goroutine, so the single
+	// writer only frames them.
 	evs := make([]messages.Event, len(data))
+	enc := make([][]byte, len(data))
 	now := s.opts.Clock().UnixMilli()
 	for i, p := range data {
 		evs[i] = messages.Event{ID: s.opts.IDs.Event(), Created: now, Type: p.Type(), Data: p}
+		b, err := messages.Marshal(p)
+		if err != nil {
+			return nil, fmt.Errorf("persistence: encode %s: %w", p.Type(), err)
+		}
+		enc[i] = b
 	}
 	err := s.submit(ctx, func(w *wtx) error {
 		last, err := w.lastSeq(id)
@@ -45,7 +53,7 @@ func (s *Bolt) Append(ctx context.Context, id messages.SessionID, data ...messag
 		next := last + 1
 		for i := range evs {
 			evs[i].Durable = &messages.Durable{AggregateID: id, Seq: next + int64(i), Version: messages.VersionOf(evs[i].Type)}
-			if err := w.apply(evs[i]); err != nil {
+			if err := w.applyData(evs[i], enc[i]); err != nil {
 				return err
 			}
 		}
@@ -99,27 +107,32 @@ func existingLastSeq(tx *bolt.Tx, sid messages.SessionID) (int64, error) {
 // lastSeq returns the Session's last committed seq, or -1.
 func lastSeq(tx *bolt.Tx, sid messages.SessionID) int64 {
 	c := tx.Bucket(bucketData).Cursor()
-	p := prefix(sid, kLog)
-	k, _ := c.Seek(seqKey(sid, kLog, -1)) // 0xFF… sorts after every real seq
+	p := prefix(sid, kStream)
+	k, _ := c.Seek(prefix(sid, kStream+1)) // the first key after the stream
 	if k == nil {
 		k, _ = c.Last()
 	} else {
 		k, _ = c.Prev()
 	}
-	if k == nil || !bytes.HasPrefix(k, p) || len(k) != len(p)+8 {
+	// The last row is the last event or the message it created: either
+	// way its seq is the last seq.
+	if k == nil || !bytes.HasPrefix(k, p) || len(k) != len(p)+9 {
 		return -1
 	}
-	return seqOf(k)
+	return streamSeq(k)
 }
 
 // apply writes one event to the log and runs its projector.
-func (w *wtx) apply(ev messages.Event) error {
+func (w *wtx) apply(ev messages.Event) error { return w.applyData(ev, nil) }
+
+// applyData is apply with the payload already encoded (see Append).
+func (w *wtx) applyData(ev messages.Event, data []byte) error {
 	sid := ev.Durable.AggregateID
-	b, err := messages.MarshalEvent(ev)
+	b, err := messages.MarshalEventData(ev, data)
 	if err != nil {
 		return err
 	}
-	if err := w.putBytes(bucketData, seqKey(sid, kLog, ev.Durable.Seq), b); err != nil {
+	if err := w.putBytes(bucketData, streamKey(sid, ev.Durable.Seq, rLog), b); err != nil {
 		return err
 	}
 	if err := w.project(ev); err != nil {

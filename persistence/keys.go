@@ -21,23 +21,36 @@ var (
 )
 
 // kind is the row kind byte that follows a Session's prefix in the data
-// bucket. The order is deliberate: the log comes after the small kinds and
-// right before the pending index, so an admission's log append and pending
-// insert usually dirty the same leaf page.
+// bucket. The order puts everything a step or an admission writes next to
+// each other at the end of the Session's rows, so a commit usually dirties
+// one leaf page per Session (see doc.go):
+//
+//	head:   checkpoint, message index (rarely or once per message written)
+//	stream: log events and messages interleaved by seq; the newest events
+//	        and the open assistant message are at its end
+//	tail:   open steps, pending inputs, the Session record
 type kind byte
 
 const (
-	kSession    kind = 1 // the Session record
-	kCheckpoint kind = 2 // the instruction checkpoint
-	kMsgIndex   kind = 3 // messageID -> message key
-	kMessage    kind = 4 // source seq -> message
-	kLog        kind = 5 // seq -> event
-	kPending    kind = 6 // admitted seq -> message ID of an unsettled input
-	kOpen       kind = 7 // messageID of an assistant message whose step is open
+	kCheckpoint kind = 1 // the instruction checkpoint
+	kMsgIndex   kind = 2 // messageID -> message key
+	kStream     kind = 3 // seq + row -> event or message (streamKey)
+	kOpen       kind = 4 // messageID of an assistant message whose step is open
+	kPending    kind = 5 // admitted seq -> message ID of an unsettled input
+	kSession    kind = 6 // the Session record
+)
+
+// row tells the stream's two kinds of rows apart; it follows the seq, so a
+// message sorts right after the event that created it.
+type row byte
+
+const (
+	rLog     row = 1 // seq -> event
+	rMessage row = 2 // source seq -> message
 )
 
 // schemaVersion is stored in meta; Open refuses a file from another version.
-const schemaVersion = 2
+const schemaVersion = 3
 
 var keySchema = []byte("schema")
 
@@ -54,15 +67,21 @@ func seqKey(sid messages.SessionID, k kind, seq int64) []byte {
 	return binary.BigEndian.AppendUint64(prefix(sid, k), uint64(seq))
 }
 
+// streamKey returns the key of a stream row at seq.
+func streamKey(sid messages.SessionID, seq int64, r row) []byte {
+	return append(seqKey(sid, kStream, seq), byte(r))
+}
+
+// streamSeq decodes the seq of a streamKey.
+func streamSeq(k []byte) int64 {
+	return int64(binary.BigEndian.Uint64(k[len(k)-9 : len(k)-1]))
+}
+
 // strKey returns prefix + s.
 func strKey(sid messages.SessionID, k kind, s string) []byte {
 	return append(prefix(sid, k), s...)
 }
 
-// seqOf decodes the seq of a seqKey.
-func seqOf(k []byte) int64 {
-	return int64(binary.BigEndian.Uint64(k[len(k)-8:]))
-}
 
 // idEntry is the value of the global ids bucket: the owning Session and the
 // kind of message the ID names.

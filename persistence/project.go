@@ -288,12 +288,12 @@ func (w *wtx) putMessage(m Message) error {
 func (w *wtx) flush() error {
 	for _, key := range w.dirty {
 		m := w.msgs[key]
-		if err := w.put(bucketData, seqKey(m.SessionID, kMessage, m.Seq), m); err != nil {
+		if err := w.put(bucketData, streamKey(m.SessionID, m.Seq, rMessage), m); err != nil {
 			return err
 		}
 		// The index entry changes only when the message is new; rewriting
 		// it would dirty its leaf in every commit that touches the message.
-		b, ref := w.tx.Bucket(bucketData), seqKey(m.SessionID, kMessage, m.Seq)
+		b, ref := w.tx.Bucket(bucketData), streamKey(m.SessionID, m.Seq, rMessage)
 		if !bytes.Equal(b.Get([]byte(key)), ref) {
 			if err := w.putBytes(bucketData, []byte(key), ref); err != nil {
 				return err

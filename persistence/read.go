@@ -31,7 +31,7 @@ func fillSession(tx *bolt.Tx, s *Session) error {
 	s.LastSeq = lastSeq(tx, s.ID)
 	s.Updated = s.Created
 	if s.LastSeq >= 0 {
-		created, err := messages.EventCreated(tx.Bucket(bucketData).Get(seqKey(s.ID, kLog, s.LastSeq)))
+		created, err := messages.EventCreated(tx.Bucket(bucketData).Get(streamKey(s.ID, s.LastSeq, rLog)))
 		if err != nil {
 			return err
 		}
@@ -92,11 +92,14 @@ func (s *Bolt) limit(q Query) int {
 
 // scan walks the per-Session rows of bucket with seq > after, decoding at
 // most limit+1 of them with dec, and reports whether more remain.
-func scan(tx *bolt.Tx, kd kind, sid messages.SessionID, after int64, limit int, dec func(v []byte) error) (bool, error) {
-	p := prefix(sid, kd)
+func scan(tx *bolt.Tx, r row, sid messages.SessionID, after int64, limit int, dec func(v []byte) error) (bool, error) {
+	p := prefix(sid, kStream)
 	c := tx.Bucket(bucketData).Cursor()
 	n := 0
-	for k, v := c.Seek(seqKey(sid, kd, after+1)); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+	for k, v := c.Seek(streamKey(sid, after+1, 0)); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+		if row(k[len(k)-1]) != r {
+			continue
+		}
 		if n == limit {
 			return true, nil
 		}
@@ -120,7 +123,7 @@ func (s *Bolt) History(ctx context.Context, id messages.SessionID, q Query) (Pag
 			return err
 		}
 		page.Data = make([]messages.Event, 0, min(s.limit(q), 128))
-		more, err := scan(tx, kLog, id, q.After, s.limit(q), func(v []byte) error {
+		more, err := scan(tx, rLog, id, q.After, s.limit(q), func(v []byte) error {
 			ev, err := messages.UnmarshalEvent(v)
 			if err != nil {
 				return err
@@ -145,7 +148,7 @@ func (s *Bolt) Messages(ctx context.Context, id messages.SessionID, q Query) (Pa
 			return err
 		}
 		page.Data = []Message{}
-		more, err := scan(tx, kMessage, id, q.After, s.limit(q), func(v []byte) error {
+		more, err := scan(tx, rMessage, id, q.After, s.limit(q), func(v []byte) error {
 			var m Message
 			if err := messages.Unmarshal(v, &m); err != nil {
 				return err

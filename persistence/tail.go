@@ -151,7 +151,7 @@ func (s *Bolt) Log(ctx context.Context, id messages.SessionID, after int64, foll
 func (s *Bolt) readLog(id messages.SessionID, after int64, limit int) ([]messages.Event, error) {
 	var evs []messages.Event
 	err := s.view(func(tx *bolt.Tx) error {
-		_, err := scan(tx, kLog, id, after, limit, func(v []byte) error {
+		_, err := scan(tx, rLog, id, after, limit, func(v []byte) error {
 			ev, err := messages.UnmarshalEvent(v)
 			if err != nil {
 				return err
