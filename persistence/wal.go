@@ -45,7 +45,7 @@ const (
 	walSlotSize    = 4096
 	walRecordStart = 2 * walSlotSize
 	walRecordHead  = 16
-	walExtend      = 1 << 20
+	walExtend      = 4 << 20
 	walMetaMax     = 256
 )
 
@@ -147,7 +147,7 @@ func (w *wal) checkpoint(gen uint64, meta []byte) error {
 	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
 	if w.end < walRecordStart {
 		// A new file: lay out both slots and the first records' room.
-		if err := w.extend(walRecordStart + walExtend); err != nil {
+		if err := w.extend(walRecordStart + walExtend/4); err != nil {
 			return err
 		}
 	}
@@ -164,16 +164,18 @@ func (w *wal) checkpoint(gen uint64, meta []byte) error {
 	return nil
 }
 
+// zeros is what extend writes, a chunk at a time.
+var zeros = make([]byte, walExtend)
+
 // extend writes zeros from the current end of the file up to size.
 func (w *wal) extend(size int64) error {
-	if size <= w.end {
-		return nil
+	for w.end < size {
+		n := min(size-w.end, int64(len(zeros)))
+		if _, err := w.f.WriteAt(zeros[:n], w.end); err != nil {
+			return err
+		}
+		w.end += n
 	}
-	zeros := make([]byte, size-w.end)
-	if _, err := w.f.WriteAt(zeros, w.end); err != nil {
-		return err
-	}
-	w.end = size
 	return nil
 }
 
