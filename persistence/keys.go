@@ -25,7 +25,7 @@ var (
 // each other at the end of the Session's rows, so a commit usually dirties
 // one leaf page per Session (see doc.go):
 //
-//	head:   checkpoint, message index (rarely or once per message written)
+//	head:   checkpoint (rarely written)
 //	stream: log events and messages interleaved by seq; the newest events
 //	        and the open assistant message are at its end
 //	tail:   open steps, pending inputs, the Session record
@@ -33,7 +33,6 @@ type kind byte
 
 const (
 	kCheckpoint kind = 1 // the instruction checkpoint
-	kMsgIndex   kind = 2 // messageID -> message key
 	kStream     kind = 3 // seq + row -> event or message (streamKey)
 	kOpen       kind = 4 // messageID of an assistant message whose step is open
 	kPending    kind = 5 // admitted seq -> message ID of an unsettled input
@@ -83,11 +82,16 @@ func strKey(sid messages.SessionID, k kind, s string) []byte {
 }
 
 
-// idEntry is the value of the global ids bucket: the owning Session and the
-// kind of message the ID names.
+// idEntry is the value of the global ids bucket: the owning Session, the
+// kind of message the ID names, and the source seq of its message row once
+// it has one (0 until then: seq 0 is session.created.1, which creates no
+// message). The ids bucket is thereby also the message index: a step's new
+// message touches the ids leaf every commit shares instead of a leaf of
+// its own Session.
 type idEntry struct {
 	SessionID messages.SessionID `msgpack:"s"`
 	Kind      string             `msgpack:"k"`
+	Seq       int64              `msgpack:"q,omitempty"`
 }
 
 // ID kinds in the global index.

@@ -1,7 +1,6 @@
 package persistence
 
 import (
-	"bytes"
 	"maps"
 	"slices"
 
@@ -273,7 +272,7 @@ func (w *wtx) settleInput(sid messages.SessionID, id messages.MessageID, kind st
 // putMessage records a message at its source seq; flush writes it and
 // indexes its ID when the operation succeeds.
 func (w *wtx) putMessage(m Message) error {
-	key := string(strKey(m.SessionID, kMsgIndex, string(m.ID)))
+	key := msgKey(m.SessionID, m.ID)
 	if w.msgs == nil {
 		w.msgs = map[string]*Message{}
 	}
@@ -284,18 +283,30 @@ func (w *wtx) putMessage(m Message) error {
 	return nil
 }
 
-// flush writes the operation's updated messages.
+// msgKey names a message in an operation's cache.
+func msgKey(sid messages.SessionID, id messages.MessageID) string {
+	return string(sid) + "\x00" + string(id)
+}
+
+// flush writes the operation's updated messages, and records a new
+// message's seq in its ID's entry.
 func (w *wtx) flush() error {
 	for _, key := range w.dirty {
 		m := w.msgs[key]
 		if err := w.put(bucketData, streamKey(m.SessionID, m.Seq, rMessage), m); err != nil {
 			return err
 		}
-		// The index entry changes only when the message is new; rewriting
-		// it would dirty its leaf in every commit that touches the message.
-		b, ref := w.tx.Bucket(bucketData), streamKey(m.SessionID, m.Seq, rMessage)
-		if !bytes.Equal(b.Get([]byte(key)), ref) {
-			if err := w.putBytes(bucketData, []byte(key), ref); err != nil {
+		var ent idEntry
+		ok, err := get(w.tx, bucketIDs, []byte(m.ID), &ent)
+		if err != nil {
+			return err
+		}
+		if !ok || ent.SessionID != m.SessionID {
+			return messages.Errorf(messages.ErrInternal, "persistence: message %q has no ID entry in session %q", m.ID, m.SessionID)
+		}
+		if ent.Seq != m.Seq {
+			ent.Seq = m.Seq
+			if err := w.put(bucketIDs, []byte(m.ID), &ent); err != nil {
 				return err
 			}
 		}
@@ -307,7 +318,7 @@ func (w *wtx) flush() error {
 // message loads a projected message by ID, through the operation's cache;
 // ok is false when absent.
 func (w *wtx) message(sid messages.SessionID, id messages.MessageID) (Message, bool, error) {
-	if m, ok := w.msgs[string(strKey(sid, kMsgIndex, string(id)))]; ok {
+	if m, ok := w.msgs[msgKey(sid, id)]; ok {
 		return *m, true, nil
 	}
 	return loadMessage(w.tx, sid, id)

@@ -11,11 +11,12 @@ import (
 
 func loadMessage(tx *bolt.Tx, sid messages.SessionID, id messages.MessageID) (Message, bool, error) {
 	var m Message
-	key := tx.Bucket(bucketData).Get(strKey(sid, kMsgIndex, string(id)))
-	if key == nil {
-		return m, false, nil
+	var ent idEntry
+	ok, err := get(tx, bucketIDs, []byte(id), &ent)
+	if err != nil || !ok || ent.SessionID != sid || ent.Seq == 0 {
+		return m, false, err
 	}
-	return m, true, decodeAt(tx, bucketData, key, &m)
+	return m, true, decodeAt(tx, bucketData, streamKey(sid, ent.Seq, rMessage), &m)
 }
 
 func decodeAt(tx *bolt.Tx, bucket, key []byte, v any) error {
