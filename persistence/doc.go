@@ -51,6 +51,19 @@
 // Reads pay little for it: History and Messages skip the other row kind
 // by its last key byte, without decoding it.
 //
+// # Durability
+//
+// bbolt runs without its own fsyncs. Each write transaction's key/value
+// writes go to the write-ahead log (path-wal) before bbolt commits, and a
+// caller is answered only after the log is fdatasynced; checkpoints sync
+// bbolt and restart the log. Recovery rolls bbolt back to the last
+// checkpoint and replays the log, so neither a killed process nor a power
+// loss can lose an acknowledged commit or leave a torn B+tree. wal.go has
+// the protocol; TestRecoveryAfterPowerLoss models a power loss page by page.
+// Readers may see a commit up to one fdatasync before it is durable (as
+// with bbolt's own commit, whose meta page is visible before its second
+// sync); only a power loss in that window can take such a commit back.
+//
 // # Group commit
 //
 // All writes go through one writer goroutine that takes everything queued

@@ -218,7 +218,15 @@ func (w *wal) unappend(off int64, txid uint64) error {
 // size is the number of record bytes since the last checkpoint.
 func (w *wal) size() int64 { return w.off - walRecordStart }
 
+// syncFault, when set by a test before Open, can fail a WAL sync.
+var syncFault func() error
+
 func (w *wal) sync() error {
+	if syncFault != nil {
+		if err := syncFault(); err != nil {
+			return err
+		}
+	}
 	if w.nosync {
 		return nil
 	}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -463,4 +464,51 @@ func FuzzReadWAL(f *testing.F) {
 			_ = decodeRecord(p, func(byte, []byte, []byte, []byte) error { return nil })
 		}
 	})
+}
+
+// TestFailedSyncStopsWrites checks that a write whose WAL fdatasync fails
+// is reported failed, that the store then refuses every write (after a
+// failed fsync the page cache can no longer be trusted to match the disk),
+// and that reopening recovers everything acknowledged before.
+func TestFailedSyncStopsWrites(t *testing.T) {
+	var failing atomic.Bool
+	syncFault = func() error {
+		if failing.Load() {
+			return errors.New("injected EIO")
+		}
+		return nil
+	}
+	defer func() { syncFault = nil }()
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	populate(t, st, 2, 20)
+	want := dump(t, st)
+	ctx := context.Background()
+	s, _, err := st.CreateSession(ctx, CreateSession{Location: messages.Location{Directory: "/tmp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing.Store(true)
+	if _, _, err := st.Admit(ctx, Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: "not durable"}}); err == nil || !strings.Contains(err.Error(), "injected EIO") {
+		t.Fatalf("admission whose sync failed: %v", err)
+	}
+	failing.Store(false)
+	_, _, err = st.Admit(ctx, Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: "refused"}})
+	if err == nil || !strings.Contains(err.Error(), "store failed") {
+		t.Fatalf("write after a failed sync: %v", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatalf("close after failure: %v", err)
+	}
+	got := dump(t, openAndCheck(t, path, Options{}))
+	for b, rows := range want {
+		for k, v := range rows {
+			if got[b][k] != v {
+				t.Fatalf("acknowledged row %s/%q lost after a failed sync", b, k)
+			}
+		}
+	}
 }
