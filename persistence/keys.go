@@ -81,7 +81,6 @@ func strKey(sid messages.SessionID, k kind, s string) []byte {
 	return append(prefix(sid, k), s...)
 }
 
-
 // idEntry is the value of the global ids bucket: the owning Session, the
 // kind of message the ID names, and the source seq of its message row once
 // it has one (0 until then: seq 0 is session.created.1, which creates no
