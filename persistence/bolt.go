@@ -115,10 +115,16 @@ type Bolt struct {
 	// steps/s.)
 	syncq   chan syncJob
 	written uint64 // records appended (writer only)
-	synced  uint64 // records known durable (syncer only)
-	rec     []byte // the current transaction's WAL record (writer only)
-	mmap    int64  // bbolt's mmap size (see big)
-	hwm     int64  // bytes below bbolt's high-water mark (writer only)
+
+	// Checkpoints run on the checkpointer goroutine (wal.go); the writer
+	// starts one at a time and reaps its result.
+	ckptq    chan ckptJob
+	ckptDone chan ckptResult
+	ckptBusy bool   // a checkpoint is running (writer only)
+	synced   uint64 // records known durable (syncer only)
+	rec      []byte // the current transaction's WAL record (writer only)
+	mmap     int64  // bbolt's mmap size (see big)
+	hwm      int64  // bytes below bbolt's high-water mark (writer only)
 
 	failMu sync.Mutex
 	failed error // a WAL or bbolt failure after which nothing more commits
@@ -135,7 +141,23 @@ var _ Store = (*Bolt)(nil)
 type syncJob struct {
 	ops   []*op
 	seq   uint64 // records written up to and including this batch
+	file  int    // the WAL file holding its record
 	start time.Time
+}
+
+// ckptJob asks the checkpointer to make bbolt durable at transaction gen
+// and record it in WAL file file; old is the hold on the checkpoint it
+// replaces, released once the new one is durable.
+type ckptJob struct {
+	gen  uint64
+	meta []byte
+	file int
+	old  *bolt.Tx
+}
+
+type ckptResult struct {
+	file int
+	err  error
 }
 
 // Open opens or creates the store file at path (and its write-ahead log,
@@ -152,7 +174,7 @@ func Open(path string, opts Options) (*Bolt, error) {
 
 func open(path string, opts Options) (_ *Bolt, err error) {
 	deadline := time.Now().Add(opts.Timeout)
-	w, err := openWAL(path+"-wal", func() bool {
+	w, err := openWAL(path, func() bool {
 		if time.Now().After(deadline) {
 			return true
 		}
@@ -163,7 +185,8 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		return nil, err
 	}
 	w.nosync = opts.NoSync
-	s := &Bolt{wal: w, opts: opts, ops: make(chan *op, 4096), quit: make(chan struct{}), syncq: make(chan syncJob)}
+	s := &Bolt{wal: w, opts: opts, ops: make(chan *op, 4096), quit: make(chan struct{}), syncq: make(chan syncJob),
+		ckptq: make(chan ckptJob, 1), ckptDone: make(chan ckptResult, 1)}
 	defer func() {
 		if err != nil {
 			s.closeFiles()
@@ -210,7 +233,7 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		return nil, err
 	}
 	s.db.NoSync = true
-	if err := s.checkpoint(); err != nil {
+	if err := s.checkpointNow(); err != nil {
 		return nil, err
 	}
 	if len(replay) > 0 {
@@ -219,6 +242,7 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 	s.tails.init()
 	s.wg.Go(s.writer)
 	s.wg.Go(s.syncer)
+	s.wg.Go(s.checkpointer)
 	return s, nil
 }
 
@@ -227,7 +251,7 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 // back to the checkpoint and returns the records to re-apply.
 func (s *Bolt) prepare(path string) ([][]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	hdr, slot, ok := s.wal.readHeader()
+	hdr, replay, ok := s.wal.recover()
 	if errors.Is(err, os.ErrNotExist) {
 		if ok {
 			return nil, fmt.Errorf("%w: %s-wal has no database file beside it", errWALCorrupt, path)
@@ -247,8 +271,6 @@ func (s *Bolt) prepare(path string) ([][]byte, error) {
 		// No checkpoint yet: the file was written with bbolt's own syncs.
 		return nil, nil
 	}
-	s.wal.gen, s.wal.slot = hdr.gen, slot
-	replay := readRecords(s.wal.f, s.wal.end, hdr.gen)
 	// After a power loss either meta slot may hold any transaction written
 	// since the checkpoint, an older one, or garbage: only a file that
 	// closed cleanly (at the checkpoint, nothing after it) is used as is.
@@ -269,23 +291,103 @@ func fileSize(f *os.File) int64 {
 	return st.Size()
 }
 
-// checkpoint makes bbolt durable at its current transaction and records
-// that transaction in the WAL header, then moves the hold to it.
-func (s *Bolt) checkpoint() error {
+// holdLast opens the hold on the last committed transaction and copies its
+// meta page.
+func (s *Bolt) holdLast() (*bolt.Tx, []byte, error) {
+	hold, err := s.db.Begin(false)
+	if err != nil {
+		return nil, nil, err
+	}
+	meta, err := boltMetaOf(s.dbf, s.db.Info().PageSize, uint64(hold.ID()))
+	if err != nil {
+		_ = hold.Rollback()
+		return nil, nil, err
+	}
+	return hold, meta, nil
+}
+
+// startCheckpoint checkpoints the last commit on the checkpointer while the
+// writer goes on: records switch to the other file now, and the old hold
+// is dropped once the new header is durable.
+func (s *Bolt) startCheckpoint() error {
+	hold, meta, err := s.holdLast()
+	if err != nil {
+		return err
+	}
+	gen, target := uint64(hold.ID()), 1-s.wal.base
+	s.ckptq <- ckptJob{gen: gen, meta: meta, file: target, old: s.hold}
+	s.hold, s.ckptBusy = hold, true
+	s.wal.switchTo(target, gen)
+	return nil
+}
+
+// reapCheckpoint collects the running checkpoint's result, waiting for it
+// when wait is set. Afterwards its file is the base of recovery.
+func (s *Bolt) reapCheckpoint(wait bool) error {
+	if !s.ckptBusy {
+		return nil
+	}
+	var r ckptResult
+	if wait {
+		r = <-s.ckptDone
+	} else {
+		select {
+		case r = <-s.ckptDone:
+		default:
+			return nil
+		}
+	}
+	s.ckptBusy = false
+	if r.err != nil {
+		s.fail(r.err)
+		return s.fatal()
+	}
+	s.wal.base = r.file
+	return nil
+}
+
+// checkpointSynced, when set by a test before Open, observes the bbolt file
+// right after a background checkpoint synced it.
+var checkpointSynced func(path string)
+
+// checkpointer runs checkpoints: bbolt's fdatasync, then the header.
+func (s *Bolt) checkpointer() {
+	for job := range s.ckptq {
+		var err error
+		if !s.opts.NoSync {
+			err = s.db.Sync()
+		}
+		if err == nil && checkpointSynced != nil {
+			checkpointSynced(s.db.Path())
+		}
+		if err == nil {
+			err = s.wal.writeHeader(job.file, job.gen, job.meta)
+		}
+		if job.old != nil {
+			_ = job.old.Rollback()
+		}
+		s.ckptDone <- ckptResult{file: job.file, err: err}
+	}
+}
+
+// checkpointNow checkpoints the last commit before returning: at Open, at
+// Close, and for a store too big to hold (see big). The writer must not be
+// running a transaction.
+func (s *Bolt) checkpointNow() error {
+	if err := s.reapCheckpoint(true); err != nil {
+		return err
+	}
 	if !s.opts.NoSync {
 		if err := s.db.Sync(); err != nil {
 			return err
 		}
 	}
-	hold, err := s.db.Begin(false)
+	hold, meta, err := s.holdLast()
 	if err != nil {
 		return err
 	}
-	meta, err := boltMetaOf(s.dbf, s.db.Info().PageSize, uint64(hold.ID()))
-	if err == nil {
-		err = s.wal.checkpoint(uint64(hold.ID()), meta)
-	}
-	if err != nil {
+	gen, target := uint64(hold.ID()), 1-s.wal.base
+	if err := s.wal.writeHeader(target, gen, meta); err != nil {
 		_ = hold.Rollback()
 		return err
 	}
@@ -293,6 +395,8 @@ func (s *Bolt) checkpoint() error {
 		_ = s.hold.Rollback()
 	}
 	s.hold = hold
+	s.wal.base = target
+	s.wal.switchTo(target, gen)
 	return nil
 }
 
@@ -324,7 +428,7 @@ func (s *Bolt) Close() error {
 	s.tails.closeAll()
 	var err error
 	if s.fatal() == nil {
-		err = s.checkpoint()
+		err = s.checkpointNow()
 	}
 	return errors.Join(err, s.closeFiles())
 }
@@ -419,6 +523,7 @@ func (s *Bolt) submit(ctx context.Context, fn func(w *wtx) error) error {
 // writer is the single goroutine that commits. It exits after draining the
 // queue once Close is called, closing the syncer's queue behind it.
 func (s *Bolt) writer() {
+	defer close(s.ckptq)
 	defer close(s.syncq)
 	batch := make([]*op, 0, s.opts.MaxBatch)
 	for {
@@ -478,11 +583,20 @@ func (s *Bolt) commit(ops []*op) {
 			answer(ops, err)
 			return
 		}
-		s.syncq <- syncJob{ops: slices.Clone(ops), seq: s.written, start: start}
-		if s.wal.size() >= s.opts.CheckpointBytes || int64(s.db.Stats().PendingPageN) >= s.opts.CheckpointPages || s.hold == nil {
-			if err := s.checkpoint(); err != nil {
-				s.fail(err)
-			}
+		s.syncq <- syncJob{ops: slices.Clone(ops), seq: s.written, file: s.wal.cur, start: start}
+		if err := s.reapCheckpoint(false); err != nil {
+			return
+		}
+		var err2 error
+		switch {
+		case s.hold == nil: // big: checkpoint each commit (see run)
+			err2 = s.checkpointNow()
+		case s.ckptBusy:
+		case s.wal.size() >= s.opts.CheckpointBytes || int64(s.db.Stats().PendingPageN) >= s.opts.CheckpointPages:
+			err2 = s.startCheckpoint()
+		}
+		if err2 != nil {
+			s.fail(err2)
 		}
 		return
 	}
@@ -497,7 +611,7 @@ func (s *Bolt) run(ops []*op) (failed int, err error) {
 	}
 	if s.hwm = tx.Size(); s.big() && s.hold != nil {
 		// Let bbolt remap (see big): checkpoint, then commit unheld.
-		if err := s.checkpoint(); err != nil {
+		if err := s.checkpointNow(); err != nil {
 			_ = tx.Rollback()
 			s.fail(err)
 			return -1, err
@@ -561,13 +675,20 @@ func (s *Bolt) syncer() {
 			}
 		}
 		err := s.fatal()
-		if last := jobs[len(jobs)-1].seq; err == nil && last > s.synced {
-			if err = s.wal.sync(); err != nil {
-				s.fail(err)
-				err = s.fatal()
-			} else {
-				s.synced = last
+		var files [2]bool
+		for _, j := range jobs {
+			files[j.file] = files[j.file] || j.seq > s.synced
+		}
+		for i := range files {
+			if err == nil && files[i] {
+				if err = s.wal.sync(i); err != nil {
+					s.fail(err)
+					err = s.fatal()
+				}
 			}
+		}
+		if err == nil {
+			s.synced = jobs[len(jobs)-1].seq
 		}
 		for _, j := range jobs {
 			// OnCommit observes the commit before any caller learns of it,

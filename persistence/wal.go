@@ -17,106 +17,131 @@ import (
 // bbolt runs with NoSync. Every write transaction's key/value writes are
 // appended to the WAL as one record before bbolt commits, and a batch is
 // acknowledged only once the WAL is fdatasynced. Every CheckpointBytes of
-// WAL, the writer fdatasyncs the bbolt file and records that transaction's
-// meta page in the WAL header ("checkpoint"); records restart after it.
+// WAL (or CheckpointPages of pages bbolt holds back), a checkpoint makes
+// bbolt durable at a transaction and records that transaction's meta page
+// in a WAL header.
 //
 // Recovery never trusts bbolt pages written after the last checkpoint (after
 // a power loss any of them may be missing or torn): Open writes the
 // checkpoint's meta page back into both of bbolt's meta slots and re-applies
 // the WAL records in order. That is sound only if the checkpoint's pages are
-// never overwritten before the next checkpoint, so the store keeps a read
-// transaction open on the checkpoint: bbolt never reuses a page that an open
-// reader can see (pages allocated and freed after it are reused as usual).
+// never overwritten before the next checkpoint is durable, so the store
+// keeps a read transaction open on it ("the hold"): bbolt never reuses a
+// page that an open reader can see (pages allocated and freed after it are
+// reused as usual).
 //
-// File layout: two header slots (at 0 and walSlotSize, written alternately,
-// the valid one with the higher generation wins), then records from
-// walRecordStart. The file is extended with zeros ahead of the records, so
-// a record's fdatasync rewrites data in place instead of also journaling a
+// The log is two files, path-wal and path-wal2, used in turn, so that a
+// checkpoint never stops the writer. At transaction L the writer opens a
+// hold on L, copies L's meta page, and switches its records to the other
+// file (numbered from L+1); a checkpointer goroutine then fdatasyncs bbolt,
+// writes the header {L, meta} into that file and syncs it, and only then
+// drops the hold on the previous checkpoint. Recovery starts from the file
+// whose header has the higher generation, replays its records, and
+// continues into the other file if that file's first record is the next
+// transaction: records are numbered by bbolt txid, so a stale record of an
+// older generation never reads as the next one.
+//
+// Each file is a header (one slot at offset 0) then records from
+// walRecordStart, and is extended with zeros ahead of the records, so a
+// record's fdatasync rewrites data in place instead of also journaling a
 // new file size.
 //
 //	header: magic[8] | generation u64 | meta length u32 | meta | crc32c u32
 //	record: length u32 | crc32c u32 (of txid and payload) | txid u64 | payload
-//
-// A record's txid is the bbolt transaction it describes; records of one
-// generation are numbered generation+1, generation+2, ... so a stale record
-// of an older generation, still in the file beyond the current end, never
-// reads as the next one.
 const (
 	walSlotSize    = 4096
-	walRecordStart = 2 * walSlotSize
+	walRecordStart = walSlotSize
 	walRecordHead  = 16
 	walExtend      = 4 << 20
 	walMetaMax     = 256
 )
 
 var (
-	walMagic = [8]byte{'s', 'd', 'w', 'a', 'l', 0, 0, 1}
+	walMagic = [8]byte{'s', 'd', 'w', 'a', 'l', 0, 0, 2}
 	crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 	errWALCorrupt = errors.New("persistence: corrupt write-ahead log")
 )
 
-// wal is the open log file. Only the writer goroutine appends or writes
-// headers; the syncer goroutine only calls sync.
+// walFile is one of the two log files.
+type walFile struct {
+	f   *os.File
+	end int64 // file size: bytes before end are written (zeros or data)
+}
+
+// wal is the open log. The writer goroutine appends and switches files; the
+// checkpointer writes only header regions; the syncer only syncs.
 type wal struct {
-	f      *os.File
+	files  [2]walFile
 	nosync bool
-	gen    uint64 // bbolt txid of the checkpoint the records follow
-	slot   int    // header slot holding gen
-	off    int64  // where the next record goes
+	base   int    // file whose header is the checkpoint recovery starts from
+	cur    int    // file receiving records
+	off    int64  // where the next record goes in cur
 	next   uint64 // txid the next record must carry
-	end    int64  // file size: bytes before end are written (zeros or data)
 	buf    []byte
 }
 
-// openWAL opens (creating) the log and takes an exclusive lock on it, which
-// also guards the bbolt file against a second sessiond while recovery
-// rewrites its meta pages.
+// openWAL opens (creating) both log files and takes an exclusive lock on
+// the first, which also guards the bbolt file against a second sessiond
+// while recovery rewrites its meta pages.
 func openWAL(path string, lockTimeout func() bool) (*wal, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
+	w := &wal{}
+	for i, name := range []string{path + "-wal", path + "-wal2"} {
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			w.close()
+			return nil, err
+		}
+		w.files[i].f = f
+		if i == 0 {
+			if err := lock(f, name, lockTimeout); err != nil {
+				w.close()
+				return nil, err
+			}
+		}
+		st, err := f.Stat()
+		if err != nil {
+			w.close()
+			return nil, err
+		}
+		w.files[i].end = st.Size()
+		// Lay out the header and the first records' room now, so header
+		// writes never change a file's size.
+		if err := w.extend(i, walRecordStart+walExtend/4); err != nil {
+			w.close()
+			return nil, err
+		}
 	}
+	return w, nil
+}
+
+func lock(f *os.File, name string, lockTimeout func() bool) error {
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			break
+			return nil
 		}
 		if err != unix.EWOULDBLOCK {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
+			return fmt.Errorf("lock %s: %w", name, err)
 		}
 		if lockTimeout() {
-			f.Close()
-			return nil, fmt.Errorf("%w (%s)", ErrLocked, path)
+			return fmt.Errorf("%w (%s)", ErrLocked, name)
 		}
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return &wal{f: f, end: st.Size()}, nil
 }
 
-// walHeader is a decoded header slot.
+// walHeader is a decoded header.
 type walHeader struct {
 	gen  uint64
 	meta []byte
 }
 
-// readHeader returns the newest valid header and its slot, or ok=false when
-// neither slot holds one (a new or never-checkpointed file).
-func (w *wal) readHeader() (h walHeader, slot int, ok bool) {
-	for i := range 2 {
-		b := make([]byte, walSlotSize)
-		n, _ := w.f.ReadAt(b, int64(i)*walSlotSize)
-		c, valid := decodeHeader(b[:n])
-		if valid && (!ok || c.gen > h.gen) {
-			h, slot, ok = c, i, true
-		}
-	}
-	return h, slot, ok
+// readHeader returns file i's header, or ok=false when it has none (a new
+// file, or one whose header write was torn).
+func (w *wal) readHeader(i int) (walHeader, bool) {
+	b := make([]byte, walSlotSize)
+	n, _ := w.files[i].f.ReadAt(b, 0)
+	return decodeHeader(b[:n])
 }
 
 func decodeHeader(b []byte) (walHeader, bool) {
@@ -133,9 +158,33 @@ func decodeHeader(b []byte) (walHeader, bool) {
 	return walHeader{gen: binary.LittleEndian.Uint64(b[8:16]), meta: append([]byte(nil), b[20:20+n]...)}, true
 }
 
-// checkpoint records that bbolt is durable at transaction gen, whose meta
-// page head is meta, and restarts the records. The caller has synced bbolt.
-func (w *wal) checkpoint(gen uint64, meta []byte) error {
+// recover finds the checkpoint to start from (and makes its file the base)
+// and the records to replay after it. ok is false when neither file has a
+// header.
+func (w *wal) recover() (h walHeader, replay [][]byte, ok bool) {
+	var hs [2]walHeader
+	var valid [2]bool
+	for i := range 2 {
+		hs[i], valid[i] = w.readHeader(i)
+	}
+	switch {
+	case valid[0] && (!valid[1] || hs[0].gen >= hs[1].gen):
+		w.base = 0
+	case valid[1]:
+		w.base = 1
+	default:
+		return walHeader{}, nil, false
+	}
+	h = hs[w.base]
+	replay = readRecords(w.files[w.base].f, w.files[w.base].end, h.gen)
+	other := w.files[1-w.base]
+	replay = append(replay, readRecords(other.f, other.end, h.gen+uint64(len(replay)))...)
+	return h, replay, true
+}
+
+// writeHeader records, durably, that bbolt is durable at transaction gen,
+// whose meta page head is meta, in file i. The caller has synced bbolt.
+func (w *wal) writeHeader(i int, gen uint64, meta []byte) error {
 	if len(meta) > walMetaMax {
 		return fmt.Errorf("persistence: meta of %d bytes", len(meta))
 	}
@@ -145,48 +194,43 @@ func (w *wal) checkpoint(gen uint64, meta []byte) error {
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(meta)))
 	b = append(b, meta...)
 	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
-	if w.end < walRecordStart {
-		// A new file: lay out both slots and the first records' room.
-		if err := w.extend(walRecordStart + walExtend/4); err != nil {
-			return err
-		}
-	}
-	slot := 1 - w.slot
-	if _, err := w.f.WriteAt(b, int64(slot)*walSlotSize); err != nil {
+	if _, err := w.files[i].f.WriteAt(b, 0); err != nil {
 		return err
 	}
-	// The header must be durable before any record of the new generation
-	// overwrites the old generation's records.
-	if err := w.sync(); err != nil {
-		return err
-	}
-	w.gen, w.slot, w.off, w.next = gen, slot, walRecordStart, gen+1
-	return nil
+	return w.sync(i)
+}
+
+// switchTo makes file i receive the records that follow transaction gen,
+// from the start of its record area.
+func (w *wal) switchTo(i int, gen uint64) {
+	w.cur, w.off, w.next = i, walRecordStart, gen+1
 }
 
 // zeros is what extend writes, a chunk at a time.
 var zeros = make([]byte, walExtend)
 
-// extend writes zeros from the current end of the file up to size.
-func (w *wal) extend(size int64) error {
-	for w.end < size {
-		n := min(size-w.end, int64(len(zeros)))
-		if _, err := w.f.WriteAt(zeros[:n], w.end); err != nil {
+// extend writes zeros from the current end of file i up to size.
+func (w *wal) extend(i int, size int64) error {
+	f := &w.files[i]
+	for f.end < size {
+		n := min(size-f.end, int64(len(zeros)))
+		if _, err := f.f.WriteAt(zeros[:n], f.end); err != nil {
 			return err
 		}
-		w.end += n
+		f.end += n
 	}
 	return nil
 }
 
-// append writes the record of bbolt transaction txid. It does not sync.
+// append writes the record of bbolt transaction txid to the current file.
+// It does not sync.
 func (w *wal) append(txid uint64, payload []byte) error {
 	if txid != w.next {
 		return fmt.Errorf("persistence: WAL record for tx %d, want tx %d", txid, w.next)
 	}
 	need := int64(walRecordHead + len(payload))
-	if w.off+need > w.end {
-		if err := w.extend(w.off + need + walExtend); err != nil {
+	if w.off+need > w.files[w.cur].end {
+		if err := w.extend(w.cur, w.off+need+walExtend); err != nil {
 			return err
 		}
 	}
@@ -197,7 +241,7 @@ func (w *wal) append(txid uint64, payload []byte) error {
 	b = append(b, payload...)
 	binary.LittleEndian.PutUint32(b[4:8], crc32.Checksum(b[8:], crcTable))
 	w.buf = b
-	if _, err := w.f.WriteAt(b, w.off); err != nil {
+	if _, err := w.files[w.cur].f.WriteAt(b, w.off); err != nil {
 		return err
 	}
 	w.off += need
@@ -208,20 +252,21 @@ func (w *wal) append(txid uint64, payload []byte) error {
 // unappend invalidates the record just appended at off (its transaction did
 // not commit) and makes that durable, so recovery cannot replay it.
 func (w *wal) unappend(off int64, txid uint64) error {
-	if _, err := w.f.WriteAt(make([]byte, walRecordHead), off); err != nil {
+	if _, err := w.files[w.cur].f.WriteAt(make([]byte, walRecordHead), off); err != nil {
 		return err
 	}
 	w.off, w.next = off, txid
-	return w.sync()
+	return w.sync(w.cur)
 }
 
-// size is the number of record bytes since the last checkpoint.
+// size is the number of record bytes in the current file.
 func (w *wal) size() int64 { return w.off - walRecordStart }
 
 // syncFault, when set by a test before Open, can fail a WAL sync.
 var syncFault func() error
 
-func (w *wal) sync() error {
+// sync fdatasyncs file i.
+func (w *wal) sync(i int) error {
 	if syncFault != nil {
 		if err := syncFault(); err != nil {
 			return err
@@ -230,10 +275,18 @@ func (w *wal) sync() error {
 	if w.nosync {
 		return nil
 	}
-	return unix.Fdatasync(int(w.f.Fd()))
+	return unix.Fdatasync(int(w.files[i].f.Fd()))
 }
 
-func (w *wal) close() error { return w.f.Close() }
+func (w *wal) close() error {
+	var errs []error
+	for i := range w.files {
+		if w.files[i].f != nil {
+			errs = append(errs, w.files[i].f.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // readRecords returns the payloads of the records that follow generation
 // gen, in order, stopping at the first that is missing, torn or stale.

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -53,6 +54,14 @@ func dump(t *testing.T, st *Bolt) map[string]map[string]string {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// copyStore copies a store's files (bbolt and both WAL files).
+func copyStore(t *testing.T, from, to string) {
+	t.Helper()
+	for _, suffix := range []string{"", "-wal", "-wal2"} {
+		copyFile(t, from+suffix, to+suffix)
+	}
 }
 
 func copyFile(t *testing.T, from, to string) {
@@ -126,7 +135,59 @@ func TestRecoveryAfterPowerLoss(t *testing.T) {
 				t.Fatal(err)
 			}
 			copyFile(t, path+"-wal", lost+"-wal")
+			copyFile(t, path+"-wal2", lost+"-wal2")
 			got := dump(t, openAndCheck(t, lost, noCheckpoints))
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("recovered state differs from the acknowledged state")
+			}
+		})
+	}
+}
+
+// TestRecoveryAfterPowerLossDuringCheckpoints is the power loss model with
+// checkpoints running in the background while the writer goes on: the disk
+// holds bbolt as of the last checkpoint's fdatasync, with any page written
+// since present or not.
+func TestRecoveryAfterPowerLossDuringCheckpoints(t *testing.T) {
+	var mu sync.Mutex
+	var snap []byte
+	checkpointSynced = func(path string) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			panic(err)
+		}
+		mu.Lock()
+		snap = b
+		mu.Unlock()
+	}
+	defer func() { checkpointSynced = nil }()
+	for seed := range 6 {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.db")
+			st, err := Open(path, Options{CheckpointPages: 48})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			populate(t, st, 6, 400+seed*37)
+			want := dump(t, st)
+			lost := filepath.Join(t.TempDir(), "s.db")
+			copyStore(t, path, lost) // WAL files as synced; bbolt replaced below
+			cur, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			base := snap
+			mu.Unlock()
+			if base == nil {
+				t.Fatal("no background checkpoint ran")
+			}
+			rng := rand.New(rand.NewPCG(uint64(seed), 11))
+			if err := os.WriteFile(lost, mixPages(base, cur, st.db.Info().PageSize, rng), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got := dump(t, openAndCheck(t, lost, Options{}))
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("recovered state differs from the acknowledged state")
 			}
@@ -170,8 +231,7 @@ func TestRecoveryAfterProcessCrash(t *testing.T) {
 	populate(t, st, 5, 400)
 	want := dump(t, st)
 	crashed := filepath.Join(t.TempDir(), "s.db")
-	copyFile(t, path, crashed)
-	copyFile(t, path+"-wal", crashed+"-wal")
+	copyStore(t, path, crashed)
 	if got := dump(t, openAndCheck(t, crashed, Options{})); !reflect.DeepEqual(got, want) {
 		t.Fatal("recovered state differs from the acknowledged state")
 	}
@@ -193,93 +253,107 @@ func TestBigStoreCommitsWithoutHold(t *testing.T) {
 	}
 	want := dump(t, st)
 	crashed := filepath.Join(t.TempDir(), "s.db")
-	copyFile(t, path, crashed)
-	copyFile(t, path+"-wal", crashed+"-wal")
+	copyStore(t, path, crashed)
 	if got := dump(t, openAndCheck(t, crashed, Options{})); !reflect.DeepEqual(got, want) {
 		t.Fatal("recovered state differs from the acknowledged state")
 	}
 }
 
 func TestWALRecords(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "w")
+	path := filepath.Join(t.TempDir(), "s.db")
 	w, err := openWAL(path, func() bool { return true })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.close()
-	if _, _, ok := w.readHeader(); ok {
+	if _, _, ok := w.recover(); ok {
 		t.Fatal("new WAL has a header")
 	}
-	meta := []byte("meta of tx 10")
-	if err := w.checkpoint(10, meta); err != nil {
-		t.Fatal(err)
-	}
-	for txid := uint64(11); txid <= 13; txid++ {
-		if err := w.append(txid, fmt.Appendf(nil, "payload %d", txid)); err != nil {
-			t.Fatal(err)
+	appendAll := func(from, to uint64) {
+		t.Helper()
+		for txid := from; txid <= to; txid++ {
+			if err := w.append(txid, fmt.Appendf(nil, "payload %d", txid)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	recovered := func(wantGen uint64, want ...uint64) {
+		t.Helper()
+		h, got, ok := w.recover()
+		if !ok || h.gen != wantGen {
+			t.Fatalf("recover: gen %d ok %v, want gen %d", h.gen, ok, wantGen)
+		}
+		var names []string
+		for _, p := range got {
+			names = append(names, string(p))
+		}
+		var wantNames []string
+		for _, txid := range want {
+			wantNames = append(wantNames, fmt.Sprint("payload ", txid))
+		}
+		if !reflect.DeepEqual(names, wantNames) {
+			t.Fatalf("recovered %q, want %q", names, wantNames)
+		}
+	}
+
+	// Checkpoint 10 in file 1, records 11-13 after it.
+	if err := w.writeHeader(1, 10, []byte("meta 10")); err != nil {
+		t.Fatal(err)
+	}
+	w.base = 1
+	w.switchTo(1, 10)
+	appendAll(11, 13)
 	if err := w.append(15, nil); err == nil {
 		t.Fatal("append out of order: no error")
 	}
-	h, _, ok := w.readHeader()
-	if !ok || h.gen != 10 || !bytes.Equal(h.meta, meta) {
-		t.Fatalf("header %+v %v", h, ok)
-	}
-	if got := readRecords(w.f, w.end, 10); len(got) != 3 || string(got[2]) != "payload 13" {
-		t.Fatalf("records %q", got)
-	}
+	recovered(10, 11, 12, 13)
 
-	// A new generation overwrites the start; the old records after it are
-	// stale and must not read as its continuation.
-	if err := w.checkpoint(13, []byte("meta of tx 13")); err != nil {
+	// A checkpoint at 13 in progress: records move to file 0 before its
+	// header is written; recovery chains from file 1 into file 0.
+	w.switchTo(0, 13)
+	appendAll(14, 15)
+	recovered(10, 11, 12, 13, 14, 15)
+	if err := w.writeHeader(0, 13, []byte("meta 13")); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.append(14, []byte("payload 11")); err != nil { // same length as before
+	recovered(13, 14, 15) // file 1's records are older and not chained
+
+	// Had that header write been torn, file 1's checkpoint is the base and
+	// everything still chains.
+	if _, err := w.files[0].f.WriteAt([]byte{0xff}, 9); err != nil {
 		t.Fatal(err)
 	}
-	if h, _, _ := w.readHeader(); h.gen != 13 {
-		t.Fatalf("header gen %d, want 13", h.gen)
+	recovered(10, 11, 12, 13, 14, 15)
+	if err := w.writeHeader(0, 13, []byte("meta 13")); err != nil {
+		t.Fatal(err)
 	}
-	if got := readRecords(w.f, w.end, 13); len(got) != 1 || string(got[0]) != "payload 11" {
-		t.Fatalf("records after second checkpoint %q", got)
+	recovered(13, 14, 15)
+
+	// The next checkpoint overwrites file 1 from the start; its stale
+	// records after the new ones (same lengths, so aligned) must not read
+	// as their continuation.
+	w.switchTo(1, 15)
+	appendAll(16, 16)
+	recovered(13, 14, 15, 16)
+
+	// Unappend invalidates a record whose transaction did not commit.
+	off := w.off
+	appendAll(17, 17)
+	if err := w.unappend(off, 17); err != nil {
+		t.Fatal(err)
 	}
+	recovered(13, 14, 15, 16)
+	appendAll(17, 17)
+	recovered(13, 14, 15, 16, 17)
 
 	// A torn record ends the log.
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(path + "-wal2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	b[walRecordStart+walRecordHead] ^= 0xff
-	if got := readRecords(bytes.NewReader(b), int64(len(b)), 13); len(got) != 0 {
+	if got := readRecords(bytes.NewReader(b), int64(len(b)), 15); len(got) != 0 {
 		t.Fatalf("torn record read back: %q", got)
-	}
-	// A torn header falls back to the other slot.
-	slot := 1 - w.slot
-	if h, _, _ := w.readHeader(); h.gen != 13 {
-		t.Fatal("setup")
-	}
-	b[(1-slot)*walSlotSize+9] ^= 0xff
-	if h, ok := decodeHeader(b[(1-slot)*walSlotSize:]); ok {
-		t.Fatalf("torn header decoded: %+v", h)
-	}
-	if h, ok := decodeHeader(b[slot*walSlotSize:]); !ok || h.gen != 10 {
-		t.Fatalf("other slot: %+v %v", h, ok)
-	}
-
-	// Unappend invalidates a record whose transaction did not commit.
-	off := w.off
-	if err := w.append(15, []byte("never committed")); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.unappend(off, 15); err != nil {
-		t.Fatal(err)
-	}
-	if got := readRecords(w.f, w.end, 13); len(got) != 1 {
-		t.Fatalf("records after unappend %q", got)
-	}
-	if err := w.append(15, []byte("committed")); err != nil {
-		t.Fatalf("append after unappend: %v", err)
 	}
 }
 
@@ -442,24 +516,21 @@ func FuzzDecodeRecord(f *testing.F) {
 }
 
 func FuzzReadWAL(f *testing.F) {
-	dir := f.TempDir()
-	w, err := openWAL(filepath.Join(dir, "w"), func() bool { return true })
+	path := filepath.Join(f.TempDir(), "s.db")
+	w, err := openWAL(path, func() bool { return true })
 	if err != nil {
 		f.Fatal(err)
 	}
-	_ = w.checkpoint(5, []byte("m"))
+	_ = w.writeHeader(0, 5, []byte("m"))
+	w.switchTo(0, 5)
 	_ = w.append(6, []byte{recPut, 1, 1, 'k', 1, 'v'})
 	_ = w.append(7, []byte{recDel, 1, 1, 'k'})
-	b, _ := os.ReadFile(filepath.Join(dir, "w"))
+	b, _ := os.ReadFile(path + "-wal")
 	w.close()
 	f.Add(b[:walRecordStart+64])
 	f.Add([]byte("sdwal"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for slot := range 2 {
-			if slot*walSlotSize < len(b) {
-				decodeHeader(b[slot*walSlotSize:])
-			}
-		}
+		decodeHeader(b)
 		for _, p := range readRecords(bytes.NewReader(b), int64(len(b)), 5) {
 			_ = decodeRecord(p, func(byte, []byte, []byte, []byte) error { return nil })
 		}
