@@ -37,6 +37,7 @@ const (
 	kOpen       kind = 4 // messageID of an assistant message whose step is open
 	kPending    kind = 5 // admitted seq -> message ID of an unsettled input
 	kSession    kind = 6 // the Session record
+	kRetry      kind = 7 // message ID whose projected retry is live
 )
 
 // row tells the stream's two kinds of rows apart; it follows the seq, so a

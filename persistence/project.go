@@ -183,20 +183,21 @@ func (w *wtx) project(ev messages.Event) error {
 				return messages.Errorf(messages.ErrInvalid, "retry scheduled while step of %s is open", m.ID)
 			}
 			m.Retry = &Retry{Attempt: p.Attempt, At: p.At, Error: p.Error}
-			return w.updateSession(sid, func(s *Session) { s.Retrying = m.ID })
+			return w.putBytes(bucketData, prefix(sid, kRetry), []byte(m.ID))
 		})
 	}
 	return messages.Errorf(messages.ErrInvalid, "no projector for %s", ev.Type)
 }
 
 // clearRetry clears the live retry state of the Session when it belongs to
-// id (or to any message when id is empty).
+// id (or to any message when id is empty). The state is its own small row,
+// so the common case (no retry) costs one lookup and no decoding.
 func (w *wtx) clearRetry(sid messages.SessionID, id messages.MessageID) error {
-	s, err := w.session(sid)
-	if err != nil || s.Retrying == "" || (id != "" && s.Retrying != id) {
-		return err
+	v := w.tx.Bucket(bucketData).Get(prefix(sid, kRetry))
+	if v == nil || (id != "" && string(v) != string(id)) {
+		return nil
 	}
-	m, ok, err := w.message(sid, s.Retrying)
+	m, ok, err := w.message(sid, messages.MessageID(v))
 	if err != nil {
 		return err
 	}
@@ -206,8 +207,7 @@ func (w *wtx) clearRetry(sid messages.SessionID, id messages.MessageID) error {
 			return err
 		}
 	}
-	s.Retrying = ""
-	return w.put(bucketData, prefix(sid, kSession), &s)
+	return w.del(bucketData, prefix(sid, kRetry))
 }
 
 func (w *wtx) updateSession(sid messages.SessionID, f func(*Session)) error {
@@ -296,6 +296,9 @@ func (w *wtx) flush() error {
 		if err := w.put(bucketData, streamKey(m.SessionID, m.Seq, rMessage), m); err != nil {
 			return err
 		}
+		if seq, ok := w.loaded[key]; ok && seq == m.Seq {
+			continue // read through its ID entry, which therefore is right
+		}
 		var ent idEntry
 		ok, err := get(w.tx, bucketIDs, []byte(m.ID), &ent)
 		if err != nil {
@@ -318,10 +321,18 @@ func (w *wtx) flush() error {
 // message loads a projected message by ID, through the operation's cache;
 // ok is false when absent.
 func (w *wtx) message(sid messages.SessionID, id messages.MessageID) (Message, bool, error) {
-	if m, ok := w.msgs[msgKey(sid, id)]; ok {
+	key := msgKey(sid, id)
+	if m, ok := w.msgs[key]; ok {
 		return *m, true, nil
 	}
-	return loadMessage(w.tx, sid, id)
+	m, ok, err := loadMessage(w.tx, sid, id)
+	if ok {
+		if w.loaded == nil {
+			w.loaded = map[string]int64{}
+		}
+		w.loaded[key] = m.Seq
+	}
+	return m, ok, err
 }
 
 func (w *wtx) compactionStarted(ev messages.Event, p *messages.CompactionStarted) error {

@@ -98,9 +98,6 @@ type Session struct {
 	Created  int64              `json:"timeCreated" msgpack:"c"`
 	Tokens   messages.Tokens    `json:"tokens" msgpack:"k"`
 	Cost     float64            `json:"cost" msgpack:"o"`
-	// Retrying names the assistant message whose projected retry state is
-	// live, so a busy period's terminal event can clear it.
-	Retrying messages.MessageID `json:"-" msgpack:"r,omitempty"`
 	// Updated and LastSeq come from the log, not the stored record.
 	Updated int64 `json:"timeUpdated" msgpack:"-"`
 	LastSeq int64 `json:"lastSeq" msgpack:"-"`
