@@ -120,11 +120,17 @@ type Bolt struct {
 	// starts one at a time and reaps its result.
 	ckptq    chan ckptJob
 	ckptDone chan ckptResult
-	ckptBusy bool   // a checkpoint is running (writer only)
-	synced   uint64 // records known durable (syncer only)
-	rec      []byte // the current transaction's WAL record (writer only)
-	mmap     int64  // bbolt's mmap size (see big)
-	hwm      int64  // bytes below bbolt's high-water mark (writer only)
+	ckptBusy bool // a checkpoint is running (writer only)
+	// pendingAt is bbolt's count of held-back pages just after the last
+	// checkpoint freed what it could (measured at the first commit after
+	// it, once remeasure is set): a long read transaction also holds pages
+	// back, and checkpointing again would not free those.
+	pendingAt int64
+	remeasure bool
+	synced    uint64 // records known durable (syncer only)
+	rec       []byte // the current transaction's WAL record (writer only)
+	mmap      int64  // bbolt's mmap size (see big)
+	hwm       int64  // bytes below bbolt's high-water mark (writer only)
 
 	failMu sync.Mutex
 	failed error // a WAL or bbolt failure after which nothing more commits
@@ -342,7 +348,7 @@ func (s *Bolt) reapCheckpoint(wait bool) error {
 		s.fail(r.err)
 		return s.fatal()
 	}
-	s.wal.base = r.file
+	s.wal.base, s.remeasure = r.file, true
 	return nil
 }
 
@@ -395,7 +401,7 @@ func (s *Bolt) checkpointNow() error {
 		_ = s.hold.Rollback()
 	}
 	s.hold = hold
-	s.wal.base = target
+	s.wal.base, s.remeasure = target, true
 	s.wal.switchTo(target, gen)
 	return nil
 }
@@ -587,6 +593,12 @@ func (s *Bolt) commit(ops []*op) {
 			return
 		}
 		s.syncq <- syncJob{ops: slices.Clone(ops), seq: s.written, file: s.wal.cur, start: start}
+		// Measured before reaping: this commit's write transaction released
+		// what a checkpoint reaped earlier freed.
+		pending := int64(s.db.Stats().PendingPageN)
+		if s.remeasure {
+			s.pendingAt, s.remeasure = pending, false
+		}
 		if err := s.reapCheckpoint(false); err != nil {
 			return
 		}
@@ -595,7 +607,7 @@ func (s *Bolt) commit(ops []*op) {
 		case s.hold == nil: // big: checkpoint each commit (see run)
 			err2 = s.checkpointNow()
 		case s.ckptBusy:
-		case s.wal.size() >= s.opts.CheckpointBytes || int64(s.db.Stats().PendingPageN) >= s.opts.CheckpointPages:
+		case s.wal.size() >= s.opts.CheckpointBytes || pending-s.pendingAt >= s.opts.CheckpointPages:
 			err2 = s.startCheckpoint()
 		}
 		if err2 != nil {

@@ -583,3 +583,34 @@ func TestFailedSyncStopsWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestLongReaderDoesNotCauseCheckpointStorm checks that a long read
+// transaction, which keeps bbolt from reusing pages just as the hold does,
+// does not make every commit start a checkpoint that cannot free them.
+func TestLongReaderDoesNotCauseCheckpointStorm(t *testing.T) {
+	var checkpoints atomic.Int64
+	checkpointSynced = func(string) { checkpoints.Add(1) }
+	defer func() { checkpointSynced = nil }()
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, Options{NoSync: true, CheckpointPages: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	populate(t, st, 4, 40)
+	reader, err := st.db.Begin(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := checkpoints.Load()
+	populate(t, st, 4, 400)
+	during := checkpoints.Load() - before
+	if err := reader.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	// Each admission is a commit here; a storm is a checkpoint for most.
+	if during > 60 {
+		t.Fatalf("%d checkpoints during 404 commits with a reader open", during)
+	}
+	t.Logf("%d checkpoints during 404 commits with a reader open", during)
+}
