@@ -7,16 +7,25 @@ import (
 	"testing"
 )
 
-// format renders a parsed patch back to text.
+// format renders a parsed patch back to text. A line whose text ends in
+// "\r" is written with a CRLF ending: Parse strips one "\r" before each
+// "\n", so a plain LF would lose it.
 func format(p *Patch) string {
 	var b strings.Builder
+	line := func(s string) {
+		if strings.HasSuffix(s, "\r") {
+			b.WriteString(s + "\r\n")
+		} else {
+			b.WriteString(s + "\n")
+		}
+	}
 	b.WriteString(BeginMarker + "\n")
 	for _, op := range p.Ops {
 		switch op.Kind {
 		case Add:
 			b.WriteString(AddMarker + " " + op.Path + "\n")
 			for _, l := range op.Content {
-				b.WriteString("+" + l + "\n")
+				line("+" + l)
 			}
 		case Delete:
 			b.WriteString(DeleteMarker + " " + op.Path + "\n")
@@ -32,7 +41,7 @@ func format(p *Patch) string {
 					b.WriteString("@@\n")
 				}
 				for _, l := range h.Lines {
-					b.WriteString(string(rune(l.Kind)) + l.Text + "\n")
+					line(string(rune(l.Kind)) + l.Text)
 				}
 				if h.EndOfFile {
 					b.WriteString(EndOfFileMarker + "\n")
