@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
@@ -157,6 +158,7 @@ type syncJob struct {
 type ckptJob struct {
 	gen  uint64
 	meta []byte
+	seed uint32
 	file int
 	old  *bolt.Tx
 }
@@ -320,10 +322,12 @@ func (s *Bolt) startCheckpoint() error {
 	if err != nil {
 		return err
 	}
-	gen, target := uint64(hold.ID()), 1-s.wal.base
-	s.ckptq <- ckptJob{gen: gen, meta: meta, file: target, old: s.hold}
+	// The new file continues the chain, so that recovery reads on into it
+	// if this checkpoint never writes its header.
+	gen, target, seed := uint64(hold.ID()), 1-s.wal.base, s.wal.chain
+	s.ckptq <- ckptJob{gen: gen, meta: meta, seed: seed, file: target, old: s.hold}
 	s.hold, s.ckptBusy = hold, true
-	s.wal.switchTo(target, gen)
+	s.wal.switchTo(target, gen, seed)
 	return nil
 }
 
@@ -367,7 +371,7 @@ func (s *Bolt) checkpointer() {
 			checkpointSynced(s.db.Path())
 		}
 		if err == nil {
-			err = s.wal.writeHeader(job.file, job.gen, job.meta)
+			err = s.wal.writeHeader(job.file, job.gen, job.meta, job.seed)
 		}
 		if job.old != nil {
 			_ = job.old.Rollback()
@@ -392,8 +396,10 @@ func (s *Bolt) checkpointNow() error {
 	if err != nil {
 		return err
 	}
-	gen, target := uint64(hold.ID()), 1-s.wal.base
-	if err := s.wal.writeHeader(target, gen, meta); err != nil {
+	// A fresh seed: the records after this checkpoint must not chain with
+	// any already on disk (see wal.go).
+	gen, target, seed := uint64(hold.ID()), 1-s.wal.base, rand.Uint32()
+	if err := s.wal.writeHeader(target, gen, meta, seed); err != nil {
 		_ = hold.Rollback()
 		return err
 	}
@@ -402,7 +408,7 @@ func (s *Bolt) checkpointNow() error {
 	}
 	s.hold = hold
 	s.wal.base, s.remeasure = target, true
-	s.wal.switchTo(target, gen)
+	s.wal.switchTo(target, gen, seed)
 	return nil
 }
 

@@ -38,16 +38,29 @@ import (
 // drops the hold on the previous checkpoint. Recovery starts from the file
 // whose header has the higher generation, replays its records, and
 // continues into the other file if that file's first record is the next
-// transaction: records are numbered by bbolt txid, so a stale record of an
-// older generation never reads as the next one.
+// transaction.
+//
+// Records are numbered by bbolt txid, and their checksums are chained (as
+// SQLite's WAL does): each record's CRC starts from the previous record's,
+// the first from a seed. A checkpoint started beside the writer seeds the
+// new file with the chain so far, so recovery can continue into it before
+// its header exists; one that runs at Open or Close (the writer stopped)
+// draws a fresh random seed. Txids alone do not tell stale records from new
+// ones: recovery commits everything it replays as one transaction, so the
+// next run numbers from one past the checkpoint again and writes over the
+// records it replayed, which then sit behind the new ones with the very
+// numbers the new run's next records would carry. Under a fresh seed they
+// no longer chain.
 //
 // Each file is a header (one slot at offset 0) then records from
 // walRecordStart, and is extended with zeros ahead of the records, so a
 // record's fdatasync rewrites data in place instead of also journaling a
 // new file size.
 //
-//	header: magic[8] | generation u64 | meta length u32 | meta | crc32c u32
-//	record: length u32 | crc32c u32 (of txid and payload) | txid u64 | payload
+//	header: magic[8] | generation u64 | seed u32 | meta length u32 | meta
+//	        | crc32c u32
+//	record: length u32 | chained crc32c u32 (of txid and payload) | txid u64
+//	        | payload
 const (
 	walSlotSize    = 4096
 	walRecordStart = walSlotSize
@@ -57,7 +70,7 @@ const (
 )
 
 var (
-	walMagic = [8]byte{'s', 'd', 'w', 'a', 'l', 0, 0, 2}
+	walMagic = [8]byte{'s', 'd', 'w', 'a', 'l', 0, 0, 3}
 	crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 	errWALCorrupt = errors.New("persistence: corrupt write-ahead log")
@@ -78,6 +91,8 @@ type wal struct {
 	cur    int    // file receiving records
 	off    int64  // where the next record goes in cur
 	next   uint64 // txid the next record must carry
+	chain  uint32 // checksum of the last record in cur (its seed before any)
+	prev   uint32 // chain before the last append, for unappend
 	buf    []byte
 }
 
@@ -133,6 +148,7 @@ func lock(f *os.File, name string, lockTimeout func() bool) error {
 // walHeader is a decoded header.
 type walHeader struct {
 	gen  uint64
+	seed uint32
 	meta []byte
 }
 
@@ -145,17 +161,22 @@ func (w *wal) readHeader(i int) (walHeader, bool) {
 }
 
 func decodeHeader(b []byte) (walHeader, bool) {
-	if len(b) < 20 || [8]byte(b[:8]) != walMagic {
+	const fixed = 24 // magic, generation, seed, meta length
+	if len(b) < fixed || [8]byte(b[:8]) != walMagic {
 		return walHeader{}, false
 	}
-	n := int(binary.LittleEndian.Uint32(b[16:20]))
-	if n > walMetaMax || len(b) < 20+n+4 {
+	n := int(binary.LittleEndian.Uint32(b[20:24]))
+	if n > walMetaMax || len(b) < fixed+n+4 {
 		return walHeader{}, false
 	}
-	if crc32.Checksum(b[:20+n], crcTable) != binary.LittleEndian.Uint32(b[20+n:]) {
+	if crc32.Checksum(b[:fixed+n], crcTable) != binary.LittleEndian.Uint32(b[fixed+n:]) {
 		return walHeader{}, false
 	}
-	return walHeader{gen: binary.LittleEndian.Uint64(b[8:16]), meta: append([]byte(nil), b[20:20+n]...)}, true
+	return walHeader{
+		gen:  binary.LittleEndian.Uint64(b[8:16]),
+		seed: binary.LittleEndian.Uint32(b[16:20]),
+		meta: append([]byte(nil), b[fixed:fixed+n]...),
+	}, true
 }
 
 // recover finds the checkpoint to start from (and makes its file the base)
@@ -176,21 +197,23 @@ func (w *wal) recover() (h walHeader, replay [][]byte, ok bool) {
 		return walHeader{}, nil, false
 	}
 	h = hs[w.base]
-	replay = readRecords(w.files[w.base].f, w.files[w.base].end, h.gen)
+	replay, chain := readRecords(w.files[w.base].f, w.files[w.base].end, h.gen, h.seed)
 	other := w.files[1-w.base]
-	replay = append(replay, readRecords(other.f, other.end, h.gen+uint64(len(replay)))...)
-	return h, replay, true
+	more, _ := readRecords(other.f, other.end, h.gen+uint64(len(replay)), chain)
+	return h, append(replay, more...), true
 }
 
 // writeHeader records, durably, that bbolt is durable at transaction gen,
-// whose meta page head is meta, in file i. The caller has synced bbolt.
-func (w *wal) writeHeader(i int, gen uint64, meta []byte) error {
+// whose meta page head is meta, in file i, whose records chain from seed.
+// The caller has synced bbolt.
+func (w *wal) writeHeader(i int, gen uint64, meta []byte, seed uint32) error {
 	if len(meta) > walMetaMax {
 		return fmt.Errorf("persistence: meta of %d bytes", len(meta))
 	}
-	b := make([]byte, 0, 24+len(meta))
+	b := make([]byte, 0, 28+len(meta))
 	b = append(b, walMagic[:]...)
 	b = binary.LittleEndian.AppendUint64(b, gen)
+	b = binary.LittleEndian.AppendUint32(b, seed)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(meta)))
 	b = append(b, meta...)
 	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
@@ -201,9 +224,9 @@ func (w *wal) writeHeader(i int, gen uint64, meta []byte) error {
 }
 
 // switchTo makes file i receive the records that follow transaction gen,
-// from the start of its record area.
-func (w *wal) switchTo(i int, gen uint64) {
-	w.cur, w.off, w.next = i, walRecordStart, gen+1
+// from the start of its record area, chained from seed.
+func (w *wal) switchTo(i int, gen uint64, seed uint32) {
+	w.cur, w.off, w.next, w.chain = i, walRecordStart, gen+1, seed
 }
 
 // zeros is what extend writes, a chunk at a time.
@@ -239,11 +262,13 @@ func (w *wal) append(txid uint64, payload []byte) error {
 	b = binary.LittleEndian.AppendUint32(b, 0)
 	b = binary.LittleEndian.AppendUint64(b, txid)
 	b = append(b, payload...)
-	binary.LittleEndian.PutUint32(b[4:8], crc32.Checksum(b[8:], crcTable))
+	chain := crc32.Update(w.chain, crcTable, b[8:])
+	binary.LittleEndian.PutUint32(b[4:8], chain)
 	w.buf = b
 	if _, err := w.files[w.cur].f.WriteAt(b, w.off); err != nil {
 		return err
 	}
+	w.prev, w.chain = w.chain, chain
 	w.off += need
 	w.next++
 	return nil
@@ -255,7 +280,7 @@ func (w *wal) unappend(off int64, txid uint64) error {
 	if _, err := w.files[w.cur].f.WriteAt(make([]byte, walRecordHead), off); err != nil {
 		return err
 	}
-	w.off, w.next = off, txid
+	w.off, w.next, w.chain = off, txid, w.prev
 	return w.sync(w.cur)
 }
 
@@ -289,9 +314,10 @@ func (w *wal) close() error {
 }
 
 // readRecords returns the payloads of the records that follow generation
-// gen, in order, stopping at the first that is missing, torn or stale.
-func readRecords(r io.ReaderAt, size int64, gen uint64) [][]byte {
-	var out [][]byte
+// gen chained from seed, in order, stopping at the first that is missing,
+// torn or stale, and the chain after the last.
+func readRecords(r io.ReaderAt, size int64, gen uint64, seed uint32) (out [][]byte, chain uint32) {
+	chain = seed
 	head := make([]byte, walRecordHead)
 	for off, want := int64(walRecordStart), gen+1; off+walRecordHead <= size; want++ {
 		if _, err := r.ReadAt(head, off); err != nil {
@@ -305,11 +331,12 @@ func readRecords(r io.ReaderAt, size int64, gen uint64) [][]byte {
 		if _, err := r.ReadAt(body, off+8); err != nil {
 			break
 		}
-		if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(head[4:8]) {
+		next := crc32.Update(chain, crcTable, body)
+		if next != binary.LittleEndian.Uint32(head[4:8]) {
 			break
 		}
-		out = append(out, body[8:])
+		out, chain = append(out, body[8:]), next
 		off += walRecordHead + n
 	}
-	return out
+	return out, chain
 }

@@ -297,11 +297,11 @@ func TestWALRecords(t *testing.T) {
 	}
 
 	// Checkpoint 10 in file 1, records 11-13 after it.
-	if err := w.writeHeader(1, 10, []byte("meta 10")); err != nil {
+	if err := w.writeHeader(1, 10, []byte("meta 10"), 1); err != nil {
 		t.Fatal(err)
 	}
 	w.base = 1
-	w.switchTo(1, 10)
+	w.switchTo(1, 10, 1)
 	appendAll(11, 13)
 	if err := w.append(15, nil); err == nil {
 		t.Fatal("append out of order: no error")
@@ -310,10 +310,11 @@ func TestWALRecords(t *testing.T) {
 
 	// A checkpoint at 13 in progress: records move to file 0 before its
 	// header is written; recovery chains from file 1 into file 0.
-	w.switchTo(0, 13)
+	seed13 := w.chain
+	w.switchTo(0, 13, seed13)
 	appendAll(14, 15)
 	recovered(10, 11, 12, 13, 14, 15)
-	if err := w.writeHeader(0, 13, []byte("meta 13")); err != nil {
+	if err := w.writeHeader(0, 13, []byte("meta 13"), seed13); err != nil {
 		t.Fatal(err)
 	}
 	recovered(13, 14, 15) // file 1's records are older and not chained
@@ -324,7 +325,7 @@ func TestWALRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	recovered(10, 11, 12, 13, 14, 15)
-	if err := w.writeHeader(0, 13, []byte("meta 13")); err != nil {
+	if err := w.writeHeader(0, 13, []byte("meta 13"), seed13); err != nil {
 		t.Fatal(err)
 	}
 	recovered(13, 14, 15)
@@ -332,7 +333,8 @@ func TestWALRecords(t *testing.T) {
 	// The next checkpoint overwrites file 1 from the start; its stale
 	// records after the new ones (same lengths, so aligned) must not read
 	// as their continuation.
-	w.switchTo(1, 15)
+	seed15 := w.chain
+	w.switchTo(1, 15, seed15)
 	appendAll(16, 16)
 	recovered(13, 14, 15, 16)
 
@@ -352,7 +354,7 @@ func TestWALRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	b[walRecordStart+walRecordHead] ^= 0xff
-	if got := readRecords(bytes.NewReader(b), int64(len(b)), 15); len(got) != 0 {
+	if got, _ := readRecords(bytes.NewReader(b), int64(len(b)), 15, seed15); len(got) != 0 {
 		t.Fatalf("torn record read back: %q", got)
 	}
 }
@@ -521,8 +523,8 @@ func FuzzReadWAL(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	_ = w.writeHeader(0, 5, []byte("m"))
-	w.switchTo(0, 5)
+	_ = w.writeHeader(0, 5, []byte("m"), 9)
+	w.switchTo(0, 5, 9)
 	_ = w.append(6, []byte{recPut, 1, 1, 'k', 1, 'v'})
 	_ = w.append(7, []byte{recDel, 1, 1, 'k'})
 	b, _ := os.ReadFile(path + "-wal")
@@ -530,8 +532,9 @@ func FuzzReadWAL(f *testing.F) {
 	f.Add(b[:walRecordStart+64])
 	f.Add([]byte("sdwal"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		decodeHeader(b)
-		for _, p := range readRecords(bytes.NewReader(b), int64(len(b)), 5) {
+		h, _ := decodeHeader(b)
+		got, _ := readRecords(bytes.NewReader(b), int64(len(b)), 5, h.seed)
+		for _, p := range got {
 			_ = decodeRecord(p, func(byte, []byte, []byte, []byte) error { return nil })
 		}
 	})
@@ -613,4 +616,110 @@ func TestLongReaderDoesNotCauseCheckpointStorm(t *testing.T) {
 		t.Fatalf("%d checkpoints during 404 commits with a reader open", during)
 	}
 	t.Logf("%d checkpoints during 404 commits with a reader open", during)
+}
+
+// TestWALStaleRecordsAfterRecovery: recovery replays every record it finds
+// as one bbolt transaction, so the next run numbers its transactions from
+// one past the checkpoint again, and checkpoints into the file that holds
+// the records it just replayed. Those stale records sit behind the new
+// ones, aligned when the lengths match and numbered as the new run's next
+// transactions; after a second crash they must not read as the new
+// records' continuation.
+func TestWALStaleRecordsAfterRecovery(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	w, err := openWAL(path, func() bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	appendAll := func(prefix string, from, to uint64) {
+		t.Helper()
+		for txid := from; txid <= to; txid++ {
+			if err := w.append(txid, fmt.Appendf(nil, "%s %d", prefix, txid)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Checkpoint 10 in file 0 and one record; a checkpoint at 11 switched
+	// to file 1 and died before writing its header.
+	if err := w.writeHeader(0, 10, []byte("meta 10"), 7); err != nil {
+		t.Fatal(err)
+	}
+	w.base = 0
+	w.switchTo(0, 10, 7)
+	appendAll("old", 11, 11)
+	w.switchTo(1, 11, w.chain)
+	appendAll("old", 12, 20)
+	if _, replay, _ := w.recover(); len(replay) != 10 {
+		t.Fatalf("recovered %d records, want 10", len(replay))
+	}
+	// Recovery commits them as transaction 11 and checkpoints it into
+	// file 1 with a fresh seed; the new run writes two records and dies.
+	if err := w.writeHeader(1, 11, []byte("meta 11"), 8); err != nil {
+		t.Fatal(err)
+	}
+	w.switchTo(1, 11, 8)
+	appendAll("new", 12, 13)
+	h, replay, ok := w.recover()
+	var got []string
+	for _, p := range replay {
+		got = append(got, string(p))
+	}
+	if !ok || h.gen != 11 || !reflect.DeepEqual(got, []string{"new 12", "new 13"}) {
+		t.Fatalf("second recovery: gen %d ok %v records %q, want gen 11 and the two new records", h.gen, ok, got)
+	}
+}
+
+// TestCrashAfterRecoveryIgnoresStaleRecords is the same through the store:
+// a process dies while a background checkpoint is between switching files
+// and writing its header, is recovered, writes records of the same size as
+// the stale ones, and dies again.
+func TestCrashAfterRecoveryIgnoresStaleRecords(t *testing.T) {
+	release := make(chan struct{})
+	checkpointSynced = func(string) { <-release }
+	defer func() { checkpointSynced = nil }()
+	ctx := context.Background()
+	admit := func(st *Bolt, sid messages.SessionID, from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			p := messages.Prompt{Text: fmt.Sprintf("prompt %03d", i)}
+			if _, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: p}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, Options{CheckpointBytes: 1}) // the first commit starts a checkpoint
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := st.CreateSession(ctx, CreateSession{Location: messages.Location{Directory: "/tmp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admit(st, s.ID, 0, 20) // into the other file, whose header the blocked checkpoint never writes
+	first := filepath.Join(t.TempDir(), "s.db")
+	copyStore(t, path, first)
+	close(release)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	st = openAndCheck(t, first, noCheckpoints)
+	admit(st, s.ID, 20, 25)
+	want := dump(t, st)
+	second := filepath.Join(t.TempDir(), "s.db")
+	copyStore(t, first, second)
+	w, err := openWAL(second, func() bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, replay, _ := w.recover()
+	w.close()
+	if len(replay) != 5 {
+		t.Fatalf("second recovery replays %d records, want the 5 written since the first", len(replay))
+	}
+	if got := dump(t, openAndCheck(t, second, noCheckpoints)); !reflect.DeepEqual(got, want) {
+		t.Fatal("second recovery differs from the acknowledged state")
+	}
 }
