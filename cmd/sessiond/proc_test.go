@@ -199,9 +199,10 @@ type result struct {
 // sessiond runs sessiond with args and stdin to completion.
 func sessiond(t *testing.T, env []string, stdin io.Reader, args ...string) result {
 	t.Helper()
+	bin := binary(t) // built before the clock starts: a cold build can take minutes
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env, cmd.Stdin = env, stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
