@@ -46,6 +46,7 @@ func (r *runner) history(ctx context.Context) ([]persistence.Message, error) {
 		after = r.hist[from-1].Seq
 	}
 	r.hist = r.hist[:from]
+	r.lowered.keep(from)
 	for {
 		p, err := r.store.Messages(ctx, r.sid, persistence.Query{After: after, Limit: 500})
 		if err != nil {
@@ -79,7 +80,7 @@ func (r *runner) request(ctx context.Context, agent locations.Agent, model llm.M
 	} else if ok && cp.Baseline != "" {
 		req.System = append(req.System, cp.Baseline)
 	}
-	req.Messages = lower(msgs, model.Ref)
+	req.Messages = lowerWith(msgs, model.Ref, &r.lowered)
 	if final {
 		req.ToolChoice = llm.ToolChoiceNone
 		req.System = append(req.System, finalStepReminder)
@@ -94,6 +95,12 @@ func (r *runner) request(ctx context.Context, agent locations.Agent, model llm.M
 // Provider-native reasoning and metadata replay only for assistant messages
 // of the same model that did not fail.
 func lower(msgs []persistence.Message, model messages.ModelRef) []llm.Message {
+	return lowerWith(msgs, model, nil)
+}
+
+// lowerWith is lower reusing cache, the lowered form of the messages that
+// have not changed since the previous call (nil: no reuse).
+func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lowered) []llm.Message {
 	start := 0
 	var checkpoint *persistence.Compaction
 	for i, m := range msgs {
@@ -101,7 +108,17 @@ func lower(msgs []persistence.Message, model messages.ModelRef) []llm.Message {
 			start, checkpoint = i+1, m.Compaction
 		}
 	}
-	var out []llm.Message
+	if cache != nil {
+		cache.update(msgs, model)
+	}
+	n := 0
+	if checkpoint != nil {
+		n++
+	}
+	for i := start; i < len(msgs); i++ {
+		n += len(cache.of(msgs, i, model))
+	}
+	out := make([]llm.Message, 0, n)
 	if checkpoint != nil {
 		text := "<summary>\n" + checkpoint.Summary + "\n</summary>"
 		if checkpoint.Recent != "" {
@@ -109,56 +126,106 @@ func lower(msgs []persistence.Message, model messages.ModelRef) []llm.Message {
 		}
 		out = append(out, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: text}}})
 	}
-	for _, m := range msgs[start:] {
-		switch m.Role {
-		case persistence.RoleUser:
-			parts := []llm.Part{{Kind: llm.PartText, Text: m.Prompt.Text}}
-			for i := range m.Prompt.Files {
-				f := m.Prompt.Files[i]
-				parts = append(parts, llm.Part{Kind: llm.PartFile, File: &f})
-			}
-			out = append(out, llm.Message{Role: llm.RoleUser, Parts: parts})
-		case persistence.RoleSystem:
-			out = append(out, llm.Message{Role: llm.RoleSystem, Parts: []llm.Part{{Kind: llm.PartText, Text: m.Text}}})
-		case persistence.RoleAssistant:
-			native := m.Model == model && m.Error == nil
-			var parts, results []llm.Part
-			for _, p := range m.Parts {
-				switch {
-				case p.Kind == persistence.PartReasoning && native:
-					parts = append(parts, llm.Part{Kind: llm.PartReasoning, Text: p.Text, ProviderMetadata: p.ProviderMetadata})
-				case p.Kind == persistence.PartReasoning || p.Kind == persistence.PartText:
-					if p.Text == "" {
-						continue
-					}
-					part := llm.Part{Kind: llm.PartText, Text: p.Text}
-					if native {
-						part.ProviderMetadata = p.ProviderMetadata
-					}
-					parts = append(parts, part)
-				case p.Tool != nil && (p.Tool.State == persistence.ToolCompleted || p.Tool.State == persistence.ToolError):
-					call := llm.Part{Kind: llm.PartToolCall, CallID: p.Tool.CallID, Name: p.Tool.Name, Input: p.Tool.Input}
-					if native {
-						call.ProviderMetadata = p.Tool.CallMetadata
-					}
-					parts = append(parts, call)
-					res := llm.Part{Kind: llm.PartToolResult, CallID: p.Tool.CallID, Name: p.Tool.Name, Output: p.Tool.Output}
-					if p.Tool.Error != nil {
-						res.IsError = true
-						res.Output = fmt.Sprintf("Error (%s): %s", p.Tool.Error.Type, p.Tool.Error.Message)
-					}
-					results = append(results, res)
-				}
-			}
-			if len(parts) > 0 {
-				out = append(out, llm.Message{Role: llm.RoleAssistant, Parts: parts})
-			}
-			if len(results) > 0 {
-				out = append(out, llm.Message{Role: llm.RoleTool, Parts: results})
-			}
-		}
+	for i := start; i < len(msgs); i++ {
+		out = append(out, cache.of(msgs, i, model)...)
 	}
 	return out
+}
+
+// lowered caches the lowered form of each history message for as long as
+// the message and the selected model stay the same, so a step lowers only
+// the messages that are new or could have changed since the last one (see
+// runner.history). Providers treat requests as read-only, so steps share
+// the cached parts.
+type lowered struct {
+	model messages.ModelRef
+	// valid is how many leading messages are unchanged since they were
+	// lowered; history lowers this after re-reading.
+	valid int
+	per   [][]llm.Message
+}
+
+// keep marks the first n messages as unchanged.
+func (c *lowered) keep(n int) {
+	if c != nil {
+		c.valid = min(c.valid, n)
+	}
+}
+
+// update drops what the model switch or the new history invalidates and
+// lowers the rest.
+func (c *lowered) update(msgs []persistence.Message, model messages.ModelRef) {
+	if c.model != model {
+		c.model, c.valid = model, 0
+	}
+	c.per = c.per[:min(c.valid, len(c.per), len(msgs))]
+	for i := len(c.per); i < len(msgs); i++ {
+		c.per = append(c.per, lowerOne(msgs[i], model))
+	}
+	c.valid = len(msgs)
+}
+
+// of returns message i lowered, from the cache when there is one.
+func (c *lowered) of(msgs []persistence.Message, i int, model messages.ModelRef) []llm.Message {
+	if c == nil {
+		return lowerOne(msgs[i], model)
+	}
+	return c.per[i]
+}
+
+// lowerOne lowers one projected message (compaction rows lower to nothing:
+// the checkpoint stands in for what came before them).
+func lowerOne(m persistence.Message, model messages.ModelRef) []llm.Message {
+	switch m.Role {
+	case persistence.RoleUser:
+		parts := []llm.Part{{Kind: llm.PartText, Text: m.Prompt.Text}}
+		for i := range m.Prompt.Files {
+			f := m.Prompt.Files[i]
+			parts = append(parts, llm.Part{Kind: llm.PartFile, File: &f})
+		}
+		return []llm.Message{{Role: llm.RoleUser, Parts: parts}}
+	case persistence.RoleSystem:
+		return []llm.Message{{Role: llm.RoleSystem, Parts: []llm.Part{{Kind: llm.PartText, Text: m.Text}}}}
+	case persistence.RoleAssistant:
+		native := m.Model == model && m.Error == nil
+		var parts, results []llm.Part
+		for _, p := range m.Parts {
+			switch {
+			case p.Kind == persistence.PartReasoning && native:
+				parts = append(parts, llm.Part{Kind: llm.PartReasoning, Text: p.Text, ProviderMetadata: p.ProviderMetadata})
+			case p.Kind == persistence.PartReasoning || p.Kind == persistence.PartText:
+				if p.Text == "" {
+					continue
+				}
+				part := llm.Part{Kind: llm.PartText, Text: p.Text}
+				if native {
+					part.ProviderMetadata = p.ProviderMetadata
+				}
+				parts = append(parts, part)
+			case p.Tool != nil && (p.Tool.State == persistence.ToolCompleted || p.Tool.State == persistence.ToolError):
+				call := llm.Part{Kind: llm.PartToolCall, CallID: p.Tool.CallID, Name: p.Tool.Name, Input: p.Tool.Input}
+				if native {
+					call.ProviderMetadata = p.Tool.CallMetadata
+				}
+				parts = append(parts, call)
+				res := llm.Part{Kind: llm.PartToolResult, CallID: p.Tool.CallID, Name: p.Tool.Name, Output: p.Tool.Output}
+				if p.Tool.Error != nil {
+					res.IsError = true
+					res.Output = fmt.Sprintf("Error (%s): %s", p.Tool.Error.Type, p.Tool.Error.Message)
+				}
+				results = append(results, res)
+			}
+		}
+		var out []llm.Message
+		if len(parts) > 0 {
+			out = append(out, llm.Message{Role: llm.RoleAssistant, Parts: parts})
+		}
+		if len(results) > 0 {
+			out = append(out, llm.Message{Role: llm.RoleTool, Parts: results})
+		}
+		return out
+	}
+	return nil
 }
 
 // estimateTokens is the runner's cheap size estimate of a request: about

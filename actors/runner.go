@@ -73,8 +73,10 @@ type runner struct {
 	hold *time.Timer
 	// flushErr is a commit failure found while flushing for live events.
 	flushErr error
-	// hist caches projected history between steps (see history).
-	hist []persistence.Message
+	// hist caches projected history between steps (see history), and
+	// lowered its provider-neutral form (see lowerWith).
+	hist    []persistence.Message
+	lowered lowered
 }
 
 // DefaultLiveHold is the default of Config.LiveHold: how long a live event

@@ -499,9 +499,9 @@ type wtx struct {
 	// once; flush writes them when the operation succeeds.
 	msgs  map[string]*Message
 	dirty []string
-	// loaded holds the seq of each cached message read from the store:
-	// their ID entries already index them.
-	loaded map[string]int64
+	// indexed holds, per cached message, the seq its ID entry is known to
+	// point at (read through it, or claimed with it).
+	indexed map[string]int64
 }
 
 // submit queues fn for the writer and waits for its commit. It does not

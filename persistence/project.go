@@ -75,7 +75,7 @@ func (w *wtx) project(ev messages.Event) error {
 			return err
 		}
 		id := derivedID(ev)
-		if err := w.claimID(id, sid, idSystem); err != nil {
+		if err := w.claimID(id, sid, idSystem, seq); err != nil {
 			return err
 		}
 		return w.putMessage(Message{ID: id, SessionID: sid, Seq: seq, Role: RoleSystem, Created: ev.Created, Text: p.Text, Kind: p.Kind})
@@ -220,13 +220,18 @@ func (w *wtx) updateSession(sid messages.SessionID, f func(*Session)) error {
 }
 
 // claimID records a message ID in the global index, failing when any
-// Session already uses it.
-func (w *wtx) claimID(id messages.MessageID, sid messages.SessionID, kind string) error {
+// Session already uses it. seq is the source seq of the ID's message row
+// when the claiming event also creates that row (0 for inputs, whose row
+// comes with their promotion), so flush need not rewrite the entry.
+func (w *wtx) claimID(id messages.MessageID, sid messages.SessionID, kind string, seq int64) error {
 	b := w.tx.Bucket(bucketIDs)
 	if b.Get([]byte(id)) != nil {
 		return messages.Errorf(messages.ErrPromptConflict, "message ID %q is already in use", id)
 	}
-	return w.put(bucketIDs, []byte(id), &idEntry{SessionID: sid, Kind: kind})
+	if seq > 0 {
+		w.indexedAt(msgKey(sid, id), seq)
+	}
+	return w.put(bucketIDs, []byte(id), &idEntry{SessionID: sid, Kind: kind, Seq: seq})
 }
 
 // admittedInput is the inbox row session.prompt.admitted.1 projects.
@@ -237,7 +242,7 @@ func admittedInput(ev messages.Event, p *messages.PromptAdmitted) Input {
 }
 
 func (w *wtx) insertInput(sid messages.SessionID, in Input) error {
-	if err := w.claimID(in.ID, sid, idInput); err != nil {
+	if err := w.claimID(in.ID, sid, idInput, 0); err != nil {
 		return err
 	}
 	if err := w.put(bucketInbox, []byte(in.ID), &in); err != nil {
@@ -296,8 +301,8 @@ func (w *wtx) flush() error {
 		if err := w.put(bucketData, streamKey(m.SessionID, m.Seq, rMessage), m); err != nil {
 			return err
 		}
-		if seq, ok := w.loaded[key]; ok && seq == m.Seq {
-			continue // read through its ID entry, which therefore is right
+		if seq, ok := w.indexed[key]; ok && seq == m.Seq {
+			continue // its ID entry already points at this row
 		}
 		var ent idEntry
 		ok, err := get(w.tx, bucketIDs, []byte(m.ID), &ent)
@@ -327,12 +332,17 @@ func (w *wtx) message(sid messages.SessionID, id messages.MessageID) (Message, b
 	}
 	m, ok, err := loadMessage(w.tx, sid, id)
 	if ok {
-		if w.loaded == nil {
-			w.loaded = map[string]int64{}
-		}
-		w.loaded[key] = m.Seq
+		w.indexedAt(key, m.Seq) // it was read through its ID entry
 	}
 	return m, ok, err
+}
+
+// indexedAt notes that the ID entry of message key points at seq.
+func (w *wtx) indexedAt(key string, seq int64) {
+	if w.indexed == nil {
+		w.indexed = map[string]int64{}
+	}
+	w.indexed[key] = seq
 }
 
 func (w *wtx) compactionStarted(ev messages.Event, p *messages.CompactionStarted) error {
@@ -346,7 +356,7 @@ func (w *wtx) compactionStarted(ev messages.Event, p *messages.CompactionStarted
 	}
 	if !ok {
 		// Automatic or overflow compaction: the row is new.
-		if err := w.claimID(p.InputID, sid, idRow); err != nil {
+		if err := w.claimID(p.InputID, sid, idRow, seq); err != nil {
 			return err
 		}
 		return w.putMessage(Message{ID: p.InputID, SessionID: sid, Seq: seq, Role: RoleCompaction, Created: ev.Created,
@@ -399,7 +409,7 @@ func (w *wtx) stepStarted(ev messages.Event, p *messages.StepStarted) error {
 		}
 		return w.putMessage(m)
 	}
-	if err := w.claimID(p.AssistantMessageID, sid, idAssistant); err != nil {
+	if err := w.claimID(p.AssistantMessageID, sid, idAssistant, seq); err != nil {
 		return err
 	}
 	if err := w.putBytes(bucketData, strKey(sid, kOpen, string(p.AssistantMessageID)), nil); err != nil {
