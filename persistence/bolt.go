@@ -130,8 +130,9 @@ type Bolt struct {
 	remeasure bool
 	synced    uint64 // records known durable (syncer only)
 	rec       []byte // the current transaction's WAL record (writer only)
-	mmap      int64  // bbolt's mmap size (see big)
-	hwm       int64  // bytes below bbolt's high-water mark (writer only)
+	open      openCache
+	mmap      int64 // bbolt's mmap size (see big)
+	hwm       int64 // bytes below bbolt's high-water mark (writer only)
 
 	failMu sync.Mutex
 	failed error // a WAL or bbolt failure after which nothing more commits
@@ -641,6 +642,7 @@ func (s *Bolt) run(ops []*op) (failed int, err error) {
 		s.hold = nil
 	}
 	s.rec = s.rec[:0]
+	s.open.begin()
 	for i, o := range ops {
 		w := &wtx{tx: tx, s: s, rec: &s.rec}
 		err := runOp(o, w)
@@ -658,6 +660,8 @@ func (s *Bolt) run(ops []*op) (failed int, err error) {
 		// answered by the syncer, after what they may have read is durable.
 		return -1, tx.Rollback()
 	}
+	// From here on, a failure discards what this transaction staged in the
+	// open-message cache: begin does so at the next run.
 	txid, off := uint64(tx.ID()), s.wal.off
 	if err := s.wal.append(txid, s.rec); err != nil {
 		_ = tx.Rollback()
@@ -673,6 +677,7 @@ func (s *Bolt) run(ops []*op) (failed int, err error) {
 		}
 		return -1, err
 	}
+	s.open.commit()
 	s.written++
 	return -1, nil
 }

@@ -301,6 +301,7 @@ func (w *wtx) flush() error {
 		if err := w.put(bucketData, streamKey(m.SessionID, m.Seq, rMessage), m); err != nil {
 			return err
 		}
+		w.s.open.stage(key, m)
 		if seq, ok := w.indexed[key]; ok && seq == m.Seq {
 			continue // its ID entry already points at this row
 		}
@@ -329,6 +330,10 @@ func (w *wtx) message(sid messages.SessionID, id messages.MessageID) (Message, b
 	key := msgKey(sid, id)
 	if m, ok := w.msgs[key]; ok {
 		return *m, true, nil
+	}
+	if m, ok := w.s.open.get(key); ok {
+		w.indexedAt(key, m.Seq)
+		return m, true, nil
 	}
 	m, ok, err := loadMessage(w.tx, sid, id)
 	if ok {

@@ -1,0 +1,118 @@
+package persistence
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+// rawAppend builds an append operation the way Append does, for tests that
+// hand batches to the writer's commit directly.
+func rawAppend(s *Bolt, sid messages.SessionID, ps ...messages.Payload) *op {
+	ids := make([]messages.EventID, len(ps))
+	for i := range ids {
+		ids[i] = s.opts.IDs.Event()
+	}
+	return &op{done: make(chan error, 1), fn: func(w *wtx) error {
+		last, err := w.lastSeq(sid)
+		if err != nil {
+			return err
+		}
+		for i, p := range ps {
+			ev := messages.Event{ID: ids[i], Created: 1, Type: p.Type(), Data: p,
+				Durable: &messages.Durable{AggregateID: sid, Seq: last + 1 + int64(i), Version: messages.VersionOf(p.Type())}}
+			if err := w.apply(ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+}
+
+// openStep opens a store with a Session whose step is open with tool call
+// c1 pending, and returns them with the assistant message ID.
+func openStep(t *testing.T) (*Bolt, messages.SessionID, messages.MessageID) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	sess, _, err := s.CreateSession(ctx, CreateSession{Location: messages.Location{Directory: "/tmp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asst := s.opts.IDs.Message()
+	if _, err := s.Append(ctx, sess.ID, &messages.StepStarted{SessionID: sess.ID, AssistantMessageID: asst, Agent: "build", Attempt: 1},
+		&messages.ToolInputStarted{SessionID: sess.ID, AssistantMessageID: asst, CallID: "c1", Name: "read"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.open.committed[msgKey(sess.ID, asst)]; !ok {
+		t.Fatal("the open step's message is not cached")
+	}
+	return s, sess.ID, asst
+}
+
+func commitBatch(s *Bolt, ops ...*op) []error {
+	s.commit(ops)
+	errs := make([]error, len(ops))
+	for i, o := range ops {
+		errs[i] = <-o.done
+	}
+	return errs
+}
+
+// TestOpenCacheDropsRolledBackStaging: when an operation fails, the batch
+// re-runs without it; the operations before it must not see their own
+// first run's updates.
+func TestOpenCacheDropsRolledBackStaging(t *testing.T) {
+	s, sid, asst := openStep(t)
+	a := rawAppend(s, sid, &messages.TextStarted{SessionID: sid, AssistantMessageID: asst, Ordinal: 0})
+	bad := rawAppend(s, sid, &messages.ToolSucceeded{SessionID: sid, AssistantMessageID: asst, CallID: "c9"})
+	c := rawAppend(s, sid, &messages.TextEnded{SessionID: sid, AssistantMessageID: asst, Ordinal: 0, Text: "hi"})
+	errs := commitBatch(s, a, bad, c)
+	if errs[0] != nil || errs[1] == nil || errs[2] != nil {
+		t.Fatalf("batch results %v, want only the middle operation to fail", errs)
+	}
+	m, err := s.Message(context.Background(), sid, asst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Parts) != 2 || m.Parts[1].Text != "hi" || !m.Parts[1].Ended {
+		t.Fatalf("parts %+v", m.Parts)
+	}
+}
+
+// TestOpenCacheCopiesArePrivate: a failed operation's in-place updates of
+// a cached message never reach the cache.
+func TestOpenCacheCopiesArePrivate(t *testing.T) {
+	s, sid, asst := openStep(t)
+	// Calls c1 (changing its part in place), then fails on c9.
+	bad := rawAppend(s, sid,
+		&messages.ToolCalled{SessionID: sid, AssistantMessageID: asst, CallID: "c1", Name: "read", Input: json.RawMessage(`{}`)},
+		&messages.ToolSucceeded{SessionID: sid, AssistantMessageID: asst, CallID: "c9"})
+	if errs := commitBatch(s, bad); errs[0] == nil {
+		t.Fatal("the bad operation committed")
+	}
+	good := rawAppend(s, sid,
+		&messages.ToolCalled{SessionID: sid, AssistantMessageID: asst, CallID: "c1", Name: "read", Input: json.RawMessage(`{}`)},
+		&messages.ToolSucceeded{SessionID: sid, AssistantMessageID: asst, CallID: "c1", Output: "ok"},
+		&messages.StepEnded{SessionID: sid, AssistantMessageID: asst, Finish: "tool-calls"})
+	if errs := commitBatch(s, good); errs[0] != nil {
+		t.Fatalf("calling c1 after the failed operation: %v", errs[0])
+	}
+	if len(s.open.committed) != 0 {
+		t.Fatalf("a closed step's message stays cached: %v", s.open.committed)
+	}
+	m, err := s.Message(context.Background(), sid, asst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Open || m.Parts[0].Tool.State != ToolCompleted || m.Parts[0].Tool.Output != "ok" {
+		t.Fatalf("message %+v, tool %+v", m, m.Parts[0].Tool)
+	}
+}
