@@ -6,8 +6,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/sessiond/sessiond/messages"
 )
 
@@ -30,7 +28,7 @@ func (s *Bolt) CreateSession(ctx context.Context, req CreateSession) (Session, b
 		existing, err := w.session(req.ID)
 		if err == nil {
 			out, created = existing, false
-			return fillSession(w.tx, &out)
+			return fillSession(&w.v, &out)
 		}
 		if messages.TypeOf(err) != messages.ErrSessionNotFound {
 			return err
@@ -42,7 +40,7 @@ func (s *Bolt) CreateSession(ctx context.Context, req CreateSession) (Session, b
 			return err
 		}
 		created = true
-		return fillSession(w.tx, &out)
+		return fillSession(&w.v, &out)
 	})
 	return out, created, err
 }
@@ -113,9 +111,9 @@ func (s *Bolt) Admit(ctx context.Context, req Admission) (Admitted, bool, error)
 	if supplied {
 		// Fast path for retries: an exact reuse needs no write. A freshly
 		// generated ID cannot have been used.
-		err := s.view(func(tx *bolt.Tx) error {
+		err := s.view(func(v *view) error {
 			var err error
-			out, done, err = existingReceipt(tx, req)
+			out, done, err = existingReceipt(v, req)
 			return err
 		})
 		if err != nil || done {
@@ -131,7 +129,7 @@ func (s *Bolt) Admit(ctx context.Context, req Admission) (Admitted, bool, error)
 	err = s.submit(ctx, func(w *wtx) error {
 		if supplied {
 			var err error
-			if out, done, err = existingReceipt(w.tx, req); err != nil || done {
+			if out, done, err = existingReceipt(&w.v, req); err != nil || done {
 				return err
 			}
 		}
@@ -156,9 +154,9 @@ func (s *Bolt) Admit(ctx context.Context, req Admission) (Admitted, bool, error)
 
 // existingReceipt returns the receipt of an exact reuse of req.ID, a
 // conflict when the ID is in use otherwise, or done=false when it is free.
-func existingReceipt(tx *bolt.Tx, req Admission) (Admitted, bool, error) {
+func existingReceipt(v *view, req Admission) (Admitted, bool, error) {
 	var ent idEntry
-	ok, err := get(tx, bucketIDs, []byte(req.ID), &ent)
+	ok, err := get(v, bucketIDs, []byte(req.ID), &ent)
 	if err != nil || !ok {
 		return Admitted{}, false, err
 	}
@@ -166,7 +164,7 @@ func existingReceipt(tx *bolt.Tx, req Admission) (Admitted, bool, error) {
 		return Admitted{}, false, messages.Errorf(messages.ErrPromptConflict, "message ID %q already names another message", req.ID)
 	}
 	var in Input
-	if err := decodeAt(tx, bucketInbox, []byte(req.ID), &in); err != nil {
+	if err := decodeAt(v, bucketInbox, []byte(req.ID), &in); err != nil {
 		return Admitted{}, false, err
 	}
 	switch {
@@ -195,7 +193,7 @@ func (w *wtx) checkBacklog(sid messages.SessionID) error {
 		return nil
 	}
 	p := prefix(sid, kPending)
-	c := w.tx.Bucket(bucketData).Cursor()
+	c := w.v.cursor(bucketData)
 	n := 0
 	for k, _ := c.Seek(p); k != nil && len(k) > len(p) && string(k[:len(p)]) == string(p); k, _ = c.Next() {
 		if n++; n >= limit {
@@ -218,7 +216,7 @@ func (s *Bolt) AdmitCompaction(ctx context.Context, sid messages.SessionID) (Inp
 		if err := w.exists(sid); err != nil {
 			return err
 		}
-		rows, err := pending(w.tx, sid)
+		rows, err := pending(&w.v, sid)
 		if err != nil {
 			return err
 		}
@@ -229,13 +227,13 @@ func (s *Bolt) AdmitCompaction(ctx context.Context, sid messages.SessionID) (Inp
 			}
 		}
 		ev := messages.Event{ID: evID, Created: now, Type: messages.TypeCompactionAdmitted,
-			Durable: &messages.Durable{AggregateID: sid, Seq: lastSeq(w.tx, sid) + 1, Version: 1},
+			Durable: &messages.Durable{AggregateID: sid, Seq: lastSeq(&w.v, sid) + 1, Version: 1},
 			Data:    &messages.CompactionAdmitted{SessionID: sid, InputID: id}}
 		if err := w.apply(ev); err != nil {
 			return err
 		}
 		created = true
-		return decodeAt(w.tx, bucketInbox, []byte(id), &out)
+		return decodeAt(&w.v, bucketInbox, []byte(id), &out)
 	})
 	return out, created, err
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/sessiond/sessiond/messages"
 )
 
@@ -76,7 +74,7 @@ func (s *Bolt) Restore(ctx context.Context, evs []messages.Event) error {
 				return messages.Errorf(messages.ErrInvalid, "restore %s: not durable", ev.ID)
 			}
 			sid := ev.Durable.AggregateID
-			next := lastSeq(w.tx, sid) + 1
+			next := lastSeq(&w.v, sid) + 1
 			if ev.Durable.Seq != next {
 				return messages.Errorf(messages.ErrInvalid, "restore %s: seq %d, want %d", ev.ID, ev.Durable.Seq, next)
 			}
@@ -90,14 +88,14 @@ func (s *Bolt) Restore(ctx context.Context, evs []messages.Event) error {
 
 // lastSeq returns the Session's last seq, failing when the Session does not
 // exist.
-func (w *wtx) lastSeq(sid messages.SessionID) (int64, error) { return existingLastSeq(w.tx, sid) }
+func (w *wtx) lastSeq(sid messages.SessionID) (int64, error) { return existingLastSeq(&w.v, sid) }
 
 // existingLastSeq returns the Session's last seq, failing when the Session
 // does not exist. Every Session's log starts with session.created.1 at seq
 // 0 in the transaction that creates its record, so an empty log means no
 // Session: one seek answers both questions.
-func existingLastSeq(tx *bolt.Tx, sid messages.SessionID) (int64, error) {
-	last := lastSeq(tx, sid)
+func existingLastSeq(v *view, sid messages.SessionID) (int64, error) {
+	last := lastSeq(v, sid)
 	if last < 0 {
 		return last, messages.Errorf(messages.ErrSessionNotFound, "session %q not found", sid)
 	}
@@ -105,15 +103,10 @@ func existingLastSeq(tx *bolt.Tx, sid messages.SessionID) (int64, error) {
 }
 
 // lastSeq returns the Session's last committed seq, or -1.
-func lastSeq(tx *bolt.Tx, sid messages.SessionID) int64 {
-	c := tx.Bucket(bucketData).Cursor()
+func lastSeq(v *view, sid messages.SessionID) int64 {
+	c := v.cursor(bucketData)
 	p := prefix(sid, kStream)
-	k, _ := c.Seek(prefix(sid, kStream+1)) // the first key after the stream
-	if k == nil {
-		k, _ = c.Last()
-	} else {
-		k, _ = c.Prev()
-	}
+	k, _ := c.SeekLT(prefix(sid, kStream+1)) // the last key before the stream's end
 	// The last row is the last event or the message it created: either
 	// way its seq is the last seq.
 	if k == nil || !bytes.HasPrefix(k, p) || len(k) != len(p)+9 {
@@ -159,8 +152,8 @@ func derivedID(ev messages.Event) messages.MessageID {
 }
 
 // get decodes the value at key of bucket into v; ok is false when absent.
-func get(tx *bolt.Tx, bucket, key []byte, v any) (bool, error) {
-	b := tx.Bucket(bucket).Get(key)
+func get(r *view, bucket, key []byte, v any) (bool, error) {
+	b := r.get(bucket, key)
 	if b == nil {
 		return false, nil
 	}
@@ -172,25 +165,25 @@ func get(tx *bolt.Tx, bucket, key []byte, v any) (bool, error) {
 
 // session loads the Session record or returns session.not-found.
 func (w *wtx) session(sid messages.SessionID) (Session, error) {
-	return loadSession(w.tx, sid)
+	return loadSession(&w.v, sid)
 }
 
 // exists reports whether Session sid exists without decoding its record:
 // most writes only need to know that, and decoding is most of their cost.
 func (w *wtx) exists(sid messages.SessionID) error {
-	return sessionExists(w.tx, sid)
+	return sessionExists(&w.v, sid)
 }
 
-func sessionExists(tx *bolt.Tx, sid messages.SessionID) error {
-	if tx.Bucket(bucketData).Get(prefix(sid, kSession)) == nil {
+func sessionExists(v *view, sid messages.SessionID) error {
+	if v.get(bucketData, prefix(sid, kSession)) == nil {
 		return messages.Errorf(messages.ErrSessionNotFound, "session %q not found", sid)
 	}
 	return nil
 }
 
-func loadSession(tx *bolt.Tx, sid messages.SessionID) (Session, error) {
+func loadSession(v *view, sid messages.SessionID) (Session, error) {
 	var s Session
-	ok, err := get(tx, bucketData, prefix(sid, kSession), &s)
+	ok, err := get(v, bucketData, prefix(sid, kSession), &s)
 	if err != nil {
 		return s, err
 	}

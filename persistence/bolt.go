@@ -2,12 +2,15 @@ package persistence
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -49,17 +52,14 @@ type Options struct {
 	// OnCommit, when set, observes every group commit: its operation count
 	// and duration (for metrics).
 	OnCommit func(ops int, d time.Duration)
-	// CheckpointBytes is how much WAL accumulates before bbolt is synced
-	// and the WAL restarts (wal.go). Default 16 MiB.
-	CheckpointBytes int64
-	// CheckpointPages is how many freed pages bbolt may hold back before a
-	// checkpoint. Until one, bbolt cannot reuse a page the checkpoint can
-	// see (wal.go), so this bounds the file's growth and bbolt's pending
-	// page bookkeeping, which every write transaction walks. Default 4096.
-	CheckpointPages int64
-	// MmapBytes is the least address space mapped for the bbolt file
-	// (see Bolt.big). Default 64 GiB; it costs no memory.
-	MmapBytes int64
+	// FlushBytes is how much write-ahead log accumulates before the
+	// memtable is flushed into bbolt and the log starts over (wal.go). It
+	// bounds the memtable's size and recovery time; larger flushes write
+	// each bbolt page once for more commits. Default 8 MiB.
+	FlushBytes int64
+	// OnFlush, when set, observes every flush: the memtable entries it
+	// wrote and its duration, bbolt's fsyncs included (for metrics).
+	OnFlush func(entries int, d time.Duration)
 }
 
 func (o *Options) fill() {
@@ -81,14 +81,8 @@ func (o *Options) fill() {
 	if o.Timeout <= 0 {
 		o.Timeout = time.Second
 	}
-	if o.CheckpointBytes <= 0 {
-		o.CheckpointBytes = 16 << 20
-	}
-	if o.CheckpointPages <= 0 {
-		o.CheckpointPages = 4096
-	}
-	if o.MmapBytes <= 0 {
-		o.MmapBytes = 64 << 30
+	if o.FlushBytes <= 0 {
+		o.FlushBytes = 8 << 20
 	}
 	if o.Logger == nil {
 		l := zerolog.Nop()
@@ -99,40 +93,30 @@ func (o *Options) fill() {
 // Bolt is the bbolt implementation of Store.
 type Bolt struct {
 	db   *bolt.DB
-	dbf  *os.File // the bbolt file, for its meta pages (boltmeta.go)
 	wal  *wal
-	hold *bolt.Tx // read transaction on the last checkpoint (wal.go)
 	opts Options
 	ops  chan *op
 	quit chan struct{}
 	wg   sync.WaitGroup
 
 	// The writer hands committed batches to the syncer, which fdatasyncs
-	// the WAL once for all it finds queued and then answers their callers.
-	// The channel is unbuffered: one batch syncs while the next commits,
-	// and the writer waits before committing a third, so operations pile
-	// up into larger batches instead of more commits. (With a deep queue,
-	// 100 busy Sessions made 40% more, smaller commits and 25% fewer
-	// steps/s.)
-	syncq   chan syncJob
-	written uint64 // records appended (writer only)
+	// the WAL once for all it finds queued, publishes their snapshot and
+	// then answers their callers. The channel is unbuffered: one batch
+	// syncs while the next commits, and the writer waits before committing
+	// a third, so operations pile up into larger batches instead of more
+	// commits. (With a deep queue, 100 busy Sessions made 40% more, smaller
+	// commits and 25% fewer steps/s.)
+	syncq chan syncJob
+	// snap is what readers see: bbolt at its last flush and the memtable
+	// of every commit synced since (see view).
+	snap atomic.Pointer[snapshot]
 
-	// Checkpoints run on the checkpointer goroutine (wal.go); the writer
-	// starts one at a time and reaps its result.
-	ckptq    chan ckptJob
-	ckptDone chan ckptResult
-	ckptBusy bool // a checkpoint is running (writer only)
-	// pendingAt is bbolt's count of held-back pages just after the last
-	// checkpoint freed what it could (measured at the first commit after
-	// it, once remeasure is set): a long read transaction also holds pages
-	// back, and checkpointing again would not free those.
-	pendingAt int64
-	remeasure bool
-	synced    uint64 // records known durable (syncer only)
-	rec       []byte // the current transaction's WAL record (writer only)
-	open      openCache
-	mmap      int64 // bbolt's mmap size (see big)
-	hwm       int64 // bytes below bbolt's high-water mark (writer only)
+	// Writer state.
+	cur    *memTree // the memtable after the last committed batch
+	base   *bolt.Tx // read transaction on bbolt's state under cur
+	rec    []byte   // the current batch's WAL record
+	open   openCache
+	synced uint64 // records known durable (syncer only)
 
 	failMu sync.Mutex
 	failed error // a WAL or bbolt failure after which nothing more commits
@@ -145,33 +129,31 @@ type Bolt struct {
 
 var _ Store = (*Bolt)(nil)
 
-// syncJob is one committed batch awaiting durability.
+// snapshot is one consistent state for readers: the memtable that sits on
+// bbolt's transaction boltTx.
+type snapshot struct {
+	boltTx int
+	mem    *memTree
+}
+
+// syncJob is one committed batch awaiting durability, or (with barrier
+// set) a request to report once every batch before it is published.
 type syncJob struct {
-	ops   []*op
-	seq   uint64 // records written up to and including this batch
-	file  int    // the WAL file holding its record
-	start time.Time
+	ops     []*op
+	seq     uint64 // the batch's WAL record number (0: it wrote nothing)
+	file    int    // the WAL file holding its record
+	snap    *snapshot
+	start   time.Time
+	barrier chan struct{}
 }
 
-// ckptJob asks the checkpointer to make bbolt durable at transaction gen
-// and record it in WAL file file; old is the hold on the checkpoint it
-// replaces, released once the new one is durable.
-type ckptJob struct {
-	gen  uint64
-	meta []byte
-	seed uint32
-	file int
-	old  *bolt.Tx
-}
-
-type ckptResult struct {
-	file int
-	err  error
-}
+// keyApplied in the meta bucket holds the number of the last WAL record a
+// flush wrote into bbolt (big-endian uint64).
+var keyApplied = []byte("applied")
 
 // Open opens or creates the store file at path (and its write-ahead log,
-// path-wal), recovers from the log if the last run did not close cleanly,
-// and starts the writer.
+// path-wal and path-wal2), re-applies the log's records that the last run
+// did not flush, and starts the writer.
 func Open(path string, opts Options) (*Bolt, error) {
 	opts.fill()
 	s, err := open(path, opts)
@@ -194,240 +176,154 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		return nil, err
 	}
 	w.nosync = opts.NoSync
-	s := &Bolt{wal: w, opts: opts, ops: make(chan *op, 4096), quit: make(chan struct{}), syncq: make(chan syncJob),
-		ckptq: make(chan ckptJob, 1), ckptDone: make(chan ckptResult, 1)}
+	s := &Bolt{wal: w, opts: opts, ops: make(chan *op, 4096), quit: make(chan struct{}), syncq: make(chan syncJob)}
 	defer func() {
 		if err != nil {
 			s.closeFiles()
 		}
 	}()
-	replay, err := s.prepare(path)
-	if err != nil {
-		return nil, err
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if _, ok := w.readHeader(0); ok {
+			return nil, fmt.Errorf("%w: %s-wal has no database file beside it", errWALCorrupt, path)
+		}
+		if _, ok := w.readHeader(1); ok {
+			return nil, fmt.Errorf("%w: %s-wal2 has no database file beside it", errWALCorrupt, path)
+		}
 	}
-	s.mmap = max(opts.MmapBytes, 4*fileSize(s.dbf))
 	s.db, err = bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:         opts.Timeout,
-		NoSync:          opts.NoSync,
-		NoFreelistSync:  true,
-		FreelistType:    bolt.FreelistMapType,
-		InitialMmapSize: int(s.mmap),
+		Timeout:        opts.Timeout,
+		NoSync:         opts.NoSync,
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+		// Address space only: fewer remaps, each of which waits for the
+		// open read transactions.
+		InitialMmapSize: 1 << 30,
 	})
 	if err != nil {
 		return nil, err
 	}
-	// Opening writes with bbolt's own syncs; from the first checkpoint on,
-	// the WAL carries durability.
+	var applied, last uint64
+	var newest int
 	err = s.db.Update(func(tx *bolt.Tx) error {
-		for _, p := range replay {
-			if err := replayRecord(tx, p); err != nil {
-				return err
-			}
-		}
 		for _, name := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
 		}
 		meta := tx.Bucket(bucketMeta)
-		if v := meta.Get(keySchema); v != nil {
-			if len(v) != 1 || v[0] != schemaVersion {
-				return fmt.Errorf("%w: file has %v, want %d", ErrSchema, v, schemaVersion)
+		if v := meta.Get(keySchema); v == nil {
+			if err := meta.Put(keySchema, []byte{schemaVersion}); err != nil {
+				return err
 			}
-			return nil
+		} else if len(v) != 1 || v[0] != schemaVersion {
+			return fmt.Errorf("%w: file has %v, want %d", ErrSchema, v, schemaVersion)
 		}
-		return meta.Put(keySchema, []byte{schemaVersion})
+		if v := meta.Get(keyApplied); len(v) == 8 {
+			applied = binary.BigEndian.Uint64(v)
+		}
+		replay, n, i, err := w.recover(applied)
+		if err != nil {
+			return err
+		}
+		last, newest = n, i
+		for _, p := range replay {
+			if err := replayRecord(tx, p); err != nil {
+				return err
+			}
+		}
+		if len(replay) > 0 {
+			opts.Logger.Info().Int("records", len(replay)).Msg("recovered commits from the write-ahead log")
+		}
+		return meta.Put(keyApplied, binary.BigEndian.AppendUint64(nil, last))
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.db.NoSync = true
-	if err := s.checkpointNow(); err != nil {
+	// Every record so far is in bbolt now: the log starts over in the file
+	// recovery did not read.
+	if err := w.start(1-newest, last+1, rand.Uint32()); err != nil {
 		return nil, err
 	}
-	if len(replay) > 0 {
-		opts.Logger.Info().Int("records", len(replay)).Msg("recovered commits from the write-ahead log")
+	if s.base, err = s.db.Begin(false); err != nil {
+		return nil, err
 	}
+	s.cur = newMemTree()
+	s.snap.Store(&snapshot{boltTx: s.base.ID(), mem: s.cur})
 	s.tails.init()
 	s.wg.Go(s.writer)
 	s.wg.Go(s.syncer)
-	s.wg.Go(s.checkpointer)
 	return s, nil
 }
 
-// prepare opens the bbolt file beside the WAL and, when the WAL holds a
-// checkpoint the file has moved past or records after it, rolls the file
-// back to the checkpoint and returns the records to re-apply.
-func (s *Bolt) prepare(path string) ([][]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	hdr, replay, ok := s.wal.recover()
-	if errors.Is(err, os.ErrNotExist) {
-		if ok {
-			return nil, fmt.Errorf("%w: %s-wal has no database file beside it", errWALCorrupt, path)
-		}
-		// bbolt creates the file; keep our own handle for its meta pages.
-		if f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
-			return nil, err
-		}
-		s.dbf = f
-		return nil, nil
+// flush writes the memtable into bbolt in one transaction (with bbolt's own
+// fsyncs) together with the number of the last record it holds, publishes
+// bbolt's new state with an empty memtable, and starts the log over. It
+// runs on the writer goroutine (or at Close, after it), once the syncer has
+// published every committed batch.
+func (s *Bolt) flush() error {
+	if flushHook != nil {
+		flushHook("start", s)
 	}
-	if err != nil {
-		return nil, err
-	}
-	s.dbf = f
-	if !ok {
-		// No checkpoint yet: the file was written with bbolt's own syncs.
-		return nil, nil
-	}
-	// After a power loss either meta slot may hold any transaction written
-	// since the checkpoint, an older one, or garbage: only a file that
-	// closed cleanly (at the checkpoint, nothing after it) is used as is.
-	if txid, ok := newestBoltTxid(f); ok && txid == hdr.gen && len(replay) == 0 {
-		return nil, nil
-	}
-	if err := restoreBoltMeta(f, hdr.meta); err != nil {
-		return nil, err
-	}
-	return replay, nil
-}
-
-func fileSize(f *os.File) int64 {
-	st, err := f.Stat()
-	if err != nil {
-		return 0
-	}
-	return st.Size()
-}
-
-// holdLast opens the hold on the last committed transaction and copies its
-// meta page.
-func (s *Bolt) holdLast() (*bolt.Tx, []byte, error) {
-	hold, err := s.db.Begin(false)
-	if err != nil {
-		return nil, nil, err
-	}
-	meta, err := boltMetaOf(s.dbf, s.db.Info().PageSize, uint64(hold.ID()))
-	if err != nil {
-		_ = hold.Rollback()
-		return nil, nil, err
-	}
-	return hold, meta, nil
-}
-
-// startCheckpoint checkpoints the last commit on the checkpointer while the
-// writer goes on: records switch to the other file now, and the old hold
-// is dropped once the new header is durable.
-func (s *Bolt) startCheckpoint() error {
-	hold, meta, err := s.holdLast()
-	if err != nil {
+	start := time.Now()
+	applied := s.wal.next - 1
+	entries := s.cur.Len()
+	if err := s.base.Rollback(); err != nil {
 		return err
 	}
-	// The new file continues the chain, so that recovery reads on into it
-	// if this checkpoint never writes its header.
-	gen, target, seed := uint64(hold.ID()), 1-s.wal.base, s.wal.chain
-	s.ckptq <- ckptJob{gen: gen, meta: meta, seed: seed, file: target, old: s.hold}
-	s.hold, s.ckptBusy = hold, true
-	s.wal.switchTo(target, gen, seed)
-	return nil
-}
-
-// reapCheckpoint collects the running checkpoint's result, waiting for it
-// when wait is set. Afterwards its file is the base of recovery.
-func (s *Bolt) reapCheckpoint(wait bool) error {
-	if !s.ckptBusy {
-		return nil
-	}
-	var r ckptResult
-	if wait {
-		r = <-s.ckptDone
-	} else {
-		select {
-		case r = <-s.ckptDone:
-		default:
-			return nil
+	s.base = nil
+	// A transaction of bbolt's own, outside wtx: these writes are already
+	// in the log, so they must not be logged again.
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		buckets := make([]*bolt.Bucket, len(allBuckets))
+		for i, name := range allBuckets {
+			buckets[i] = tx.Bucket(name)
+			buckets[i].FillPercent = fillPercent
 		}
-	}
-	s.ckptBusy = false
-	if r.err != nil {
-		s.fail(r.err)
-		return s.fatal()
-	}
-	s.wal.base, s.remeasure = r.file, true
-	return nil
-}
-
-// checkpointSynced, when set by a test before Open, observes the bbolt file
-// right after a background checkpoint synced it.
-var checkpointSynced func(path string)
-
-// checkpointer runs checkpoints: bbolt's fdatasync, then the header.
-func (s *Bolt) checkpointer() {
-	for job := range s.ckptq {
 		var err error
-		if !s.opts.NoSync {
-			err = s.db.Sync()
-		}
-		if err == nil && checkpointSynced != nil {
-			checkpointSynced(s.db.Path())
-		}
-		if err == nil {
-			err = s.wal.writeHeader(job.file, job.gen, job.meta, job.seed)
-		}
-		if job.old != nil {
-			_ = job.old.Rollback()
-		}
-		s.ckptDone <- ckptResult{file: job.file, err: err}
-	}
-}
-
-// checkpointNow checkpoints the last commit before returning: at Open, at
-// Close, and for a store too big to hold (see big). The writer must not be
-// running a transaction.
-func (s *Bolt) checkpointNow() error {
-	if err := s.reapCheckpoint(true); err != nil {
-		return err
-	}
-	if !s.opts.NoSync {
-		if err := s.db.Sync(); err != nil {
+		s.cur.Scan(func(e *memEntry) bool {
+			b := buckets[e.k[0]]
+			if e.del {
+				err = b.Delete(e.k[1:])
+			} else {
+				err = b.Put(e.k[1:], nonNil(e.v))
+			}
+			return err == nil
+		})
+		if err != nil {
 			return err
 		}
-	}
-	hold, meta, err := s.holdLast()
+		return buckets[0].Put(keyApplied, binary.BigEndian.AppendUint64(nil, applied))
+	})
 	if err != nil {
 		return err
 	}
-	// A fresh seed: the records after this checkpoint must not chain with
-	// any already on disk (see wal.go).
-	gen, target, seed := uint64(hold.ID()), 1-s.wal.base, rand.Uint32()
-	if err := s.wal.writeHeader(target, gen, meta, seed); err != nil {
-		_ = hold.Rollback()
+	if s.base, err = s.db.Begin(false); err != nil {
 		return err
 	}
-	if s.hold != nil {
-		_ = s.hold.Rollback()
+	s.cur = newMemTree()
+	s.snap.Store(&snapshot{boltTx: s.base.ID(), mem: s.cur})
+	if flushHook != nil {
+		flushHook("committed", s)
 	}
-	s.hold = hold
-	s.wal.base, s.remeasure = target, true
-	s.wal.switchTo(target, gen, seed)
+	if err := s.wal.start(1-s.wal.cur, applied+1, rand.Uint32()); err != nil {
+		return err
+	}
+	if s.opts.OnFlush != nil {
+		s.opts.OnFlush(entries, time.Since(start))
+	}
 	return nil
 }
 
-// big reports whether the file has grown to half of bbolt's mmap. bbolt
-// remaps inside a commit when the file outgrows the mmap, and a remap waits
-// for every open read transaction, the hold included: so past this size
-// each commit runs without a hold and is checkpointed at once. Open maps
-// four times the file (at least MmapBytes), so only a store that grows
-// twofold within one run gets here.
-func (s *Bolt) big() bool {
-	return s.hwm > s.mmap/2
-}
+// flushHook, when set by a test before Open, observes a flush as it starts
+// (everything committed is synced, bbolt not yet written) and once its
+// bbolt transaction committed, before the log starts over.
+var flushHook func(stage string, s *Bolt)
 
 // Path returns the store file's path.
 func (s *Bolt) Path() string { return s.db.Path() }
 
-// Close stops accepting writes, waits for queued commits, checkpoints, and
-// closes the files. Active Log tails end with ErrClosed.
+// Close stops accepting writes, waits for queued commits, flushes the
+// memtable, and closes the files. Active Log tails end with ErrClosed.
 func (s *Bolt) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -440,25 +336,21 @@ func (s *Bolt) Close() error {
 	s.wg.Wait()
 	s.tails.closeAll()
 	var err error
-	if s.fatal() == nil {
-		err = s.checkpointNow()
+	if s.fatal() == nil && s.cur.Len() > 0 {
+		err = s.flush()
 	}
 	return errors.Join(err, s.closeFiles())
 }
 
-// closeFiles releases the hold and closes bbolt, its meta handle and the
-// WAL (dropping the WAL's lock last).
+// closeFiles closes bbolt and the WAL (dropping the WAL's lock last).
 func (s *Bolt) closeFiles() error {
 	var errs []error
-	if s.hold != nil {
-		errs = append(errs, s.hold.Rollback())
-		s.hold = nil
+	if s.base != nil {
+		errs = append(errs, s.base.Rollback())
+		s.base = nil
 	}
 	if s.db != nil {
 		errs = append(errs, s.db.Close())
-	}
-	if s.dbf != nil {
-		errs = append(errs, s.dbf.Close())
 	}
 	errs = append(errs, s.wal.close())
 	return errors.Join(errs...)
@@ -489,11 +381,12 @@ type op struct {
 	touched []messages.SessionID
 }
 
-// wtx is the writer's view of one transaction for one operation.
+// wtx is the writer's view of one batch for one operation: reads see bbolt
+// at its last flush under the batch's memtable, which takes every write.
 type wtx struct {
-	tx      *bolt.Tx
+	v       view
 	s       *Bolt
-	rec     *[]byte // the transaction's WAL record (record.go)
+	rec     *[]byte // the batch's WAL record (record.go)
 	touched []messages.SessionID
 	// msgs caches messages an operation loads and updates, so a batch of
 	// events that all touch one assistant message decodes and encodes it
@@ -539,7 +432,6 @@ func (s *Bolt) submit(ctx context.Context, fn func(w *wtx) error) error {
 // writer is the single goroutine that commits. It exits after draining the
 // queue once Close is called, closing the syncer's queue behind it.
 func (s *Bolt) writer() {
-	defer close(s.ckptq)
 	defer close(s.syncq)
 	batch := make([]*op, 0, s.opts.MaxBatch)
 	for {
@@ -553,6 +445,7 @@ func (s *Bolt) writer() {
 				case o := <-s.ops:
 					s.commit(append(batch[:0], o))
 				default:
+					s.barrier()
 					return
 				}
 			}
@@ -571,23 +464,29 @@ func (s *Bolt) writer() {
 	}
 }
 
-// commit runs ops in one transaction, appends its writes to the WAL and
-// commits bbolt without syncing; the syncer answers the callers once the
-// WAL is durable. A failing op is answered with its error and the rest are
-// re-run without it.
+// barrier returns once the syncer has published every batch committed so
+// far.
+func (s *Bolt) barrier() {
+	done := make(chan struct{})
+	s.syncq <- syncJob{barrier: done}
+	<-done
+}
+
+// commit runs ops as one batch: their writes go to the memtable and, as one
+// record, to the WAL; the syncer answers the callers once the record is
+// durable. A failing op is answered with its error and the rest are re-run
+// without it. When the log has grown past FlushBytes, the memtable is
+// flushed into bbolt.
 func (s *Bolt) commit(ops []*op) {
 	start := time.Now()
-	answer := func(ops []*op, err error) {
+	if err := s.fatal(); err != nil {
 		for _, o := range ops {
 			o.done <- err
 		}
-	}
-	if err := s.fatal(); err != nil {
-		answer(ops, err)
 		return
 	}
 	for len(ops) > 0 {
-		failed, err := s.run(ops)
+		failed, seq, err := s.run(ops)
 		if failed >= 0 {
 			ops[failed].done <- err
 			ops = append(ops[:failed:failed], ops[failed+1:]...)
@@ -596,94 +495,63 @@ func (s *Bolt) commit(ops []*op) {
 		if err != nil {
 			err = fmt.Errorf("persistence: commit: %w", err)
 			s.opts.Logger.Error().Err(err).Int("ops", len(ops)).Msg("commit failed")
-			answer(ops, err)
+			for _, o := range ops {
+				o.done <- err
+			}
 			return
 		}
-		s.syncq <- syncJob{ops: slices.Clone(ops), seq: s.written, file: s.wal.cur, start: start}
-		// Measured before reaping: this commit's write transaction released
-		// what a checkpoint reaped earlier freed.
-		pending := int64(s.db.Stats().PendingPageN)
-		if s.remeasure {
-			s.pendingAt, s.remeasure = pending, false
-		}
-		if err := s.reapCheckpoint(false); err != nil {
-			return
-		}
-		var err2 error
-		switch {
-		case s.hold == nil: // big: checkpoint each commit (see run)
-			err2 = s.checkpointNow()
-		case s.ckptBusy:
-		case s.wal.size() >= s.opts.CheckpointBytes || pending-s.pendingAt >= s.opts.CheckpointPages:
-			err2 = s.startCheckpoint()
-		}
-		if err2 != nil {
-			s.fail(err2)
+		s.syncq <- syncJob{ops: slices.Clone(ops), seq: seq, file: s.wal.cur, start: start,
+			snap: &snapshot{boltTx: s.base.ID(), mem: s.cur}}
+		if s.wal.size() >= s.opts.FlushBytes {
+			s.barrier()
+			if err := s.flush(); err != nil {
+				s.fail(err)
+			}
 		}
 		return
 	}
 }
 
-// run runs ops in one write transaction and commits it. failed is the index
-// of an op whose own error rolled the transaction back, or -1.
-func (s *Bolt) run(ops []*op) (failed int, err error) {
-	tx, err := s.db.Begin(true)
-	if err != nil {
-		return -1, err
-	}
-	if s.hwm = tx.Size(); s.big() && s.hold != nil {
-		// Let bbolt remap (see big): checkpoint, then commit unheld.
-		if err := s.checkpointNow(); err != nil {
-			_ = tx.Rollback()
-			s.fail(err)
-			return -1, err
-		}
-		_ = s.hold.Rollback()
-		s.hold = nil
-	}
+// run runs ops on a copy of the memtable and logs their writes as one WAL
+// record. failed is the index of an op whose own error discarded the batch,
+// or -1; seq is the record's number (0 when the ops wrote nothing).
+func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
+	mem := s.cur.Copy()
 	s.rec = s.rec[:0]
 	s.open.begin()
 	for i, o := range ops {
-		w := &wtx{tx: tx, s: s, rec: &s.rec}
+		w := &wtx{v: view{tx: s.base, mem: mem}, s: s, rec: &s.rec}
 		err := runOp(o, w)
 		if err == nil {
 			err = w.flush()
 		}
 		if err != nil {
-			_ = tx.Rollback()
-			return i, err
+			return i, 0, err
 		}
 		o.touched = w.touched
 	}
 	if len(s.rec) == 0 {
-		// Nothing written: no record, no commit. The callers are still
-		// answered by the syncer, after what they may have read is durable.
-		return -1, tx.Rollback()
+		// Nothing written: no record. The callers are still answered by
+		// the syncer, after what they may have read is durable.
+		return -1, 0, nil
 	}
-	// From here on, a failure discards what this transaction staged in the
-	// open-message cache: begin does so at the next run.
-	txid, off := uint64(tx.ID()), s.wal.off
-	if err := s.wal.append(txid, s.rec); err != nil {
-		_ = tx.Rollback()
+	off := s.wal.off
+	if seq, err = s.wal.append(s.rec); err != nil {
 		// A partly written record may be complete enough to replay.
-		if uerr := s.wal.unappend(off, txid); uerr != nil {
+		if uerr := s.wal.unappend(off); uerr != nil {
 			s.fail(uerr)
 		}
-		return -1, err
+		return -1, 0, err
 	}
-	if err := tx.Commit(); err != nil {
-		if uerr := s.wal.unappend(off, txid); uerr != nil {
-			s.fail(uerr)
-		}
-		return -1, err
-	}
+	s.cur = mem
 	s.open.commit()
-	s.written++
-	return -1, nil
+	return -1, seq, nil
 }
 
 // syncer makes committed batches durable with one fdatasync for all that
-// are queued, then answers their callers in commit order and wakes tails.
+// are queued, publishes the newest snapshot among them, then answers their
+// callers in commit order and wakes tails. Readers therefore never see a
+// commit before it is durable.
 func (s *Bolt) syncer() {
 	var jobs []syncJob
 	for job := range s.syncq {
@@ -702,8 +570,12 @@ func (s *Bolt) syncer() {
 		}
 		err := s.fatal()
 		var files [2]bool
+		var snap *snapshot
 		for _, j := range jobs {
 			files[j.file] = files[j.file] || j.seq > s.synced
+			if j.snap != nil {
+				snap = j.snap
+			}
 		}
 		for i := range files {
 			if err == nil && files[i] {
@@ -714,9 +586,18 @@ func (s *Bolt) syncer() {
 			}
 		}
 		if err == nil {
-			s.synced = jobs[len(jobs)-1].seq
+			for _, j := range jobs {
+				s.synced = max(s.synced, j.seq)
+			}
+			if snap != nil {
+				s.snap.Store(snap)
+			}
 		}
 		for _, j := range jobs {
+			if j.barrier != nil {
+				close(j.barrier)
+				continue
+			}
 			// OnCommit observes the commit before any caller learns of it,
 			// so a caller that counts commits sees its own.
 			if err == nil && s.opts.OnCommit != nil {
@@ -756,7 +637,24 @@ func runOp(o *op, w *wtx) (err error) {
 	return o.fn(w)
 }
 
-// view runs a read-only transaction.
-func (s *Bolt) view(fn func(tx *bolt.Tx) error) error {
-	return s.db.View(fn)
+// view runs fn on a consistent snapshot: the published memtable and a
+// bbolt read transaction on exactly the state beneath it. A flush that
+// lands between the two reads is seen as a newer bbolt transaction; the
+// snapshot is then taken again.
+func (s *Bolt) view(fn func(v *view) error) error {
+	for {
+		sn := s.snap.Load()
+		tx, err := s.db.Begin(false)
+		if err != nil {
+			return err
+		}
+		if tx.ID() != sn.boltTx {
+			_ = tx.Rollback()
+			runtime.Gosched()
+			continue
+		}
+		err = fn(&view{tx: tx, mem: sn.mem})
+		_ = tx.Rollback()
+		return err
+	}
 }

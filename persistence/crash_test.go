@@ -26,8 +26,8 @@ func TestCrashChild(t *testing.T) {
 	if path == "" {
 		return
 	}
-	// Small checkpoints, so kills also land during and between them.
-	st, err := persistence.Open(path, persistence.Options{CheckpointPages: 256})
+	// Small flushes, so kills also land during and between them.
+	st, err := persistence.Open(path, persistence.Options{FlushBytes: 64 << 10})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)

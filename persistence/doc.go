@@ -14,8 +14,8 @@
 //     event type).
 //   - Message IDs are unique across all Sessions (the global ids bucket),
 //     whether they name inbox inputs, assistant, system or compaction rows.
-//   - Values returned by the store are copies; bbolt memory never escapes a
-//     transaction.
+//   - Values returned by the store are copies; bbolt and memtable memory
+//     never escapes a read.
 //
 // # Layout
 //
@@ -46,39 +46,60 @@
 // the message beside the event that created it and the small rows right
 // after the stream, it usually dirties one. A new message's ID entry, which
 // also indexes it, lands in the ids leaf that every commit shares (IDs are
-// time-ordered). A step of the benchmark (100 Sessions) writes 5.3 pages
-// instead of 8.
+// time-ordered). The layout was measured when every group commit wrote
+// bbolt; with the memtable (below) it decides how many pages a flush
+// rewrites, and it keeps a Session's reads one contiguous scan.
 // Reads pay little for it: History and Messages skip the other row kind
 // by its last key byte, without decoding it.
 //
 // # Durability
 //
-// bbolt runs without its own fsyncs. Each write transaction's key/value
-// writes go to the write-ahead log (path-wal) before bbolt commits, and a
-// caller is answered only after the log is fdatasynced; checkpoints sync
-// bbolt and restart the log. Recovery rolls bbolt back to the last
-// checkpoint and replays the log, so neither a killed process nor a power
-// loss can lose an acknowledged commit or leave a torn B+tree. wal.go has
-// the protocol; TestRecoveryAfterPowerLoss models a power loss page by page.
-// Readers may see a commit up to one fdatasync before it is durable (as
-// with bbolt's own commit, whose meta page is visible before its second
-// sync); only a power loss in that window can take such a commit back.
+// A commit is durable once its record is in the write-ahead log (wal.go)
+// and fdatasynced: one fdatasync per group commit, for all its callers.
+// bbolt is not written per commit. The writer applies each batch's writes
+// to the memtable (mem.go), an ordered copy-on-write tree of everything
+// committed since the last flush; when the log has grown past FlushBytes,
+// the memtable is flushed into bbolt in one bbolt transaction with bbolt's
+// own fsyncs, which also stores the number of the last record it holds,
+// and the log starts over. Recovery opens bbolt, which is consistent at its
+// last flush whatever happened after, and re-applies the records after
+// that number: neither a killed process nor a power loss can lose an
+// acknowledged commit or leave a torn B+tree, and no record is applied
+// twice.
+//
+// Why a memtable rather than a bbolt commit per group: a bbolt commit
+// rewrites every page it touches, one pwrite each, with the branch pages
+// above them, and re-reads each touched page into a node first. With many
+// active Sessions a group commit touched one leaf per Session and about
+// thirty pages in all; a step of the benchmark cost two such commits. The
+// memtable absorbs those writes in memory, where rewriting a message or
+// the Session record costs a tree insert, and a flush writes each page
+// once for thousands of commits. It also keeps bbolt's file format and
+// fsync protocol untouched: the store never writes bbolt's meta pages
+// itself.
+//
+// Readers see a snapshot: the memtable as of the last durable batch and a
+// bbolt read transaction on exactly the state beneath it (view in bolt.go
+// retakes both if a flush lands between them). The syncer publishes a
+// batch's memtable only after its fdatasync and before answering its
+// callers, so a reader never sees a commit that a power loss could still
+// take back, and a caller always sees its own commit.
 //
 // # Group commit
 //
 // All writes go through one writer goroutine that takes everything queued
-// (no timer, capped batch), runs each operation in order inside one bbolt
-// transaction and commits it without syncing; a syncer goroutine makes the
-// batch durable with one fdatasync of the write-ahead log (wal.go) and
+// (no timer, capped batch), runs each operation in order on a copy of the
+// memtable and appends the batch's writes to the log as one record; a
+// syncer goroutine makes the batch durable with one fdatasync and
 // acknowledges every waiter, while the writer runs the next batch.
 // An operation that fails is removed, its error returned to its caller, and
-// the batch re-run without it, so one bad request never rolls back
-// another's event. bbolt's own db.Batch waits on a 10 ms timer and is far
-// slower for a lone caller.
+// the batch re-run without it on a fresh copy, so one bad request never
+// rolls back another's event. bbolt's own db.Batch waits on a 10 ms timer
+// and is far slower for a lone caller.
 //
-// After each commit the writer signals per-Session capacity-1 dirty channels.
-// Log tails re-query the store when signalled: the rows, not the signal,
-// carry the events, so coalesced signals lose nothing.
+// After each publication the syncer signals per-Session capacity-1 dirty
+// channels. Log tails re-query the store when signalled: the rows, not the
+// signal, carry the events, so coalesced signals lose nothing.
 //
 // # Usage
 //

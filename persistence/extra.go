@@ -5,8 +5,6 @@ import (
 	"context"
 	"strings"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/sessiond/sessiond/messages"
 )
 
@@ -15,11 +13,11 @@ import (
 // by a process that died mid-step (orphans for failInterruptedTools).
 func (s *Bolt) OpenSteps(ctx context.Context, sid messages.SessionID) ([]Message, error) {
 	var out []Message
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(v *view) error {
 		p := prefix(sid, kOpen)
-		c := tx.Bucket(bucketData).Cursor()
+		c := v.cursor(bucketData)
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
-			m, ok, err := loadMessage(tx, sid, messages.MessageID(k[len(p):]))
+			m, ok, err := loadMessage(v, sid, messages.MessageID(k[len(p):]))
 			if err != nil {
 				return err
 			}
@@ -61,9 +59,8 @@ func (s *Bolt) DeleteEntry(ctx context.Context, sid messages.SessionID, key stri
 		if err := w.exists(sid); err != nil {
 			return err
 		}
-		b := w.tx.Bucket(bucketEntries)
 		k := strKey(sid, 0, key)
-		if b.Get(k) == nil {
+		if w.v.get(bucketEntries, k) == nil {
 			return messages.Errorf(messages.ErrNotFound, "instruction entry %q not found", key)
 		}
 		return w.del(bucketEntries, k)
@@ -74,12 +71,12 @@ func (s *Bolt) DeleteEntry(ctx context.Context, sid messages.SessionID, key stri
 // session.not-found.
 func (s *Bolt) Entries(ctx context.Context, sid messages.SessionID) (map[string]string, error) {
 	out := map[string]string{}
-	err := s.view(func(tx *bolt.Tx) error {
-		if err := sessionExists(tx, sid); err != nil {
+	err := s.view(func(v *view) error {
+		if err := sessionExists(v, sid); err != nil {
 			return err
 		}
 		p := prefix(sid, 0)
-		c := tx.Bucket(bucketEntries).Cursor()
+		c := v.cursor(bucketEntries)
 		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
 			out[string(k[len(p):])] = string(v)
 		}
@@ -111,8 +108,8 @@ func (s *Bolt) SaveApproval(ctx context.Context, project, permission string, pat
 // permission and pattern in the project.
 func (s *Bolt) Approved(ctx context.Context, project, permission, pattern string) (bool, error) {
 	var ok bool
-	err := s.view(func(tx *bolt.Tx) error {
-		ok = tx.Bucket(bucketApprovals).Get(approvalKey(project, permission, pattern)) != nil
+	err := s.view(func(v *view) error {
+		ok = v.get(bucketApprovals, approvalKey(project, permission, pattern)) != nil
 		return nil
 	})
 	return ok, err
@@ -121,9 +118,9 @@ func (s *Bolt) Approved(ctx context.Context, project, permission, pattern string
 // Approvals lists a project's saved approvals as permission -> patterns.
 func (s *Bolt) Approvals(ctx context.Context, project string) (map[string][]string, error) {
 	out := map[string][]string{}
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(v *view) error {
 		p := []byte(project + "\x00")
-		c := tx.Bucket(bucketApprovals).Cursor()
+		c := v.cursor(bucketApprovals)
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
 			perm, pat, _ := strings.Cut(string(k[len(p):]), "\x00")
 			out[perm] = append(out[perm], pat)
@@ -133,17 +130,25 @@ func (s *Bolt) Approvals(ctx context.Context, project string) (map[string][]stri
 	return out, err
 }
 
-// Dump returns every key and value of every bucket. It exists for
+// Dump returns every key and value of every bucket (but the flush
+// watermark, which is bookkeeping rather than state). It exists for
 // replay-equivalence checks (tests and the actortest harness), not for
 // production reads.
 func (s *Bolt) Dump() (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+	err := s.view(func(v *view) error {
+		for _, name := range allBuckets {
 			m := map[string]string{}
 			out[string(name)] = m
-			return b.ForEach(func(k, v []byte) error { m[string(k)] = string(v); return nil })
-		})
+			c := v.cursor(name)
+			for k, val := c.First(); k != nil; k, val = c.Next() {
+				if &name[0] == &bucketMeta[0] && string(k) == string(keyApplied) {
+					continue // how much of the log is flushed is not state
+				}
+				m[string(k)] = string(val)
+			}
+		}
+		return nil
 	})
 	return out, err
 }

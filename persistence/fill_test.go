@@ -35,6 +35,15 @@ func TestAppendsPackPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Close flushes the memtable into bbolt, whose pages are measured.
+	path := st.Path()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = Open(path, Options{NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
 	err = st.db.View(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketData, bucketInbox, bucketIDs} {
 			s := tx.Bucket(name).Stats()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/sessiond/sessiond/messages"
@@ -57,8 +58,23 @@ func openStep(t *testing.T) (*Bolt, messages.SessionID, messages.MessageID) {
 	return s, sess.ID, asst
 }
 
+// commitBatch has the writer commit ops as one batch: it holds the writer
+// in a gate operation while they queue up behind it.
 func commitBatch(s *Bolt, ops ...*op) []error {
-	s.commit(ops)
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	gate := &op{done: make(chan error, 1), fn: func(*wtx) error {
+		once.Do(func() { close(started) })
+		<-release
+		return nil
+	}}
+	s.ops <- gate
+	<-started
+	for _, o := range ops {
+		s.ops <- o
+	}
+	close(release)
+	<-gate.done
 	errs := make([]error, len(ops))
 	for i, o := range ops {
 		errs[i] = <-o.done

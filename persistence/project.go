@@ -63,7 +63,7 @@ func (w *wtx) project(ev messages.Event) error {
 		return w.put(bucketData, prefix(sid, kCheckpoint), &Checkpoint{Baseline: p.Text, BaselineSeq: seq, Applied: maps.Clone(p.Applied)})
 	case *messages.InstructionsUpdated:
 		var c Checkpoint
-		ok, err := get(w.tx, bucketData, prefix(sid, kCheckpoint), &c)
+		ok, err := get(&w.v, bucketData, prefix(sid, kCheckpoint), &c)
 		if err != nil {
 			return err
 		}
@@ -193,7 +193,7 @@ func (w *wtx) project(ev messages.Event) error {
 // id (or to any message when id is empty). The state is its own small row,
 // so the common case (no retry) costs one lookup and no decoding.
 func (w *wtx) clearRetry(sid messages.SessionID, id messages.MessageID) error {
-	v := w.tx.Bucket(bucketData).Get(prefix(sid, kRetry))
+	v := w.v.get(bucketData, prefix(sid, kRetry))
 	if v == nil || (id != "" && string(v) != string(id)) {
 		return nil
 	}
@@ -224,8 +224,7 @@ func (w *wtx) updateSession(sid messages.SessionID, f func(*Session)) error {
 // when the claiming event also creates that row (0 for inputs, whose row
 // comes with their promotion), so flush need not rewrite the entry.
 func (w *wtx) claimID(id messages.MessageID, sid messages.SessionID, kind string, seq int64) error {
-	b := w.tx.Bucket(bucketIDs)
-	if b.Get([]byte(id)) != nil {
+	if w.v.get(bucketIDs, []byte(id)) != nil {
 		return messages.Errorf(messages.ErrPromptConflict, "message ID %q is already in use", id)
 	}
 	if seq > 0 {
@@ -257,7 +256,7 @@ func (w *wtx) insertInput(sid messages.SessionID, in Input) error {
 // two racing promotions commit exactly once.
 func (w *wtx) settleInput(sid messages.SessionID, id messages.MessageID, kind string, seq int64) (Input, error) {
 	var in Input
-	ok, err := get(w.tx, bucketInbox, []byte(id), &in)
+	ok, err := get(&w.v, bucketInbox, []byte(id), &in)
 	if err != nil {
 		return in, err
 	}
@@ -306,7 +305,7 @@ func (w *wtx) flush() error {
 			continue // its ID entry already points at this row
 		}
 		var ent idEntry
-		ok, err := get(w.tx, bucketIDs, []byte(m.ID), &ent)
+		ok, err := get(&w.v, bucketIDs, []byte(m.ID), &ent)
 		if err != nil {
 			return err
 		}
@@ -335,7 +334,7 @@ func (w *wtx) message(sid messages.SessionID, id messages.MessageID) (Message, b
 		w.indexedAt(key, m.Seq)
 		return m, true, nil
 	}
-	m, ok, err := loadMessage(w.tx, sid, id)
+	m, ok, err := loadMessage(&w.v, sid, id)
 	if ok {
 		w.indexedAt(key, m.Seq) // it was read through its ID entry
 	}

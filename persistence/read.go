@@ -4,23 +4,21 @@ import (
 	"bytes"
 	"context"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/sessiond/sessiond/messages"
 )
 
-func loadMessage(tx *bolt.Tx, sid messages.SessionID, id messages.MessageID) (Message, bool, error) {
+func loadMessage(v *view, sid messages.SessionID, id messages.MessageID) (Message, bool, error) {
 	var m Message
 	var ent idEntry
-	ok, err := get(tx, bucketIDs, []byte(id), &ent)
+	ok, err := get(v, bucketIDs, []byte(id), &ent)
 	if err != nil || !ok || ent.SessionID != sid || ent.Seq == 0 {
 		return m, false, err
 	}
-	return m, true, decodeAt(tx, bucketData, streamKey(sid, ent.Seq, rMessage), &m)
+	return m, true, decodeAt(v, bucketData, streamKey(sid, ent.Seq, rMessage), &m)
 }
 
-func decodeAt(tx *bolt.Tx, bucket, key []byte, v any) error {
-	ok, err := get(tx, bucket, key, v)
+func decodeAt(r *view, bucket, key []byte, v any) error {
+	ok, err := get(r, bucket, key, v)
 	if err == nil && !ok {
 		err = messages.Errorf(messages.ErrInternal, "persistence: index points at missing %s row", bucket)
 	}
@@ -28,11 +26,11 @@ func decodeAt(tx *bolt.Tx, bucket, key []byte, v any) error {
 }
 
 // fill sets the log-derived fields of a Session record.
-func fillSession(tx *bolt.Tx, s *Session) error {
-	s.LastSeq = lastSeq(tx, s.ID)
+func fillSession(v *view, s *Session) error {
+	s.LastSeq = lastSeq(v, s.ID)
 	s.Updated = s.Created
 	if s.LastSeq >= 0 {
-		created, err := messages.EventCreated(tx.Bucket(bucketData).Get(streamKey(s.ID, s.LastSeq, rLog)))
+		created, err := messages.EventCreated(v.get(bucketData, streamKey(s.ID, s.LastSeq, rLog)))
 		if err != nil {
 			return err
 		}
@@ -44,12 +42,12 @@ func fillSession(tx *bolt.Tx, s *Session) error {
 // Get implements Store.
 func (s *Bolt) Get(ctx context.Context, id messages.SessionID) (Session, error) {
 	var out Session
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(v *view) error {
 		var err error
-		if out, err = loadSession(tx, id); err != nil {
+		if out, err = loadSession(v, id); err != nil {
 			return err
 		}
-		return fillSession(tx, &out)
+		return fillSession(v, &out)
 	})
 	return out, err
 }
@@ -57,18 +55,19 @@ func (s *Bolt) Get(ctx context.Context, id messages.SessionID) (Session, error) 
 // List implements Store.
 func (s *Bolt) List(ctx context.Context) ([]Session, error) {
 	var out []Session
-	err := s.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketSessions).ForEach(func(k, _ []byte) error {
-			r, err := loadSession(tx, messages.SessionID(k))
+	err := s.view(func(v *view) error {
+		c := v.cursor(bucketSessions)
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			r, err := loadSession(v, messages.SessionID(k))
 			if err != nil {
 				return err
 			}
-			if err := fillSession(tx, &r); err != nil {
+			if err := fillSession(v, &r); err != nil {
 				return err
 			}
 			out = append(out, r)
-			return nil
-		})
+		}
+		return nil
 	})
 	return out, err
 }
@@ -76,9 +75,9 @@ func (s *Bolt) List(ctx context.Context) ([]Session, error) {
 // Watermark implements Store.
 func (s *Bolt) Watermark(ctx context.Context, id messages.SessionID) (int64, error) {
 	var w int64
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(v *view) error {
 		var err error
-		w, err = existingLastSeq(tx, id)
+		w, err = existingLastSeq(v, id)
 		return err
 	})
 	return w, err
@@ -93,9 +92,9 @@ func (s *Bolt) limit(q Query) int {
 
 // scan walks the per-Session rows of bucket with seq > after, decoding at
 // most limit+1 of them with dec, and reports whether more remain.
-func scan(tx *bolt.Tx, r row, sid messages.SessionID, after int64, limit int, dec func(v []byte) error) (bool, error) {
+func scan(v *view, r row, sid messages.SessionID, after int64, limit int, dec func(v []byte) error) (bool, error) {
 	p := prefix(sid, kStream)
-	c := tx.Bucket(bucketData).Cursor()
+	c := v.cursor(bucketData)
 	n := 0
 	for k, v := c.Seek(streamKey(sid, after+1, 0)); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
 		if row(k[len(k)-1]) != r {
@@ -119,12 +118,12 @@ func (s *Bolt) History(ctx context.Context, id messages.SessionID, q Query) (Pag
 	if q.After < -1 {
 		q.After = -1
 	}
-	err := s.view(func(tx *bolt.Tx) error {
-		if err := sessionExists(tx, id); err != nil {
+	err := s.view(func(v *view) error {
+		if err := sessionExists(v, id); err != nil {
 			return err
 		}
 		page.Data = make([]messages.Event, 0, min(s.limit(q), 128))
-		more, err := scan(tx, rLog, id, q.After, s.limit(q), func(v []byte) error {
+		more, err := scan(v, rLog, id, q.After, s.limit(q), func(v []byte) error {
 			ev, err := messages.UnmarshalEvent(v)
 			if err != nil {
 				return err
@@ -144,12 +143,12 @@ func (s *Bolt) Messages(ctx context.Context, id messages.SessionID, q Query) (Pa
 	if q.After < -1 {
 		q.After = -1
 	}
-	err := s.view(func(tx *bolt.Tx) error {
-		if err := sessionExists(tx, id); err != nil {
+	err := s.view(func(v *view) error {
+		if err := sessionExists(v, id); err != nil {
 			return err
 		}
 		page.Data = []Message{}
-		more, err := scan(tx, rMessage, id, q.After, s.limit(q), func(v []byte) error {
+		more, err := scan(v, rMessage, id, q.After, s.limit(q), func(v []byte) error {
 			var m Message
 			if err := messages.Unmarshal(v, &m); err != nil {
 				return err
@@ -166,10 +165,10 @@ func (s *Bolt) Messages(ctx context.Context, id messages.SessionID, q Query) (Pa
 // Message implements Store.
 func (s *Bolt) Message(ctx context.Context, sid messages.SessionID, id messages.MessageID) (Message, error) {
 	var m Message
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(v *view) error {
 		var ok bool
 		var err error
-		m, ok, err = loadMessage(tx, sid, id)
+		m, ok, err = loadMessage(v, sid, id)
 		if err == nil && !ok {
 			err = messages.Errorf(messages.ErrNotFound, "message %q not found in session %q", id, sid)
 		}
@@ -181,24 +180,24 @@ func (s *Bolt) Message(ctx context.Context, sid messages.SessionID, id messages.
 // Pending implements Store.
 func (s *Bolt) Pending(ctx context.Context, id messages.SessionID) ([]Input, error) {
 	var out []Input
-	err := s.view(func(tx *bolt.Tx) error {
-		if err := sessionExists(tx, id); err != nil {
+	err := s.view(func(v *view) error {
+		if err := sessionExists(v, id); err != nil {
 			return err
 		}
 		var err error
-		out, err = pending(tx, id)
+		out, err = pending(v, id)
 		return err
 	})
 	return out, err
 }
 
-func pending(tx *bolt.Tx, sid messages.SessionID) ([]Input, error) {
+func pending(v *view, sid messages.SessionID) ([]Input, error) {
 	var out []Input
 	p := prefix(sid, kPending)
-	c := tx.Bucket(bucketData).Cursor()
-	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+	c := v.cursor(bucketData)
+	for k, id := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, id = c.Next() {
 		var in Input
-		if err := decodeAt(tx, bucketInbox, v, &in); err != nil {
+		if err := decodeAt(v, bucketInbox, id, &in); err != nil {
 			return nil, err
 		}
 		out = append(out, in)
@@ -209,8 +208,8 @@ func pending(tx *bolt.Tx, sid messages.SessionID) ([]Input, error) {
 // Input implements Store.
 func (s *Bolt) Input(ctx context.Context, id messages.MessageID) (Input, error) {
 	var in Input
-	err := s.view(func(tx *bolt.Tx) error {
-		ok, err := get(tx, bucketInbox, []byte(id), &in)
+	err := s.view(func(v *view) error {
+		ok, err := get(v, bucketInbox, []byte(id), &in)
 		if err == nil && !ok {
 			err = messages.Errorf(messages.ErrNotFound, "input %q not found", id)
 		}
@@ -223,9 +222,9 @@ func (s *Bolt) Input(ctx context.Context, id messages.MessageID) (Input, error) 
 func (s *Bolt) Checkpoint(ctx context.Context, id messages.SessionID) (Checkpoint, bool, error) {
 	var c Checkpoint
 	var ok bool
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(v *view) error {
 		var err error
-		ok, err = get(tx, bucketData, prefix(id, kCheckpoint), &c)
+		ok, err = get(v, bucketData, prefix(id, kCheckpoint), &c)
 		return err
 	})
 	return c, ok, err

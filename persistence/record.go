@@ -23,20 +23,20 @@ const (
 
 func bucketIndex(name []byte) byte {
 	for i, b := range allBuckets {
-		if bytes.Equal(b, name) {
+		if &b[0] == &name[0] || bytes.Equal(b, name) {
 			return byte(i)
 		}
 	}
 	panic(fmt.Sprintf("persistence: unknown bucket %q", name))
 }
 
-// putBytes writes val at key of bucket and logs the write. Every write of
-// the writer goes through putBytes or del (TestWritesAreLogged checks).
+// putBytes writes val at key of bucket and logs the write. val must not
+// change afterwards: the memtable keeps it until it is flushed. Every write
+// of the writer goes through putBytes or del (TestWritesAreLogged checks).
 func (w *wtx) putBytes(bucket, key, val []byte) error {
-	if err := w.bucket(bucket).Put(key, val); err != nil {
-		return err
-	}
-	r := append(*w.rec, recPut, bucketIndex(bucket))
+	bi := bucketIndex(bucket)
+	w.v.mem.Set(&memEntry{k: memKey(bi, key), v: val})
+	r := append(*w.rec, recPut, bi)
 	r = binary.AppendUvarint(r, uint64(len(key)))
 	r = append(r, key...)
 	r = binary.AppendUvarint(r, uint64(len(val)))
@@ -55,22 +55,12 @@ func (w *wtx) put(bucket, key []byte, v any) error {
 
 // del deletes key of bucket and logs the write.
 func (w *wtx) del(bucket, key []byte) error {
-	if err := w.bucket(bucket).Delete(key); err != nil {
-		return err
-	}
-	r := append(*w.rec, recDel, bucketIndex(bucket))
+	bi := bucketIndex(bucket)
+	w.v.mem.Set(&memEntry{k: memKey(bi, key), del: true})
+	r := append(*w.rec, recDel, bi)
 	r = binary.AppendUvarint(r, uint64(len(key)))
 	*w.rec = append(r, key...)
 	return nil
-}
-
-// bucket returns a bucket to write to. bbolt keeps the split fill per
-// Bucket handle and caches handles per transaction, so setting it here
-// covers every page the transaction splits.
-func (w *wtx) bucket(name []byte) *bolt.Bucket {
-	b := w.tx.Bucket(name)
-	b.FillPercent = fillPercent
-	return b
 }
 
 // decodeRecord calls fn for each write of a record payload, refusing any

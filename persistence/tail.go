@@ -5,8 +5,6 @@ import (
 	"iter"
 	"sync"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/sessiond/sessiond/messages"
 )
 
@@ -150,8 +148,8 @@ func (s *Bolt) Log(ctx context.Context, id messages.SessionID, after int64, foll
 // readLog decodes up to limit events with seq > after.
 func (s *Bolt) readLog(id messages.SessionID, after int64, limit int) ([]messages.Event, error) {
 	var evs []messages.Event
-	err := s.view(func(tx *bolt.Tx) error {
-		_, err := scan(tx, rLog, id, after, limit, func(v []byte) error {
+	err := s.view(func(v *view) error {
+		_, err := scan(v, rLog, id, after, limit, func(v []byte) error {
 			ev, err := messages.UnmarshalEvent(v)
 			if err != nil {
 				return err

@@ -11,66 +11,45 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The write-ahead log makes a group commit cost one fdatasync instead of
-// bbolt's two, and lets the next batch run while the previous one syncs.
+// The write-ahead log is where a commit becomes durable: one record per
+// group commit, fdatasynced once for the whole group, before any caller in
+// it is answered. bbolt is written only by flushes (bolt.go), each a bbolt
+// transaction with bbolt's own fsyncs that also stores the number of the
+// last record it contains ("applied"). Recovery opens bbolt, which is
+// always consistent at its last flush, and re-applies the records after
+// applied.
 //
-// bbolt runs with NoSync. Every write transaction's key/value writes are
-// appended to the WAL as one record before bbolt commits, and a batch is
-// acknowledged only once the WAL is fdatasynced. Every CheckpointBytes of
-// WAL (or CheckpointPages of pages bbolt holds back), a checkpoint makes
-// bbolt durable at a transaction and records that transaction's meta page
-// in a WAL header.
-//
-// Recovery never trusts bbolt pages written after the last checkpoint (after
-// a power loss any of them may be missing or torn): Open writes the
-// checkpoint's meta page back into both of bbolt's meta slots and re-applies
-// the WAL records in order. That is sound only if the checkpoint's pages are
-// never overwritten before the next checkpoint is durable, so the store
-// keeps a read transaction open on it ("the hold"): bbolt never reuses a
-// page that an open reader can see (pages allocated and freed after it are
-// reused as usual).
-//
-// The log is two files, path-wal and path-wal2, used in turn, so that a
-// checkpoint never stops the writer. At transaction L the writer opens a
-// hold on L, copies L's meta page, and switches its records to the other
-// file (numbered from L+1); a checkpointer goroutine then fdatasyncs bbolt,
-// writes the header {L, meta} into that file and syncs it, and only then
-// drops the hold on the previous checkpoint. Recovery starts from the file
-// whose header has the higher generation, replays its records, and
-// continues into the other file if that file's first record is the next
-// transaction.
-//
-// Records are numbered by bbolt txid, and their checksums are chained (as
-// SQLite's WAL does): each record's CRC starts from the previous record's,
-// the first from a seed. A checkpoint started beside the writer seeds the
-// new file with the chain so far, so recovery can continue into it before
-// its header exists; one that runs at Open or Close (the writer stopped)
-// draws a fresh random seed. Txids alone do not tell stale records from new
-// ones: recovery commits everything it replays as one transaction, so the
-// next run numbers from one past the checkpoint again and writes over the
-// records it replayed, which then sit behind the new ones with the very
-// numbers the new run's next records would carry. Under a fresh seed they
-// no longer chain.
+// Records are numbered 1, 2, 3, ... across runs and their checksums are
+// chained (as SQLite's WAL does): each record's CRC starts from the
+// previous record's, the first from the file header's seed. The log is two
+// files, path-wal and path-wal2, used in turn: after a flush has made every
+// record so far redundant, the writer starts the other file with a header
+// {generation, first record number, fresh random seed}, synced before any
+// record goes into it. Recovery reads the file whose header has the higher
+// generation (the first numbers of both can be equal: a run that wrote
+// nothing starts the log over at the same number). A reused file still holds the previous run's records behind the
+// new ones; under the new seed they no longer chain, so they end the log
+// instead of being replayed.
 //
 // Each file is a header (one slot at offset 0) then records from
 // walRecordStart, and is extended with zeros ahead of the records, so a
 // record's fdatasync rewrites data in place instead of also journaling a
 // new file size.
 //
-//	header: magic[8] | generation u64 | seed u32 | meta length u32 | meta
+//	header: magic[8] | generation u64 | first record number u64 | seed u32
 //	        | crc32c u32
-//	record: length u32 | chained crc32c u32 (of txid and payload) | txid u64
-//	        | payload
+//	record: length u32 | chained crc32c u32 (of number and payload)
+//	        | number u64 | payload
 const (
 	walSlotSize    = 4096
 	walRecordStart = walSlotSize
 	walRecordHead  = 16
+	walHeaderLen   = 32
 	walExtend      = 4 << 20
-	walMetaMax     = 256
 )
 
 var (
-	walMagic = [8]byte{'s', 'd', 'w', 'a', 'l', 0, 0, 3}
+	walMagic = [8]byte{'s', 'd', 'w', 'a', 'l', 0, 0, 5}
 	crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 	errWALCorrupt = errors.New("persistence: corrupt write-ahead log")
@@ -82,23 +61,22 @@ type walFile struct {
 	end int64 // file size: bytes before end are written (zeros or data)
 }
 
-// wal is the open log. The writer goroutine appends and switches files; the
-// checkpointer writes only header regions; the syncer only syncs.
+// wal is the open log. Only the writer goroutine appends and starts files;
+// the syncer only syncs.
 type wal struct {
 	files  [2]walFile
 	nosync bool
-	base   int    // file whose header is the checkpoint recovery starts from
+	gen    uint64 // generation of the current file's header
 	cur    int    // file receiving records
 	off    int64  // where the next record goes in cur
-	next   uint64 // txid the next record must carry
+	next   uint64 // number the next record must carry
 	chain  uint32 // checksum of the last record in cur (its seed before any)
 	prev   uint32 // chain before the last append, for unappend
 	buf    []byte
 }
 
 // openWAL opens (creating) both log files and takes an exclusive lock on
-// the first, which also guards the bbolt file against a second sessiond
-// while recovery rewrites its meta pages.
+// the first, which also guards the bbolt file against a second sessiond.
 func openWAL(path string, lockTimeout func() bool) (*wal, error) {
 	w := &wal{}
 	for i, name := range []string{path + "-wal", path + "-wal2"} {
@@ -120,12 +98,6 @@ func openWAL(path string, lockTimeout func() bool) (*wal, error) {
 			return nil, err
 		}
 		w.files[i].end = st.Size()
-		// Lay out the header and the first records' room now, so header
-		// writes never change a file's size.
-		if err := w.extend(i, walRecordStart+walExtend/4); err != nil {
-			w.close()
-			return nil, err
-		}
 	}
 	return w, nil
 }
@@ -147,86 +119,89 @@ func lock(f *os.File, name string, lockTimeout func() bool) error {
 
 // walHeader is a decoded header.
 type walHeader struct {
-	gen  uint64
-	seed uint32
-	meta []byte
+	gen   uint64
+	first uint64
+	seed  uint32
 }
 
 // readHeader returns file i's header, or ok=false when it has none (a new
 // file, or one whose header write was torn).
 func (w *wal) readHeader(i int) (walHeader, bool) {
-	b := make([]byte, walSlotSize)
+	b := make([]byte, walHeaderLen)
 	n, _ := w.files[i].f.ReadAt(b, 0)
 	return decodeHeader(b[:n])
 }
 
 func decodeHeader(b []byte) (walHeader, bool) {
-	const fixed = 24 // magic, generation, seed, meta length
-	if len(b) < fixed || [8]byte(b[:8]) != walMagic {
+	if len(b) < walHeaderLen || [8]byte(b[:8]) != walMagic {
 		return walHeader{}, false
 	}
-	n := int(binary.LittleEndian.Uint32(b[20:24]))
-	if n > walMetaMax || len(b) < fixed+n+4 {
+	if crc32.Checksum(b[:28], crcTable) != binary.LittleEndian.Uint32(b[28:32]) {
 		return walHeader{}, false
 	}
-	if crc32.Checksum(b[:fixed+n], crcTable) != binary.LittleEndian.Uint32(b[fixed+n:]) {
-		return walHeader{}, false
-	}
-	return walHeader{
-		gen:  binary.LittleEndian.Uint64(b[8:16]),
-		seed: binary.LittleEndian.Uint32(b[16:20]),
-		meta: append([]byte(nil), b[fixed:fixed+n]...),
-	}, true
+	return walHeader{gen: binary.LittleEndian.Uint64(b[8:16]), first: binary.LittleEndian.Uint64(b[16:24]),
+		seed: binary.LittleEndian.Uint32(b[24:28])}, true
 }
 
-// recover finds the checkpoint to start from (and makes its file the base)
-// and the records to replay after it. ok is false when neither file has a
-// header.
-func (w *wal) recover() (h walHeader, replay [][]byte, ok bool) {
+// recover returns the payloads of the records numbered after applied, in
+// order, and the number of the newest record in the log (applied when
+// there is none after it). It reads the file whose header is newer; its
+// first record can only be past applied+1 if bbolt lost a flush the log
+// relied on, which is corruption.
+func (w *wal) recover(applied uint64) (replay [][]byte, last uint64, newest int, err error) {
 	var hs [2]walHeader
 	var valid [2]bool
 	for i := range 2 {
 		hs[i], valid[i] = w.readHeader(i)
 	}
 	switch {
-	case valid[0] && (!valid[1] || hs[0].gen >= hs[1].gen):
-		w.base = 0
+	case valid[0] && (!valid[1] || hs[0].gen > hs[1].gen):
+		newest = 0
 	case valid[1]:
-		w.base = 1
+		newest = 1
 	default:
-		return walHeader{}, nil, false
+		return nil, applied, 0, nil
 	}
-	h = hs[w.base]
-	replay, chain := readRecords(w.files[w.base].f, w.files[w.base].end, h.gen, h.seed)
-	other := w.files[1-w.base]
-	more, _ := readRecords(other.f, other.end, h.gen+uint64(len(replay)), chain)
-	return h, append(replay, more...), true
+	h := hs[newest]
+	w.gen = h.gen
+	if h.first > applied+1 {
+		return nil, 0, newest, fmt.Errorf("%w: the log starts at record %d but the database holds only up to %d", errWALCorrupt, h.first, applied)
+	}
+	f := w.files[newest]
+	all := readRecords(f.f, f.end, h.first, h.seed)
+	last = applied
+	for i, p := range all {
+		if n := h.first + uint64(i); n > applied {
+			replay = append(replay, p)
+			last = n
+		}
+	}
+	return replay, last, newest, nil
 }
 
-// writeHeader records, durably, that bbolt is durable at transaction gen,
-// whose meta page head is meta, in file i, whose records chain from seed.
-// The caller has synced bbolt.
-func (w *wal) writeHeader(i int, gen uint64, meta []byte, seed uint32) error {
-	if len(meta) > walMetaMax {
-		return fmt.Errorf("persistence: meta of %d bytes", len(meta))
+// start makes file i receive the records from number first on, chained
+// from a fresh seed, and durably records that in its header before any
+// record is written to it. The caller has made every earlier record
+// redundant (flushed into bbolt and synced).
+func (w *wal) start(i int, first uint64, seed uint32) error {
+	if err := w.extend(i, walRecordStart+walExtend/4); err != nil {
+		return err
 	}
-	b := make([]byte, 0, 28+len(meta))
+	b := make([]byte, 0, walHeaderLen)
 	b = append(b, walMagic[:]...)
-	b = binary.LittleEndian.AppendUint64(b, gen)
+	b = binary.LittleEndian.AppendUint64(b, w.gen+1)
+	b = binary.LittleEndian.AppendUint64(b, first)
 	b = binary.LittleEndian.AppendUint32(b, seed)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(meta)))
-	b = append(b, meta...)
 	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
 	if _, err := w.files[i].f.WriteAt(b, 0); err != nil {
 		return err
 	}
-	return w.sync(i)
-}
-
-// switchTo makes file i receive the records that follow transaction gen,
-// from the start of its record area, chained from seed.
-func (w *wal) switchTo(i int, gen uint64, seed uint32) {
-	w.cur, w.off, w.next, w.chain = i, walRecordStart, gen+1, seed
+	if err := w.sync(i); err != nil {
+		return err
+	}
+	w.gen++
+	w.cur, w.off, w.next, w.chain = i, walRecordStart, first, seed
+	return nil
 }
 
 // zeros is what extend writes, a chunk at a time.
@@ -245,42 +220,40 @@ func (w *wal) extend(i int, size int64) error {
 	return nil
 }
 
-// append writes the record of bbolt transaction txid to the current file.
-// It does not sync.
-func (w *wal) append(txid uint64, payload []byte) error {
-	if txid != w.next {
-		return fmt.Errorf("persistence: WAL record for tx %d, want tx %d", txid, w.next)
-	}
+// append writes the next record to the current file and returns its
+// number. It does not sync.
+func (w *wal) append(payload []byte) (uint64, error) {
 	need := int64(walRecordHead + len(payload))
 	if w.off+need > w.files[w.cur].end {
 		if err := w.extend(w.cur, w.off+need+walExtend); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	b := w.buf[:0]
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
 	b = binary.LittleEndian.AppendUint32(b, 0)
-	b = binary.LittleEndian.AppendUint64(b, txid)
+	b = binary.LittleEndian.AppendUint64(b, w.next)
 	b = append(b, payload...)
 	chain := crc32.Update(w.chain, crcTable, b[8:])
 	binary.LittleEndian.PutUint32(b[4:8], chain)
 	w.buf = b
 	if _, err := w.files[w.cur].f.WriteAt(b, w.off); err != nil {
-		return err
+		return 0, err
 	}
 	w.prev, w.chain = w.chain, chain
 	w.off += need
 	w.next++
-	return nil
+	return w.next - 1, nil
 }
 
-// unappend invalidates the record just appended at off (its transaction did
-// not commit) and makes that durable, so recovery cannot replay it.
-func (w *wal) unappend(off int64, txid uint64) error {
+// unappend invalidates the record just appended at off and makes that
+// durable, so recovery cannot replay it.
+func (w *wal) unappend(off int64) error {
 	if _, err := w.files[w.cur].f.WriteAt(make([]byte, walRecordHead), off); err != nil {
 		return err
 	}
-	w.off, w.next, w.chain = off, txid, w.prev
+	w.off, w.chain = off, w.prev
+	w.next--
 	return w.sync(w.cur)
 }
 
@@ -313,13 +286,13 @@ func (w *wal) close() error {
 	return errors.Join(errs...)
 }
 
-// readRecords returns the payloads of the records that follow generation
-// gen chained from seed, in order, stopping at the first that is missing,
-// torn or stale, and the chain after the last.
-func readRecords(r io.ReaderAt, size int64, gen uint64, seed uint32) (out [][]byte, chain uint32) {
-	chain = seed
+// readRecords returns the payloads of the records numbered first, first+1,
+// ... chained from seed, in order, stopping at the first that is missing,
+// torn or stale.
+func readRecords(r io.ReaderAt, size int64, first uint64, seed uint32) (out [][]byte) {
+	chain := seed
 	head := make([]byte, walRecordHead)
-	for off, want := int64(walRecordStart), gen+1; off+walRecordHead <= size; want++ {
+	for off, want := int64(walRecordStart), first; off+walRecordHead <= size; want++ {
 		if _, err := r.ReadAt(head, off); err != nil {
 			break
 		}
@@ -338,5 +311,5 @@ func readRecords(r io.ReaderAt, size int64, gen uint64, seed uint32) (out [][]by
 		out, chain = append(out, body[8:]), next
 		off += walRecordHead + n
 	}
-	return out, chain
+	return out
 }

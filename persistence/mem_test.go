@@ -1,0 +1,142 @@
+package persistence
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// TestMergedView checks the memtable-over-bbolt view against a model (a
+// map) on random contents: point reads, and cursor walks that seek, step
+// both ways and switch direction, with tombstones, shadowed keys, empty
+// values and neighbouring buckets in the memtable.
+func TestMergedView(t *testing.T) {
+	for seed := range 40 {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { checkMergedView(t, uint64(seed)) })
+	}
+}
+
+func checkMergedView(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "m.db"), 0o600, &bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	key := func() []byte { return fmt.Appendf(nil, "k%02d", rng.IntN(40)) }
+	model := map[string]map[string]string{} // bucket -> key -> value
+	names := [][]byte{bucketData, bucketIDs, bucketInbox}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			b, err := tx.CreateBucket(name)
+			if err != nil {
+				return err
+			}
+			model[string(name)] = map[string]string{}
+			if !slices.ContainsFunc(names, func(n []byte) bool { return string(n) == string(name) }) {
+				continue
+			}
+			for range rng.IntN(30) {
+				k, v := key(), fmt.Sprint("bolt", rng.IntN(9))
+				if err := b.Put(k, []byte(v)); err != nil {
+					return err
+				}
+				model[string(name)][string(k)] = v
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := newMemTree()
+	for range rng.IntN(60) {
+		name := names[rng.IntN(len(names))]
+		k := key()
+		e := &memEntry{k: memKey(bucketIndex(name), k)}
+		switch rng.IntN(4) {
+		case 0:
+			e.del = true
+			delete(model[string(name)], string(k))
+		case 1:
+			model[string(name)][string(k)] = "" // empty value: present
+		default:
+			e.v = fmt.Appendf(nil, "mem%d", rng.IntN(9))
+			model[string(name)][string(k)] = string(e.v)
+		}
+		mem.Set(e)
+	}
+	tx, err := db.Begin(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	v := &view{tx: tx, mem: mem}
+	for _, name := range names {
+		want := model[string(name)]
+		keys := make([]string, 0, len(want))
+		for k := range want {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for i := range 40 {
+			k := fmt.Sprintf("k%02d", i)
+			got := v.get(name, []byte(k))
+			w, ok := want[k]
+			if (got != nil) != ok || string(got) != w {
+				t.Fatalf("%s get %s = %q (present %v), want %q (present %v)", name, k, got, got != nil, w, ok)
+			}
+		}
+		// A random walk: each move's result must match the model's
+		// neighbour of the previous position.
+		c := v.cursor(name)
+		pos := -1 // index in keys; -1 or len(keys) is off the end
+		at := func(step string, k, val []byte) {
+			t.Helper()
+			if pos < 0 || pos >= len(keys) {
+				if k != nil {
+					t.Fatalf("%s %s: got %q, want the end", name, step, k)
+				}
+				return
+			}
+			if string(k) != keys[pos] || string(val) != want[keys[pos]] || val == nil {
+				t.Fatalf("%s %s: got %q=%q, want %q=%q", name, step, k, val, keys[pos], want[keys[pos]])
+			}
+		}
+		for range 80 {
+			switch op := rng.IntN(6); {
+			case op == 5:
+				s := fmt.Sprintf("k%02d", rng.IntN(42))
+				pos, _ = slices.BinarySearch(keys, s)
+				pos--
+				k, val := c.SeekLT([]byte(s))
+				at("seek before "+s, k, val)
+			case op == 0:
+				s := fmt.Sprintf("k%02d", rng.IntN(42))
+				pos, _ = slices.BinarySearch(keys, s)
+				k, val := c.Seek([]byte(s))
+				at("seek "+s, k, val)
+			case op == 1:
+				pos = len(keys) - 1
+				k, val := c.Last()
+				at("last", k, val)
+			case op == 2:
+				pos = 0
+				k, val := c.First()
+				at("first", k, val)
+			case pos >= 0 && pos < len(keys) && op == 3:
+				pos++
+				k, val := c.Next()
+				at("next", k, val)
+			case pos >= 0 && pos < len(keys):
+				pos--
+				k, val := c.Prev()
+				at("prev", k, val)
+			}
+		}
+	}
+}
