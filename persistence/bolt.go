@@ -107,16 +107,24 @@ type Bolt struct {
 	// commits. (With a deep queue, 100 busy Sessions made 40% more, smaller
 	// commits and 25% fewer steps/s.)
 	syncq chan syncJob
-	// snap is what readers see: bbolt at its last flush and the memtable
+	// snap is what readers see: bbolt at its last flush and the memtables
 	// of every commit synced since (see view).
 	snap atomic.Pointer[snapshot]
 
-	// Writer state.
-	cur    *memTree // the memtable after the last committed batch
-	base   *bolt.Tx // read transaction on bbolt's state under cur
-	rec    []byte   // the current batch's WAL record
+	// Writer state. cur takes the batches since the running flush started
+	// (or the last one); imm is the memtable that flush is writing into
+	// bbolt, nil when none runs. boltTx is the bbolt transaction of the
+	// last completed flush.
+	cur    *memTree
+	imm    *memTree
+	boltTx int
+	rec    []byte // the current batch's WAL record
 	open   openCache
 	synced uint64 // records known durable (syncer only)
+
+	// One flush runs at a time, on the flusher goroutine.
+	flushq    chan flushJob
+	flushDone chan flushResult
 
 	failMu sync.Mutex
 	failed error // a WAL or bbolt failure after which nothing more commits
@@ -129,11 +137,27 @@ type Bolt struct {
 
 var _ Store = (*Bolt)(nil)
 
-// snapshot is one consistent state for readers: the memtable that sits on
-// bbolt's transaction boltTx.
+// snapshot is one consistent state for readers: memtables (newest first)
+// over bbolt at any transaction from lo to hi. While a flush runs, the
+// memtable it writes is one of them and shadows everything the flush
+// changes, so bbolt before and after it reads the same; otherwise lo = hi.
 type snapshot struct {
-	boltTx int
-	mem    *memTree
+	mems   []*memTree
+	lo, hi int
+}
+
+// flushJob asks the flusher to write mem into bbolt, recording applied as
+// the last WAL record bbolt then holds.
+type flushJob struct {
+	mem     *memTree
+	applied uint64
+}
+
+type flushResult struct {
+	boltTx  int
+	entries int
+	took    time.Duration
+	err     error
 }
 
 // syncJob is one committed batch awaiting durability, or (with barrier
@@ -176,7 +200,8 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		return nil, err
 	}
 	w.nosync = opts.NoSync
-	s := &Bolt{wal: w, opts: opts, ops: make(chan *op, 4096), quit: make(chan struct{}), syncq: make(chan syncJob)}
+	s := &Bolt{wal: w, opts: opts, ops: make(chan *op, 4096), quit: make(chan struct{}), syncq: make(chan syncJob),
+		flushq: make(chan flushJob, 1), flushDone: make(chan flushResult, 1)}
 	defer func() {
 		if err != nil {
 			s.closeFiles()
@@ -203,7 +228,6 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		return nil, err
 	}
 	var applied, last uint64
-	var newest int
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		for _, name := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -221,11 +245,11 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		if v := meta.Get(keyApplied); len(v) == 8 {
 			applied = binary.BigEndian.Uint64(v)
 		}
-		replay, n, i, err := w.recover(applied)
+		replay, n, err := w.recover(applied)
 		if err != nil {
 			return err
 		}
-		last, newest = n, i
+		last = n
 		for _, p := range replay {
 			if err := replayRecord(tx, p); err != nil {
 				return err
@@ -234,53 +258,101 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		if len(replay) > 0 {
 			opts.Logger.Info().Int("records", len(replay)).Msg("recovered commits from the write-ahead log")
 		}
+		s.boltTx = tx.ID()
 		return meta.Put(keyApplied, binary.BigEndian.AppendUint64(nil, last))
 	})
 	if err != nil {
 		return nil, err
 	}
-	// Every record so far is in bbolt now: the log starts over in the file
-	// recovery did not read.
-	if err := w.start(1-newest, last+1, rand.Uint32()); err != nil {
-		return nil, err
-	}
-	if s.base, err = s.db.Begin(false); err != nil {
+	// Every record so far is in bbolt now: the log starts over, in the file
+	// the older of the two (recovery read the newer).
+	if err := w.start(w.older(), last+1, rand.Uint32()); err != nil {
 		return nil, err
 	}
 	s.cur = newMemTree()
-	s.snap.Store(&snapshot{boltTx: s.base.ID(), mem: s.cur})
+	s.snap.Store(&snapshot{mems: []*memTree{s.cur}, lo: s.boltTx, hi: s.boltTx})
 	s.tails.init()
 	s.wg.Go(s.writer)
 	s.wg.Go(s.syncer)
+	s.wg.Go(s.flusher)
 	return s, nil
 }
 
-// flush writes the memtable into bbolt in one transaction (with bbolt's own
-// fsyncs) together with the number of the last record it holds, publishes
-// bbolt's new state with an empty memtable, and starts the log over. It
-// runs on the writer goroutine (or at Close, after it), once the syncer has
-// published every committed batch.
-func (s *Bolt) flush() error {
+// startFlush hands the active memtable to the flusher and starts a new one.
+// Once the syncer has published every committed batch, readers get the
+// flushing memtable as part of their snapshot, valid over bbolt before
+// and after the flush; the log starts over in the other file, so the
+// records the flush holds stay intact until bbolt has them.
+func (s *Bolt) startFlush() error {
+	s.barrier()
 	if flushHook != nil {
 		flushHook("start", s)
 	}
-	start := time.Now()
 	applied := s.wal.next - 1
-	entries := s.cur.Len()
-	if err := s.base.Rollback(); err != nil {
+	if err := s.wal.start(s.wal.older(), applied+1, rand.Uint32()); err != nil {
 		return err
 	}
-	s.base = nil
-	// A transaction of bbolt's own, outside wtx: these writes are already
-	// in the log, so they must not be logged again.
+	s.imm, s.cur = s.cur, newMemTree()
+	s.snap.Store(&snapshot{mems: []*memTree{s.cur, s.imm}, lo: s.boltTx, hi: s.boltTx + 1})
+	s.flushq <- flushJob{mem: s.imm, applied: applied}
+	return nil
+}
+
+// reapFlush collects the running flush's result, waiting for it when wait
+// is set. Afterwards bbolt holds the flushed memtable, and batches no
+// longer read through it.
+func (s *Bolt) reapFlush(wait bool) error {
+	if s.imm == nil {
+		return nil
+	}
+	var r flushResult
+	if wait {
+		r = <-s.flushDone
+	} else {
+		select {
+		case r = <-s.flushDone:
+		default:
+			return nil
+		}
+	}
+	if r.err != nil {
+		return r.err
+	}
+	s.imm, s.boltTx = nil, r.boltTx
+	if s.opts.OnFlush != nil {
+		s.opts.OnFlush(r.entries, r.took)
+	}
+	return nil
+}
+
+// flusher writes memtables into bbolt, one flush at a time, beside the
+// writer.
+func (s *Bolt) flusher() {
+	for job := range s.flushq {
+		start := time.Now()
+		txid, err := s.flushInto(job.mem, job.applied)
+		if err == nil && flushHook != nil {
+			flushHook("committed", s)
+		}
+		s.flushDone <- flushResult{boltTx: txid, entries: job.mem.Len(), took: time.Since(start), err: err}
+	}
+}
+
+// flushInto writes mem into bbolt in one transaction (with bbolt's own
+// fsyncs) together with applied, the number of the last log record it
+// then holds, and returns the transaction's ID. Its writes are already in
+// the log, so they do not go through wtx.
+func (s *Bolt) flushInto(mem *memTree, applied uint64) (int, error) {
+	var txid int
 	err := s.db.Update(func(tx *bolt.Tx) error {
+		txid = tx.ID()
 		buckets := make([]*bolt.Bucket, len(allBuckets))
 		for i, name := range allBuckets {
 			buckets[i] = tx.Bucket(name)
 			buckets[i].FillPercent = fillPercent
 		}
 		var err error
-		s.cur.Scan(func(e *memEntry) bool {
+		mem.Scan(func(e *memEntry) bool {
 			b := buckets[e.k[0]]
 			if e.del {
 				err = b.Delete(e.k[1:])
@@ -294,29 +366,12 @@ func (s *Bolt) flush() error {
 		}
 		return buckets[0].Put(keyApplied, binary.BigEndian.AppendUint64(nil, applied))
 	})
-	if err != nil {
-		return err
-	}
-	if s.base, err = s.db.Begin(false); err != nil {
-		return err
-	}
-	s.cur = newMemTree()
-	s.snap.Store(&snapshot{boltTx: s.base.ID(), mem: s.cur})
-	if flushHook != nil {
-		flushHook("committed", s)
-	}
-	if err := s.wal.start(1-s.wal.cur, applied+1, rand.Uint32()); err != nil {
-		return err
-	}
-	if s.opts.OnFlush != nil {
-		s.opts.OnFlush(entries, time.Since(start))
-	}
-	return nil
+	return txid, err
 }
 
 // flushHook, when set by a test before Open, observes a flush as it starts
-// (everything committed is synced, bbolt not yet written) and once its
-// bbolt transaction committed, before the log starts over.
+// (on the writer: everything committed is synced, bbolt and the log not
+// yet touched) and once its bbolt transaction committed (on the flusher).
 var flushHook func(stage string, s *Bolt)
 
 // Path returns the store file's path.
@@ -337,7 +392,7 @@ func (s *Bolt) Close() error {
 	s.tails.closeAll()
 	var err error
 	if s.fatal() == nil && s.cur.Len() > 0 {
-		err = s.flush()
+		_, err = s.flushInto(s.cur, s.wal.next-1)
 	}
 	return errors.Join(err, s.closeFiles())
 }
@@ -345,10 +400,6 @@ func (s *Bolt) Close() error {
 // closeFiles closes bbolt and the WAL (dropping the WAL's lock last).
 func (s *Bolt) closeFiles() error {
 	var errs []error
-	if s.base != nil {
-		errs = append(errs, s.base.Rollback())
-		s.base = nil
-	}
 	if s.db != nil {
 		errs = append(errs, s.db.Close())
 	}
@@ -432,6 +483,7 @@ func (s *Bolt) submit(ctx context.Context, fn func(w *wtx) error) error {
 // writer is the single goroutine that commits. It exits after draining the
 // queue once Close is called, closing the syncer's queue behind it.
 func (s *Bolt) writer() {
+	defer close(s.flushq)
 	defer close(s.syncq)
 	batch := make([]*op, 0, s.opts.MaxBatch)
 	for {
@@ -446,6 +498,9 @@ func (s *Bolt) writer() {
 					s.commit(append(batch[:0], o))
 				default:
 					s.barrier()
+					if err := s.reapFlush(true); err != nil {
+						s.fail(err)
+					}
 					return
 				}
 			}
@@ -476,9 +531,12 @@ func (s *Bolt) barrier() {
 // record, to the WAL; the syncer answers the callers once the record is
 // durable. A failing op is answered with its error and the rest are re-run
 // without it. When the log has grown past FlushBytes, the memtable is
-// flushed into bbolt.
+// flushed into bbolt in the background.
 func (s *Bolt) commit(ops []*op) {
 	start := time.Now()
+	if err := s.reapFlush(false); err != nil {
+		s.fail(err)
+	}
 	if err := s.fatal(); err != nil {
 		for _, o := range ops {
 			o.done <- err
@@ -500,12 +558,19 @@ func (s *Bolt) commit(ops []*op) {
 			}
 			return
 		}
-		s.syncq <- syncJob{ops: slices.Clone(ops), seq: seq, file: s.wal.cur, start: start,
-			snap: &snapshot{boltTx: s.base.ID(), mem: s.cur}}
+		s.syncq <- syncJob{ops: slices.Clone(ops), seq: seq, file: s.wal.cur, start: start, snap: s.snapshot()}
 		if s.wal.size() >= s.opts.FlushBytes {
-			s.barrier()
-			if err := s.flush(); err != nil {
-				s.fail(err)
+			// One flush at a time; the writer waits for a running one only
+			// once the log has grown twice as far, bounding memory.
+			if s.imm != nil && s.wal.size() >= 2*s.opts.FlushBytes {
+				if err := s.reapFlush(true); err != nil {
+					s.fail(err)
+				}
+			}
+			if s.imm == nil {
+				if err := s.startFlush(); err != nil {
+					s.fail(err)
+				}
 			}
 		}
 		return
@@ -516,11 +581,22 @@ func (s *Bolt) commit(ops []*op) {
 // record. failed is the index of an op whose own error discarded the batch,
 // or -1; seq is the record's number (0 when the ops wrote nothing).
 func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
+	// A read transaction per batch, never held across batches: a flush's
+	// commit may need to remap bbolt, which waits for every open reader.
+	tx, err := s.db.Begin(false)
+	if err != nil {
+		return -1, 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
 	mem := s.cur.Copy()
+	mems := []*memTree{mem}
+	if s.imm != nil {
+		mems = append(mems, s.imm)
+	}
 	s.rec = s.rec[:0]
 	s.open.begin()
 	for i, o := range ops {
-		w := &wtx{v: view{tx: s.base, mem: mem}, s: s, rec: &s.rec}
+		w := &wtx{v: view{tx: tx, mems: mems}, s: s, rec: &s.rec}
 		err := runOp(o, w)
 		if err == nil {
 			err = w.flush()
@@ -546,6 +622,15 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
 	s.cur = mem
 	s.open.commit()
 	return -1, seq, nil
+}
+
+// snapshot is what readers may see once the last committed batch is
+// durable.
+func (s *Bolt) snapshot() *snapshot {
+	if s.imm != nil {
+		return &snapshot{mems: []*memTree{s.cur, s.imm}, lo: s.boltTx, hi: s.boltTx + 1}
+	}
+	return &snapshot{mems: []*memTree{s.cur}, lo: s.boltTx, hi: s.boltTx}
 }
 
 // syncer makes committed batches durable with one fdatasync for all that
@@ -637,10 +722,10 @@ func runOp(o *op, w *wtx) (err error) {
 	return o.fn(w)
 }
 
-// view runs fn on a consistent snapshot: the published memtable and a
-// bbolt read transaction on exactly the state beneath it. A flush that
-// lands between the two reads is seen as a newer bbolt transaction; the
-// snapshot is then taken again.
+// view runs fn on a consistent snapshot: the published memtables and a
+// bbolt read transaction on a state beneath them. A flush that completes
+// between the two reads (a bbolt transaction the snapshot does not cover)
+// makes it take both again.
 func (s *Bolt) view(fn func(v *view) error) error {
 	for {
 		sn := s.snap.Load()
@@ -648,12 +733,12 @@ func (s *Bolt) view(fn func(v *view) error) error {
 		if err != nil {
 			return err
 		}
-		if tx.ID() != sn.boltTx {
+		if id := tx.ID(); id < sn.lo || id > sn.hi {
 			_ = tx.Rollback()
 			runtime.Gosched()
 			continue
 		}
-		err = fn(&view{tx: tx, mem: sn.mem})
+		err = fn(&view{tx: tx, mems: sn.mems})
 		_ = tx.Rollback()
 		return err
 	}

@@ -42,12 +42,13 @@ func memKey(bucket byte, key []byte) []byte {
 }
 
 // view is a consistent read of the store: a bbolt read transaction and the
-// memtable that sits on top of exactly the state it sees. Values it returns
-// are valid only while the view is open; callers copy what they keep (as
-// with bbolt itself).
+// memtables that sit on top of the state it sees, newest first (the active
+// one, and during a flush the one being flushed). Values it returns are
+// valid only while the view is open; callers copy what they keep (as with
+// bbolt itself).
 type view struct {
-	tx  *bolt.Tx
-	mem *memTree
+	tx   *bolt.Tx
+	mems []*memTree
 	// probe is a scratch entry for lookups (a view is used by one
 	// goroutine at a time).
 	probe memEntry
@@ -62,8 +63,11 @@ func (p *memEntry) set(bi byte, key []byte) *memEntry {
 // get returns the value of key in bucket, or nil when absent.
 func (v *view) get(bucket, key []byte) []byte {
 	bi := bucketIndex(bucket)
-	if v.mem != nil && v.mem.Len() > 0 {
-		if e, ok := v.mem.Get(v.probe.set(bi, key)); ok {
+	for _, m := range v.mems {
+		if m.Len() == 0 {
+			continue
+		}
+		if e, ok := m.Get(v.probe.set(bi, key)); ok {
 			if e.del {
 				return nil
 			}
@@ -82,81 +86,84 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-// cursor returns a cursor over bucket that merges the memtable over bbolt.
+// cursor returns a cursor over bucket that merges the memtables over bbolt.
 func (v *view) cursor(bucket []byte) *cursor {
 	c := &cursor{bc: v.tx.Bucket(bucket).Cursor(), bi: bucketIndex(bucket), probe: &v.probe}
-	if v.mem != nil && v.mem.Len() > 0 {
-		c.mi = v.mem.Iter()
-		c.hasMem = true
+	for _, m := range v.mems {
+		if m.Len() > 0 {
+			c.mem = append(c.mem, level{it: m.Iter()})
+		}
 	}
 	return c
 }
 
-// cursor iterates one bucket of a view in key order, the memtable's
-// entries replacing (or, as tombstones, hiding) bbolt's. It offers the
-// subset of bbolt's cursor the store uses: Seek and First then Next, and
-// Last then Prev. Switching direction re-seeks both sides.
+// cursor iterates one bucket of a view in key order, newer memtables'
+// entries replacing (or, as tombstones, hiding) older ones' and bbolt's.
+// It offers the subset of bbolt's cursor the store uses: Seek and First
+// then Next, SeekLT and Last then Prev. Switching direction re-seeks every
+// source.
 type cursor struct {
-	bc     *bolt.Cursor
-	mi     btree.IterG[*memEntry]
-	hasMem bool
-	bi     byte
-	probe  *memEntry
-
-	// The current candidates of each side: a nil key is exhausted.
-	bk, bv []byte
-	me     *memEntry
-	mok    bool
-	fwd    bool
+	bc    *bolt.Cursor
+	bk    []byte // bbolt's current key; nil when exhausted
+	bv    []byte
+	mem   []level // newest first
+	bi    byte
+	probe *memEntry
+	fwd   bool
 }
 
-// memIn reports whether e is an entry of this cursor's bucket.
-func (c *cursor) memIn(e *memEntry) bool { return len(e.k) > 0 && e.k[0] == c.bi }
+// level is one memtable's position.
+type level struct {
+	it btree.IterG[*memEntry]
+	e  *memEntry // current entry; nil when exhausted
+}
 
-// memSeek positions the memtable side at the first entry >= key (forward)
-// or the last entry < key (backward; key nil means the bucket's end).
-func (c *cursor) memSeek(key []byte, fwd bool) {
-	c.mok = false
-	if !c.hasMem {
-		return
-	}
-	if fwd {
-		if c.mi.Seek(c.probe.set(c.bi, key)) && c.memIn(c.mi.Item()) {
-			c.me, c.mok = c.mi.Item(), true
+// key returns the level's current key without the bucket byte.
+func (l *level) key() []byte { return l.e.k[1:] }
+
+func (c *cursor) in(e *memEntry) bool { return len(e.k) > 0 && e.k[0] == c.bi }
+
+// seekLevel positions l at the first entry >= key (forward) or the last
+// entry < key (backward; key nil means the bucket's end).
+func (c *cursor) seekLevel(l *level, key []byte, fwd bool) {
+	l.e = nil
+	var ok bool
+	switch {
+	case fwd:
+		if l.it.Seek(c.probe.set(c.bi, key)) && c.in(l.it.Item()) {
+			l.e = l.it.Item()
 		}
 		return
-	}
-	var ok bool
-	if key == nil {
+	case key == nil:
 		// The first entry of the next bucket, then one back.
-		ok = c.mi.Seek(c.probe.set(c.bi+1, nil))
-	} else {
-		ok = c.mi.Seek(c.probe.set(c.bi, key))
+		ok = l.it.Seek(c.probe.set(c.bi+1, nil))
+	default:
+		ok = l.it.Seek(c.probe.set(c.bi, key))
 	}
 	if ok {
-		ok = c.mi.Prev()
+		ok = l.it.Prev()
 	} else {
-		ok = c.mi.Last()
+		ok = l.it.Last()
 	}
-	if ok && c.memIn(c.mi.Item()) {
-		c.me, c.mok = c.mi.Item(), true
+	if ok && c.in(l.it.Item()) {
+		l.e = l.it.Item()
 	}
 }
 
-func (c *cursor) memStep() {
+func (c *cursor) stepLevel(l *level) {
 	var ok bool
 	if c.fwd {
-		ok = c.mi.Next()
+		ok = l.it.Next()
 	} else {
-		ok = c.mi.Prev()
+		ok = l.it.Prev()
 	}
-	c.mok = ok && c.memIn(c.mi.Item())
-	if c.mok {
-		c.me = c.mi.Item()
+	l.e = nil
+	if ok && c.in(l.it.Item()) {
+		l.e = l.it.Item()
 	}
 }
 
-func (c *cursor) boltStep() {
+func (c *cursor) stepBolt() {
 	if c.fwd {
 		c.bk, c.bv = c.bc.Next()
 	} else {
@@ -164,48 +171,69 @@ func (c *cursor) boltStep() {
 	}
 }
 
-// pick returns the current merged entry, skipping tombstones and the bbolt
-// keys they or newer memtable values shadow.
+// before reports whether a comes before b in the cursor's direction.
+func (c *cursor) before(a, b []byte) bool {
+	if c.fwd {
+		return bytes.Compare(a, b) < 0
+	}
+	return bytes.Compare(a, b) > 0
+}
+
+// pick returns the current merged entry: the next key in the cursor's
+// direction among all sources, from the newest source that has it. Older
+// sources at the same key are stepped past it, and tombstones are skipped
+// with them. Calling it again without a move returns the same entry.
 func (c *cursor) pick() ([]byte, []byte) {
 	for {
-		if !c.mok {
-			return c.bk, c.bv
-		}
-		mk := c.me.k[1:]
-		cmp := 1 // > 0: the memtable entry comes first
-		if c.bk != nil {
-			cmp = bytes.Compare(c.bk, mk)
-			if !c.fwd {
-				cmp = -cmp
+		var best []byte
+		win := -1 // index of the winning level; -1 is bbolt
+		for i := range c.mem {
+			l := &c.mem[i]
+			if l.e != nil && (best == nil || c.before(l.key(), best)) {
+				best, win = l.key(), i
 			}
 		}
-		if cmp < 0 {
+		if c.bk != nil && (best == nil || c.before(c.bk, best)) {
 			return c.bk, c.bv
 		}
-		if cmp == 0 {
-			c.boltStep() // shadowed by the memtable
+		if best == nil {
+			return nil, nil
 		}
-		if !c.me.del {
-			return mk, nonNil(c.me.v)
+		// Older levels and bbolt at the same key are shadowed.
+		for i := win + 1; i < len(c.mem); i++ {
+			if l := &c.mem[i]; l.e != nil && bytes.Equal(l.key(), best) {
+				c.stepLevel(l)
+			}
 		}
-		c.memStep()
+		if c.bk != nil && bytes.Equal(c.bk, best) {
+			c.stepBolt()
+		}
+		if l := &c.mem[win]; !l.e.del {
+			return best, nonNil(l.e.v)
+		} else {
+			c.stepLevel(l)
+		}
 	}
 }
 
-// advance moves past the entry pick returned.
+// advance moves past key k, the entry pick returned.
 func (c *cursor) advance(k []byte) {
-	if c.mok && bytes.Equal(c.me.k[1:], k) {
-		c.memStep()
-		return
+	for i := range c.mem {
+		if l := &c.mem[i]; l.e != nil && bytes.Equal(l.key(), k) {
+			c.stepLevel(l)
+			return
+		}
 	}
-	c.boltStep()
+	c.stepBolt()
 }
 
 // Seek moves to the first key >= key.
 func (c *cursor) Seek(key []byte) ([]byte, []byte) {
 	c.fwd = true
 	c.bk, c.bv = c.bc.Seek(key)
-	c.memSeek(key, true)
+	for i := range c.mem {
+		c.seekLevel(&c.mem[i], key, true)
+	}
 	return c.pick()
 }
 
@@ -213,7 +241,9 @@ func (c *cursor) Seek(key []byte) ([]byte, []byte) {
 func (c *cursor) First() ([]byte, []byte) {
 	c.fwd = true
 	c.bk, c.bv = c.bc.First()
-	c.memSeek(nil, true)
+	for i := range c.mem {
+		c.seekLevel(&c.mem[i], nil, true)
+	}
 	return c.pick()
 }
 
@@ -221,8 +251,29 @@ func (c *cursor) First() ([]byte, []byte) {
 func (c *cursor) Last() ([]byte, []byte) {
 	c.fwd = false
 	c.bk, c.bv = c.bc.Last()
-	c.memSeek(nil, false)
+	for i := range c.mem {
+		c.seekLevel(&c.mem[i], nil, false)
+	}
 	return c.pick()
+}
+
+// SeekLT moves to the last key < key.
+func (c *cursor) SeekLT(key []byte) ([]byte, []byte) {
+	c.seekBefore(key)
+	return c.pick()
+}
+
+// seekBefore positions backward at the last key < key.
+func (c *cursor) seekBefore(key []byte) {
+	c.fwd = false
+	if k, _ := c.bc.Seek(key); k != nil {
+		c.bk, c.bv = c.bc.Prev()
+	} else {
+		c.bk, c.bv = c.bc.Last()
+	}
+	for i := range c.mem {
+		c.seekLevel(&c.mem[i], key, false)
+	}
 }
 
 // Next moves to the next key.
@@ -250,21 +301,4 @@ func (c *cursor) Prev() ([]byte, []byte) {
 	}
 	c.advance(k)
 	return c.pick()
-}
-
-// SeekLT moves to the last key < key.
-func (c *cursor) SeekLT(key []byte) ([]byte, []byte) {
-	c.seekBefore(key)
-	return c.pick()
-}
-
-// seekBefore positions backward at the last key < key.
-func (c *cursor) seekBefore(key []byte) {
-	c.fwd = false
-	if k, _ := c.bc.Seek(key); k != nil {
-		c.bk, c.bv = c.bc.Prev()
-	} else {
-		c.bk, c.bv = c.bc.Last()
-	}
-	c.memSeek(key, false)
 }

@@ -53,7 +53,25 @@ func checkMergedView(t *testing.T, seed uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := newMemTree()
+	// Two memtables, as during a flush: the older one applied first.
+	older, mem := newMemTree(), newMemTree()
+	nOlder := rng.IntN(40)
+	if seed%5 == 0 {
+		nOlder = 0 // and sometimes just one
+	}
+	for range nOlder {
+		name := names[rng.IntN(len(names))]
+		k := key()
+		e := &memEntry{k: memKey(bucketIndex(name), k)}
+		if rng.IntN(3) == 0 {
+			e.del = true
+			delete(model[string(name)], string(k))
+		} else {
+			e.v = fmt.Appendf(nil, "old%d", rng.IntN(9))
+			model[string(name)][string(k)] = string(e.v)
+		}
+		older.Set(e)
+	}
 	for range rng.IntN(60) {
 		name := names[rng.IntN(len(names))]
 		k := key()
@@ -75,7 +93,11 @@ func checkMergedView(t *testing.T, seed uint64) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	v := &view{tx: tx, mem: mem}
+	levels := []*memTree{mem, older}
+	if seed%5 == 0 {
+		levels = levels[:1]
+	}
+	v := &view{tx: tx, mems: levels}
 	for _, name := range names {
 		want := model[string(name)]
 		keys := make([]string, 0, len(want))

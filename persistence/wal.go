@@ -22,12 +22,14 @@ import (
 // Records are numbered 1, 2, 3, ... across runs and their checksums are
 // chained (as SQLite's WAL does): each record's CRC starts from the
 // previous record's, the first from the file header's seed. The log is two
-// files, path-wal and path-wal2, used in turn: after a flush has made every
-// record so far redundant, the writer starts the other file with a header
-// {generation, first record number, fresh random seed}, synced before any
-// record goes into it. Recovery reads the file whose header has the higher
-// generation (the first numbers of both can be equal: a run that wrote
-// nothing starts the log over at the same number). A reused file still holds the previous run's records behind the
+// files, path-wal and path-wal2, used in turn: when a flush starts, the
+// writer starts the other file with a header {generation, first record
+// number, fresh random seed}, synced before any record goes into it, and
+// the flush's records stay in the older file until bbolt has them (one
+// flush runs at a time, so that file is not reused before). Recovery reads
+// from the older file on when bbolt lacks its records, then the newer one
+// (by generation: the first numbers of both can be equal, as a run that
+// wrote nothing starts the log over at the same number). A reused file still holds the previous run's records behind the
 // new ones; under the new seed they no longer chain, so they end the log
 // instead of being replayed.
 //
@@ -144,40 +146,52 @@ func decodeHeader(b []byte) (walHeader, bool) {
 }
 
 // recover returns the payloads of the records numbered after applied, in
-// order, and the number of the newest record in the log (applied when
-// there is none after it). It reads the file whose header is newer; its
-// first record can only be past applied+1 if bbolt lost a flush the log
-// relied on, which is corruption.
-func (w *wal) recover(applied uint64) (replay [][]byte, last uint64, newest int, err error) {
+// order, and the number of the newest record (applied when none is newer).
+// The newer file (by header generation) holds the records since the last
+// flush started; while that flush had not completed, the ones it was
+// writing are still in the older file, and recovery reads on from there.
+// A log that does not reach back to applied+1, or has a hole, means bbolt
+// or the log lost something they relied on, which is corruption.
+func (w *wal) recover(applied uint64) (replay [][]byte, last uint64, err error) {
 	var hs [2]walHeader
 	var valid [2]bool
 	for i := range 2 {
 		hs[i], valid[i] = w.readHeader(i)
 	}
+	n := 1
 	switch {
 	case valid[0] && (!valid[1] || hs[0].gen > hs[1].gen):
-		newest = 0
-	case valid[1]:
-		newest = 1
-	default:
-		return nil, applied, 0, nil
+		n = 0
+	case !valid[1]:
+		w.cur = 0 // no log yet: the first start takes file 1
+		return nil, applied, nil
 	}
-	h := hs[newest]
-	w.gen = h.gen
-	if h.first > applied+1 {
-		return nil, 0, newest, fmt.Errorf("%w: the log starts at record %d but the database holds only up to %d", errWALCorrupt, h.first, applied)
-	}
-	f := w.files[newest]
-	all := readRecords(f.f, f.end, h.first, h.seed)
+	w.gen, w.cur = hs[n].gen, n
 	last = applied
-	for i, p := range all {
-		if n := h.first + uint64(i); n > applied {
-			replay = append(replay, p)
-			last = n
+	take := func(i int) {
+		for j, p := range readRecords(w.files[i].f, w.files[i].end, hs[i].first, hs[i].seed) {
+			if num := hs[i].first + uint64(j); num == last+1 {
+				replay, last = append(replay, p), num
+			}
 		}
 	}
-	return replay, last, newest, nil
+	if hs[n].first > applied+1 {
+		o := 1 - n
+		if !valid[o] || hs[o].first > applied+1 {
+			return nil, 0, fmt.Errorf("%w: the log starts at record %d but the database holds only up to %d", errWALCorrupt, hs[n].first, applied)
+		}
+		take(o)
+		if last+1 != hs[n].first {
+			return nil, 0, fmt.Errorf("%w: records %d to %d are missing", errWALCorrupt, last+1, hs[n].first-1)
+		}
+	}
+	take(n)
+	return replay, last, nil
 }
+
+// older returns the file that is not the current one, where the log
+// starts over.
+func (w *wal) older() int { return 1 - w.cur }
 
 // start makes file i receive the records from number first on, chained
 // from a fresh seed, and durably records that in its header before any

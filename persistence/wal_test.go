@@ -136,34 +136,60 @@ func TestRecoveryAfterProcessCrash(t *testing.T) {
 	sameState(t, "after a crash", dump(t, openAndCheck(t, crashed, Options{})), want)
 }
 
-// TestRecoveryAroundFlush crashes a store at both ends of a flush. At its
-// start the log holds every record the flush is about to write into bbolt;
-// a power loss during bbolt's commit leaves bbolt as it was, and recovery
-// must rebuild the memtable from the log. Right after bbolt's commit, the
-// log still holds those records (it has not started over), and recovery
-// must skip the ones bbolt now has instead of applying them twice.
-func TestRecoveryAroundFlush(t *testing.T) {
-	var mu sync.Mutex
-	var before, after map[string][]byte
-	read := func(s *Bolt) map[string][]byte {
-		files := map[string][]byte{}
-		for _, suffix := range []string{"", "-wal", "-wal2"} {
-			b, err := os.ReadFile(s.db.Path() + suffix)
-			if err != nil {
-				panic(err)
-			}
-			files[suffix] = b
+// storeFiles reads a store's three files.
+func storeFiles(t testing.TB, path string) map[string][]byte {
+	files := map[string][]byte{}
+	for _, suffix := range []string{"", "-wal", "-wal2"} {
+		b, err := os.ReadFile(path + suffix)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return files
+		files[suffix] = b
 	}
-	flushHook = func(stage string, s *Bolt) {
-		mu.Lock()
-		defer mu.Unlock()
-		if stage == "start" && before == nil {
-			before = read(s)
+	return files
+}
+
+// recoverFiles writes files as a store in a new directory, opens it and
+// returns its state.
+func recoverFiles(t *testing.T, files map[string][]byte) map[string]map[string]string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.db")
+	for suffix, b := range files {
+		if err := os.WriteFile(path+suffix, b, 0o600); err != nil {
+			t.Fatal(err)
 		}
-		if stage == "committed" && after == nil {
-			after = read(s)
+	}
+	return dump(t, openAndCheck(t, path, noFlush))
+}
+
+// TestRecoveryAroundFlush crashes a store at both ends of a background
+// flush. At its start, the log holds every record the flush is about to
+// write into bbolt. Once bbolt's commit is done, the records it holds are
+// still in the older log file and the ones written since in the newer
+// one: recovery must skip the former and apply the latter. And had the
+// flush's commit never reached the disk (a power loss), bbolt as it was
+// before the flush with the log as it is after must recover the same
+// state: recovery then reads the older file on into the newer one.
+func TestRecoveryAroundFlush(t *testing.T) {
+	type capture struct {
+		files map[string][]byte
+		state map[string]map[string]string
+	}
+	var atStart capture
+	committed := make(chan struct{}, 1)
+	release := make(chan struct{})
+	flushHook = func(stage string, s *Bolt) {
+		switch {
+		case stage == "start" && atStart.files == nil:
+			// On the writer, between batches: everything acknowledged is
+			// published and nothing else commits.
+			atStart = capture{storeFiles(t, s.db.Path()), dump(t, s)}
+		case stage == "committed":
+			select {
+			case committed <- struct{}{}:
+				<-release
+			default:
+			}
 		}
 	}
 	defer func() { flushHook = nil }()
@@ -172,42 +198,40 @@ func TestRecoveryAroundFlush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	populate(t, st, 4, 60)
-	mu.Lock()
-	captured := before != nil && after != nil
-	mu.Unlock()
-	if !captured {
-		t.Fatal("no flush ran")
-	}
-	if err := st.Close(); err != nil {
+	defer st.Close()
+	ctx := context.Background()
+	s, _, err := st.CreateSession(ctx, CreateSession{Location: messages.Location{Directory: "/tmp"}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	// The state each copy must recover is the one acknowledged before the
-	// flush: the flush changes nothing visible, and populate waits for
-	// nothing else while it runs (the writer flushes between batches).
-	for name, files := range map[string]map[string][]byte{"flush started": before, "flush committed": after} {
-		dir := t.TempDir()
-		for suffix, b := range files {
-			if err := os.WriteFile(filepath.Join(dir, "s.db"+suffix), b, 0o600); err != nil {
-				t.Fatal(err)
+	// Admit until the first flush has committed (and waits in the hook),
+	// then a few more, which land in the newer log file only.
+	var atCommit capture
+	for i, extra := 0, -1; extra != 0; i++ {
+		if _, _, err := st.Admit(ctx, Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: fmt.Sprintf("p%d %s", i, strings.Repeat("x", 300))}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-committed:
+			extra = 5
+		default:
+			if extra > 0 {
+				extra--
 			}
 		}
-		got := dump(t, openAndCheck(t, filepath.Join(dir, "s.db"), noFlush))
-		if name == "flush started" {
-			before := got
-			// bbolt without the flush plus the log = bbolt with it.
-			dir2 := t.TempDir()
-			for suffix, b := range after {
-				if err := os.WriteFile(filepath.Join(dir2, "s.db"+suffix), b, 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			sameState(t, "bbolt before the flush vs after it", before, dump(t, openAndCheck(t, filepath.Join(dir2, "s.db"), noFlush)))
-		}
-		if len(got[string(bucketInbox)]) == 0 {
-			t.Fatalf("%s: recovered an empty inbox", name)
+		if i > 10000 {
+			t.Fatal("no flush committed")
 		}
 	}
+	atCommit = capture{storeFiles(t, path), dump(t, st)}
+	close(release)
+	if atStart.files == nil {
+		t.Fatal("no flush started")
+	}
+	sameState(t, "crash as the flush started", recoverFiles(t, atStart.files), atStart.state)
+	sameState(t, "crash once the flush committed", recoverFiles(t, atCommit.files), atCommit.state)
+	lost := map[string][]byte{"": atStart.files[""], "-wal": atCommit.files["-wal"], "-wal2": atCommit.files["-wal2"]}
+	sameState(t, "power loss before the flush reached the disk", recoverFiles(t, lost), atCommit.state)
 }
 
 // TestRecoveryIgnoresTornTail: a record whose write was torn by a crash was
@@ -287,7 +311,7 @@ func TestWALRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.close()
-	if replay, last, _, err := w.recover(7); err != nil || replay != nil || last != 7 {
+	if replay, last, err := w.recover(7); err != nil || replay != nil || last != 7 {
 		t.Fatalf("empty WAL: %q %d %v", replay, last, err)
 	}
 	appendAll := func(from, to uint64) {
@@ -301,7 +325,7 @@ func TestWALRecords(t *testing.T) {
 	}
 	recovered := func(applied, wantLast uint64, want ...uint64) {
 		t.Helper()
-		got, last, _, err := w.recover(applied)
+		got, last, err := w.recover(applied)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -323,16 +347,26 @@ func TestWALRecords(t *testing.T) {
 	recovered(10, 13, 11, 12, 13)
 	recovered(12, 13, 13) // bbolt already has 11 and 12
 	recovered(13, 13)
-	if _, _, _, err := w.recover(9); !errors.Is(err, errWALCorrupt) {
+	if _, _, err := w.recover(9); !errors.Is(err, errWALCorrupt) {
 		t.Fatalf("log starting past bbolt: %v", err)
 	}
 
-	// The log starts over in file 0; file 1 is then the older one.
+	// A flush of 11-13 starts: the log goes on in file 0. Until bbolt has
+	// them, recovery reads them from file 1 and goes on into file 0.
 	if err := w.start(0, 14, 2); err != nil {
 		t.Fatal(err)
 	}
 	appendAll(14, 15)
 	recovered(13, 15, 14, 15)
+	recovered(10, 15, 11, 12, 13, 14, 15)
+	recovered(11, 15, 12, 13, 14, 15)
+	// A hole between the files is corruption, not a shorter log.
+	if _, err := w.files[1].f.WriteAt(make([]byte, 64), int64(walRecordStart+2*(walRecordHead+len("payload 11")))); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.recover(10); !errors.Is(err, errWALCorrupt) {
+		t.Fatalf("log with a hole: %v", err)
+	}
 
 	// A torn header makes the other file the newest: its records are all
 	// applied by then (the log starts over only after a flush).
@@ -406,16 +440,19 @@ func TestWALWithoutDatabase(t *testing.T) {
 // records in between.
 func TestWALNewerThanDatabase(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
-	st, err := Open(path, Options{})
+	var flushes atomic.Int64
+	st, err := Open(path, Options{FlushBytes: 4 << 10, OnFlush: func(int, time.Duration) { flushes.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	populate(t, st, 1, 5)
 	old := filepath.Join(t.TempDir(), "old.db")
 	copyFile(t, path, old)
-	populate(t, st, 1, 5)
-	if err := st.Close(); err != nil { // flushes; the log starts past old's records
+	populate(t, st, 1, 200) // flushes start the log over twice and more
+	if err := st.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if flushes.Load() < 3 {
+		t.Fatalf("only %d flushes", flushes.Load())
 	}
 	copyFile(t, old, path)
 	if _, err := Open(path, Options{}); !errors.Is(err, errWALCorrupt) {
@@ -433,7 +470,7 @@ func TestWritesAreLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	allowed := map[string]bool{"record.go replayRecord": true, "bolt.go open": true, "bolt.go flush": true}
+	allowed := map[string]bool{"record.go replayRecord": true, "bolt.go open": true, "bolt.go flushInto": true}
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
 			continue
