@@ -70,73 +70,7 @@ func contains(ts []reflect.Type, t reflect.Type) bool {
 // empty and non-empty (and at msgpack's size boundaries) and checks that
 // each encodes to the reflection encoding and decodes as reflection
 // decodes, and that damaged encodings decode as reflection decodes them.
-func TestCodecsMatchReflection(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	g := wiretest.NewGen()
-	for _, typ := range codecTypes {
-		for range 400 {
-			src := make([]byte, 64+rng.IntN(256))
-			for i := range src {
-				src[i] = byte(rng.Uint32())
-			}
-			v := reflect.New(typ).Interface()
-			g.Fill(v, src)
-			stored.CheckValue(t, v)
-			b, _ := Marshal(v)
-			stored.CheckBytes(t, typ, src)
-			for _, bad := range damaged(rng, b) {
-				stored.CheckBytes(t, typ, bad)
-			}
-		}
-	}
-	if u := g.Uncovered(); len(u) > 0 {
-		t.Errorf("fields the generator never set to each variant:\n%v", u)
-	}
-}
-
-// damaged returns b cut short, with a byte changed, and with a byte
-// dropped: near-valid input exercises the decoders' error paths.
-func damaged(rng *rand.Rand, b []byte) [][]byte {
-	if len(b) < 2 {
-		return nil
-	}
-	i := rng.IntN(len(b))
-	flip := bytes.Clone(b)
-	flip[i] ^= byte(1 + rng.IntN(255))
-	drop := append(bytes.Clone(b[:i]), b[i+1:]...)
-	return [][]byte{b[:i], flip, drop}
-}
-
-// TestCodecsResetTarget: decoding into a used value leaves nothing of it.
-func TestCodecsResetTarget(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	g := wiretest.NewGen()
-	for _, typ := range codecTypes {
-		for range 50 {
-			src := make([]byte, 256)
-			for i := range src {
-				src[i] = byte(rng.Uint32())
-			}
-			old, v := reflect.New(typ).Interface(), reflect.New(typ).Interface()
-			g.Fill(old, src)
-			g.Fill(v, src[128:])
-			b, err := Marshal(v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fresh := reflect.New(typ).Interface()
-			if err := Unmarshal(b, fresh); err != nil {
-				t.Fatal(err)
-			}
-			if err := Unmarshal(b, old); err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(old, fresh) {
-				t.Fatalf("%s: decoding into a used value gives\n%#v\nnot\n%#v", typ, old, fresh)
-			}
-		}
-	}
-}
+func TestCodecsMatchReflection(t *testing.T) { stored.Check(t, codecTypes, 400) }
 
 // plainEnvelope is storedEvent without its codec, for the reflection
 // encoding of whole events.
@@ -218,47 +152,11 @@ func TestEventsMatchReflection(t *testing.T) {
 
 // FuzzCodecValues builds a value of a codec type from the input and checks
 // its encoding and decoding against reflection.
-func FuzzCodecValues(f *testing.F) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	for i := range codecTypes {
-		src := make([]byte, 128)
-		for j := range src {
-			src[j] = byte(rng.Uint32())
-		}
-		f.Add(append([]byte{byte(i)}, src...))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if len(b) == 0 {
-			return
-		}
-		v := reflect.New(codecTypes[int(b[0])%len(codecTypes)]).Interface()
-		wiretest.NewGen().Fill(v, b[1:])
-		stored.CheckValue(t, v)
-	})
-}
+func FuzzCodecValues(f *testing.F) { stored.FuzzValues(f, codecTypes) }
 
 // FuzzCodecDecode decodes arbitrary input into a codec type with the codec
 // and with reflection: it must not panic, and both must agree.
-func FuzzCodecDecode(f *testing.F) {
-	rng := rand.New(rand.NewPCG(9, 10))
-	g := wiretest.NewGen()
-	for i, typ := range codecTypes {
-		src := make([]byte, 128)
-		for j := range src {
-			src[j] = byte(rng.Uint32())
-		}
-		v := reflect.New(typ).Interface()
-		g.Fill(v, src)
-		b, _ := Marshal(v)
-		f.Add(append([]byte{byte(i)}, b...))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if len(b) == 0 {
-			return
-		}
-		stored.CheckBytes(t, codecTypes[int(b[0])%len(codecTypes)], b[1:])
-	})
-}
+func FuzzCodecDecode(f *testing.F) { stored.FuzzDecode(f, codecTypes) }
 
 // benchToolCalled is a typical tool call as a step records it.
 var benchToolCalled = &ToolCalled{SessionID: "ses_01JABCDEFGHJKMNPQRSTVWXYZ0", AssistantMessageID: "msg_01JABCDEFGHJKMNPQRSTVWXYZ1",

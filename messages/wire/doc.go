@@ -7,41 +7,52 @@
 //
 // # Invariants
 //
-//   - Fields.Encode writes what msgpack's reflection encoder writes for a struct
-//     under messages.Marshal's options (compact integers, sorted map keys,
-//     nothing else): a map of the fields that are not omitted, keyed by
-//     their tags, in declaration order. A codec built on it does not follow
-//     other encoder options (UseArrayEncodedStructs, SetOmitEmpty,
+//   - Fields.Encode writes what msgpack's reflection encoder writes for a
+//     struct under messages.Marshal's options (compact integers, sorted map
+//     keys, nothing else): a map of the fields that are not omitted, keyed
+//     by their tags, in declaration order. Codecs built on it ignore other
+//     encoder options (UseArrayEncodedStructs, SetOmitEmpty,
 //     UseCompactInts(false)); nothing in sessiond sets them.
 //   - DecodeFields accepts exactly what the reflection decoder accepts for
 //     a struct: nil (the zero value), a map of fields in any order with
 //     unknown keys skipped, or an array of all its fields in order.
+//   - Codecs reset their target before decoding, so a reused value keeps
+//     nothing of its past. A key that appears twice therefore replaces the
+//     earlier value wholesale, where the reflection decoder merged a
+//     repeated struct, pointer or slice field into the earlier one; no
+//     encoder writes a key twice.
 //   - Decoding never aliases the input: strings and byte slices are copies.
 //
 // # Usage
 //
-//	func (r *Retry) EncodeMsgpack(enc *msgpack.Encoder) error {
-//		if r == nil {
+//	type Mark struct {
+//		At   int64  `msgpack:"a"`
+//		Note string `msgpack:"n,omitempty"`
+//	}
+//
+//	var markKeys = []string{"a", "n"}
+//
+//	func (m *Mark) EncodeMsgpack(enc *msgpack.Encoder) error {
+//		if m == nil {
 //			return enc.EncodeNil()
 //		}
 //		var f wire.Fields
 //		return f.Encode(enc, func() {
-//			f.Int("n", int64(r.Attempt))
-//			if r.At != 0 { // omitempty
-//				f.Int("a", r.At)
+//			f.Int("a", m.At)
+//			if m.Note != "" {
+//				f.String("n", m.Note)
 //			}
-//			f.Value("e", &r.Error)
 //		})
 //	}
 //
-//	func (r *Retry) DecodeMsgpack(dec *msgpack.Decoder) error {
-//		*r = Retry{}
-//		return wire.DecodeFields(dec, retryKeys, func(key string) error {
+//	func (m *Mark) DecodeMsgpack(dec *msgpack.Decoder) error {
+//		*m = Mark{}
+//		return wire.DecodeFields(dec, markKeys, func(key string) error {
 //			switch key {
+//			case "a":
+//				return wire.DecodeInt(dec, &m.At)
 //			case "n":
-//				return wire.DecodeInt(dec, &r.Attempt)
-//			case "e":
-//				return r.Error.DecodeMsgpack(dec)
+//				return wire.DecodeString(dec, &m.Note)
 //			}
 //			return dec.Skip()
 //		})
