@@ -70,7 +70,7 @@ func contains(ts []reflect.Type, t reflect.Type) bool {
 // empty and non-empty (and at msgpack's size boundaries) and checks that
 // each encodes to the reflection encoding and decodes as reflection
 // decodes, and that damaged encodings decode as reflection decodes them.
-func TestCodecsMatchReflection(t *testing.T) { stored.Check(t, codecTypes, 400) }
+func TestCodecsMatchReflection(t *testing.T) { stored.Check(t, codecTypes, 150) }
 
 // plainEnvelope is storedEvent without its codec, for the reflection
 // encoding of whole events.

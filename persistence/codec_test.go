@@ -36,7 +36,7 @@ func TestCodecTypes(t *testing.T) {
 // decodes, and that damaged encodings decode as reflection decodes them.
 // The reference is reflection all the way down (wiretest's shadows), so
 // it does not lean on the nested types' codecs.
-func TestCodecsMatchReflection(t *testing.T) { stored.Check(t, codecTypes, 300) }
+func TestCodecsMatchReflection(t *testing.T) { stored.Check(t, codecTypes, 150) }
 
 // FuzzCodecValues builds a value of a codec type from the input and checks
 // its encoding and decoding against reflection.

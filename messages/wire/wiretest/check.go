@@ -141,6 +141,9 @@ func identical(a, b reflect.Value) bool {
 		if a.IsNil() != b.IsNil() || a.Len() != b.Len() {
 			return false
 		}
+		if a.Type().Elem().Kind() == reflect.Uint8 {
+			return bytes.Equal(a.Bytes(), b.Bytes())
+		}
 		for i := range a.Len() {
 			if !identical(a.Index(i), b.Index(i)) {
 				return false
