@@ -32,11 +32,11 @@ package messages
 import (
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/sessiond/sessiond/messages/wire"
+	"github.com/sessiond/sessiond/messages/codec"
 )
 
 // Field tags in declaration order, for the array form of a struct (see
-// wire.DecodeFields).
+// codec.DecodeFields).
 var (
 	durableKeys    = []string{"a", "s", "v"}
 	tokensKeys     = []string{"i", "o", "r", "c"}
@@ -68,7 +68,7 @@ func (d *Durable) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if d == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("a", string(d.AggregateID))
 		f.Int("s", d.Seq)
@@ -79,14 +79,14 @@ func (d *Durable) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (d *Durable) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*d = Durable{}
-	return wire.DecodeFields(dec, durableKeys, func(key string) error {
+	return codec.DecodeFields(dec, durableKeys, func(key string) error {
 		switch key {
 		case "a":
-			return wire.DecodeString(dec, &d.AggregateID)
+			return codec.DecodeString(dec, &d.AggregateID)
 		case "s":
-			return wire.DecodeInt(dec, &d.Seq)
+			return codec.DecodeInt(dec, &d.Seq)
 		case "v":
-			return wire.DecodeInt(dec, &d.Version)
+			return codec.DecodeInt(dec, &d.Version)
 		}
 		return dec.Skip()
 	})
@@ -97,7 +97,7 @@ func (t *Tokens) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if t == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.Int("i", t.Input)
 		f.Int("o", t.Output)
@@ -109,14 +109,14 @@ func (t *Tokens) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (t *Tokens) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*t = Tokens{}
-	return wire.DecodeFields(dec, tokensKeys, func(key string) error {
+	return codec.DecodeFields(dec, tokensKeys, func(key string) error {
 		switch key {
 		case "i":
-			return wire.DecodeInt(dec, &t.Input)
+			return codec.DecodeInt(dec, &t.Input)
 		case "o":
-			return wire.DecodeInt(dec, &t.Output)
+			return codec.DecodeInt(dec, &t.Output)
 		case "r":
-			return wire.DecodeInt(dec, &t.Reasoning)
+			return codec.DecodeInt(dec, &t.Reasoning)
 		case "c":
 			return t.Cache.DecodeMsgpack(dec)
 		}
@@ -129,7 +129,7 @@ func (c *CacheUsage) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if c == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.Int("r", c.Read)
 		f.Int("w", c.Write)
@@ -139,12 +139,12 @@ func (c *CacheUsage) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (c *CacheUsage) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*c = CacheUsage{}
-	return wire.DecodeFields(dec, cacheKeys, func(key string) error {
+	return codec.DecodeFields(dec, cacheKeys, func(key string) error {
 		switch key {
 		case "r":
-			return wire.DecodeInt(dec, &c.Read)
+			return codec.DecodeInt(dec, &c.Read)
 		case "w":
-			return wire.DecodeInt(dec, &c.Write)
+			return codec.DecodeInt(dec, &c.Write)
 		}
 		return dec.Skip()
 	})
@@ -155,7 +155,7 @@ func (m *ModelRef) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if m == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("p", m.ProviderID)
 		f.String("i", m.ID)
@@ -165,12 +165,12 @@ func (m *ModelRef) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (m *ModelRef) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*m = ModelRef{}
-	return wire.DecodeFields(dec, modelRefKeys, func(key string) error {
+	return codec.DecodeFields(dec, modelRefKeys, func(key string) error {
 		switch key {
 		case "p":
-			return wire.DecodeString(dec, &m.ProviderID)
+			return codec.DecodeString(dec, &m.ProviderID)
 		case "i":
-			return wire.DecodeString(dec, &m.ID)
+			return codec.DecodeString(dec, &m.ID)
 		}
 		return dec.Skip()
 	})
@@ -181,7 +181,7 @@ func (e *Error) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if e == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("t", string(e.Type))
 		f.String("m", e.Message)
@@ -191,12 +191,12 @@ func (e *Error) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (e *Error) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*e = Error{}
-	return wire.DecodeFields(dec, errorKeys, func(key string) error {
+	return codec.DecodeFields(dec, errorKeys, func(key string) error {
 		switch key {
 		case "t":
-			return wire.DecodeString(dec, &e.Type)
+			return codec.DecodeString(dec, &e.Type)
 		case "m":
-			return wire.DecodeString(dec, &e.Message)
+			return codec.DecodeString(dec, &e.Message)
 		}
 		return dec.Skip()
 	})
@@ -207,7 +207,7 @@ func (l *Location) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if l == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("d", l.Directory)
 		if l.WorkspaceID != "" {
@@ -219,12 +219,12 @@ func (l *Location) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (l *Location) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*l = Location{}
-	return wire.DecodeFields(dec, locationKeys, func(key string) error {
+	return codec.DecodeFields(dec, locationKeys, func(key string) error {
 		switch key {
 		case "d":
-			return wire.DecodeString(dec, &l.Directory)
+			return codec.DecodeString(dec, &l.Directory)
 		case "w":
-			return wire.DecodeString(dec, &l.WorkspaceID)
+			return codec.DecodeString(dec, &l.WorkspaceID)
 		}
 		return dec.Skip()
 	})
@@ -235,7 +235,7 @@ func (p *File) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("m", p.Mime)
 		if p.Filename != "" {
@@ -248,14 +248,14 @@ func (p *File) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *File) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = File{}
-	return wire.DecodeFields(dec, fileKeys, func(key string) error {
+	return codec.DecodeFields(dec, fileKeys, func(key string) error {
 		switch key {
 		case "m":
-			return wire.DecodeString(dec, &p.Mime)
+			return codec.DecodeString(dec, &p.Mime)
 		case "n":
-			return wire.DecodeString(dec, &p.Filename)
+			return codec.DecodeString(dec, &p.Filename)
 		case "u":
-			return wire.DecodeString(dec, &p.URL)
+			return codec.DecodeString(dec, &p.URL)
 		}
 		return dec.Skip()
 	})
@@ -266,11 +266,11 @@ func (p *Prompt) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("t", p.Text)
 		if len(p.Files) > 0 {
-			wire.EncodeSlice(&f, "f", p.Files)
+			codec.EncodeSlice(&f, "f", p.Files)
 		}
 	})
 }
@@ -278,12 +278,12 @@ func (p *Prompt) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *Prompt) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = Prompt{}
-	return wire.DecodeFields(dec, promptKeys, func(key string) error {
+	return codec.DecodeFields(dec, promptKeys, func(key string) error {
 		switch key {
 		case "t":
-			return wire.DecodeString(dec, &p.Text)
+			return codec.DecodeString(dec, &p.Text)
 		case "f":
-			return wire.DecodeSlice(dec, &p.Files)
+			return codec.DecodeSlice(dec, &p.Files)
 		}
 		return dec.Skip()
 	})
@@ -294,7 +294,7 @@ func (p *PromptAdmitted) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(p.SessionID))
 		f.String("i", string(p.InputID))
@@ -306,16 +306,16 @@ func (p *PromptAdmitted) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *PromptAdmitted) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = PromptAdmitted{}
-	return wire.DecodeFields(dec, admittedKeys, func(key string) error {
+	return codec.DecodeFields(dec, admittedKeys, func(key string) error {
 		switch key {
 		case "s":
-			return wire.DecodeString(dec, &p.SessionID)
+			return codec.DecodeString(dec, &p.SessionID)
 		case "i":
-			return wire.DecodeString(dec, &p.InputID)
+			return codec.DecodeString(dec, &p.InputID)
 		case "p":
 			return p.Prompt.DecodeMsgpack(dec)
 		case "d":
-			return wire.DecodeString(dec, &p.Delivery)
+			return codec.DecodeString(dec, &p.Delivery)
 		}
 		return dec.Skip()
 	})
@@ -326,7 +326,7 @@ func (p *PromptPromoted) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(p.SessionID))
 		f.String("i", string(p.InputID))
@@ -336,12 +336,12 @@ func (p *PromptPromoted) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *PromptPromoted) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = PromptPromoted{}
-	return wire.DecodeFields(dec, promotedKeys, func(key string) error {
+	return codec.DecodeFields(dec, promotedKeys, func(key string) error {
 		switch key {
 		case "s":
-			return wire.DecodeString(dec, &p.SessionID)
+			return codec.DecodeString(dec, &p.SessionID)
 		case "i":
-			return wire.DecodeString(dec, &p.InputID)
+			return codec.DecodeString(dec, &p.InputID)
 		}
 		return dec.Skip()
 	})
@@ -374,7 +374,7 @@ func encodeSessionOnly[T any](enc *msgpack.Encoder, p *T, sid *SessionID) error 
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(*sid))
 	})
@@ -382,9 +382,9 @@ func encodeSessionOnly[T any](enc *msgpack.Encoder, p *T, sid *SessionID) error 
 
 // decodeSessionOnly reads a payload whose one field is its Session.
 func decodeSessionOnly(dec *msgpack.Decoder, sid *SessionID) error {
-	return wire.DecodeFields(dec, sessionKeys, func(key string) error {
+	return codec.DecodeFields(dec, sessionKeys, func(key string) error {
 		if key == "s" {
-			return wire.DecodeString(dec, sid)
+			return codec.DecodeString(dec, sid)
 		}
 		return dec.Skip()
 	})
@@ -395,7 +395,7 @@ func (p *ExecutionFailed) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(p.SessionID))
 		f.Value("e", &p.Error)
@@ -405,10 +405,10 @@ func (p *ExecutionFailed) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *ExecutionFailed) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = ExecutionFailed{}
-	return wire.DecodeFields(dec, execFailedKeys, func(key string) error {
+	return codec.DecodeFields(dec, execFailedKeys, func(key string) error {
 		switch key {
 		case "s":
-			return wire.DecodeString(dec, &p.SessionID)
+			return codec.DecodeString(dec, &p.SessionID)
 		case "e":
 			return p.Error.DecodeMsgpack(dec)
 		}
@@ -421,7 +421,7 @@ func (p *ExecutionInterrupted) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(p.SessionID))
 		f.String("r", p.Reason)
@@ -431,12 +431,12 @@ func (p *ExecutionInterrupted) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *ExecutionInterrupted) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = ExecutionInterrupted{}
-	return wire.DecodeFields(dec, interruptKeys, func(key string) error {
+	return codec.DecodeFields(dec, interruptKeys, func(key string) error {
 		switch key {
 		case "s":
-			return wire.DecodeString(dec, &p.SessionID)
+			return codec.DecodeString(dec, &p.SessionID)
 		case "r":
-			return wire.DecodeString(dec, &p.Reason)
+			return codec.DecodeString(dec, &p.Reason)
 		}
 		return dec.Skip()
 	})
@@ -447,7 +447,7 @@ func (p *StepStarted) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(p.SessionID))
 		f.String("m", string(p.AssistantMessageID))
@@ -460,18 +460,18 @@ func (p *StepStarted) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *StepStarted) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = StepStarted{}
-	return wire.DecodeFields(dec, stepKeys, func(key string) error {
+	return codec.DecodeFields(dec, stepKeys, func(key string) error {
 		switch key {
 		case "s":
-			return wire.DecodeString(dec, &p.SessionID)
+			return codec.DecodeString(dec, &p.SessionID)
 		case "m":
-			return wire.DecodeString(dec, &p.AssistantMessageID)
+			return codec.DecodeString(dec, &p.AssistantMessageID)
 		case "a":
-			return wire.DecodeString(dec, &p.Agent)
+			return codec.DecodeString(dec, &p.Agent)
 		case "o":
 			return p.Model.DecodeMsgpack(dec)
 		case "n":
-			return wire.DecodeInt(dec, &p.Attempt)
+			return codec.DecodeInt(dec, &p.Attempt)
 		}
 		return dec.Skip()
 	})
@@ -482,7 +482,7 @@ func (p *StepEnded) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(p.SessionID))
 		f.String("m", string(p.AssistantMessageID))
@@ -495,14 +495,14 @@ func (p *StepEnded) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *StepEnded) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = StepEnded{}
-	return wire.DecodeFields(dec, stepEndedKeys, func(key string) (err error) {
+	return codec.DecodeFields(dec, stepEndedKeys, func(key string) (err error) {
 		switch key {
 		case "s":
-			return wire.DecodeString(dec, &p.SessionID)
+			return codec.DecodeString(dec, &p.SessionID)
 		case "m":
-			return wire.DecodeString(dec, &p.AssistantMessageID)
+			return codec.DecodeString(dec, &p.AssistantMessageID)
 		case "f":
-			return wire.DecodeString(dec, &p.Finish)
+			return codec.DecodeString(dec, &p.Finish)
 		case "t":
 			return p.Tokens.DecodeMsgpack(dec)
 		case "c":
@@ -518,7 +518,7 @@ func (p *StepFailed) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(p.SessionID))
 		f.String("m", string(p.AssistantMessageID))
@@ -529,12 +529,12 @@ func (p *StepFailed) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *StepFailed) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = StepFailed{}
-	return wire.DecodeFields(dec, stepFailedKeys, func(key string) error {
+	return codec.DecodeFields(dec, stepFailedKeys, func(key string) error {
 		switch key {
 		case "s":
-			return wire.DecodeString(dec, &p.SessionID)
+			return codec.DecodeString(dec, &p.SessionID)
 		case "m":
-			return wire.DecodeString(dec, &p.AssistantMessageID)
+			return codec.DecodeString(dec, &p.AssistantMessageID)
 		case "e":
 			return p.Error.DecodeMsgpack(dec)
 		}
@@ -547,7 +547,7 @@ func (p *TextStarted) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(p.SessionID))
 		f.String("m", string(p.AssistantMessageID))
@@ -561,14 +561,14 @@ func (p *TextStarted) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *TextStarted) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = TextStarted{}
-	return wire.DecodeFields(dec, fragStartKeys, func(key string) (err error) {
+	return codec.DecodeFields(dec, fragStartKeys, func(key string) (err error) {
 		switch key {
 		case "s":
-			return wire.DecodeString(dec, &p.SessionID)
+			return codec.DecodeString(dec, &p.SessionID)
 		case "m":
-			return wire.DecodeString(dec, &p.AssistantMessageID)
+			return codec.DecodeString(dec, &p.AssistantMessageID)
 		case "o":
-			return wire.DecodeInt(dec, &p.Ordinal)
+			return codec.DecodeInt(dec, &p.Ordinal)
 		case "p":
 			p.ProviderMetadata, err = dec.DecodeBytes()
 			return err
@@ -582,7 +582,7 @@ func (p *TextEnded) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(p.SessionID))
 		f.String("m", string(p.AssistantMessageID))
@@ -597,16 +597,16 @@ func (p *TextEnded) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *TextEnded) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = TextEnded{}
-	return wire.DecodeFields(dec, fragEndKeys, func(key string) (err error) {
+	return codec.DecodeFields(dec, fragEndKeys, func(key string) (err error) {
 		switch key {
 		case "s":
-			return wire.DecodeString(dec, &p.SessionID)
+			return codec.DecodeString(dec, &p.SessionID)
 		case "m":
-			return wire.DecodeString(dec, &p.AssistantMessageID)
+			return codec.DecodeString(dec, &p.AssistantMessageID)
 		case "o":
-			return wire.DecodeInt(dec, &p.Ordinal)
+			return codec.DecodeInt(dec, &p.Ordinal)
 		case "t":
-			return wire.DecodeString(dec, &p.Text)
+			return codec.DecodeString(dec, &p.Text)
 		case "p":
 			p.ProviderMetadata, err = dec.DecodeBytes()
 			return err
@@ -620,7 +620,7 @@ func (p *ReasoningStarted) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(p.SessionID))
 		f.String("m", string(p.AssistantMessageID))
@@ -634,14 +634,14 @@ func (p *ReasoningStarted) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *ReasoningStarted) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = ReasoningStarted{}
-	return wire.DecodeFields(dec, fragStartKeys, func(key string) (err error) {
+	return codec.DecodeFields(dec, fragStartKeys, func(key string) (err error) {
 		switch key {
 		case "s":
-			return wire.DecodeString(dec, &p.SessionID)
+			return codec.DecodeString(dec, &p.SessionID)
 		case "m":
-			return wire.DecodeString(dec, &p.AssistantMessageID)
+			return codec.DecodeString(dec, &p.AssistantMessageID)
 		case "o":
-			return wire.DecodeInt(dec, &p.Ordinal)
+			return codec.DecodeInt(dec, &p.Ordinal)
 		case "p":
 			p.ProviderMetadata, err = dec.DecodeBytes()
 			return err
@@ -655,7 +655,7 @@ func (p *ReasoningEnded) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(p.SessionID))
 		f.String("m", string(p.AssistantMessageID))
@@ -670,16 +670,16 @@ func (p *ReasoningEnded) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *ReasoningEnded) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = ReasoningEnded{}
-	return wire.DecodeFields(dec, fragEndKeys, func(key string) (err error) {
+	return codec.DecodeFields(dec, fragEndKeys, func(key string) (err error) {
 		switch key {
 		case "s":
-			return wire.DecodeString(dec, &p.SessionID)
+			return codec.DecodeString(dec, &p.SessionID)
 		case "m":
-			return wire.DecodeString(dec, &p.AssistantMessageID)
+			return codec.DecodeString(dec, &p.AssistantMessageID)
 		case "o":
-			return wire.DecodeInt(dec, &p.Ordinal)
+			return codec.DecodeInt(dec, &p.Ordinal)
 		case "t":
-			return wire.DecodeString(dec, &p.Text)
+			return codec.DecodeString(dec, &p.Text)
 		case "p":
 			p.ProviderMetadata, err = dec.DecodeBytes()
 			return err
@@ -693,7 +693,7 @@ func (p *ToolInputStarted) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(p.SessionID))
 		f.String("m", string(p.AssistantMessageID))
@@ -705,16 +705,16 @@ func (p *ToolInputStarted) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *ToolInputStarted) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = ToolInputStarted{}
-	return wire.DecodeFields(dec, inputStartKeys, func(key string) error {
+	return codec.DecodeFields(dec, inputStartKeys, func(key string) error {
 		switch key {
 		case "s":
-			return wire.DecodeString(dec, &p.SessionID)
+			return codec.DecodeString(dec, &p.SessionID)
 		case "m":
-			return wire.DecodeString(dec, &p.AssistantMessageID)
+			return codec.DecodeString(dec, &p.AssistantMessageID)
 		case "c":
-			return wire.DecodeString(dec, &p.CallID)
+			return codec.DecodeString(dec, &p.CallID)
 		case "n":
-			return wire.DecodeString(dec, &p.Name)
+			return codec.DecodeString(dec, &p.Name)
 		}
 		return dec.Skip()
 	})
@@ -725,7 +725,7 @@ func (p *ToolInputEnded) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(p.SessionID))
 		f.String("m", string(p.AssistantMessageID))
@@ -738,18 +738,18 @@ func (p *ToolInputEnded) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *ToolInputEnded) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = ToolInputEnded{}
-	return wire.DecodeFields(dec, inputEndKeys, func(key string) error {
+	return codec.DecodeFields(dec, inputEndKeys, func(key string) error {
 		switch key {
 		case "s":
-			return wire.DecodeString(dec, &p.SessionID)
+			return codec.DecodeString(dec, &p.SessionID)
 		case "m":
-			return wire.DecodeString(dec, &p.AssistantMessageID)
+			return codec.DecodeString(dec, &p.AssistantMessageID)
 		case "c":
-			return wire.DecodeString(dec, &p.CallID)
+			return codec.DecodeString(dec, &p.CallID)
 		case "n":
-			return wire.DecodeString(dec, &p.Name)
+			return codec.DecodeString(dec, &p.Name)
 		case "t":
-			return wire.DecodeString(dec, &p.Text)
+			return codec.DecodeString(dec, &p.Text)
 		}
 		return dec.Skip()
 	})
@@ -760,7 +760,7 @@ func (p *ToolCalled) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(p.SessionID))
 		f.String("m", string(p.AssistantMessageID))
@@ -777,16 +777,16 @@ func (p *ToolCalled) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *ToolCalled) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = ToolCalled{}
-	return wire.DecodeFields(dec, calledKeys, func(key string) (err error) {
+	return codec.DecodeFields(dec, calledKeys, func(key string) (err error) {
 		switch key {
 		case "s":
-			return wire.DecodeString(dec, &p.SessionID)
+			return codec.DecodeString(dec, &p.SessionID)
 		case "m":
-			return wire.DecodeString(dec, &p.AssistantMessageID)
+			return codec.DecodeString(dec, &p.AssistantMessageID)
 		case "c":
-			return wire.DecodeString(dec, &p.CallID)
+			return codec.DecodeString(dec, &p.CallID)
 		case "n":
-			return wire.DecodeString(dec, &p.Name)
+			return codec.DecodeString(dec, &p.Name)
 		case "i":
 			p.Input, err = dec.DecodeBytes()
 			return err
@@ -806,7 +806,7 @@ func (p *ToolSucceeded) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(p.SessionID))
 		f.String("m", string(p.AssistantMessageID))
@@ -824,16 +824,16 @@ func (p *ToolSucceeded) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *ToolSucceeded) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = ToolSucceeded{}
-	return wire.DecodeFields(dec, succeededKeys, func(key string) (err error) {
+	return codec.DecodeFields(dec, succeededKeys, func(key string) (err error) {
 		switch key {
 		case "s":
-			return wire.DecodeString(dec, &p.SessionID)
+			return codec.DecodeString(dec, &p.SessionID)
 		case "m":
-			return wire.DecodeString(dec, &p.AssistantMessageID)
+			return codec.DecodeString(dec, &p.AssistantMessageID)
 		case "c":
-			return wire.DecodeString(dec, &p.CallID)
+			return codec.DecodeString(dec, &p.CallID)
 		case "o":
-			return wire.DecodeString(dec, &p.Output)
+			return codec.DecodeString(dec, &p.Output)
 		case "d":
 			p.Metadata, err = dec.DecodeBytes()
 			return err
@@ -850,7 +850,7 @@ func (p *ToolFailed) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(p.SessionID))
 		f.String("m", string(p.AssistantMessageID))
@@ -865,14 +865,14 @@ func (p *ToolFailed) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *ToolFailed) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = ToolFailed{}
-	return wire.DecodeFields(dec, toolFailedKeys, func(key string) (err error) {
+	return codec.DecodeFields(dec, toolFailedKeys, func(key string) (err error) {
 		switch key {
 		case "s":
-			return wire.DecodeString(dec, &p.SessionID)
+			return codec.DecodeString(dec, &p.SessionID)
 		case "m":
-			return wire.DecodeString(dec, &p.AssistantMessageID)
+			return codec.DecodeString(dec, &p.AssistantMessageID)
 		case "c":
-			return wire.DecodeString(dec, &p.CallID)
+			return codec.DecodeString(dec, &p.CallID)
 		case "e":
 			return p.Error.DecodeMsgpack(dec)
 		case "p":

@@ -11,10 +11,10 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/sessiond/sessiond/messages/wire/wiretest"
+	"github.com/sessiond/sessiond/messages/codec/codectest"
 )
 
-var stored = wiretest.Codec{Marshal: Marshal, Unmarshal: Unmarshal}
+var stored = codectest.Codec{Marshal: Marshal, Unmarshal: Unmarshal}
 
 // codecTypes are the types with hand-written codecs (codec.go).
 var codecTypes = []reflect.Type{
@@ -91,7 +91,7 @@ type plainEnvelope struct {
 // decodes to what reflection decodes.
 func TestEventsMatchReflection(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	g := wiretest.NewGen()
+	g := codectest.NewGen()
 	types := DurableTypes()
 	sort.Strings(types)
 	for _, typ := range types {
@@ -114,16 +114,16 @@ func TestEventsMatchReflection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			data, err := Marshal(wiretest.ToShadow(p))
+			data, err := Marshal(codectest.ToShadow(p))
 			if err != nil {
 				t.Fatal(err)
 			}
 			plain := plainEnvelope{Format: storedFormat, ID: ev.ID, Created: ev.Created, Type: typ, Data: data}
 			if ev.Durable != nil {
-				plain.Durable = wiretest.ToShadow(ev.Durable)
+				plain.Durable = codectest.ToShadow(ev.Durable)
 			}
 			if ev.Location != nil {
-				plain.Location = wiretest.ToShadow(ev.Location)
+				plain.Location = codectest.ToShadow(ev.Location)
 			}
 			want, err := Marshal(&plain)
 			if err != nil {
@@ -136,13 +136,13 @@ func TestEventsMatchReflection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ref := reflect.New(wiretest.Shadow(reflect.TypeOf(p).Elem())).Interface()
+			ref := reflect.New(codectest.Shadow(reflect.TypeOf(p).Elem())).Interface()
 			if err := Unmarshal(data, ref); err != nil {
 				t.Fatal(err)
 			}
 			wantData, _ := NewPayload(typ)
-			wiretest.FromShadow(wantData, ref)
-			if !wiretest.Identical(back.Data, wantData) || !reflect.DeepEqual(back.Durable, ev.Durable) ||
+			codectest.FromShadow(wantData, ref)
+			if !codectest.Identical(back.Data, wantData) || !reflect.DeepEqual(back.Durable, ev.Durable) ||
 				!reflect.DeepEqual(back.Location, ev.Location) || back.ID != ev.ID || back.Created != ev.Created {
 				t.Fatalf("%s: decoded %#v\nwant data %#v", typ, back, wantData)
 			}
@@ -170,7 +170,7 @@ func BenchmarkCodecToolCalled(b *testing.B) { stored.Bench(b, benchToolCalled) }
 func BenchmarkCodecEvent(b *testing.B) {
 	ev := Event{ID: "evt_01JABCDEFGHJKMNPQRSTVWXYZ2", Created: 1_767_225_600_000, Type: TypeToolCalled,
 		Durable: &Durable{AggregateID: benchToolCalled.SessionID, Seq: 1234, Version: 1}, Data: benchToolCalled}
-	shadowData, shadowDurable := wiretest.ToShadow(ev.Data), wiretest.ToShadow(ev.Durable)
+	shadowData, shadowDurable := codectest.ToShadow(ev.Data), codectest.ToShadow(ev.Durable)
 	reflection := func() error {
 		data, err := Marshal(shadowData)
 		if err != nil {

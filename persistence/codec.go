@@ -27,11 +27,11 @@ package persistence
 import (
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/sessiond/sessiond/messages/wire"
+	"github.com/sessiond/sessiond/messages/codec"
 )
 
 // Field tags in declaration order, for the array form of a struct (see
-// wire.DecodeFields).
+// codec.DecodeFields).
 var (
 	messageKeys    = []string{"i", "s", "q", "r", "c", "p", "d", "t", "k", "a", "m", "n", "P", "R", "f", "T", "o", "e", "C", "O", "x"}
 	partKeys       = []string{"k", "o", "t", "e", "p", "T"}
@@ -49,7 +49,7 @@ func (m *Message) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if m == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("i", string(m.ID))
 		f.String("s", string(m.SessionID))
@@ -78,7 +78,7 @@ func (m *Message) EncodeMsgpack(enc *msgpack.Encoder) error {
 			f.Int("n", int64(m.Attempts))
 		}
 		if len(m.Parts) > 0 {
-			wire.EncodeSlice(&f, "P", m.Parts)
+			codec.EncodeSlice(&f, "P", m.Parts)
 		}
 		if m.Retry != nil {
 			f.Value("R", m.Retry)
@@ -110,52 +110,52 @@ func (m *Message) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (m *Message) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*m = Message{}
-	return wire.DecodeFields(dec, messageKeys, func(key string) (err error) {
+	return codec.DecodeFields(dec, messageKeys, func(key string) (err error) {
 		switch key {
 		case "i":
-			return wire.DecodeString(dec, &m.ID)
+			return codec.DecodeString(dec, &m.ID)
 		case "s":
-			return wire.DecodeString(dec, &m.SessionID)
+			return codec.DecodeString(dec, &m.SessionID)
 		case "q":
-			return wire.DecodeInt(dec, &m.Seq)
+			return codec.DecodeInt(dec, &m.Seq)
 		case "r":
-			return wire.DecodeString(dec, &m.Role)
+			return codec.DecodeString(dec, &m.Role)
 		case "c":
-			return wire.DecodeInt(dec, &m.Created)
+			return codec.DecodeInt(dec, &m.Created)
 		case "p":
-			return wire.DecodePtr(dec, &m.Prompt)
+			return codec.DecodePtr(dec, &m.Prompt)
 		case "d":
-			return wire.DecodeString(dec, &m.Delivery)
+			return codec.DecodeString(dec, &m.Delivery)
 		case "t":
-			return wire.DecodeString(dec, &m.Text)
+			return codec.DecodeString(dec, &m.Text)
 		case "k":
-			return wire.DecodeString(dec, &m.Kind)
+			return codec.DecodeString(dec, &m.Kind)
 		case "a":
-			return wire.DecodeString(dec, &m.Agent)
+			return codec.DecodeString(dec, &m.Agent)
 		case "m":
 			return m.Model.DecodeMsgpack(dec)
 		case "n":
-			return wire.DecodeInt(dec, &m.Attempts)
+			return codec.DecodeInt(dec, &m.Attempts)
 		case "P":
-			return wire.DecodeSlice(dec, &m.Parts)
+			return codec.DecodeSlice(dec, &m.Parts)
 		case "R":
-			return wire.DecodePtr(dec, &m.Retry)
+			return codec.DecodePtr(dec, &m.Retry)
 		case "f":
-			return wire.DecodeString(dec, &m.Finish)
+			return codec.DecodeString(dec, &m.Finish)
 		case "T":
-			return wire.DecodePtr(dec, &m.Tokens)
+			return codec.DecodePtr(dec, &m.Tokens)
 		case "o":
 			m.Cost, err = dec.DecodeFloat64()
 			return err
 		case "e":
-			return wire.DecodePtr(dec, &m.Error)
+			return codec.DecodePtr(dec, &m.Error)
 		case "C":
-			return wire.DecodeInt(dec, &m.Completed)
+			return codec.DecodeInt(dec, &m.Completed)
 		case "O":
 			m.Open, err = dec.DecodeBool()
 			return err
 		case "x":
-			return wire.DecodePtr(dec, &m.Compaction)
+			return codec.DecodePtr(dec, &m.Compaction)
 		}
 		return dec.Skip()
 	})
@@ -166,7 +166,7 @@ func (p *Part) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if p == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("k", p.Kind)
 		if p.Ordinal != 0 {
@@ -190,14 +190,14 @@ func (p *Part) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *Part) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*p = Part{}
-	return wire.DecodeFields(dec, partKeys, func(key string) (err error) {
+	return codec.DecodeFields(dec, partKeys, func(key string) (err error) {
 		switch key {
 		case "k":
-			return wire.DecodeString(dec, &p.Kind)
+			return codec.DecodeString(dec, &p.Kind)
 		case "o":
-			return wire.DecodeInt(dec, &p.Ordinal)
+			return codec.DecodeInt(dec, &p.Ordinal)
 		case "t":
-			return wire.DecodeString(dec, &p.Text)
+			return codec.DecodeString(dec, &p.Text)
 		case "e":
 			p.Ended, err = dec.DecodeBool()
 			return err
@@ -205,7 +205,7 @@ func (p *Part) DecodeMsgpack(dec *msgpack.Decoder) error {
 			p.ProviderMetadata, err = dec.DecodeBytes()
 			return err
 		case "T":
-			return wire.DecodePtr(dec, &p.Tool)
+			return codec.DecodePtr(dec, &p.Tool)
 		}
 		return dec.Skip()
 	})
@@ -216,7 +216,7 @@ func (t *ToolPart) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if t == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("c", t.CallID)
 		f.String("n", t.Name)
@@ -251,16 +251,16 @@ func (t *ToolPart) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (t *ToolPart) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*t = ToolPart{}
-	return wire.DecodeFields(dec, toolPartKeys, func(key string) (err error) {
+	return codec.DecodeFields(dec, toolPartKeys, func(key string) (err error) {
 		switch key {
 		case "c":
-			return wire.DecodeString(dec, &t.CallID)
+			return codec.DecodeString(dec, &t.CallID)
 		case "n":
-			return wire.DecodeString(dec, &t.Name)
+			return codec.DecodeString(dec, &t.Name)
 		case "s":
-			return wire.DecodeString(dec, &t.State)
+			return codec.DecodeString(dec, &t.State)
 		case "x":
-			return wire.DecodeString(dec, &t.InputText)
+			return codec.DecodeString(dec, &t.InputText)
 		case "i":
 			t.Input, err = dec.DecodeBytes()
 			return err
@@ -268,12 +268,12 @@ func (t *ToolPart) DecodeMsgpack(dec *msgpack.Decoder) error {
 			t.Executed, err = dec.DecodeBool()
 			return err
 		case "o":
-			return wire.DecodeString(dec, &t.Output)
+			return codec.DecodeString(dec, &t.Output)
 		case "m":
 			t.Metadata, err = dec.DecodeBytes()
 			return err
 		case "e":
-			return wire.DecodePtr(dec, &t.Error)
+			return codec.DecodePtr(dec, &t.Error)
 		case "p":
 			t.CallMetadata, err = dec.DecodeBytes()
 			return err
@@ -290,7 +290,7 @@ func (r *Retry) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if r == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.Int("n", int64(r.Attempt))
 		f.Int("a", r.At)
@@ -301,12 +301,12 @@ func (r *Retry) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (r *Retry) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*r = Retry{}
-	return wire.DecodeFields(dec, retryKeys, func(key string) error {
+	return codec.DecodeFields(dec, retryKeys, func(key string) error {
 		switch key {
 		case "n":
-			return wire.DecodeInt(dec, &r.Attempt)
+			return codec.DecodeInt(dec, &r.Attempt)
 		case "a":
-			return wire.DecodeInt(dec, &r.At)
+			return codec.DecodeInt(dec, &r.At)
 		case "e":
 			return r.Error.DecodeMsgpack(dec)
 		}
@@ -319,7 +319,7 @@ func (c *Compaction) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if c == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("r", c.Reason)
 		f.String("s", c.State)
@@ -338,18 +338,18 @@ func (c *Compaction) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (c *Compaction) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*c = Compaction{}
-	return wire.DecodeFields(dec, compactionKeys, func(key string) error {
+	return codec.DecodeFields(dec, compactionKeys, func(key string) error {
 		switch key {
 		case "r":
-			return wire.DecodeString(dec, &c.Reason)
+			return codec.DecodeString(dec, &c.Reason)
 		case "s":
-			return wire.DecodeString(dec, &c.State)
+			return codec.DecodeString(dec, &c.State)
 		case "t":
-			return wire.DecodeString(dec, &c.Summary)
+			return codec.DecodeString(dec, &c.Summary)
 		case "c":
-			return wire.DecodeString(dec, &c.Recent)
+			return codec.DecodeString(dec, &c.Recent)
 		case "e":
-			return wire.DecodePtr(dec, &c.Error)
+			return codec.DecodePtr(dec, &c.Error)
 		}
 		return dec.Skip()
 	})
@@ -360,7 +360,7 @@ func (c *Checkpoint) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if c == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("b", c.Baseline)
 		f.Int("q", c.BaselineSeq)
@@ -373,12 +373,12 @@ func (c *Checkpoint) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (c *Checkpoint) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*c = Checkpoint{}
-	return wire.DecodeFields(dec, checkpointKeys, func(key string) error {
+	return codec.DecodeFields(dec, checkpointKeys, func(key string) error {
 		switch key {
 		case "b":
-			return wire.DecodeString(dec, &c.Baseline)
+			return codec.DecodeString(dec, &c.Baseline)
 		case "q":
-			return wire.DecodeInt(dec, &c.BaselineSeq)
+			return codec.DecodeInt(dec, &c.BaselineSeq)
 		case "a":
 			// msgpack's own decoder for map[string]string, without
 			// reflection (Decode switches on the type).
@@ -393,7 +393,7 @@ func (s *Session) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if s == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("i", string(s.ID))
 		f.Value("l", &s.Location)
@@ -410,20 +410,20 @@ func (s *Session) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (s *Session) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*s = Session{}
-	return wire.DecodeFields(dec, sessionKeys, func(key string) (err error) {
+	return codec.DecodeFields(dec, sessionKeys, func(key string) (err error) {
 		switch key {
 		case "i":
-			return wire.DecodeString(dec, &s.ID)
+			return codec.DecodeString(dec, &s.ID)
 		case "l":
 			return s.Location.DecodeMsgpack(dec)
 		case "t":
-			return wire.DecodeString(dec, &s.Title)
+			return codec.DecodeString(dec, &s.Title)
 		case "a":
-			return wire.DecodeString(dec, &s.Agent)
+			return codec.DecodeString(dec, &s.Agent)
 		case "m":
 			return s.Model.DecodeMsgpack(dec)
 		case "c":
-			return wire.DecodeInt(dec, &s.Created)
+			return codec.DecodeInt(dec, &s.Created)
 		case "k":
 			return s.Tokens.DecodeMsgpack(dec)
 		case "o":
@@ -439,7 +439,7 @@ func (in *Input) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if in == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("i", string(in.ID))
 		f.String("s", string(in.SessionID))
@@ -461,24 +461,24 @@ func (in *Input) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (in *Input) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*in = Input{}
-	return wire.DecodeFields(dec, inputKeys, func(key string) error {
+	return codec.DecodeFields(dec, inputKeys, func(key string) error {
 		switch key {
 		case "i":
-			return wire.DecodeString(dec, &in.ID)
+			return codec.DecodeString(dec, &in.ID)
 		case "s":
-			return wire.DecodeString(dec, &in.SessionID)
+			return codec.DecodeString(dec, &in.SessionID)
 		case "k":
-			return wire.DecodeString(dec, &in.Kind)
+			return codec.DecodeString(dec, &in.Kind)
 		case "p":
-			return wire.DecodePtr(dec, &in.Prompt)
+			return codec.DecodePtr(dec, &in.Prompt)
 		case "d":
-			return wire.DecodeString(dec, &in.Delivery)
+			return codec.DecodeString(dec, &in.Delivery)
 		case "a":
-			return wire.DecodeInt(dec, &in.AdmittedSeq)
+			return codec.DecodeInt(dec, &in.AdmittedSeq)
 		case "q":
-			return wire.DecodeIntPtr(dec, &in.PromotedSeq)
+			return codec.DecodeIntPtr(dec, &in.PromotedSeq)
 		case "c":
-			return wire.DecodeInt(dec, &in.TimeCreated)
+			return codec.DecodeInt(dec, &in.TimeCreated)
 		}
 		return dec.Skip()
 	})
@@ -489,7 +489,7 @@ func (e *idEntry) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if e == nil {
 		return enc.EncodeNil()
 	}
-	var f wire.Fields
+	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("s", string(e.SessionID))
 		f.String("k", e.Kind)
@@ -502,14 +502,14 @@ func (e *idEntry) EncodeMsgpack(enc *msgpack.Encoder) error {
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (e *idEntry) DecodeMsgpack(dec *msgpack.Decoder) error {
 	*e = idEntry{}
-	return wire.DecodeFields(dec, idEntryKeys, func(key string) error {
+	return codec.DecodeFields(dec, idEntryKeys, func(key string) error {
 		switch key {
 		case "s":
-			return wire.DecodeString(dec, &e.SessionID)
+			return codec.DecodeString(dec, &e.SessionID)
 		case "k":
-			return wire.DecodeString(dec, &e.Kind)
+			return codec.DecodeString(dec, &e.Kind)
 		case "q":
-			return wire.DecodeInt(dec, &e.Seq)
+			return codec.DecodeInt(dec, &e.Seq)
 		}
 		return dec.Skip()
 	})

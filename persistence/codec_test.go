@@ -8,10 +8,10 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/sessiond/sessiond/messages"
-	"github.com/sessiond/sessiond/messages/wire/wiretest"
+	"github.com/sessiond/sessiond/messages/codec/codectest"
 )
 
-var stored = wiretest.Codec{Marshal: messages.Marshal, Unmarshal: messages.Unmarshal}
+var stored = codectest.Codec{Marshal: messages.Marshal, Unmarshal: messages.Unmarshal}
 
 // codecTypes are the types with hand-written codecs (codec.go).
 var codecTypes = []reflect.Type{
@@ -34,7 +34,7 @@ func TestCodecTypes(t *testing.T) {
 // empty and non-empty (and at msgpack's size boundaries) and checks that
 // each encodes to the reflection encoding and decodes as reflection
 // decodes, and that damaged encodings decode as reflection decodes them.
-// The reference is reflection all the way down (wiretest's shadows), so
+// The reference is reflection all the way down (codectest's shadows), so
 // it does not lean on the nested types' codecs.
 func TestCodecsMatchReflection(t *testing.T) { stored.Check(t, codecTypes, 150) }
 

@@ -1,4 +1,4 @@
-package wire
+package codec
 
 import (
 	"errors"
@@ -34,7 +34,7 @@ func (f *Fields) Encode(enc *msgpack.Encoder, write func()) error {
 	if f.err == nil && f.n != n {
 		// write looked at something besides the value, and the map
 		// header already promised n fields.
-		return fmt.Errorf("wire: wrote %d fields after counting %d", f.n, n)
+		return fmt.Errorf("codec: wrote %d fields after counting %d", f.n, n)
 	}
 	return f.err
 }

@@ -1,4 +1,4 @@
-package wiretest
+package codectest
 
 import (
 	"fmt"
@@ -27,7 +27,7 @@ func shadow(t reflect.Type) reflect.Type {
 		for i := range fields {
 			f := t.Field(i)
 			if !f.IsExported() || f.Anonymous {
-				panic(fmt.Sprintf("wiretest: %s.%s: only exported, named fields have a shadow", t, f.Name))
+				panic(fmt.Sprintf("codectest: %s.%s: only exported, named fields have a shadow", t, f.Name))
 			}
 			fields[i] = reflect.StructField{Name: f.Name, Type: Shadow(f.Type), Tag: f.Tag}
 		}
@@ -98,6 +98,6 @@ func convert(dst, src reflect.Value) {
 			}
 		}
 	default:
-		panic(fmt.Sprintf("wiretest: cannot convert %s to %s", src.Type(), dst.Type()))
+		panic(fmt.Sprintf("codectest: cannot convert %s to %s", src.Type(), dst.Type()))
 	}
 }

@@ -1,4 +1,4 @@
-// Package wiretest checks hand-written msgpack codecs against msgpack's
+// Package codectest checks hand-written msgpack codecs against msgpack's
 // reflection encoding of the same values.
 //
 // The reference for a type is its shadow: a struct type built with
@@ -15,11 +15,11 @@
 //
 // # Usage
 //
-//	c := wiretest.Codec{Marshal: messages.Marshal, Unmarshal: messages.Unmarshal}
+//	c := codectest.Codec{Marshal: messages.Marshal, Unmarshal: messages.Unmarshal}
 //	f.Fuzz(func(t *testing.T, b []byte) {
 //		v := new(persistence.Message)
-//		wiretest.NewGen().Fill(v, b)
+//		codectest.NewGen().Fill(v, b)
 //		c.CheckValue(t, v) // encoding and decoding of a built value
 //		c.CheckBytes(t, reflect.TypeFor[persistence.Message](), b) // arbitrary input
 //	})
-package wiretest
+package codectest

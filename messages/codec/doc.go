@@ -1,4 +1,4 @@
-// Package wire holds the building blocks of the hand-written msgpack
+// Package codec holds the building blocks of the hand-written msgpack
 // codecs of stored types (messages/codec.go, persistence/codec.go).
 //
 // msgpack's reflection encoder and decoder cost several microseconds and
@@ -36,7 +36,7 @@
 //		if m == nil {
 //			return enc.EncodeNil()
 //		}
-//		var f wire.Fields
+//		var f codec.Fields
 //		return f.Encode(enc, func() {
 //			f.Int("a", m.At)
 //			if m.Note != "" {
@@ -47,14 +47,14 @@
 //
 //	func (m *Mark) DecodeMsgpack(dec *msgpack.Decoder) error {
 //		*m = Mark{}
-//		return wire.DecodeFields(dec, markKeys, func(key string) error {
+//		return codec.DecodeFields(dec, markKeys, func(key string) error {
 //			switch key {
 //			case "a":
-//				return wire.DecodeInt(dec, &m.At)
+//				return codec.DecodeInt(dec, &m.At)
 //			case "n":
-//				return wire.DecodeString(dec, &m.Note)
+//				return codec.DecodeString(dec, &m.Note)
 //			}
 //			return dec.Skip()
 //		})
 //	}
-package wire
+package codec

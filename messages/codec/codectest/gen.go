@@ -1,4 +1,4 @@
-package wiretest
+package codectest
 
 import (
 	"bytes"
@@ -210,6 +210,6 @@ func (g *Gen) fill(v reflect.Value) {
 			}
 		}
 	default:
-		panic(fmt.Sprintf("wiretest: cannot generate a %s", v.Type()))
+		panic(fmt.Sprintf("codectest: cannot generate a %s", v.Type()))
 	}
 }

@@ -1,4 +1,4 @@
-package wiretest
+package codectest
 
 import (
 	"bytes"
