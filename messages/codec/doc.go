@@ -22,6 +22,12 @@
 //     repeated struct, pointer or slice field into the earlier one; no
 //     encoder writes a key twice.
 //   - Decoding never aliases the input: strings and byte slices are copies.
+//   - Codec methods have pointer receivers (a value receiver would copy the
+//     struct into an interface, an allocation per nested value), so msgpack
+//     finds them only on addressable values: encode through a pointer, as
+//     every caller does. A codec type held by value in a struct passed to
+//     Marshal by value fails with msgpack's "non-addressable" error; it is
+//     never silently encoded another way.
 //
 // # Usage
 //
