@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -181,28 +180,5 @@ func BenchmarkCodecEvent(b *testing.B) {
 		return err
 	}
 	codec := func() error { _, err := MarshalEvent(ev); return err }
-	b.Run("encode/codec", func(b *testing.B) {
-		b.ReportAllocs()
-		n := 0
-		for b.Loop() {
-			if err := codec(); err != nil {
-				b.Fatal(err)
-			}
-			n++
-		}
-		elapsed := b.Elapsed()
-		start := time.Now()
-		for range n {
-			_ = reflection()
-		}
-		b.ReportMetric(float64(time.Since(start))/float64(elapsed), "x-faster")
-	})
-	b.Run("encode/reflection", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := reflection(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	codectest.Compare(b, "encode", codec, reflection)
 }

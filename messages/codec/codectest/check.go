@@ -237,11 +237,7 @@ func duplicateKeys(dec *msgpack.Decoder) (bool, error) {
 }
 
 // Bench measures encoding and decoding the value v points to with its
-// codec and, through its shadow, with reflection, as the sub-benchmarks
-// encode/codec, encode/reflection, decode/codec and decode/reflection.
-// The codec ones also report "x-faster": reflection's time over the
-// codec's for as many iterations, run right after in the same process,
-// which holds on a shared machine where absolute times drift.
+// codec and, through its shadow, with reflection (see Compare).
 func (c Codec) Bench(b *testing.B, v any) {
 	typ := reflect.TypeOf(v).Elem()
 	shadow := ToShadow(v)
@@ -249,44 +245,54 @@ func (c Codec) Bench(b *testing.B, v any) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	decode := func(t reflect.Type) func() error {
-		return func() error { return c.Unmarshal(data, reflect.New(t).Interface()) }
-	}
 	encode := func(v any) func() error {
 		return func() error { _, err := c.Marshal(v); return err }
 	}
-	for _, op := range []struct {
-		name       string
-		codec, ref func() error
-	}{
-		{"encode", encode(v), encode(shadow)},
-		{"decode", decode(typ), decode(Shadow(typ))},
-	} {
-		b.Run(op.name+"/codec", func(b *testing.B) {
-			b.ReportAllocs()
-			n := 0
-			for b.Loop() {
-				if err := op.codec(); err != nil {
-					b.Fatal(err)
-				}
-				n++
-			}
-			codec := b.Elapsed()
-			start := time.Now()
-			for range n {
-				if err := op.ref(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(time.Since(start))/float64(codec), "x-faster")
-		})
-		b.Run(op.name+"/reflection", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := op.ref(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+	decode := func(t reflect.Type) func() error {
+		return func() error { return c.Unmarshal(data, reflect.New(t).Interface()) }
 	}
+	Compare(b, "encode", encode(v), encode(shadow))
+	Compare(b, "decode", decode(typ), decode(Shadow(typ)))
+}
+
+// Compare runs the sub-benchmarks name/codec and name/reflection. The
+// codec one also reports "x-faster": reflection's time over the codec's,
+// timed in alternating blocks in the same run, so that the drift of a
+// shared machine falls on both alike.
+func Compare(b *testing.B, name string, codec, ref func() error) {
+	run := func(op func() error) func(*testing.B) {
+		return func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := op(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	b.Run(name+"/codec", func(b *testing.B) {
+		run(codec)(b)
+		b.ReportMetric(ratio(b, codec, ref), "x-faster")
+	})
+	b.Run(name+"/reflection", run(ref))
+}
+
+// ratio times b.N runs of each of codec and ref in ten alternating blocks
+// and returns ref's time over codec's.
+func ratio(b *testing.B, codec, ref func() error) float64 {
+	const blocks = 10
+	per := max(b.N/blocks, 1)
+	var times [2]time.Duration
+	for range blocks {
+		for i, op := range []func() error{codec, ref} {
+			start := time.Now()
+			for range per {
+				if err := op(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			times[i] += time.Since(start)
+		}
+	}
+	return float64(times[1]) / float64(times[0])
 }
