@@ -40,7 +40,8 @@ func (s *Bolt) CreateSession(ctx context.Context, req CreateSession) (Session, b
 			return err
 		}
 		created = true
-		return fillSession(&w.v, &out)
+		out.LastSeq, out.Updated = 0, ev.Created
+		return nil
 	})
 	return out, created, err
 }
@@ -227,7 +228,7 @@ func (s *Bolt) AdmitCompaction(ctx context.Context, sid messages.SessionID) (Inp
 			}
 		}
 		ev := messages.Event{ID: evID, Created: now, Type: messages.TypeCompactionAdmitted,
-			Durable: &messages.Durable{AggregateID: sid, Seq: lastSeq(&w.v, sid) + 1, Version: 1},
+			Durable: &messages.Durable{AggregateID: sid, Seq: w.last(sid) + 1, Version: 1},
 			Data:    &messages.CompactionAdmitted{SessionID: sid, InputID: id}}
 		if err := w.apply(ev); err != nil {
 			return err

@@ -74,7 +74,7 @@ func (s *Bolt) Restore(ctx context.Context, evs []messages.Event) error {
 				return messages.Errorf(messages.ErrInvalid, "restore %s: not durable", ev.ID)
 			}
 			sid := ev.Durable.AggregateID
-			next := lastSeq(&w.v, sid) + 1
+			next := w.last(sid) + 1
 			if ev.Durable.Seq != next {
 				return messages.Errorf(messages.ErrInvalid, "restore %s: seq %d, want %d", ev.ID, ev.Durable.Seq, next)
 			}
@@ -88,7 +88,24 @@ func (s *Bolt) Restore(ctx context.Context, evs []messages.Event) error {
 
 // lastSeq returns the Session's last seq, failing when the Session does not
 // exist.
-func (w *wtx) lastSeq(sid messages.SessionID) (int64, error) { return existingLastSeq(&w.v, sid) }
+func (w *wtx) lastSeq(sid messages.SessionID) (int64, error) {
+	last := w.last(sid)
+	if last < 0 {
+		return last, messages.Errorf(messages.ErrSessionNotFound, "session %q not found", sid)
+	}
+	return last, nil
+}
+
+// last returns the Session's last seq, counting events this operation
+// queued for its log row, or -1.
+func (w *wtx) last(sid messages.SessionID) int64 {
+	for _, l := range w.logs {
+		if l.sid == sid {
+			return l.last
+		}
+	}
+	return lastSeq(&w.v, sid)
+}
 
 // existingLastSeq returns the Session's last seq, failing when the Session
 // does not exist. Every Session's log starts with session.created.1 at seq
@@ -125,7 +142,7 @@ func (w *wtx) applyData(ev messages.Event, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := w.putBytes(bucketData, streamKey(sid, ev.Durable.Seq, rLog), b); err != nil {
+	if err := w.logEvent(sid, ev.Durable.Seq, b); err != nil {
 		return err
 	}
 	if err := w.project(ev); err != nil {

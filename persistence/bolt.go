@@ -443,6 +443,9 @@ type wtx struct {
 	// events that all touch one assistant message decodes and encodes it
 	// once; flush writes them when the operation succeeds.
 	msgs  map[string]*Message
+	// logs are the events the operation appended, by Session, written as
+	// one log row each by flush.
+	logs []pendingLog
 	dirty []string
 	// indexed holds, per cached message, the seq its ID entry is known to
 	// point at (read through it, or claimed with it).

@@ -26,10 +26,12 @@
 // rows are sid\x00 + a kind byte (keys.go), in this order:
 //
 //	checkpoint                           written rarely
-//	stream: seq + row byte               log events and messages interleaved
+//	stream: seq + row byte               log rows and messages interleaved
 //	open steps, pending inputs, record   small, rewritten often
 //
-// Keys embed big-endian seqs so cursor order is log order.
+// Keys embed big-endian seqs so cursor order is log order. A log row holds
+// the events one operation appended to the Session, under its last seq
+// (logrow.go): a step is two rows, not six.
 //
 // Why flat and not a bucket per Session: a nested bucket is its own B+tree
 // whose root is inlined in, or pointed to by, its parent; a commit that

@@ -131,7 +131,8 @@ func (s *Bolt) Approvals(ctx context.Context, project string) (map[string][]stri
 }
 
 // Dump returns every key and value of every bucket (but the flush
-// watermark, which is bookkeeping rather than state). It exists for
+// watermark, which is bookkeeping rather than state), with each log row
+// expanded into one entry per event. It exists for
 // replay-equivalence checks (tests and the actortest harness), not for
 // production reads.
 func (s *Bolt) Dump() (map[string]map[string]string, error) {
@@ -144,6 +145,19 @@ func (s *Bolt) Dump() (map[string]map[string]string, error) {
 			for k, val := c.First(); k != nil; k, val = c.Next() {
 				if &name[0] == &bucketMeta[0] && string(k) == string(keyApplied) {
 					continue // how much of the log is flushed is not state
+				}
+				if &name[0] == &bucketData[0] && isLogRow(k) {
+					// One entry per event: how events were grouped into
+					// rows depends on how they were appended, not on state.
+					sid := messages.SessionID(k[:len(k)-11])
+					err := logRowEvents(val, streamSeq(k), func(seq int64, ev []byte) error {
+						m[string(streamKey(sid, seq, rLog))] = string(ev)
+						return nil
+					})
+					if err != nil {
+						return err
+					}
+					continue
 				}
 				m[string(k)] = string(val)
 			}

@@ -45,12 +45,12 @@ const (
 type row byte
 
 const (
-	rLog     row = 1 // seq -> event
+	rLog     row = 1 // last seq -> the events of one operation (logrow.go)
 	rMessage row = 2 // source seq -> message
 )
 
 // schemaVersion is stored in meta; Open refuses a file from another version.
-const schemaVersion = 3
+const schemaVersion = 4
 
 var keySchema = []byte("schema")
 
@@ -70,6 +70,11 @@ func seqKey(sid messages.SessionID, k kind, seq int64) []byte {
 // streamKey returns the key of a stream row at seq.
 func streamKey(sid messages.SessionID, seq int64, r row) []byte {
 	return append(seqKey(sid, kStream, seq), byte(r))
+}
+
+// isLogRow reports whether a data key is a log row's.
+func isLogRow(k []byte) bool {
+	return len(k) > 11 && k[len(k)-11] == 0 && kind(k[len(k)-10]) == kStream && row(k[len(k)-1]) == rLog
 }
 
 // streamSeq decodes the seq of a streamKey.

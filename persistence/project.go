@@ -295,6 +295,9 @@ func msgKey(sid messages.SessionID, id messages.MessageID) string {
 // flush writes the operation's updated messages, and records a new
 // message's seq in its ID's entry.
 func (w *wtx) flush() error {
+	if err := w.flushLog(); err != nil {
+		return err
+	}
 	for _, key := range w.dirty {
 		m := w.msgs[key]
 		if err := w.put(bucketData, streamKey(m.SessionID, m.Seq, rMessage), m); err != nil {

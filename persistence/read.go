@@ -30,7 +30,11 @@ func fillSession(v *view, s *Session) error {
 	s.LastSeq = lastSeq(v, s.ID)
 	s.Updated = s.Created
 	if s.LastSeq >= 0 {
-		created, err := messages.EventCreated(v.get(bucketData, streamKey(s.ID, s.LastSeq, rLog)))
+		ev, err := lastEvent(v, s.ID, s.LastSeq)
+		if err != nil {
+			return err
+		}
+		created, err := messages.EventCreated(ev)
 		if err != nil {
 			return err
 		}
@@ -90,14 +94,14 @@ func (s *Bolt) limit(q Query) int {
 	return q.Limit
 }
 
-// scan walks the per-Session rows of bucket with seq > after, decoding at
-// most limit+1 of them with dec, and reports whether more remain.
-func scan(v *view, r row, sid messages.SessionID, after int64, limit int, dec func(v []byte) error) (bool, error) {
+// scanMessages walks the Session's message rows with source seq > after,
+// decoding at most limit of them with dec, and reports whether more remain.
+func scanMessages(v *view, sid messages.SessionID, after int64, limit int, dec func(v []byte) error) (bool, error) {
 	p := prefix(sid, kStream)
 	c := v.cursor(bucketData)
 	n := 0
 	for k, v := c.Seek(streamKey(sid, after+1, 0)); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
-		if row(k[len(k)-1]) != r {
+		if row(k[len(k)-1]) != rMessage {
 			continue
 		}
 		if n == limit {
@@ -123,7 +127,7 @@ func (s *Bolt) History(ctx context.Context, id messages.SessionID, q Query) (Pag
 			return err
 		}
 		page.Data = make([]messages.Event, 0, min(s.limit(q), 128))
-		more, err := scan(v, rLog, id, q.After, s.limit(q), func(v []byte) error {
+		more, err := scanLog(v, id, q.After, s.limit(q), func(v []byte) error {
 			ev, err := messages.UnmarshalEvent(v)
 			if err != nil {
 				return err
@@ -148,7 +152,7 @@ func (s *Bolt) Messages(ctx context.Context, id messages.SessionID, q Query) (Pa
 			return err
 		}
 		page.Data = []Message{}
-		more, err := scan(v, rMessage, id, q.After, s.limit(q), func(v []byte) error {
+		more, err := scanMessages(v, id, q.After, s.limit(q), func(v []byte) error {
 			var m Message
 			if err := messages.Unmarshal(v, &m); err != nil {
 				return err

@@ -149,7 +149,7 @@ func (s *Bolt) Log(ctx context.Context, id messages.SessionID, after int64, foll
 func (s *Bolt) readLog(id messages.SessionID, after int64, limit int) ([]messages.Event, error) {
 	var evs []messages.Event
 	err := s.view(func(v *view) error {
-		_, err := scan(v, rLog, id, after, limit, func(v []byte) error {
+		_, err := scanLog(v, id, after, limit, func(v []byte) error {
 			ev, err := messages.UnmarshalEvent(v)
 			if err != nil {
 				return err

@@ -694,7 +694,7 @@ func TestReadsStayConsistentAcrossFlushes(t *testing.T) {
 			}
 			last = w
 			var seqs []int64
-			if _, err := scan(v, rLog, s.ID, -1, n+1, func(b []byte) error {
+			if _, err := scanLog(v, s.ID, -1, n+1, func(b []byte) error {
 				ev, err := messages.UnmarshalEvent(b)
 				seqs = append(seqs, ev.Seq())
 				return err

@@ -1,0 +1,145 @@
+package persistence
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+// A log row holds the events one operation appended to one Session, under
+// the key of its last seq (streamKey(sid, last, rLog)): a step's start,
+// fragments and tool call, or its settlements and end, are one row rather
+// than one per event. Every event used to be its own row: a key to insert
+// in the memtable, to write into bbolt at a flush and to walk past when
+// reading messages, four or five of them per step.
+//
+//	row:   uvarint count | count × (uvarint length | stored event)
+//
+// The events are in seq order and contiguous, so the i-th has seq
+// last-count+1+i and readers skip events without decoding them.
+
+// encodeLogRow frames stored events as one log row.
+func encodeLogRow(evs [][]byte) []byte {
+	n := binary.MaxVarintLen64
+	for _, e := range evs {
+		n += binary.MaxVarintLen64 + len(e)
+	}
+	b := binary.AppendUvarint(make([]byte, 0, n), uint64(len(evs)))
+	for _, e := range evs {
+		b = binary.AppendUvarint(b, uint64(len(e)))
+		b = append(b, e...)
+	}
+	return b
+}
+
+// logRowEvents calls fn with the seq and stored bytes of each event of a
+// log row whose last event is last, refusing rows that are not exactly
+// well-formed frames.
+func logRowEvents(row []byte, last int64, fn func(seq int64, ev []byte) error) error {
+	count, k := binary.Uvarint(row)
+	if k <= 0 || count == 0 || count > uint64(len(row)) || int64(count) > last+1 {
+		return fmt.Errorf("persistence: log row %d: bad event count", last)
+	}
+	p := row[k:]
+	for seq := last - int64(count) + 1; seq <= last; seq++ {
+		n, k := binary.Uvarint(p)
+		if k <= 0 || n > uint64(len(p)-k) {
+			return fmt.Errorf("persistence: log row %d: event %d is cut short", last, seq)
+		}
+		if err := fn(seq, p[k:k+int(n)]); err != nil {
+			return err
+		}
+		p = p[k+int(n):]
+	}
+	if len(p) != 0 {
+		return fmt.Errorf("persistence: log row %d: %d bytes after its events", last, len(p))
+	}
+	return nil
+}
+
+// errStop ends a logRowEvents walk early without an error.
+var errStop = fmt.Errorf("stop")
+
+// scanLog calls fn with the stored bytes of the Session's events with seq
+// > after, at most limit of them, in order, and reports whether more
+// remain.
+func scanLog(v *view, sid messages.SessionID, after int64, limit int, fn func(ev []byte) error) (bool, error) {
+	p := prefix(sid, kStream)
+	c := v.cursor(bucketData)
+	n := 0
+	more := false
+	for k, val := c.Seek(streamKey(sid, after+1, 0)); k != nil && bytes.HasPrefix(k, p); k, val = c.Next() {
+		if row(k[len(k)-1]) != rLog {
+			continue
+		}
+		err := logRowEvents(val, streamSeq(k), func(seq int64, ev []byte) error {
+			if seq <= after {
+				return nil
+			}
+			if n == limit {
+				more = true
+				return errStop
+			}
+			n++
+			return fn(ev)
+		})
+		if err == errStop {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return more, nil
+}
+
+// lastEvent returns the stored bytes of the Session's event at seq last,
+// the last of its log.
+func lastEvent(v *view, sid messages.SessionID, last int64) ([]byte, error) {
+	row := v.get(bucketData, streamKey(sid, last, rLog))
+	if row == nil {
+		return nil, messages.Errorf(messages.ErrInternal, "persistence: no log row ends at %s@%d", sid, last)
+	}
+	var out []byte
+	err := logRowEvents(row, last, func(seq int64, ev []byte) error {
+		out = ev
+		return nil
+	})
+	return out, err
+}
+
+// pendingLog is an operation's events for one Session, written as one log
+// row when the operation ends.
+type pendingLog struct {
+	sid  messages.SessionID
+	last int64
+	evs  [][]byte
+}
+
+// logEvent queues an event's stored bytes for its Session's log row.
+func (w *wtx) logEvent(sid messages.SessionID, seq int64, b []byte) error {
+	for i := range w.logs {
+		if l := &w.logs[i]; l.sid == sid {
+			if seq != l.last+1 {
+				return messages.Errorf(messages.ErrInvalid, "persistence: %s@%d appended after seq %d", sid, seq, l.last)
+			}
+			l.last, l.evs = seq, append(l.evs, b)
+			return nil
+		}
+	}
+	w.logs = append(w.logs, pendingLog{sid: sid, last: seq, evs: [][]byte{b}})
+	return nil
+}
+
+// flushLog writes the queued log rows.
+func (w *wtx) flushLog() error {
+	for _, l := range w.logs {
+		if err := w.putBytes(bucketData, streamKey(l.sid, l.last, rLog), encodeLogRow(l.evs)); err != nil {
+			return err
+		}
+	}
+	w.logs = w.logs[:0]
+	return nil
+}
