@@ -442,10 +442,10 @@ type wtx struct {
 	// msgs caches messages an operation loads and updates, so a batch of
 	// events that all touch one assistant message decodes and encodes it
 	// once; flush writes them when the operation succeeds.
-	msgs  map[string]*Message
+	msgs map[string]*Message
 	// logs are the events the operation appended, by Session, written as
 	// one log row each by flush.
-	logs []pendingLog
+	logs  []pendingLog
 	dirty []string
 	// indexed holds, per cached message, the seq its ID entry is known to
 	// point at (read through it, or claimed with it).
