@@ -39,14 +39,14 @@ func (w *wtx) project(ev messages.Event) error {
 		if err != nil {
 			return err
 		}
-		return w.putMessage(Message{ID: in.ID, SessionID: sid, Seq: seq, Role: RoleUser, Created: ev.Created,
+		return w.putMessage(&Message{ID: in.ID, SessionID: sid, Seq: seq, Role: RoleUser, Created: ev.Created,
 			Prompt: in.Prompt, Delivery: in.Delivery})
 	case *messages.CompactionAdmitted:
 		if err := w.insertInput(sid, Input{ID: p.InputID, SessionID: sid, Kind: InputCompaction, AdmittedSeq: seq,
 			TimeCreated: ev.Created}); err != nil {
 			return err
 		}
-		return w.putMessage(Message{ID: p.InputID, SessionID: sid, Seq: seq, Role: RoleCompaction, Created: ev.Created,
+		return w.putMessage(&Message{ID: p.InputID, SessionID: sid, Seq: seq, Role: RoleCompaction, Created: ev.Created,
 			Compaction: &Compaction{Reason: messages.CompactionManual, State: CompactionQueued}})
 	case *messages.CompactionStarted:
 		return w.compactionStarted(ev, p)
@@ -78,7 +78,7 @@ func (w *wtx) project(ev messages.Event) error {
 		if err := w.claimID(id, sid, idSystem, seq); err != nil {
 			return err
 		}
-		return w.putMessage(Message{ID: id, SessionID: sid, Seq: seq, Role: RoleSystem, Created: ev.Created, Text: p.Text, Kind: p.Kind})
+		return w.putMessage(&Message{ID: id, SessionID: sid, Seq: seq, Role: RoleSystem, Created: ev.Created, Text: p.Text, Kind: p.Kind})
 	case *messages.ExecutionStarted:
 		// Busy-period observations are history only.
 		return nil
@@ -274,8 +274,9 @@ func (w *wtx) settleInput(sid messages.SessionID, id messages.MessageID, kind st
 }
 
 // putMessage records a message at its source seq; flush writes it and
-// indexes its ID when the operation succeeds.
-func (w *wtx) putMessage(m Message) error {
+// indexes its ID when the operation succeeds. m becomes the operation's
+// working copy (see message).
+func (w *wtx) putMessage(m *Message) error {
 	key := msgKey(m.SessionID, m.ID)
 	if w.msgs == nil {
 		w.msgs = map[string]*Message{}
@@ -283,7 +284,7 @@ func (w *wtx) putMessage(m Message) error {
 	if !slices.Contains(w.dirty, key) {
 		w.dirty = append(w.dirty, key)
 	}
-	w.msgs[key] = &m
+	w.msgs[key] = m
 	return nil
 }
 
@@ -326,22 +327,30 @@ func (w *wtx) flush() error {
 	return nil
 }
 
-// message loads a projected message by ID, through the operation's cache;
-// ok is false when absent.
-func (w *wtx) message(sid messages.SessionID, id messages.MessageID) (Message, bool, error) {
+// message returns the operation's working copy of a projected message,
+// loading it on first use; ok is false when absent. Projectors change the
+// copy in place and then hand it to putMessage; an operation that fails is
+// discarded with all its copies.
+func (w *wtx) message(sid messages.SessionID, id messages.MessageID) (*Message, bool, error) {
 	key := msgKey(sid, id)
 	if m, ok := w.msgs[key]; ok {
-		return *m, true, nil
-	}
-	if m, ok := w.s.open.get(key); ok {
-		w.indexedAt(key, m.Seq)
 		return m, true, nil
 	}
-	m, ok, err := loadMessage(&w.v, sid, id)
+	m, ok := w.s.open.get(key)
 	if ok {
+		w.indexedAt(key, m.Seq)
+	} else {
+		var err error
+		if m, ok, err = loadMessage(&w.v, sid, id); err != nil || !ok {
+			return nil, false, err
+		}
 		w.indexedAt(key, m.Seq) // it was read through its ID entry
 	}
-	return m, ok, err
+	if w.msgs == nil {
+		w.msgs = map[string]*Message{}
+	}
+	w.msgs[key] = &m
+	return &m, true, nil
 }
 
 // indexedAt notes that the ID entry of message key points at seq.
@@ -366,7 +375,7 @@ func (w *wtx) compactionStarted(ev messages.Event, p *messages.CompactionStarted
 		if err := w.claimID(p.InputID, sid, idRow, seq); err != nil {
 			return err
 		}
-		return w.putMessage(Message{ID: p.InputID, SessionID: sid, Seq: seq, Role: RoleCompaction, Created: ev.Created,
+		return w.putMessage(&Message{ID: p.InputID, SessionID: sid, Seq: seq, Role: RoleCompaction, Created: ev.Created,
 			Compaction: &Compaction{Reason: p.Reason, State: CompactionRunning}})
 	}
 	if m.Compaction == nil || m.Compaction.State != CompactionQueued {
@@ -422,7 +431,7 @@ func (w *wtx) stepStarted(ev messages.Event, p *messages.StepStarted) error {
 	if err := w.putBytes(bucketData, strKey(sid, kOpen, string(p.AssistantMessageID)), nil); err != nil {
 		return err
 	}
-	return w.putMessage(Message{ID: p.AssistantMessageID, SessionID: sid, Seq: seq, Role: RoleAssistant,
+	return w.putMessage(&Message{ID: p.AssistantMessageID, SessionID: sid, Seq: seq, Role: RoleAssistant,
 		Created: ev.Created, Agent: p.Agent, Model: p.Model, Attempts: 1, Open: true})
 }
 
@@ -435,7 +444,7 @@ func (w *wtx) updateAssistant(sid messages.SessionID, id messages.MessageID, f f
 	if !ok || m.Role != RoleAssistant {
 		return messages.Errorf(messages.ErrNotFound, "no assistant message %q in session %q", id, sid)
 	}
-	if err := f(&m); err != nil {
+	if err := f(m); err != nil {
 		return err
 	}
 	return w.putMessage(m)
