@@ -32,7 +32,7 @@ func (r *runner) prepareInstructions(ctx context.Context) error {
 		return err
 	}
 	r.metrics.instructions(obs)
-	cp, has, err := r.store.Checkpoint(ctx, r.sid)
+	cp, has, err := r.checkpoint(ctx)
 	if err != nil {
 		return err
 	}

@@ -20,12 +20,40 @@ const defaultSystemPrompt = "You are a capable software engineering agent runnin
 const finalStepReminder = "<system-reminder>Maximum steps reached. Tools are disabled for this response. " +
 	"Summarize what you did, what remains, and the next step you would take.</system-reminder>"
 
-// history returns every projected message of the Session in source order.
-// Between calls it keeps the messages that can no longer change and
-// re-reads only from the first one that still can (an open or retrying
-// assistant message, the latest assistant message, an unsettled compaction
-// row), so a step does not re-decode the whole transcript.
-func (r *runner) history(ctx context.Context) ([]persistence.Message, error) {
+// boundary reads the Session record, its inbox, its checkpoint and the
+// messages history would re-read, in one snapshot. Until this runner
+// commits again, history and checkpoint use it instead of reading: what
+// other writers can commit meanwhile (selections, admissions, a queued
+// compaction row) changes nothing a request shows before the next
+// boundary reads it.
+func (r *runner) boundary(ctx context.Context) (persistence.Boundary, error) {
+	_, after := r.historyFrom()
+	b, err := r.store.Boundary(ctx, r.sid, after)
+	if err != nil {
+		return b, err
+	}
+	r.bnd, r.bndAt, r.bndMsgs = b, r.commits, true
+	return b, nil
+}
+
+// fresh reports whether the last boundary read is still current.
+func (r *runner) fresh() bool { return r.bndAt == r.commits }
+
+// checkpoint returns the Session's instruction checkpoint, from the
+// boundary read while it is current.
+func (r *runner) checkpoint(ctx context.Context) (persistence.Checkpoint, bool, error) {
+	if r.fresh() {
+		if r.bnd.Checkpoint == nil {
+			return persistence.Checkpoint{}, false, nil
+		}
+		return *r.bnd.Checkpoint, true, nil
+	}
+	return r.store.Checkpoint(ctx, r.sid)
+}
+
+// historyFrom returns how many cached messages can no longer change and
+// the seq after which history must re-read.
+func (r *runner) historyFrom() (int, int64) {
 	from := len(r.hist)
 	lastAssistant := -1
 	for i := len(r.hist) - 1; i >= 0; i-- {
@@ -45,8 +73,24 @@ func (r *runner) history(ctx context.Context) ([]persistence.Message, error) {
 	if from > 0 {
 		after = r.hist[from-1].Seq
 	}
+	return from, after
+}
+
+// history returns every projected message of the Session in source order.
+// Between calls it keeps the messages that can no longer change and
+// re-reads only from the first one that still can (an open or retrying
+// assistant message, the latest assistant message, an unsettled compaction
+// row), so a step does not re-decode the whole transcript; right after a
+// boundary read it re-reads nothing.
+func (r *runner) history(ctx context.Context) ([]persistence.Message, error) {
+	from, after := r.historyFrom()
 	r.hist = r.hist[:from]
 	r.lowered.keep(from)
+	if r.fresh() && r.bndMsgs {
+		r.hist = append(r.hist, r.bnd.Messages...)
+		r.bnd.Messages, r.bndMsgs = nil, false // r.hist owns them now
+		return r.hist, nil
+	}
 	for {
 		p, err := r.store.Messages(ctx, r.sid, persistence.Query{After: after, Limit: 500})
 		if err != nil {
@@ -75,7 +119,7 @@ func (r *runner) request(ctx context.Context, agent locations.Agent, model llm.M
 		prompt = defaultSystemPrompt
 	}
 	req.System = append(req.System, prompt)
-	if cp, ok, err := r.store.Checkpoint(ctx, r.sid); err != nil {
+	if cp, ok, err := r.checkpoint(ctx); err != nil {
 		return llm.Request{}, err
 	} else if ok && cp.Baseline != "" {
 		req.System = append(req.System, cp.Baseline)

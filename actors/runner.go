@@ -77,6 +77,13 @@ type runner struct {
 	// lowered its provider-neutral form (see lowerWith).
 	hist    []persistence.Message
 	lowered lowered
+	// commits counts this runner's commits. bnd is the last step-boundary
+	// read, taken when commits was bndAt (-1: none yet), and bndMsgs says
+	// history has not taken its messages yet (see boundary).
+	commits int
+	bnd     persistence.Boundary
+	bndAt   int
+	bndMsgs bool
 }
 
 // DefaultLiveHold is the default of Config.LiveHold: how long a live event
@@ -138,6 +145,7 @@ func (r *runner) commitLocked(ctx context.Context, ps ...messages.Payload) ([]me
 		return nil, err
 	}
 	r.started = true
+	r.commits++
 	j := 0
 	for i, ev := range evs {
 		for ; j < len(held) && held[j].after+shift <= i; j++ {
@@ -219,20 +227,18 @@ func (r *runner) drain(ctx context.Context, force bool) error {
 		if ctx.Err() != nil {
 			return errInterrupted
 		}
-		// Agent and model selection are step-scoped: reread at each boundary.
-		sess, err := r.store.Get(ctx, r.sid)
+		// Agent and model selection are step-scoped: reread at each
+		// boundary, with the inbox, in one read (see boundary).
+		b, err := r.boundary(ctx)
 		if err != nil {
 			return err
 		}
+		sess, pending := b.Session, b.Pending
 		agent := r.svc.Agent(sess.Agent)
 		if first {
 			allowance = agent.Steps
 		}
 		if err := r.prepareInstructions(ctx); err != nil {
-			return err
-		}
-		pending, err := r.store.Pending(ctx, r.sid)
-		if err != nil {
 			return err
 		}
 		var barrier *persistence.Input

@@ -222,6 +222,32 @@ func (s *Bolt) Input(ctx context.Context, id messages.MessageID) (Input, error) 
 	return in, err
 }
 
+// Boundary implements Store.
+func (s *Bolt) Boundary(ctx context.Context, id messages.SessionID, after int64) (Boundary, error) {
+	var b Boundary
+	err := s.view(func(v *view) error {
+		var err error
+		if b.Session, err = loadSession(v, id); err != nil {
+			return err
+		}
+		if b.Pending, err = pending(v, id); err != nil {
+			return err
+		}
+		var c Checkpoint
+		if ok, err := get(v, bucketData, prefix(id, kCheckpoint), &c); err != nil {
+			return err
+		} else if ok {
+			b.Checkpoint = &c
+		}
+		_, err = scanMessages(v, id, max(after, -1), -1, func(raw []byte) error {
+			b.Messages = append(b.Messages, Message{})
+			return messages.Unmarshal(raw, &b.Messages[len(b.Messages)-1])
+		})
+		return err
+	})
+	return b, err
+}
+
 // Checkpoint implements Store.
 func (s *Bolt) Checkpoint(ctx context.Context, id messages.SessionID) (Checkpoint, bool, error) {
 	var c Checkpoint

@@ -62,6 +62,11 @@ type Store interface {
 	// OpenSteps returns assistant messages whose step is open.
 	OpenSteps(ctx context.Context, id messages.SessionID) ([]Message, error)
 
+	// Boundary reads, in one snapshot, what a runner needs at a step
+	// boundary: the Session record, its pending inputs, its instruction
+	// checkpoint and every projected message with source seq > after.
+	Boundary(ctx context.Context, id messages.SessionID, after int64) (Boundary, error)
+
 	// PutEntry, DeleteEntry and Entries manage API-managed instruction
 	// entries of a Session.
 	PutEntry(ctx context.Context, id messages.SessionID, key, value string) error
@@ -76,6 +81,18 @@ type Store interface {
 
 	// Close stops the writer after in-flight commits and closes the store.
 	Close() error
+}
+
+// Boundary is one consistent read of a Session at a step boundary (see
+// Store.Boundary).
+type Boundary struct {
+	// Session is the record without its log-derived fields (LastSeq and
+	// Updated are zero).
+	Session Session
+	Pending []Input
+	// Checkpoint is nil when none is initialized.
+	Checkpoint *Checkpoint
+	Messages   []Message
 }
 
 // CreateSession asks for a new Session.

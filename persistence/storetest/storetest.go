@@ -45,6 +45,7 @@ func Run(t *testing.T, open Factory) {
 		{"LogFollowRace", testLogFollowRace},
 		{"ScenarioProjections", testScenarioProjections},
 		{"OpenSteps", testOpenSteps},
+		{"BoundaryIsOneSnapshotOfTheReads", testBoundary},
 		{"EntriesAndApprovals", testEntriesApprovals},
 	}
 	for _, tc := range tests {
@@ -816,5 +817,48 @@ func testEntriesApprovals(t *testing.T, open Factory) {
 	must(t, err)
 	if len(all["bash"]) != 2 {
 		t.Fatalf("approvals %v", all)
+	}
+}
+
+// testBoundary: a step-boundary read returns what Get, Pending, Checkpoint
+// and Messages return separately, and only the messages after its cursor.
+func testBoundary(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := Scenario(t, st)
+	_, err := st.Append(ctx, sid, &messages.InstructionsBaselined{SessionID: sid, Text: "base", Applied: map[string]string{"k": "v"}})
+	must(t, err)
+	_, _, err = st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "later"}, Delivery: messages.Queue})
+	must(t, err)
+	b, err := st.Boundary(ctx, sid, -1)
+	must(t, err)
+	s, err := st.Get(ctx, sid)
+	must(t, err)
+	s.LastSeq, s.Updated = 0, 0
+	if !reflect.DeepEqual(b.Session, s) {
+		t.Fatalf("boundary session %+v, Get %+v", b.Session, s)
+	}
+	pending, err := st.Pending(ctx, sid)
+	must(t, err)
+	if len(pending) != 1 || !reflect.DeepEqual(b.Pending, pending) {
+		t.Fatalf("boundary pending %+v, Pending %+v", b.Pending, pending)
+	}
+	cp, ok, err := st.Checkpoint(ctx, sid)
+	must(t, err)
+	if !ok || b.Checkpoint == nil || !reflect.DeepEqual(*b.Checkpoint, cp) {
+		t.Fatalf("boundary checkpoint %+v, Checkpoint %+v", b.Checkpoint, cp)
+	}
+	page, err := st.Messages(ctx, sid, persistence.Query{After: -1, Limit: 100})
+	must(t, err)
+	if !reflect.DeepEqual(b.Messages, page.Data) {
+		t.Fatalf("boundary has %d messages, Messages %d", len(b.Messages), len(page.Data))
+	}
+	after := page.Data[3].Seq
+	later, err := st.Boundary(ctx, sid, after)
+	must(t, err)
+	if !reflect.DeepEqual(later.Messages, page.Data[4:]) {
+		t.Fatalf("boundary after %d: %d messages, want %d", after, len(later.Messages), len(page.Data)-4)
+	}
+	if _, err := st.Boundary(ctx, "ses_nosuchsession00000000000", -1); messages.TypeOf(err) != messages.ErrSessionNotFound {
+		t.Fatalf("unknown session: %v", err)
 	}
 }
