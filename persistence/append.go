@@ -104,7 +104,14 @@ func (w *wtx) last(sid messages.SessionID) int64 {
 			return l.last
 		}
 	}
-	return lastSeq(&w.v, sid)
+	if n, ok := w.s.seqs.get(sid); ok {
+		return n
+	}
+	n := lastSeq(&w.v, sid)
+	if n >= 0 {
+		w.s.seqs.stage(sid, n)
+	}
+	return n
 }
 
 // existingLastSeq returns the Session's last seq, failing when the Session

@@ -128,7 +128,8 @@ var (
 )
 
 // bigSession builds, once per process, a store with one 1,000,000-event
-// Session (fsync off while building; reads do not depend on it).
+// Session (fsync off while building; reads do not depend on it), and
+// closes it so that every row is in bbolt, as a long-lived Session's are.
 func bigSession(b *testing.B) (string, messages.SessionID) {
 	bigOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "sessiond-bench-")
@@ -150,7 +151,9 @@ func bigSession(b *testing.B) (string, messages.SessionID) {
 			return
 		}
 		bigSID = s.ID
-		batch := make([]messages.Payload, 0, 1000)
+		// Three events per Append, so per log row, as a step's commits
+		// write them (logrow.go).
+		batch := make([]messages.Payload, 0, 3)
 		for i := 1; i < 1_000_000; i++ {
 			var p messages.Payload = &messages.ExecutionStarted{SessionID: s.ID}
 			if i%2 == 0 {

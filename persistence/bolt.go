@@ -120,6 +120,7 @@ type Bolt struct {
 	boltTx int
 	rec    []byte // the current batch's WAL record
 	open   openCache
+	seqs   seqCache
 	synced uint64 // records known durable (syncer only)
 
 	// One flush runs at a time, on the flusher goroutine.
@@ -598,6 +599,7 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
 	}
 	s.rec = s.rec[:0]
 	s.open.begin()
+	s.seqs.begin()
 	for i, o := range ops {
 		w := &wtx{v: view{tx: tx, mems: mems}, s: s, rec: &s.rec}
 		err := runOp(o, w)
@@ -624,6 +626,7 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
 	}
 	s.cur = mem
 	s.open.commit()
+	s.seqs.commit()
 	return -1, seq, nil
 }
 

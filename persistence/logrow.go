@@ -139,6 +139,7 @@ func (w *wtx) flushLog() error {
 		if err := w.putBytes(bucketData, streamKey(l.sid, l.last, rLog), encodeLogRow(l.evs)); err != nil {
 			return err
 		}
+		w.s.seqs.stage(l.sid, l.last)
 	}
 	w.logs = w.logs[:0]
 	return nil

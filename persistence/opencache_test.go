@@ -82,10 +82,10 @@ func commitBatch(s *Bolt, ops ...*op) []error {
 	return errs
 }
 
-// TestOpenCacheDropsRolledBackStaging: when an operation fails, the batch
+// TestWriterCachesDropRolledBackStaging: when an operation fails, the batch
 // re-runs without it; the operations before it must not see their own
-// first run's updates.
-func TestOpenCacheDropsRolledBackStaging(t *testing.T) {
+// first run's updates, in the open-message cache or the seq cache.
+func TestWriterCachesDropRolledBackStaging(t *testing.T) {
 	s, sid, asst := openStep(t)
 	a := rawAppend(s, sid, &messages.TextStarted{SessionID: sid, AssistantMessageID: asst, Ordinal: 0})
 	bad := rawAppend(s, sid, &messages.ToolSucceeded{SessionID: sid, AssistantMessageID: asst, CallID: "c9"})
@@ -100,6 +100,20 @@ func TestOpenCacheDropsRolledBackStaging(t *testing.T) {
 	}
 	if len(m.Parts) != 2 || m.Parts[1].Text != "hi" || !m.Parts[1].Ended {
 		t.Fatalf("parts %+v", m.Parts)
+	}
+	// The re-run numbers its events from the committed last seq, not the
+	// one the discarded run had reached.
+	h, err := s.History(context.Background(), sid, Query{After: -1, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range h.Data {
+		if ev.Seq() != int64(i) {
+			t.Fatalf("event %d has seq %d", i, ev.Seq())
+		}
+	}
+	if len(h.Data) != 5 {
+		t.Fatalf("%d events, want 5", len(h.Data))
 	}
 }
 
