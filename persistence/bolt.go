@@ -443,14 +443,14 @@ type wtx struct {
 	// msgs caches messages an operation loads and updates, so a batch of
 	// events that all touch one assistant message decodes and encodes it
 	// once; flush writes them when the operation succeeds.
-	msgs map[string]*Message
+	msgs map[msgRef]*Message
 	// logs are the events the operation appended, by Session, written as
 	// one log row each by flush.
 	logs  []pendingLog
-	dirty []string
+	dirty []msgRef
 	// indexed holds, per cached message, the seq its ID entry is known to
 	// point at (read through it, or claimed with it).
-	indexed map[string]int64
+	indexed map[msgRef]int64
 }
 
 // submit queues fn for the writer and waits for its commit. It does not

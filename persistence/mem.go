@@ -89,6 +89,7 @@ func nonNil(b []byte) []byte {
 // cursor returns a cursor over bucket that merges the memtables over bbolt.
 func (v *view) cursor(bucket []byte) *cursor {
 	c := &cursor{bc: v.tx.Bucket(bucket).Cursor(), bi: bucketIndex(bucket), probe: &v.probe}
+	c.mem = c.levels[:0]
 	for _, m := range v.mems {
 		if m.Len() > 0 {
 			c.mem = append(c.mem, level{it: m.Iter()})
@@ -110,6 +111,8 @@ type cursor struct {
 	bi    byte
 	probe *memEntry
 	fwd   bool
+	// levels holds mem for the usual one or two memtables.
+	levels [2]level
 }
 
 // level is one memtable's position.

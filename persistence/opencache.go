@@ -14,17 +14,17 @@ package persistence
 // Only the writer goroutine uses it. Every message write goes through
 // flush, so a cached copy never disagrees with its row.
 type openCache struct {
-	committed map[string]*Message
-	staged    map[string]*Message
+	committed map[msgRef]*Message
+	staged    map[msgRef]*Message
 }
 
 // begin starts a transaction, dropping anything a rolled-back one staged.
 func (c *openCache) begin() { clear(c.staged) }
 
 // stage records the message an operation just wrote.
-func (c *openCache) stage(key string, m *Message) {
+func (c *openCache) stage(key msgRef, m *Message) {
 	if c.staged == nil {
-		c.staged = map[string]*Message{}
+		c.staged = map[msgRef]*Message{}
 	}
 	c.staged[key] = m
 }
@@ -36,7 +36,7 @@ func (c *openCache) commit() {
 	for key, m := range c.staged {
 		if m.Open && m.Role == RoleAssistant {
 			if c.committed == nil {
-				c.committed = map[string]*Message{}
+				c.committed = map[msgRef]*Message{}
 			}
 			c.committed[key] = m
 		} else {
@@ -48,7 +48,7 @@ func (c *openCache) commit() {
 
 // get returns a private copy of a cached message: projectors update
 // messages in place.
-func (c *openCache) get(key string) (Message, bool) {
+func (c *openCache) get(key msgRef) (Message, bool) {
 	m, ok := c.staged[key]
 	if !ok {
 		m, ok = c.committed[key]

@@ -279,7 +279,7 @@ func (w *wtx) settleInput(sid messages.SessionID, id messages.MessageID, kind st
 func (w *wtx) putMessage(m *Message) error {
 	key := msgKey(m.SessionID, m.ID)
 	if w.msgs == nil {
-		w.msgs = map[string]*Message{}
+		w.msgs = map[msgRef]*Message{}
 	}
 	if !slices.Contains(w.dirty, key) {
 		w.dirty = append(w.dirty, key)
@@ -288,10 +288,15 @@ func (w *wtx) putMessage(m *Message) error {
 	return nil
 }
 
-// msgKey names a message in an operation's cache.
-func msgKey(sid messages.SessionID, id messages.MessageID) string {
-	return string(sid) + "\x00" + string(id)
+// msgRef names a message in the writer's caches. (A struct key: the string
+// these used to concatenate was an allocation per lookup.)
+type msgRef struct {
+	sid messages.SessionID
+	id  messages.MessageID
 }
+
+// msgKey names a message in the writer's caches.
+func msgKey(sid messages.SessionID, id messages.MessageID) msgRef { return msgRef{sid, id} }
 
 // flush writes the operation's updated messages, and records a new
 // message's seq in its ID's entry.
@@ -347,16 +352,16 @@ func (w *wtx) message(sid messages.SessionID, id messages.MessageID) (*Message, 
 		w.indexedAt(key, m.Seq) // it was read through its ID entry
 	}
 	if w.msgs == nil {
-		w.msgs = map[string]*Message{}
+		w.msgs = map[msgRef]*Message{}
 	}
 	w.msgs[key] = &m
 	return &m, true, nil
 }
 
 // indexedAt notes that the ID entry of message key points at seq.
-func (w *wtx) indexedAt(key string, seq int64) {
+func (w *wtx) indexedAt(key msgRef, seq int64) {
 	if w.indexed == nil {
-		w.indexed = map[string]int64{}
+		w.indexed = map[msgRef]int64{}
 	}
 	w.indexed[key] = seq
 }
