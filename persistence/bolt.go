@@ -440,17 +440,13 @@ type wtx struct {
 	s       *Bolt
 	rec     *[]byte // the batch's WAL record (record.go)
 	touched []messages.SessionID
-	// msgs caches messages an operation loads and updates, so a batch of
-	// events that all touch one assistant message decodes and encodes it
-	// once; flush writes them when the operation succeeds.
-	msgs map[msgRef]*Message
+	// msgs holds the messages an operation loads and updates, so a batch
+	// of events that all touch one assistant message decodes and encodes
+	// it once; flush writes them when the operation succeeds.
+	msgs []opMsg
 	// logs are the events the operation appended, by Session, written as
 	// one log row each by flush.
-	logs  []pendingLog
-	dirty []msgRef
-	// indexed holds, per cached message, the seq its ID entry is known to
-	// point at (read through it, or claimed with it).
-	indexed map[msgRef]int64
+	logs []pendingLog
 }
 
 // submit queues fn for the writer and waits for its commit. It does not

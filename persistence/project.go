@@ -2,7 +2,6 @@ package persistence
 
 import (
 	"maps"
-	"slices"
 
 	"github.com/sessiond/sessiond/messages"
 )
@@ -277,14 +276,8 @@ func (w *wtx) settleInput(sid messages.SessionID, id messages.MessageID, kind st
 // indexes its ID when the operation succeeds. m becomes the operation's
 // working copy (see message).
 func (w *wtx) putMessage(m *Message) error {
-	key := msgKey(m.SessionID, m.ID)
-	if w.msgs == nil {
-		w.msgs = map[msgRef]*Message{}
-	}
-	if !slices.Contains(w.dirty, key) {
-		w.dirty = append(w.dirty, key)
-	}
-	w.msgs[key] = m
+	e := w.opMsg(msgKey(m.SessionID, m.ID))
+	e.m, e.dirty = m, true
 	return nil
 }
 
@@ -298,19 +291,46 @@ type msgRef struct {
 // msgKey names a message in the writer's caches.
 func msgKey(sid messages.SessionID, id messages.MessageID) msgRef { return msgRef{sid, id} }
 
-// flush writes the operation's updated messages, and records a new
-// message's seq in its ID's entry.
+// opMsg is what an operation knows of one message: its working copy (nil
+// until loaded or put), whether flush must write it, and the seq its ID
+// entry is known to point at (0 when unknown: seq 0 creates no message).
+// An operation touches one or two messages, so a slice beats a map.
+type opMsg struct {
+	key     msgRef
+	m       *Message
+	dirty   bool
+	indexed int64
+}
+
+// opMsg returns the operation's entry for key, adding it when absent. The
+// pointer is valid until the next call.
+func (w *wtx) opMsg(key msgRef) *opMsg {
+	for i := range w.msgs {
+		if w.msgs[i].key == key {
+			return &w.msgs[i]
+		}
+	}
+	w.msgs = append(w.msgs, opMsg{key: key})
+	return &w.msgs[len(w.msgs)-1]
+}
+
+// flush writes the operation's log rows and updated messages, and records
+// a new message's seq in its ID's entry.
 func (w *wtx) flush() error {
 	if err := w.flushLog(); err != nil {
 		return err
 	}
-	for _, key := range w.dirty {
-		m := w.msgs[key]
+	for i := range w.msgs {
+		e := &w.msgs[i]
+		if !e.dirty {
+			continue
+		}
+		m := e.m
 		if err := w.put(bucketData, streamKey(m.SessionID, m.Seq, rMessage), m); err != nil {
 			return err
 		}
-		w.s.open.stage(key, m)
-		if seq, ok := w.indexed[key]; ok && seq == m.Seq {
+		w.s.open.stage(e.key, m)
+		if e.indexed == m.Seq {
 			continue // its ID entry already points at this row
 		}
 		var ent idEntry
@@ -328,7 +348,7 @@ func (w *wtx) flush() error {
 			}
 		}
 	}
-	w.dirty = w.dirty[:0]
+	w.msgs = w.msgs[:0]
 	return nil
 }
 
@@ -338,33 +358,27 @@ func (w *wtx) flush() error {
 // discarded with all its copies.
 func (w *wtx) message(sid messages.SessionID, id messages.MessageID) (*Message, bool, error) {
 	key := msgKey(sid, id)
-	if m, ok := w.msgs[key]; ok {
-		return m, true, nil
+	for i := range w.msgs {
+		if e := &w.msgs[i]; e.key == key && e.m != nil {
+			return e.m, true, nil
+		}
 	}
 	m, ok := w.s.open.get(key)
-	if ok {
-		w.indexedAt(key, m.Seq)
-	} else {
+	if !ok {
 		var err error
 		if m, ok, err = loadMessage(&w.v, sid, id); err != nil || !ok {
 			return nil, false, err
 		}
-		w.indexedAt(key, m.Seq) // it was read through its ID entry
 	}
-	if w.msgs == nil {
-		w.msgs = map[msgRef]*Message{}
-	}
-	w.msgs[key] = &m
+	// Either way its ID entry points at it (it was read through it, or
+	// cached when written).
+	e := w.opMsg(key)
+	e.m, e.indexed = &m, m.Seq
 	return &m, true, nil
 }
 
 // indexedAt notes that the ID entry of message key points at seq.
-func (w *wtx) indexedAt(key msgRef, seq int64) {
-	if w.indexed == nil {
-		w.indexed = map[msgRef]int64{}
-	}
-	w.indexed[key] = seq
-}
+func (w *wtx) indexedAt(key msgRef, seq int64) { w.opMsg(key).indexed = seq }
 
 func (w *wtx) compactionStarted(ev messages.Event, p *messages.CompactionStarted) error {
 	sid, seq := ev.Durable.AggregateID, ev.Durable.Seq
