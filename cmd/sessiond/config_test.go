@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -762,4 +763,23 @@ func FuzzLoadConfig(f *testing.F) {
 			t.Fatalf("round trip changed the config:\n got %+v\nwant %+v", again, c)
 		}
 	})
+}
+
+// TestTuneGC: sessiond raises the collector's target unless GOGC is set.
+func TestTuneGC(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	tuneGC(func(string) string { return "" })
+	if got := debug.SetGCPercent(100); got != defaultGCPercent {
+		t.Fatalf("GC percent %d without GOGC, want %d", got, defaultGCPercent)
+	}
+	tuneGC(func(k string) string {
+		if k == "GOGC" {
+			return "50"
+		}
+		return ""
+	})
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("GC percent %d with GOGC set, want it left alone", got)
+	}
 }
