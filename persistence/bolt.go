@@ -180,6 +180,9 @@ var keyApplied = []byte("applied")
 // path-wal and path-wal2), re-applies the log's records that the last run
 // did not flush, and starts the writer.
 func Open(path string, opts Options) (*Bolt, error) {
+	if path == "" {
+		return nil, errors.New("persistence: open: empty path")
+	}
 	opts.fill()
 	s, err := open(path, opts)
 	if err != nil {

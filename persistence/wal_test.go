@@ -418,6 +418,17 @@ func TestWALLocksStore(t *testing.T) {
 	}
 }
 
+// TestOpenEmptyPath refuses an empty path instead of creating log files
+// in the working directory.
+func TestOpenEmptyPath(t *testing.T) {
+	if _, err := Open("", Options{}); err == nil {
+		t.Fatal("opened a store at an empty path")
+	}
+	if _, err := os.Stat("-wal"); err == nil {
+		t.Fatal("created -wal in the working directory")
+	}
+}
+
 // TestWALWithoutDatabase refuses a WAL whose database file is missing
 // rather than starting an empty store beside it.
 func TestWALWithoutDatabase(t *testing.T) {
