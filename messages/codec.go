@@ -615,77 +615,26 @@ func (p *TextEnded) DecodeMsgpack(dec *msgpack.Decoder) error {
 	})
 }
 
-// EncodeMsgpack implements msgpack.CustomEncoder.
+// EncodeMsgpack implements msgpack.CustomEncoder. A ReasoningStarted has the
+// fields of a TextStarted, so it shares its codec.
 func (p *ReasoningStarted) EncodeMsgpack(enc *msgpack.Encoder) error {
-	if p == nil {
-		return enc.EncodeNil()
-	}
-	var f codec.Fields
-	return f.Encode(enc, func() {
-		f.String("s", string(p.SessionID))
-		f.String("m", string(p.AssistantMessageID))
-		f.Int("o", int64(p.Ordinal))
-		if len(p.ProviderMetadata) > 0 {
-			f.Bytes("p", p.ProviderMetadata)
-		}
-	})
+	return (*TextStarted)(p).EncodeMsgpack(enc)
 }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *ReasoningStarted) DecodeMsgpack(dec *msgpack.Decoder) error {
-	*p = ReasoningStarted{}
-	return codec.DecodeFields(dec, fragStartKeys, func(key string) (err error) {
-		switch key {
-		case "s":
-			return codec.DecodeString(dec, &p.SessionID)
-		case "m":
-			return codec.DecodeString(dec, &p.AssistantMessageID)
-		case "o":
-			return codec.DecodeInt(dec, &p.Ordinal)
-		case "p":
-			p.ProviderMetadata, err = dec.DecodeBytes()
-			return err
-		}
-		return dec.Skip()
-	})
+	return (*TextStarted)(p).DecodeMsgpack(dec)
 }
 
-// EncodeMsgpack implements msgpack.CustomEncoder.
+// EncodeMsgpack implements msgpack.CustomEncoder. A ReasoningEnded has the
+// fields of a TextEnded, so it shares its codec.
 func (p *ReasoningEnded) EncodeMsgpack(enc *msgpack.Encoder) error {
-	if p == nil {
-		return enc.EncodeNil()
-	}
-	var f codec.Fields
-	return f.Encode(enc, func() {
-		f.String("s", string(p.SessionID))
-		f.String("m", string(p.AssistantMessageID))
-		f.Int("o", int64(p.Ordinal))
-		f.String("t", p.Text)
-		if len(p.ProviderMetadata) > 0 {
-			f.Bytes("p", p.ProviderMetadata)
-		}
-	})
+	return (*TextEnded)(p).EncodeMsgpack(enc)
 }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (p *ReasoningEnded) DecodeMsgpack(dec *msgpack.Decoder) error {
-	*p = ReasoningEnded{}
-	return codec.DecodeFields(dec, fragEndKeys, func(key string) (err error) {
-		switch key {
-		case "s":
-			return codec.DecodeString(dec, &p.SessionID)
-		case "m":
-			return codec.DecodeString(dec, &p.AssistantMessageID)
-		case "o":
-			return codec.DecodeInt(dec, &p.Ordinal)
-		case "t":
-			return codec.DecodeString(dec, &p.Text)
-		case "p":
-			p.ProviderMetadata, err = dec.DecodeBytes()
-			return err
-		}
-		return dec.Skip()
-	})
+	return (*TextEnded)(p).DecodeMsgpack(dec)
 }
 
 // EncodeMsgpack implements msgpack.CustomEncoder.

@@ -33,13 +33,7 @@ var codecTypes = []reflect.Type{
 // TestCodecTypes: every listed type has both codec methods, and every
 // payload with a codec is listed (so the checks below cover it).
 func TestCodecTypes(t *testing.T) {
-	enc := reflect.TypeFor[msgpack.CustomEncoder]()
-	dec := reflect.TypeFor[msgpack.CustomDecoder]()
-	for _, typ := range codecTypes {
-		if p := reflect.PointerTo(typ); !p.Implements(enc) || !p.Implements(dec) {
-			t.Errorf("%s lacks a codec method", typ)
-		}
-	}
+	codectest.CheckMethods(t, codecTypes)
 	types := append(DurableTypes(), TypeTextDelta, TypeReasoningDelta, TypeToolInputDelta,
 		TypeCompactionDelta, TypeUsageUpdated, TypePermissionAsked, TypePermissionReplied)
 	for _, typ := range types {

@@ -5,8 +5,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/messages/codec/codectest"
 )
@@ -21,13 +19,7 @@ var codecTypes = []reflect.Type{
 }
 
 func TestCodecTypes(t *testing.T) {
-	enc := reflect.TypeFor[msgpack.CustomEncoder]()
-	dec := reflect.TypeFor[msgpack.CustomDecoder]()
-	for _, typ := range codecTypes {
-		if p := reflect.PointerTo(typ); !p.Implements(enc) || !p.Implements(dec) {
-			t.Errorf("%s lacks a codec method", typ)
-		}
-	}
+	codectest.CheckMethods(t, codecTypes)
 }
 
 // TestCodecsMatchReflection builds values of every type with every field

@@ -33,11 +33,7 @@ func populate(t *testing.T, st *Bolt, sessions, n int) {
 	ctx := context.Background()
 	var sids []messages.SessionID
 	for range sessions {
-		s, _, err := st.CreateSession(ctx, CreateSession{Location: messages.Location{Directory: "/tmp"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sids = append(sids, s.ID)
+		sids = append(sids, newSession(t, st))
 	}
 	for i := range n {
 		p := messages.Prompt{Text: fmt.Sprintf("prompt %d %s", i, strings.Repeat("x", i%300))}
@@ -45,6 +41,16 @@ func populate(t *testing.T, st *Bolt, sessions, n int) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// newSession creates a Session in st and returns its ID.
+func newSession(t testing.TB, st *Bolt) messages.SessionID {
+	t.Helper()
+	s, _, err := st.CreateSession(context.Background(), CreateSession{Location: messages.Location{Directory: "/tmp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.ID
 }
 
 func dump(t *testing.T, st *Bolt) map[string]map[string]string {
@@ -200,15 +206,12 @@ func TestRecoveryAroundFlush(t *testing.T) {
 	}
 	defer st.Close()
 	ctx := context.Background()
-	s, _, err := st.CreateSession(ctx, CreateSession{Location: messages.Location{Directory: "/tmp"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sid := newSession(t, st)
 	// Admit until the first flush has committed (and waits in the hook),
 	// then a few more, which land in the newer log file only.
 	var atCommit capture
 	for i, extra := 0, -1; extra != 0; i++ {
-		if _, _, err := st.Admit(ctx, Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: fmt.Sprintf("p%d %s", i, strings.Repeat("x", 300))}}); err != nil {
+		if _, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprintf("p%d %s", i, strings.Repeat("x", 300))}}); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -285,11 +288,8 @@ func TestRecoveryTwiceIgnoresStaleRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _, err := st.CreateSession(ctx, CreateSession{Location: messages.Location{Directory: "/tmp"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admit(st, s.ID, 0, 40)
+	sid := newSession(t, st)
+	admit(st, sid, 0, 40)
 	first := filepath.Join(t.TempDir(), "s.db")
 	copyStore(t, path, first)
 	st.Close()
@@ -297,7 +297,7 @@ func TestRecoveryTwiceIgnoresStaleRecords(t *testing.T) {
 	st = openAndCheck(t, first, noFlush)
 	st.Close()
 	st = openAndCheck(t, first, noFlush)
-	admit(st, s.ID, 40, 45)
+	admit(st, sid, 40, 45)
 	want := dump(t, st)
 	second := filepath.Join(t.TempDir(), "s.db")
 	copyStore(t, first, second)
@@ -595,20 +595,17 @@ func TestFailedSyncStopsWrites(t *testing.T) {
 	}
 	populate(t, st, 2, 20)
 	ctx := context.Background()
-	s, _, err := st.CreateSession(ctx, CreateSession{Location: messages.Location{Directory: "/tmp"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sid := newSession(t, st)
 	want := dump(t, st)
 	failing.Store(true)
-	if _, _, err := st.Admit(ctx, Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: "not durable"}}); err == nil || !strings.Contains(err.Error(), "injected EIO") {
+	if _, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "not durable"}}); err == nil || !strings.Contains(err.Error(), "injected EIO") {
 		t.Fatalf("admission whose sync failed: %v", err)
 	}
-	if p, err := st.Pending(ctx, s.ID); err != nil || len(p) != 0 {
+	if p, err := st.Pending(ctx, sid); err != nil || len(p) != 0 {
 		t.Fatalf("an unsynced admission is visible: %v %v", p, err)
 	}
 	failing.Store(false)
-	_, _, err = st.Admit(ctx, Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: "refused"}})
+	_, _, err = st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "refused"}})
 	if err == nil || !strings.Contains(err.Error(), "store failed") {
 		t.Fatalf("write after a failed sync: %v", err)
 	}
@@ -645,18 +642,15 @@ func TestReadersSeeOnlyDurableCommits(t *testing.T) {
 	}
 	defer st.Close()
 	ctx := context.Background()
-	s, _, err := st.CreateSession(ctx, CreateSession{Location: messages.Location{Directory: "/tmp"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sid := newSession(t, st)
 	hold.Store(true)
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := st.Admit(ctx, Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: "hi"}})
+		_, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "hi"}})
 		done <- err
 	}()
 	<-entered // committed to the memtable and the log, not yet synced
-	if w, err := st.Watermark(ctx, s.ID); err != nil || w != 0 {
+	if w, err := st.Watermark(ctx, sid); err != nil || w != 0 {
 		t.Fatalf("watermark %d (%v) while the admission is unsynced, want 0", w, err)
 	}
 	hold.Store(false)
@@ -664,7 +658,7 @@ func TestReadersSeeOnlyDurableCommits(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if w, err := st.Watermark(ctx, s.ID); err != nil || w != 1 {
+	if w, err := st.Watermark(ctx, sid); err != nil || w != 1 {
 		t.Fatalf("watermark %d (%v) after the admission was answered, want 1", w, err)
 	}
 }
@@ -682,15 +676,12 @@ func TestReadsStayConsistentAcrossFlushes(t *testing.T) {
 	}
 	defer st.Close()
 	ctx := context.Background()
-	s, _, err := st.CreateSession(ctx, CreateSession{Location: messages.Location{Directory: "/tmp"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sid := newSession(t, st)
 	const n = 600
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := range n {
-			if _, _, err := st.Admit(ctx, Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: fmt.Sprint("p", i)}}); err != nil {
+			if _, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprint("p", i)}}); err != nil {
 				t.Error(err)
 				return
 			}
@@ -699,13 +690,13 @@ func TestReadsStayConsistentAcrossFlushes(t *testing.T) {
 	reads := 0
 	for last := int64(0); last < n; reads++ {
 		err := st.view(func(v *view) error {
-			w := lastSeq(v, s.ID)
+			w := lastSeq(v, sid)
 			if w < last {
 				return fmt.Errorf("watermark went back from %d to %d", last, w)
 			}
 			last = w
 			var seqs []int64
-			if _, err := scanLog(v, s.ID, -1, n+1, func(b []byte) error {
+			if _, err := scanLog(v, sid, -1, n+1, func(b []byte) error {
 				ev, err := messages.UnmarshalEvent(b)
 				seqs = append(seqs, ev.Seq())
 				return err
@@ -720,7 +711,7 @@ func TestReadsStayConsistentAcrossFlushes(t *testing.T) {
 			if int64(len(seqs)) != w+1 {
 				return fmt.Errorf("watermark %d with %d events", w, len(seqs))
 			}
-			in, err := pending(v, s.ID)
+			in, err := pending(v, sid)
 			if err != nil {
 				return err
 			}

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Check runs the property checks on n values of each type, built from a
@@ -113,4 +115,17 @@ func (c Codec) FuzzDecode(f *testing.F, types []reflect.Type) {
 		}
 		c.CheckBytes(t, types[int(b[0])%len(types)], b[1:])
 	})
+}
+
+// CheckMethods fails t for each of types whose pointer lacks either codec
+// method.
+func CheckMethods(t *testing.T, types []reflect.Type) {
+	t.Helper()
+	enc := reflect.TypeFor[msgpack.CustomEncoder]()
+	dec := reflect.TypeFor[msgpack.CustomDecoder]()
+	for _, typ := range types {
+		if p := reflect.PointerTo(typ); !p.Implements(enc) || !p.Implements(dec) {
+			t.Errorf("%s lacks a codec method", typ)
+		}
+	}
 }
