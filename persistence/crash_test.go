@@ -3,6 +3,7 @@ package persistence_test
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,7 +44,7 @@ func TestCrashChild(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := 0; ; i++ {
-				id := messages.MessageID(fmt.Sprintf("msg_g%d_%d", g, i))
+				id := messages.MessageID(fmt.Sprintf("msg_p%d_g%d_%d", os.Getpid(), g, i)) // new IDs each run: a retry writes nothing
 				if _, _, err := st.Admit(ctx, persistence.Admission{ID: id, SessionID: "ses_crash", Prompt: messages.Prompt{Text: strings.Repeat("x", 200)}}); err != nil {
 					mu.Lock()
 					fmt.Fprintln(out, "error", err)
@@ -66,11 +67,16 @@ func TestCrashChild(t *testing.T) {
 // acknowledged admission survived and that seqs have no holes or
 // duplicates. It repeats on the same file to crash a store that has
 // already been crashed.
+var crashRounds = flag.Int("crash.rounds", 0, "TestCrashAdmissions: crash and recover this many times (default 3)")
+
 func TestCrashAdmissions(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "crash.db")
 	rounds, acksPerRound := 3, 300
 	if testing.Short() {
 		rounds, acksPerRound = 1, 100
+	}
+	if *crashRounds > 0 {
+		rounds = *crashRounds // a longer crash loop, run by hand
 	}
 	acked := map[messages.MessageID]bool{}
 	for round := range rounds {
@@ -109,6 +115,7 @@ func TestCrashAdmissions(t *testing.T) {
 		}
 		verifyCrashStore(t, path, acked)
 	}
+	t.Logf("%d crashes, %d acknowledged admissions all recovered", rounds, len(acked))
 }
 
 func verifyCrashStore(t *testing.T, path string, acked map[messages.MessageID]bool) {
