@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -781,5 +782,26 @@ func TestTuneGC(t *testing.T) {
 	})
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Fatalf("GC percent %d with GOGC set, want it left alone", got)
+	}
+}
+
+// TestTuneProcs: sessiond takes one processor more than Go's default
+// unless GOMAXPROCS is set.
+func TestTuneProcs(t *testing.T) {
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	tuneProcs(func(string) string { return "" })
+	if got := runtime.GOMAXPROCS(0); got != prev+1 {
+		t.Fatalf("GOMAXPROCS %d without GOMAXPROCS set, want %d", got, prev+1)
+	}
+	runtime.GOMAXPROCS(prev)
+	tuneProcs(func(k string) string {
+		if k == "GOMAXPROCS" {
+			return "1"
+		}
+		return ""
+	})
+	if got := runtime.GOMAXPROCS(0); got != prev {
+		t.Fatalf("GOMAXPROCS %d with GOMAXPROCS set, want it left alone", got)
 	}
 }
