@@ -143,8 +143,11 @@ func lower(msgs []persistence.Message, model messages.ModelRef) []llm.Message {
 }
 
 // lowerWith is lower reusing cache, the lowered form of the messages that
-// have not changed since the previous call (nil: no reuse).
+// have not changed since the previous call (nil: a throwaway one).
 func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lowered) []llm.Message {
+	if cache == nil {
+		cache = &lowered{}
+	}
 	start := 0
 	var checkpoint *persistence.Compaction
 	for i, m := range msgs {
@@ -152,15 +155,13 @@ func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lower
 			start, checkpoint = i+1, m.Compaction
 		}
 	}
-	if cache != nil {
-		cache.update(msgs, model)
-	}
+	cache.update(msgs, model)
 	n := 0
 	if checkpoint != nil {
 		n++
 	}
-	for i := start; i < len(msgs); i++ {
-		n += len(cache.of(msgs, i, model))
+	for _, l := range cache.per[start:] {
+		n += len(l)
 	}
 	out := make([]llm.Message, 0, n)
 	if checkpoint != nil {
@@ -170,8 +171,8 @@ func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lower
 		}
 		out = append(out, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: text}}})
 	}
-	for i := start; i < len(msgs); i++ {
-		out = append(out, cache.of(msgs, i, model)...)
+	for _, l := range cache.per[start:] {
+		out = append(out, l...)
 	}
 	return out
 }
@@ -190,11 +191,7 @@ type lowered struct {
 }
 
 // keep marks the first n messages as unchanged.
-func (c *lowered) keep(n int) {
-	if c != nil {
-		c.valid = min(c.valid, n)
-	}
-}
+func (c *lowered) keep(n int) { c.valid = min(c.valid, n) }
 
 // update drops what the model switch or the new history invalidates and
 // lowers the rest.
@@ -207,14 +204,6 @@ func (c *lowered) update(msgs []persistence.Message, model messages.ModelRef) {
 		c.per = append(c.per, lowerOne(msgs[i], model))
 	}
 	c.valid = len(msgs)
-}
-
-// of returns message i lowered, from the cache when there is one.
-func (c *lowered) of(msgs []persistence.Message, i int, model messages.ModelRef) []llm.Message {
-	if c == nil {
-		return lowerOne(msgs[i], model)
-	}
-	return c.per[i]
 }
 
 // lowerOne lowers one projected message (compaction rows lower to nothing:

@@ -88,13 +88,7 @@ func (s *Bolt) Restore(ctx context.Context, evs []messages.Event) error {
 
 // lastSeq returns the Session's last seq, failing when the Session does not
 // exist.
-func (w *wtx) lastSeq(sid messages.SessionID) (int64, error) {
-	last := w.last(sid)
-	if last < 0 {
-		return last, messages.Errorf(messages.ErrSessionNotFound, "session %q not found", sid)
-	}
-	return last, nil
-}
+func (w *wtx) lastSeq(sid messages.SessionID) (int64, error) { return existing(w.last(sid), sid) }
 
 // last returns the Session's last seq, counting events this operation
 // queued for its log row, or -1.
@@ -119,7 +113,11 @@ func (w *wtx) last(sid messages.SessionID) int64 {
 // 0 in the transaction that creates its record, so an empty log means no
 // Session: one seek answers both questions.
 func existingLastSeq(v *view, sid messages.SessionID) (int64, error) {
-	last := lastSeq(v, sid)
+	return existing(lastSeq(v, sid), sid)
+}
+
+// existing returns last, or session.not-found when it is -1 (no log).
+func existing(last int64, sid messages.SessionID) (int64, error) {
 	if last < 0 {
 		return last, messages.Errorf(messages.ErrSessionNotFound, "session %q not found", sid)
 	}

@@ -143,10 +143,10 @@ func (s *Bolt) Dump() (map[string]map[string]string, error) {
 			out[string(name)] = m
 			c := v.cursor(name)
 			for k, val := c.First(); k != nil; k, val = c.Next() {
-				if &name[0] == &bucketMeta[0] && string(k) == string(keyApplied) {
+				if bytes.Equal(name, bucketMeta) && bytes.Equal(k, keyApplied) {
 					continue // how much of the log is flushed is not state
 				}
-				if &name[0] == &bucketData[0] && isLogRow(k) {
+				if bytes.Equal(name, bucketData) && isLogRow(k) {
 					// One entry per event: how events were grouped into
 					// rows depends on how they were appended, not on state.
 					sid := messages.SessionID(k[:len(k)-11])

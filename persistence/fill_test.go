@@ -47,6 +47,10 @@ func TestAppendsPackPages(t *testing.T) {
 	err = st.db.View(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketData, bucketInbox, bucketIDs} {
 			s := tx.Bucket(name).Stats()
+			if s.LeafPageN == 0 {
+				t.Errorf("bucket %s: no leaf pages in bbolt after the flush", name)
+				continue
+			}
 			if use := float64(s.LeafInuse) / float64(s.LeafAlloc); use < 0.75 {
 				t.Errorf("bucket %s: leaf pages %.0f%% used (%d pages)", name, 100*use, s.LeafPageN)
 			} else {

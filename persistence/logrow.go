@@ -1,7 +1,6 @@
 package persistence
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -59,40 +58,23 @@ func logRowEvents(row []byte, last int64, fn func(seq int64, ev []byte) error) e
 	return nil
 }
 
-// errStop ends a logRowEvents walk early without an error.
-var errStop = fmt.Errorf("stop")
-
 // scanLog calls fn with the stored bytes of the Session's events with seq
 // > after, at most limit of them, in order, and reports whether more
 // remain.
 func scanLog(v *view, sid messages.SessionID, after int64, limit int, fn func(ev []byte) error) (bool, error) {
-	p := prefix(sid, kStream)
-	c := v.cursor(bucketData)
 	n := 0
-	more := false
-	for k, val := c.Seek(streamKey(sid, after+1, 0)); k != nil && bytes.HasPrefix(k, p); k, val = c.Next() {
-		if row(k[len(k)-1]) != rLog {
-			continue
-		}
-		err := logRowEvents(val, streamSeq(k), func(seq int64, ev []byte) error {
+	return streamRows(v, sid, after, rLog, func(k, row []byte) error {
+		return logRowEvents(row, streamSeq(k), func(seq int64, ev []byte) error {
 			if seq <= after {
 				return nil
 			}
 			if n == limit {
-				more = true
 				return errStop
 			}
 			n++
 			return fn(ev)
 		})
-		if err == errStop {
-			return true, nil
-		}
-		if err != nil {
-			return false, err
-		}
-	}
-	return more, nil
+	})
 }
 
 // lastEvent returns the stored bytes of the Session's event at seq last,

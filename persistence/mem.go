@@ -100,9 +100,8 @@ func (v *view) cursor(bucket []byte) *cursor {
 
 // cursor iterates one bucket of a view in key order, newer memtables'
 // entries replacing (or, as tombstones, hiding) older ones' and bbolt's.
-// It offers the subset of bbolt's cursor the store uses: Seek and First
-// then Next, SeekLT and Last then Prev. Switching direction re-seeks every
-// source.
+// It offers the subset of bbolt's cursor the store uses: Seek or First
+// then Next, and SeekLT (a single position: lastSeq's).
 type cursor struct {
 	bc    *bolt.Cursor
 	bk    []byte // bbolt's current key; nil when exhausted
@@ -127,21 +126,15 @@ func (l *level) key() []byte { return l.e.k[1:] }
 func (c *cursor) in(e *memEntry) bool { return len(e.k) > 0 && e.k[0] == c.bi }
 
 // seekLevel positions l at the first entry >= key (forward) or the last
-// entry < key (backward; key nil means the bucket's end).
+// entry < key (backward).
 func (c *cursor) seekLevel(l *level, key []byte, fwd bool) {
 	l.e = nil
-	var ok bool
-	switch {
-	case fwd:
-		if l.it.Seek(c.probe.set(c.bi, key)) && c.in(l.it.Item()) {
+	ok := l.it.Seek(c.probe.set(c.bi, key))
+	if fwd {
+		if ok && c.in(l.it.Item()) {
 			l.e = l.it.Item()
 		}
 		return
-	case key == nil:
-		// The first entry of the next bucket, then one back.
-		ok = l.it.Seek(c.probe.set(c.bi+1, nil))
-	default:
-		ok = l.it.Seek(c.probe.set(c.bi, key))
 	}
 	if ok {
 		ok = l.it.Prev()
@@ -230,77 +223,45 @@ func (c *cursor) advance(k []byte) {
 	c.stepBolt()
 }
 
-// Seek moves to the first key >= key.
-func (c *cursor) Seek(key []byte) ([]byte, []byte) {
-	c.fwd = true
-	c.bk, c.bv = c.bc.Seek(key)
+// position sets the direction and bbolt's entry, positions every memtable
+// level relative to key the same way, and returns the merged entry.
+func (c *cursor) position(fwd bool, bk, bv, key []byte) ([]byte, []byte) {
+	c.fwd, c.bk, c.bv = fwd, bk, bv
 	for i := range c.mem {
-		c.seekLevel(&c.mem[i], key, true)
+		c.seekLevel(&c.mem[i], key, fwd)
 	}
 	return c.pick()
+}
+
+// Seek moves to the first key >= key.
+func (c *cursor) Seek(key []byte) ([]byte, []byte) {
+	k, v := c.bc.Seek(key)
+	return c.position(true, k, v, key)
 }
 
 // First moves to the bucket's first key.
 func (c *cursor) First() ([]byte, []byte) {
-	c.fwd = true
-	c.bk, c.bv = c.bc.First()
-	for i := range c.mem {
-		c.seekLevel(&c.mem[i], nil, true)
-	}
-	return c.pick()
+	k, v := c.bc.First()
+	return c.position(true, k, v, nil)
 }
 
-// Last moves to the bucket's last key.
-func (c *cursor) Last() ([]byte, []byte) {
-	c.fwd = false
-	c.bk, c.bv = c.bc.Last()
-	for i := range c.mem {
-		c.seekLevel(&c.mem[i], nil, false)
-	}
-	return c.pick()
-}
-
-// SeekLT moves to the last key < key.
+// SeekLT moves to the last key < key. The cursor cannot step on from there
+// (nothing needs it).
 func (c *cursor) SeekLT(key []byte) ([]byte, []byte) {
-	c.seekBefore(key)
-	return c.pick()
-}
-
-// seekBefore positions backward at the last key < key.
-func (c *cursor) seekBefore(key []byte) {
-	c.fwd = false
-	if k, _ := c.bc.Seek(key); k != nil {
-		c.bk, c.bv = c.bc.Prev()
+	k, v := c.bc.Seek(key)
+	if k != nil {
+		k, v = c.bc.Prev()
 	} else {
-		c.bk, c.bv = c.bc.Last()
+		k, v = c.bc.Last()
 	}
-	for i := range c.mem {
-		c.seekLevel(&c.mem[i], key, false)
-	}
+	return c.position(false, k, v, key)
 }
 
-// Next moves to the next key.
+// Next moves to the next key after a Seek or First.
 func (c *cursor) Next() ([]byte, []byte) {
 	k, _ := c.pick()
-	if k == nil {
+	if k == nil || !c.fwd {
 		return nil, nil
-	}
-	if !c.fwd {
-		c.Seek(k)
-	}
-	c.advance(k)
-	return c.pick()
-}
-
-// Prev moves to the previous key.
-func (c *cursor) Prev() ([]byte, []byte) {
-	k, _ := c.pick()
-	if k == nil {
-		return nil, nil
-	}
-	if c.fwd {
-		c.seekBefore(k)
-		return c.pick()
 	}
 	c.advance(k)
 	return c.pick()

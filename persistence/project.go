@@ -61,8 +61,7 @@ func (w *wtx) project(ev messages.Event) error {
 	case *messages.InstructionsBaselined:
 		return w.put(bucketData, prefix(sid, kCheckpoint), &Checkpoint{Baseline: p.Text, BaselineSeq: seq, Applied: maps.Clone(p.Applied)})
 	case *messages.InstructionsUpdated:
-		var c Checkpoint
-		ok, err := get(&w.v, bucketData, prefix(sid, kCheckpoint), &c)
+		c, ok, err := loadCheckpoint(&w.v, sid)
 		if err != nil {
 			return err
 		}
@@ -227,7 +226,7 @@ func (w *wtx) claimID(id messages.MessageID, sid messages.SessionID, kind string
 		return messages.Errorf(messages.ErrPromptConflict, "message ID %q is already in use", id)
 	}
 	if seq > 0 {
-		w.indexedAt(msgKey(sid, id), seq)
+		w.indexedAt(msgRef{sid, id}, seq)
 	}
 	return w.put(bucketIDs, []byte(id), &idEntry{SessionID: sid, Kind: kind, Seq: seq})
 }
@@ -276,7 +275,7 @@ func (w *wtx) settleInput(sid messages.SessionID, id messages.MessageID, kind st
 // indexes its ID when the operation succeeds. m becomes the operation's
 // working copy (see message).
 func (w *wtx) putMessage(m *Message) error {
-	e := w.opMsg(msgKey(m.SessionID, m.ID))
+	e := w.opMsg(msgRef{m.SessionID, m.ID})
 	e.m, e.dirty = m, true
 	return nil
 }
@@ -287,9 +286,6 @@ type msgRef struct {
 	sid messages.SessionID
 	id  messages.MessageID
 }
-
-// msgKey names a message in the writer's caches.
-func msgKey(sid messages.SessionID, id messages.MessageID) msgRef { return msgRef{sid, id} }
 
 // opMsg is what an operation knows of one message: its working copy (nil
 // until loaded or put), whether flush must write it, and the seq its ID
@@ -357,13 +353,13 @@ func (w *wtx) flush() error {
 // copy in place and then hand it to putMessage; an operation that fails is
 // discarded with all its copies.
 func (w *wtx) message(sid messages.SessionID, id messages.MessageID) (*Message, bool, error) {
-	key := msgKey(sid, id)
+	key := msgRef{sid, id}
 	for i := range w.msgs {
 		if e := &w.msgs[i]; e.key == key && e.m != nil {
 			return e.m, true, nil
 		}
 	}
-	m, ok := w.s.open.get(key)
+	m, ok := w.s.openMessage(key)
 	if !ok {
 		var err error
 		if m, ok, err = loadMessage(&w.v, sid, id); err != nil || !ok {

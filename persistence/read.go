@@ -3,6 +3,7 @@ package persistence
 import (
 	"bytes"
 	"context"
+	"errors"
 
 	"github.com/sessiond/sessiond/messages"
 )
@@ -94,25 +95,42 @@ func (s *Bolt) limit(q Query) int {
 	return q.Limit
 }
 
-// scanMessages walks the Session's message rows with source seq > after,
-// decoding at most limit of them with dec, and reports whether more remain.
-func scanMessages(v *view, sid messages.SessionID, after int64, limit int, dec func(v []byte) error) (bool, error) {
+// errStop ends a walk early without an error: more rows remain.
+var errStop = errors.New("stop")
+
+// streamRows calls fn with the key and value of each of the Session's
+// stream rows of kind r, in order, from the first that can hold seq
+// after+1 (a log row is keyed by its last seq). It reports more when fn
+// returned errStop.
+func streamRows(v *view, sid messages.SessionID, after int64, r row, fn func(k, v []byte) error) (more bool, err error) {
 	p := prefix(sid, kStream)
 	c := v.cursor(bucketData)
-	n := 0
-	for k, v := c.Seek(streamKey(sid, after+1, 0)); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
-		if row(k[len(k)-1]) != rMessage {
+	for k, val := c.Seek(streamKey(sid, after+1, 0)); k != nil && bytes.HasPrefix(k, p); k, val = c.Next() {
+		if row(k[len(k)-1]) != r {
 			continue
 		}
-		if n == limit {
-			return true, nil
-		}
-		if err := dec(v); err != nil {
+		if err := fn(k, val); err != nil {
+			if err == errStop {
+				return true, nil
+			}
 			return false, err
 		}
-		n++
 	}
 	return false, nil
+}
+
+// scanMessages walks the Session's message rows with source seq > after,
+// decoding at most limit of them (all when limit < 0) with dec, and reports
+// whether more remain.
+func scanMessages(v *view, sid messages.SessionID, after int64, limit int, dec func(v []byte) error) (bool, error) {
+	n := 0
+	return streamRows(v, sid, after, rMessage, func(_, val []byte) error {
+		if n == limit {
+			return errStop
+		}
+		n++
+		return dec(val)
+	})
 }
 
 // History implements Store. Every durable event type of the catalog is
@@ -152,18 +170,24 @@ func (s *Bolt) Messages(ctx context.Context, id messages.SessionID, q Query) (Pa
 			return err
 		}
 		page.Data = []Message{}
-		more, err := scanMessages(v, id, q.After, s.limit(q), func(v []byte) error {
-			var m Message
-			if err := messages.Unmarshal(v, &m); err != nil {
-				return err
-			}
-			page.Data = append(page.Data, m)
-			return nil
-		})
+		more, err := scanMessages(v, id, q.After, s.limit(q), appendMessage(&page.Data))
 		page.HasMore = more
 		return err
 	})
 	return page, err
+}
+
+// appendMessage returns a scanMessages callback that decodes each row onto
+// the end of *out.
+func appendMessage(out *[]Message) func(raw []byte) error {
+	return func(raw []byte) error {
+		*out = append(*out, Message{})
+		if err := messages.Unmarshal(raw, &(*out)[len(*out)-1]); err != nil {
+			*out = (*out)[:len(*out)-1]
+			return err
+		}
+		return nil
+	}
 }
 
 // Message implements Store.
@@ -233,16 +257,12 @@ func (s *Bolt) Boundary(ctx context.Context, id messages.SessionID, after int64)
 		if b.Pending, err = pending(v, id); err != nil {
 			return err
 		}
-		var c Checkpoint
-		if ok, err := get(v, bucketData, prefix(id, kCheckpoint), &c); err != nil {
+		if c, ok, err := loadCheckpoint(v, id); err != nil {
 			return err
 		} else if ok {
 			b.Checkpoint = &c
 		}
-		_, err = scanMessages(v, id, max(after, -1), -1, func(raw []byte) error {
-			b.Messages = append(b.Messages, Message{})
-			return messages.Unmarshal(raw, &b.Messages[len(b.Messages)-1])
-		})
+		_, err = scanMessages(v, id, max(after, -1), -1, appendMessage(&b.Messages))
 		return err
 	})
 	return b, err
@@ -254,8 +274,15 @@ func (s *Bolt) Checkpoint(ctx context.Context, id messages.SessionID) (Checkpoin
 	var ok bool
 	err := s.view(func(v *view) error {
 		var err error
-		ok, err = get(v, bucketData, prefix(id, kCheckpoint), &c)
+		c, ok, err = loadCheckpoint(v, id)
 		return err
 	})
+	return c, ok, err
+}
+
+// loadCheckpoint reads the Session's instruction checkpoint; ok is false
+// when none is initialized.
+func loadCheckpoint(v *view, sid messages.SessionID) (c Checkpoint, ok bool, err error) {
+	ok, err = get(v, bucketData, prefix(sid, kCheckpoint), &c)
 	return c, ok, err
 }

@@ -21,6 +21,9 @@ const (
 	recDel byte = 2
 )
 
+// bucketIndex returns the index of a bucket name in allBuckets. Callers pass
+// the package's own name slices, so comparing the slices' first bytes' addresses
+// settles almost every call without comparing contents.
 func bucketIndex(name []byte) byte {
 	for i, b := range allBuckets {
 		if &b[0] == &name[0] || bytes.Equal(b, name) {

@@ -27,17 +27,7 @@ type Codec struct {
 func (c Codec) CheckValue(t testing.TB, v any) {
 	t.Helper()
 	typ := reflect.TypeOf(v).Elem()
-	got, err := c.Marshal(v)
-	if err != nil {
-		t.Fatalf("%s: codec: %v", typ, err)
-	}
-	want, err := c.Marshal(ToShadow(v))
-	if err != nil {
-		t.Fatalf("%s: reflection: %v", typ, err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s: codec wrote\n%x\nreflection wrote\n%x\nfor %#v", typ, got, want, v)
-	}
+	want := c.sameEncoding(t, typ, v, "")
 	c.checkDecode(t, typ, want, "map form")
 	c.checkDecode(t, typ, arrayForm(t, ToShadow(v)), "array form")
 }
@@ -98,17 +88,25 @@ func (c Codec) CheckBytes(t testing.TB, typ reflect.Type, b []byte) {
 			t.Fatalf("%s: from %x\ncodec decoded      %#v\nreflection decoded %#v", typ, b, got, want)
 		}
 	}
-	enc, err := c.Marshal(got)
+	c.sameEncoding(t, typ, got, "decoded value: ")
+}
+
+// sameEncoding fails t unless the codec encodes v as reflection encodes
+// its shadow, and returns the encoding.
+func (c Codec) sameEncoding(t testing.TB, typ reflect.Type, v any, what string) []byte {
+	t.Helper()
+	got, err := c.Marshal(v)
 	if err != nil {
-		t.Fatalf("%s: decoded value does not encode: %v", typ, err)
+		t.Fatalf("%s: %scodec: %v", typ, what, err)
 	}
-	refEnc, err := c.Marshal(ToShadow(got))
+	want, err := c.Marshal(ToShadow(v))
 	if err != nil {
-		t.Fatalf("%s: reflection: %v", typ, err)
+		t.Fatalf("%s: %sreflection: %v", typ, what, err)
 	}
-	if !bytes.Equal(enc, refEnc) {
-		t.Fatalf("%s: codec wrote\n%x\nreflection wrote\n%x\nfor %#v", typ, enc, refEnc, got)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s: %scodec wrote\n%x\nreflection wrote\n%x\nfor %#v", typ, what, got, want, v)
 	}
+	return want
 }
 
 // Identical reports whether a and b are deeply equal as reflect.DeepEqual

@@ -52,7 +52,7 @@ func openStep(t *testing.T) (*Bolt, messages.SessionID, messages.MessageID) {
 		&messages.ToolInputStarted{SessionID: sess.ID, AssistantMessageID: asst, CallID: "c1", Name: "read"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s.open.committed[msgKey(sess.ID, asst)]; !ok {
+	if _, ok := s.open.committed[msgRef{sess.ID, asst}]; !ok {
 		t.Fatal("the open step's message is not cached")
 	}
 	return s, sess.ID, asst
