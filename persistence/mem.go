@@ -248,8 +248,8 @@ func (c *cursor) First() ([]byte, []byte) {
 // SeekLT moves to the last key < key. The cursor cannot step on from there
 // (nothing needs it).
 func (c *cursor) SeekLT(key []byte) ([]byte, []byte) {
-	k, v := c.bc.Seek(key)
-	if k != nil {
+	var k, v []byte
+	if at, _ := c.bc.Seek(key); at != nil {
 		k, v = c.bc.Prev()
 	} else {
 		k, v = c.bc.Last()
