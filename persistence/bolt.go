@@ -592,11 +592,12 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
 	defer func() { _ = tx.Rollback() }()
 	mem := s.cur.Copy()
 	mems := s.levels(mem)
+	bks := new(openBuckets)
 	s.rec = s.rec[:0]
 	s.open.begin()
 	s.seqs.begin()
 	for i, o := range ops {
-		w := &wtx{v: view{tx: tx, mems: mems}, s: s, rec: &s.rec}
+		w := &wtx{v: view{tx: tx, mems: mems, bks: bks}, s: s, rec: &s.rec}
 		err := runOp(o, w)
 		if err == nil {
 			err = w.flush()

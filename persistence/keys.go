@@ -17,7 +17,7 @@ var (
 	bucketEntries   = []byte("entries")
 	bucketApprovals = []byte("approvals")
 
-	allBuckets = [][]byte{bucketMeta, bucketData, bucketSessions, bucketIDs, bucketInbox, bucketEntries, bucketApprovals}
+	allBuckets = [...][]byte{bucketMeta, bucketData, bucketSessions, bucketIDs, bucketInbox, bucketEntries, bucketApprovals}
 )
 
 // kind is the row kind byte that follows a Session's prefix in the data

@@ -49,9 +49,28 @@ func memKey(bucket byte, key []byte) []byte {
 type view struct {
 	tx   *bolt.Tx
 	mems []*memTree
+	// bks caches the transaction's opened buckets, shared by the views
+	// of one transaction: opening a bucket searches the root and
+	// allocates, and a read or an operation opens the same ones often.
+	bks *openBuckets
 	// probe is a scratch entry for lookups (a view is used by one
 	// goroutine at a time).
 	probe memEntry
+}
+
+type openBuckets [len(allBuckets)]*bolt.Bucket
+
+// bucket returns bucket bi of the view's transaction.
+func (v *view) bucket(bi byte) *bolt.Bucket {
+	if v.bks == nil {
+		v.bks = new(openBuckets)
+	}
+	b := v.bks[bi]
+	if b == nil {
+		b = v.tx.Bucket(allBuckets[bi])
+		v.bks[bi] = b
+	}
+	return b
 }
 
 // set makes p the lookup entry of key in bucket bi.
@@ -74,7 +93,7 @@ func (v *view) get(bucket, key []byte) []byte {
 			return nonNil(e.v)
 		}
 	}
-	return v.tx.Bucket(bucket).Get(key)
+	return v.bucket(bi).Get(key)
 }
 
 // nonNil keeps the bbolt convention that a present key with an empty value
@@ -88,7 +107,8 @@ func nonNil(b []byte) []byte {
 
 // cursor returns a cursor over bucket that merges the memtables over bbolt.
 func (v *view) cursor(bucket []byte) *cursor {
-	c := &cursor{bc: v.tx.Bucket(bucket).Cursor(), bi: bucketIndex(bucket), probe: &v.probe}
+	bi := bucketIndex(bucket)
+	c := &cursor{bc: v.bucket(bi).Cursor(), bi: bi, probe: &v.probe}
 	c.mem = c.levels[:0]
 	for _, m := range v.mems {
 		if m.Len() > 0 {
