@@ -69,7 +69,8 @@ func truncate(s string, n int) string {
 type IDs struct {
 	mu      sync.Mutex
 	now     func() time.Time
-	entropy io.Reader
+	entropy *ulid.MonotonicEntropy
+	id      ulid.ULID // the last ID, reused so generating one allocates only its string
 }
 
 // NewIDs returns a generator reading time from now and randomness from
@@ -87,13 +88,26 @@ func NewIDs(now func() time.Time, entropy io.Reader) *IDs {
 func (g *IDs) next(prefix string) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	id, err := ulid.New(ulid.Timestamp(g.now()), g.entropy)
+	// What ulid.New does, on g.id: passing a local ULID's bytes to the
+	// entropy reader moved it to the heap, one allocation per ID more.
+	ms := ulid.Timestamp(g.now())
+	err := g.id.SetTime(ms)
+	if err == nil {
+		err = g.entropy.MonotonicRead(ms, g.id[6:])
+	}
 	if err != nil {
-		// Monotonic entropy overflows only after 2^80 IDs in one millisecond,
-		// and crypto/rand does not fail on supported platforms.
+		// Timestamps overflow in the year 10889, monotonic entropy only
+		// after 2^80 IDs in one millisecond, and crypto/rand does not fail
+		// on supported platforms.
 		panic(fmt.Sprintf("messages: generate id: %v", err))
 	}
-	return prefix + id.String()
+	var buf [8 + ulid.EncodedSize]byte
+	if len(prefix) > 8 {
+		return prefix + g.id.String()
+	}
+	n := copy(buf[:], prefix)
+	_ = g.id.MarshalTextTo(buf[n : n+ulid.EncodedSize]) // fails only on a short buffer
+	return string(buf[:n+ulid.EncodedSize])
 }
 
 // Session returns a new Session ID.

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"flag"
+	"io"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -212,6 +216,18 @@ func TestIDs(t *testing.T) {
 		if err := ValidateID("x", id[:4], id); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The same IDs as ulid.New on the same clock and entropy, one
+	// allocation each (the string).
+	seeded := func() io.Reader { return mrand.NewChaCha8([32]byte{1}) }
+	mine, ref := NewIDs(func() time.Time { return now }, seeded()), ulid.Monotonic(seeded(), 0)
+	for range 100 {
+		if got, want := string(mine.Event()), "evt_"+ulid.MustNew(ulid.Timestamp(now), ref).String(); got != want {
+			t.Fatalf("generated %s, ulid.New gives %s", got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = g.Event() }); n != 1 {
+		t.Errorf("%v allocations per ID, want 1", n)
 	}
 	for _, bad := range []string{"", "ses_", "msg_x", "ses_a/b", "ses_\x00", "ses_" + strings.Repeat("a", 65)} {
 		if SessionID(bad).Validate() == nil {
