@@ -87,9 +87,9 @@ func BenchmarkSteps(b *testing.B) {
 				if sync {
 					raw = storetest.FdatasyncRate(b, dir, 300)
 				}
-				cpu0 := cpuTime()
+				cpu0, mallocs0 := cpuTime(), mallocs()
 				steps, events, elapsed := runSteps(b, h, sessions, b.N)
-				cpu := cpuTime() - cpu0
+				cpu, allocs := cpuTime()-cpu0, mallocs()-mallocs0
 				b.ReportMetric(float64(steps)/elapsed.Seconds(), "steps/s")
 				b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
 				b.ReportMetric(float64(events)/float64(steps), "events/step")
@@ -99,10 +99,20 @@ func BenchmarkSteps(b *testing.B) {
 					b.ReportMetric(float64(events)/elapsed.Seconds()/raw, "ratio")
 				} else {
 					b.ReportMetric(float64(cpu.Microseconds())/float64(steps), "cpu-µs/step")
+					// Allocations are the steadier proxy for CPU when the
+					// machine's speed drifts between runs.
+					b.ReportMetric(float64(allocs)/float64(steps), "allocs/step")
 				}
 			})
 		}
 	}
+}
+
+// mallocs returns the process's heap allocations so far.
+func mallocs() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Mallocs
 }
 
 func heap() uint64 {
