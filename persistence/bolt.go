@@ -121,7 +121,8 @@ type Bolt struct {
 	rec    []byte                        // the current batch's WAL record
 	open   writerCache[msgRef, *Message] // see writercache.go
 	seqs   writerCache[messages.SessionID, int64]
-	synced uint64 // records known durable (syncer only)
+	absent absentKeys // see absentKeys
+	synced uint64     // records known durable (syncer only)
 
 	// One flush runs at a time, on the flusher goroutine.
 	flushq    chan flushJob
@@ -273,6 +274,7 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		return nil, err
 	}
 	s.cur = newMemTree()
+	s.absent = absentKeys{}
 	s.snap.Store(&snapshot{mems: []*memTree{s.cur}, lo: s.boltTx, hi: s.boltTx})
 	s.tails.init()
 	s.wg.Go(s.writer)
@@ -322,6 +324,7 @@ func (s *Bolt) reapFlush(wait bool) error {
 		return r.err
 	}
 	s.imm, s.boltTx = nil, r.boltTx
+	clear(s.absent) // bbolt now holds the flushed memtable's keys
 	if s.opts.OnFlush != nil {
 		s.opts.OnFlush(r.entries, r.took)
 	}
@@ -449,6 +452,9 @@ type wtx struct {
 	// logs are the events the operation appended, by Session, written as
 	// one log row each by flush.
 	logs []pendingLog
+	// unclaimed is an ID this operation found unused (and has not claimed
+	// since), so claiming it needs no second lookup.
+	unclaimed messages.MessageID
 }
 
 // submit queues fn for the writer and waits for its commit. It does not
@@ -597,7 +603,7 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
 	s.open.begin()
 	s.seqs.begin()
 	for i, o := range ops {
-		w := &wtx{v: view{tx: tx, mems: mems, bks: bks}, s: s, rec: &s.rec}
+		w := &wtx{v: view{tx: tx, mems: mems, bks: bks, absent: s.absent}, s: s, rec: &s.rec}
 		err := runOp(o, w)
 		if err == nil {
 			err = w.flush()

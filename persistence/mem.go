@@ -53,6 +53,9 @@ type view struct {
 	// of one transaction: opening a bucket searches the root and
 	// allocates, and a read or an operation opens the same ones often.
 	bks *openBuckets
+	// absent, in the writer's views, remembers keys bbolt lacks (see
+	// absentKeys).
+	absent absentKeys
 	// probe is a scratch entry for lookups (a view is used by one
 	// goroutine at a time).
 	probe memEntry
@@ -93,7 +96,42 @@ func (v *view) get(bucket, key []byte) []byte {
 			return nonNil(e.v)
 		}
 	}
-	return v.bucket(bi).Get(key)
+	remember := v.absent != nil && bi == dataIndex
+	if remember {
+		if _, ok := v.absent[string(v.probe.set(bi, key).k)]; ok {
+			return nil
+		}
+	}
+	b := v.bucket(bi).Get(key)
+	if b == nil && remember {
+		v.absent.add(v.probe.set(bi, key).k)
+	}
+	return b
+}
+
+// absentKeys is the writer's memory of keys of the data bucket (bucket
+// index byte + key) that bbolt does not hold, so a key every step looks up
+// (a Session's retry row, usually absent) costs one bbolt search per flush
+// instead of one per step. (Not the other buckets: most of their absent
+// lookups are of fresh IDs, never looked up again.) bbolt changes only when a flush
+// commits, and a key reaches bbolt only through a flushed memtable, which
+// shadows it until the writer drops that memtable; the writer therefore
+// forgets everything when it collects a flush (reapFlush). Lookups check
+// the memtables first, so a key written since it was remembered reads its
+// new value.
+type absentKeys map[string]struct{}
+
+// absentCap bounds the memory between flushes; past it the set starts over.
+const absentCap = 1 << 16
+
+// dataIndex is the data bucket's index.
+var dataIndex = bucketIndex(bucketData)
+
+func (a absentKeys) add(k []byte) {
+	if len(a) >= absentCap {
+		clear(a)
+	}
+	a[string(k)] = struct{}{}
 }
 
 // nonNil keeps the bbolt convention that a present key with an empty value

@@ -1,11 +1,15 @@
 package persistence
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -161,4 +165,57 @@ func checkMergedView(t *testing.T, seed uint64) {
 			}
 		}
 	}
+}
+
+// TestWriterForgetsAbsentKeysAfterAFlush checks the writer's memory of
+// keys bbolt lacks (absentKeys): a key remembered as absent, then written
+// and flushed into bbolt, must read back once the flushed memtable is gone.
+func TestWriterForgetsAbsentKeysAfterAFlush(t *testing.T) {
+	var flushes atomic.Int64
+	st, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{NoSync: true, FlushBytes: 4 << 10,
+		OnFlush: func(int, time.Duration) { flushes.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	key, val := []byte("remembered"), []byte("value")
+	run := func(fn func(w *wtx) error) {
+		t.Helper()
+		if err := st.submit(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(func(w *wtx) error {
+		if v := w.v.get(bucketData, key); v != nil {
+			return fmt.Errorf("fresh key reads %q", v)
+		}
+		if _, ok := w.v.absent[string(append([]byte{bucketIndex(bucketData)}, key...))]; !ok {
+			return errors.New("a key bbolt lacks was not remembered")
+		}
+		return nil
+	})
+	run(func(w *wtx) error {
+		// Enough log for a flush to start after this commit.
+		if err := w.putBytes(bucketData, key, val); err != nil {
+			return err
+		}
+		return w.putBytes(bucketMeta, []byte("filler"), make([]byte, 8<<10))
+	})
+	for i := 0; flushes.Load() == 0; i++ {
+		// Commits collect the finished flush; the filler keeps key out of
+		// the new memtable, so only bbolt has it afterwards.
+		run(func(w *wtx) error { return w.putBytes(bucketMeta, []byte("tick"), []byte{byte(i)}) })
+	}
+	run(func(w *wtx) error {
+		for _, m := range w.v.mems {
+			if _, ok := m.Get(&memEntry{k: append([]byte{bucketIndex(bucketData)}, key...)}); ok {
+				return errors.New("key still in a memtable: the test does not reach bbolt")
+			}
+		}
+		if v := w.v.get(bucketData, key); string(v) != string(val) {
+			return fmt.Errorf("flushed key reads %q, want %q", v, val)
+		}
+		return nil
+	})
 }
