@@ -86,10 +86,23 @@ func NewIDs(now func() time.Time, entropy io.Reader) *IDs {
 }
 
 func (g *IDs) next(prefix string) string {
+	id := g.ulid()
+	// Formatting happens outside the lock, which many goroutines take.
+	if len(prefix) > 8 {
+		return prefix + id.String()
+	}
+	var buf [8 + ulid.EncodedSize]byte
+	n := copy(buf[:], prefix)
+	_ = id.MarshalTextTo(buf[n : n+ulid.EncodedSize]) // fails only on a short buffer
+	return string(buf[:n+ulid.EncodedSize])
+}
+
+// ulid returns the next ULID: what ulid.New does, on g.id, since passing a
+// local ULID's bytes to the entropy reader moved it to the heap, one
+// allocation per ID more.
+func (g *IDs) ulid() ulid.ULID {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	// What ulid.New does, on g.id: passing a local ULID's bytes to the
-	// entropy reader moved it to the heap, one allocation per ID more.
 	ms := ulid.Timestamp(g.now())
 	err := g.id.SetTime(ms)
 	if err == nil {
@@ -101,13 +114,7 @@ func (g *IDs) next(prefix string) string {
 		// on supported platforms.
 		panic(fmt.Sprintf("messages: generate id: %v", err))
 	}
-	var buf [8 + ulid.EncodedSize]byte
-	if len(prefix) > 8 {
-		return prefix + g.id.String()
-	}
-	n := copy(buf[:], prefix)
-	_ = g.id.MarshalTextTo(buf[n : n+ulid.EncodedSize]) // fails only on a short buffer
-	return string(buf[:n+ulid.EncodedSize])
+	return g.id
 }
 
 // Session returns a new Session ID.
