@@ -122,7 +122,10 @@ type Bolt struct {
 	open   writerCache[msgRef, *Message] // see writercache.go
 	seqs   writerCache[messages.SessionID, int64]
 	absent absentKeys // see absentKeys
-	synced uint64     // records known durable (syncer only)
+	// maxID is the greatest key of the ID index (bucketIDs) as of open or
+	// since claimed: no key of the index is above it (see unusedID).
+	maxID  messages.MessageID
+	synced uint64 // records known durable (syncer only)
 
 	// One flush runs at a time, on the flusher goroutine.
 	flushq    chan flushJob
@@ -263,6 +266,9 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 			opts.Logger.Info().Int("records", len(replay)).Msg("recovered commits from the write-ahead log")
 		}
 		s.boltTx = tx.ID()
+		if k, _ := tx.Bucket(bucketIDs).Cursor().Last(); k != nil {
+			s.maxID = messages.MessageID(k)
+		}
 		return meta.Put(keyApplied, binary.BigEndian.AppendUint64(nil, last))
 	})
 	if err != nil {
@@ -452,9 +458,6 @@ type wtx struct {
 	// logs are the events the operation appended, by Session, written as
 	// one log row each by flush.
 	logs []pendingLog
-	// unclaimed is an ID this operation found unused (and has not claimed
-	// since), so claiming it needs no second lookup.
-	unclaimed messages.MessageID
 }
 
 // submit queues fn for the writer and waits for its commit. It does not
@@ -631,6 +634,14 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
 	s.seqs.commit(keepAll)
 	return -1, seq, nil
 }
+
+// unusedID reports, for the writer, whether id is above every key of the
+// ID index and so certainly unused, without a lookup. Generated IDs are
+// time-ordered, so nearly every fresh one is; a supplied ID, or one from
+// another generator in the same millisecond, takes the lookup. A batch that
+// is re-run may leave maxID above the index's last key, which only costs
+// lookups.
+func (s *Bolt) unusedID(id messages.MessageID) bool { return id > s.maxID }
 
 // snapshot is what readers may see once the last committed batch is
 // durable.

@@ -222,14 +222,13 @@ func (w *wtx) updateSession(sid messages.SessionID, f func(*Session)) error {
 // when the claiming event also creates that row (0 for inputs, whose row
 // comes with their promotion), so flush need not rewrite the entry.
 func (w *wtx) claimID(id messages.MessageID, sid messages.SessionID, kind string, seq int64) error {
-	if id == w.unclaimed {
-		w.unclaimed = ""
-	} else if w.v.get(bucketIDs, []byte(id)) != nil {
+	if !w.s.unusedID(id) && w.v.get(bucketIDs, []byte(id)) != nil {
 		return messages.Errorf(messages.ErrPromptConflict, "message ID %q is already in use", id)
 	}
 	if seq > 0 {
 		w.indexedAt(msgRef{sid, id}, seq)
 	}
+	w.s.maxID = max(w.s.maxID, id)
 	return w.put(bucketIDs, []byte(id), &idEntry{SessionID: sid, Kind: kind, Seq: seq})
 }
 
@@ -363,12 +362,11 @@ func (w *wtx) message(sid messages.SessionID, id messages.MessageID) (*Message, 
 	}
 	m, ok := w.s.openMessage(key)
 	if !ok {
-		var used bool
+		if w.s.unusedID(id) {
+			return nil, false, nil
+		}
 		var err error
-		if m, ok, used, err = lookupMessage(&w.v, sid, id); err != nil || !ok {
-			if err == nil && !used {
-				w.unclaimed = id // claimID need not look again
-			}
+		if m, ok, err = loadMessage(&w.v, sid, id); err != nil || !ok {
 			return nil, false, err
 		}
 	}

@@ -9,19 +9,13 @@ import (
 )
 
 func loadMessage(v *view, sid messages.SessionID, id messages.MessageID) (Message, bool, error) {
-	m, ok, _, err := lookupMessage(v, sid, id)
-	return m, ok, err
-}
-
-// lookupMessage is loadMessage that also reports whether the ID is in use
-// at all (in any Session, by any kind of row).
-func lookupMessage(v *view, sid messages.SessionID, id messages.MessageID) (m Message, ok, used bool, err error) {
+	var m Message
 	var ent idEntry
-	used, err = get(v, bucketIDs, []byte(id), &ent)
-	if err != nil || !used || ent.SessionID != sid || ent.Seq == 0 {
-		return m, false, used, err
+	ok, err := get(v, bucketIDs, []byte(id), &ent)
+	if err != nil || !ok || ent.SessionID != sid || ent.Seq == 0 {
+		return m, false, err
 	}
-	return m, true, true, decodeAt(v, bucketData, streamKey(sid, ent.Seq, rMessage), &m)
+	return m, true, decodeAt(v, bucketData, streamKey(sid, ent.Seq, rMessage), &m)
 }
 
 func decodeAt(r *view, bucket, key []byte, v any) error {

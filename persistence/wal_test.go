@@ -730,3 +730,45 @@ func TestReadsStayConsistentAcrossFlushes(t *testing.T) {
 	}
 	t.Logf("%d reads across %d flushes", reads, flushes.Load())
 }
+
+// TestClaimsAboveTheLastIDAfterReopen checks the writer's shortcut for
+// fresh IDs (unusedID): an ID is claimed without a lookup only when it is
+// above every key of the ID index, including the keys a reopened store
+// already holds, and with or without a flush in between.
+func TestClaimsAboveTheLastIDAfterReopen(t *testing.T) {
+	for _, flushed := range []bool{false, true} {
+		t.Run(fmt.Sprint("flushed=", flushed), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.db")
+			st, err := Open(path, Options{NoSync: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			a, b := newSession(t, st), newSession(t, st)
+			// A supplied ID above any generated one: the greatest key.
+			const top = messages.MessageID("msg_zzzzzzzzzzzzzzzzzzzzzzzzzz")
+			if _, _, err := st.Admit(ctx, Admission{ID: top, SessionID: a, Prompt: messages.Prompt{Text: "hi"}}); err != nil {
+				t.Fatal(err)
+			}
+			if flushed {
+				st.Close()
+				st = openAndCheck(t, path, Options{NoSync: true})
+			} else {
+				// Only the log has it: Close is a kill here.
+				copyStore(t, path, path+".copy")
+				st.Close()
+				st = openAndCheck(t, path+".copy", Options{NoSync: true})
+			}
+			// An assistant message claiming the prompt's ID in another
+			// Session: no read path checks it before the writer.
+			_, err = st.Append(ctx, b, &messages.StepStarted{SessionID: b, AssistantMessageID: top, Agent: "build"})
+			if messages.TypeOf(err) != messages.ErrPromptConflict {
+				t.Fatalf("claiming an ID in use after reopen: %v, want %s", err, messages.ErrPromptConflict)
+			}
+			_, err = st.Append(ctx, a, &messages.StepStarted{SessionID: a, AssistantMessageID: top, Agent: "build"})
+			if messages.TypeOf(err) != messages.ErrPromptConflict {
+				t.Fatalf("claiming an ID in use by an input of the same Session: %v, want %s", err, messages.ErrPromptConflict)
+			}
+		})
+	}
+}
