@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/tidwall/btree"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/sessiond/sessiond/messages"
@@ -122,6 +123,7 @@ type Bolt struct {
 	open   writerCache[msgRef, *Message] // see writercache.go
 	seqs   writerCache[messages.SessionID, int64]
 	absent absentKeys // see absentKeys
+	hints  [len(allBuckets)]btree.PathHint
 	// maxID is the greatest key of the ID index (bucketIDs) as of open or
 	// since claimed: no key of the index is above it (see unusedID).
 	maxID  messages.MessageID

@@ -38,7 +38,7 @@ func bucketIndex(name []byte) byte {
 // of the writer goes through putBytes or del (TestWritesAreLogged checks).
 func (w *wtx) putBytes(bucket, key, val []byte) error {
 	bi := bucketIndex(bucket)
-	w.v.mems[0].Set(&memEntry{k: memKey(bi, key), v: val})
+	w.v.mems[0].SetHint(&memEntry{k: memKey(bi, key), v: val}, &w.s.hints[bi])
 	r := append(*w.rec, recPut, bi)
 	r = binary.AppendUvarint(r, uint64(len(key)))
 	r = append(r, key...)
@@ -59,7 +59,7 @@ func (w *wtx) put(bucket, key []byte, v any) error {
 // del deletes key of bucket and logs the write.
 func (w *wtx) del(bucket, key []byte) error {
 	bi := bucketIndex(bucket)
-	w.v.mems[0].Set(&memEntry{k: memKey(bi, key), del: true})
+	w.v.mems[0].SetHint(&memEntry{k: memKey(bi, key), del: true}, &w.s.hints[bi])
 	r := append(*w.rec, recDel, bi)
 	r = binary.AppendUvarint(r, uint64(len(key)))
 	*w.rec = append(r, key...)
