@@ -123,7 +123,9 @@ type Bolt struct {
 	open   writerCache[msgRef, *Message] // see writercache.go
 	seqs   writerCache[messages.SessionID, int64]
 	absent absentKeys // see absentKeys
-	hints  [len(allBuckets)]btree.PathHint
+	// hints speed up memtable inserts per bucket: within one, the writer's
+	// keys mostly arrive in order (IDs, inbox rows, a Session's log).
+	hints [len(allBuckets)]btree.PathHint
 	// maxID is the greatest key of the ID index (bucketIDs) as of open or
 	// since claimed: no key of the index is above it (see unusedID).
 	maxID  messages.MessageID

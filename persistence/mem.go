@@ -113,12 +113,13 @@ func (v *view) get(bucket, key []byte) []byte {
 // index byte + key) that bbolt does not hold, so a key every step looks up
 // (a Session's retry row, usually absent) costs one bbolt search per flush
 // instead of one per step. (Not the other buckets: most of their absent
-// lookups are of fresh IDs, never looked up again.) bbolt changes only when a flush
-// commits, and a key reaches bbolt only through a flushed memtable, which
-// shadows it until the writer drops that memtable; the writer therefore
-// forgets everything when it collects a flush (reapFlush). Lookups check
-// the memtables first, so a key written since it was remembered reads its
-// new value.
+// lookups are of fresh IDs, never looked up again.)
+//
+// bbolt changes only when a flush commits, and a key reaches bbolt only
+// through a flushed memtable, which shadows it until the writer drops that
+// memtable; the writer therefore forgets everything when it collects a
+// flush (reapFlush). Lookups check the memtables first, so a key written
+// since it was remembered reads its new value.
 type absentKeys map[string]struct{}
 
 // absentCap bounds the memory between flushes; past it the set starts over.
