@@ -7,9 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -171,13 +169,7 @@ func checkMergedView(t *testing.T, seed uint64) {
 // keys bbolt lacks (absentKeys): a key remembered as absent, then written
 // and flushed into bbolt, must read back once the flushed memtable is gone.
 func TestWriterForgetsAbsentKeysAfterAFlush(t *testing.T) {
-	var flushes atomic.Int64
-	st, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{NoSync: true, FlushBytes: 4 << 10,
-		OnFlush: func(int, time.Duration) { flushes.Add(1) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, flushes := openFlushing(t)
 	ctx := context.Background()
 	key, val := []byte("remembered"), []byte("value")
 	run := func(fn func(w *wtx) error) {

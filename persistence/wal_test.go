@@ -82,6 +82,20 @@ func copyFile(t *testing.T, from, to string) {
 	}
 }
 
+// openFlushing opens a store in a temporary directory that flushes every
+// 4 KiB of log, and counts the flushes its writer has collected.
+func openFlushing(t *testing.T) (*Bolt, *atomic.Int64) {
+	t.Helper()
+	flushes := new(atomic.Int64)
+	st, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{NoSync: true, FlushBytes: 4 << 10,
+		OnFlush: func(int, time.Duration) { flushes.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, flushes
+}
+
 // openAndCheck opens a store and runs bbolt's consistency check on it.
 func openAndCheck(t *testing.T, path string, opts Options) *Bolt {
 	t.Helper()
@@ -668,13 +682,7 @@ func TestReadersSeeOnlyDurableCommits(t *testing.T) {
 // must see a gap-free log whose watermark matches its last event, and every
 // pending row must resolve to its inbox row.
 func TestReadsStayConsistentAcrossFlushes(t *testing.T) {
-	var flushes atomic.Int64
-	st, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{NoSync: true, FlushBytes: 4 << 10,
-		OnFlush: func(int, time.Duration) { flushes.Add(1) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, flushes := openFlushing(t)
 	ctx := context.Background()
 	sid := newSession(t, st)
 	const n = 600
