@@ -210,9 +210,7 @@ func (l *Location) EncodeMsgpack(enc *msgpack.Encoder) error {
 	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("d", l.Directory)
-		if l.WorkspaceID != "" {
-			f.String("w", l.WorkspaceID)
-		}
+		f.StringOmitEmpty("w", l.WorkspaceID)
 	})
 }
 
@@ -238,9 +236,7 @@ func (p *File) EncodeMsgpack(enc *msgpack.Encoder) error {
 	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("m", p.Mime)
-		if p.Filename != "" {
-			f.String("n", p.Filename)
-		}
+		f.StringOmitEmpty("n", p.Filename)
 		f.String("u", p.URL)
 	})
 }
@@ -552,9 +548,7 @@ func (p *TextStarted) EncodeMsgpack(enc *msgpack.Encoder) error {
 		f.String("s", string(p.SessionID))
 		f.String("m", string(p.AssistantMessageID))
 		f.Int("o", int64(p.Ordinal))
-		if len(p.ProviderMetadata) > 0 {
-			f.Bytes("p", p.ProviderMetadata)
-		}
+		f.BytesOmitEmpty("p", p.ProviderMetadata)
 	})
 }
 
@@ -570,8 +564,7 @@ func (p *TextStarted) DecodeMsgpack(dec *msgpack.Decoder) error {
 		case "o":
 			return codec.DecodeInt(dec, &p.Ordinal)
 		case "p":
-			p.ProviderMetadata, err = dec.DecodeBytes()
-			return err
+			return codec.DecodeBytes(dec, &p.ProviderMetadata)
 		}
 		return dec.Skip()
 	})
@@ -588,9 +581,7 @@ func (p *TextEnded) EncodeMsgpack(enc *msgpack.Encoder) error {
 		f.String("m", string(p.AssistantMessageID))
 		f.Int("o", int64(p.Ordinal))
 		f.String("t", p.Text)
-		if len(p.ProviderMetadata) > 0 {
-			f.Bytes("p", p.ProviderMetadata)
-		}
+		f.BytesOmitEmpty("p", p.ProviderMetadata)
 	})
 }
 
@@ -608,8 +599,7 @@ func (p *TextEnded) DecodeMsgpack(dec *msgpack.Decoder) error {
 		case "t":
 			return codec.DecodeString(dec, &p.Text)
 		case "p":
-			p.ProviderMetadata, err = dec.DecodeBytes()
-			return err
+			return codec.DecodeBytes(dec, &p.ProviderMetadata)
 		}
 		return dec.Skip()
 	})
@@ -717,9 +707,7 @@ func (p *ToolCalled) EncodeMsgpack(enc *msgpack.Encoder) error {
 		f.String("n", p.Name)
 		f.Bytes("i", p.Input)
 		f.Bool("x", p.Executed)
-		if len(p.ProviderMetadata) > 0 {
-			f.Bytes("p", p.ProviderMetadata)
-		}
+		f.BytesOmitEmpty("p", p.ProviderMetadata)
 	})
 }
 
@@ -737,14 +725,12 @@ func (p *ToolCalled) DecodeMsgpack(dec *msgpack.Decoder) error {
 		case "n":
 			return codec.DecodeString(dec, &p.Name)
 		case "i":
-			p.Input, err = dec.DecodeBytes()
-			return err
+			return codec.DecodeBytes(dec, &p.Input)
 		case "x":
 			p.Executed, err = dec.DecodeBool()
 			return err
 		case "p":
-			p.ProviderMetadata, err = dec.DecodeBytes()
-			return err
+			return codec.DecodeBytes(dec, &p.ProviderMetadata)
 		}
 		return dec.Skip()
 	})
@@ -761,12 +747,8 @@ func (p *ToolSucceeded) EncodeMsgpack(enc *msgpack.Encoder) error {
 		f.String("m", string(p.AssistantMessageID))
 		f.String("c", p.CallID)
 		f.String("o", p.Output)
-		if len(p.Metadata) > 0 {
-			f.Bytes("d", p.Metadata)
-		}
-		if len(p.ProviderMetadata) > 0 {
-			f.Bytes("p", p.ProviderMetadata)
-		}
+		f.BytesOmitEmpty("d", p.Metadata)
+		f.BytesOmitEmpty("p", p.ProviderMetadata)
 	})
 }
 
@@ -784,11 +766,9 @@ func (p *ToolSucceeded) DecodeMsgpack(dec *msgpack.Decoder) error {
 		case "o":
 			return codec.DecodeString(dec, &p.Output)
 		case "d":
-			p.Metadata, err = dec.DecodeBytes()
-			return err
+			return codec.DecodeBytes(dec, &p.Metadata)
 		case "p":
-			p.ProviderMetadata, err = dec.DecodeBytes()
-			return err
+			return codec.DecodeBytes(dec, &p.ProviderMetadata)
 		}
 		return dec.Skip()
 	})
@@ -805,9 +785,7 @@ func (p *ToolFailed) EncodeMsgpack(enc *msgpack.Encoder) error {
 		f.String("m", string(p.AssistantMessageID))
 		f.String("c", p.CallID)
 		f.Value("e", &p.Error)
-		if len(p.ProviderMetadata) > 0 {
-			f.Bytes("p", p.ProviderMetadata)
-		}
+		f.BytesOmitEmpty("p", p.ProviderMetadata)
 	})
 }
 
@@ -825,8 +803,7 @@ func (p *ToolFailed) DecodeMsgpack(dec *msgpack.Decoder) error {
 		case "e":
 			return p.Error.DecodeMsgpack(dec)
 		case "p":
-			p.ProviderMetadata, err = dec.DecodeBytes()
-			return err
+			return codec.DecodeBytes(dec, &p.ProviderMetadata)
 		}
 		return dec.Skip()
 	})

@@ -59,33 +59,21 @@ func (m *Message) EncodeMsgpack(enc *msgpack.Encoder) error {
 		if m.Prompt != nil {
 			f.Value("p", m.Prompt)
 		}
-		if m.Delivery != "" {
-			f.String("d", string(m.Delivery))
-		}
-		if m.Text != "" {
-			f.String("t", m.Text)
-		}
-		if m.Kind != "" {
-			f.String("k", m.Kind)
-		}
-		if m.Agent != "" {
-			f.String("a", m.Agent)
-		}
+		f.StringOmitEmpty("d", string(m.Delivery))
+		f.StringOmitEmpty("t", m.Text)
+		f.StringOmitEmpty("k", m.Kind)
+		f.StringOmitEmpty("a", m.Agent)
 		// omitempty, but msgpack never finds a struct without omitempty
 		// fields empty: the zero ModelRef is written too.
 		f.Value("m", &m.Model)
-		if m.Attempts != 0 {
-			f.Int("n", int64(m.Attempts))
-		}
+		f.IntOmitEmpty("n", int64(m.Attempts))
 		if len(m.Parts) > 0 {
 			codec.EncodeSlice(&f, "P", m.Parts)
 		}
 		if m.Retry != nil {
 			f.Value("R", m.Retry)
 		}
-		if m.Finish != "" {
-			f.String("f", m.Finish)
-		}
+		f.StringOmitEmpty("f", m.Finish)
 		if m.Tokens != nil {
 			f.Value("T", m.Tokens)
 		}
@@ -95,9 +83,7 @@ func (m *Message) EncodeMsgpack(enc *msgpack.Encoder) error {
 		if m.Error != nil {
 			f.Value("e", m.Error)
 		}
-		if m.Completed != 0 {
-			f.Int("C", m.Completed)
-		}
+		f.IntOmitEmpty("C", m.Completed)
 		if m.Open {
 			f.Bool("O", m.Open)
 		}
@@ -169,18 +155,12 @@ func (p *Part) EncodeMsgpack(enc *msgpack.Encoder) error {
 	var f codec.Fields
 	return f.Encode(enc, func() {
 		f.String("k", p.Kind)
-		if p.Ordinal != 0 {
-			f.Int("o", int64(p.Ordinal))
-		}
-		if p.Text != "" {
-			f.String("t", p.Text)
-		}
+		f.IntOmitEmpty("o", int64(p.Ordinal))
+		f.StringOmitEmpty("t", p.Text)
 		if p.Ended {
 			f.Bool("e", p.Ended)
 		}
-		if len(p.ProviderMetadata) > 0 {
-			f.Bytes("p", p.ProviderMetadata)
-		}
+		f.BytesOmitEmpty("p", p.ProviderMetadata)
 		if p.Tool != nil {
 			f.Value("T", p.Tool)
 		}
@@ -202,8 +182,7 @@ func (p *Part) DecodeMsgpack(dec *msgpack.Decoder) error {
 			p.Ended, err = dec.DecodeBool()
 			return err
 		case "p":
-			p.ProviderMetadata, err = dec.DecodeBytes()
-			return err
+			return codec.DecodeBytes(dec, &p.ProviderMetadata)
 		case "T":
 			return codec.DecodePtr(dec, &p.Tool)
 		}
@@ -221,30 +200,18 @@ func (t *ToolPart) EncodeMsgpack(enc *msgpack.Encoder) error {
 		f.String("c", t.CallID)
 		f.String("n", t.Name)
 		f.String("s", t.State)
-		if t.InputText != "" {
-			f.String("x", t.InputText)
-		}
-		if len(t.Input) > 0 {
-			f.Bytes("i", t.Input)
-		}
+		f.StringOmitEmpty("x", t.InputText)
+		f.BytesOmitEmpty("i", t.Input)
 		if t.Executed {
 			f.Bool("h", t.Executed)
 		}
-		if t.Output != "" {
-			f.String("o", t.Output)
-		}
-		if len(t.Metadata) > 0 {
-			f.Bytes("m", t.Metadata)
-		}
+		f.StringOmitEmpty("o", t.Output)
+		f.BytesOmitEmpty("m", t.Metadata)
 		if t.Error != nil {
 			f.Value("e", t.Error)
 		}
-		if len(t.CallMetadata) > 0 {
-			f.Bytes("p", t.CallMetadata)
-		}
-		if len(t.ResultMetadata) > 0 {
-			f.Bytes("r", t.ResultMetadata)
-		}
+		f.BytesOmitEmpty("p", t.CallMetadata)
+		f.BytesOmitEmpty("r", t.ResultMetadata)
 	})
 }
 
@@ -262,24 +229,20 @@ func (t *ToolPart) DecodeMsgpack(dec *msgpack.Decoder) error {
 		case "x":
 			return codec.DecodeString(dec, &t.InputText)
 		case "i":
-			t.Input, err = dec.DecodeBytes()
-			return err
+			return codec.DecodeBytes(dec, &t.Input)
 		case "h":
 			t.Executed, err = dec.DecodeBool()
 			return err
 		case "o":
 			return codec.DecodeString(dec, &t.Output)
 		case "m":
-			t.Metadata, err = dec.DecodeBytes()
-			return err
+			return codec.DecodeBytes(dec, &t.Metadata)
 		case "e":
 			return codec.DecodePtr(dec, &t.Error)
 		case "p":
-			t.CallMetadata, err = dec.DecodeBytes()
-			return err
+			return codec.DecodeBytes(dec, &t.CallMetadata)
 		case "r":
-			t.ResultMetadata, err = dec.DecodeBytes()
-			return err
+			return codec.DecodeBytes(dec, &t.ResultMetadata)
 		}
 		return dec.Skip()
 	})
@@ -323,12 +286,8 @@ func (c *Compaction) EncodeMsgpack(enc *msgpack.Encoder) error {
 	return f.Encode(enc, func() {
 		f.String("r", c.Reason)
 		f.String("s", c.State)
-		if c.Summary != "" {
-			f.String("t", c.Summary)
-		}
-		if c.Recent != "" {
-			f.String("c", c.Recent)
-		}
+		f.StringOmitEmpty("t", c.Summary)
+		f.StringOmitEmpty("c", c.Recent)
 		if c.Error != nil {
 			f.Value("e", c.Error)
 		}
@@ -447,9 +406,7 @@ func (in *Input) EncodeMsgpack(enc *msgpack.Encoder) error {
 		if in.Prompt != nil {
 			f.Value("p", in.Prompt)
 		}
-		if in.Delivery != "" {
-			f.String("d", string(in.Delivery))
-		}
+		f.StringOmitEmpty("d", string(in.Delivery))
 		f.Int("a", in.AdmittedSeq)
 		if in.PromotedSeq != nil {
 			f.Int("q", *in.PromotedSeq)
@@ -493,9 +450,7 @@ func (e *idEntry) EncodeMsgpack(enc *msgpack.Encoder) error {
 	return f.Encode(enc, func() {
 		f.String("s", string(e.SessionID))
 		f.String("k", e.Kind)
-		if e.Seq != 0 {
-			f.Int("q", e.Seq)
-		}
+		f.IntOmitEmpty("q", e.Seq)
 	})
 }
 

@@ -87,6 +87,30 @@ func (f *Fields) Bytes(key string, v []byte) {
 	}
 }
 
+// StringOmitEmpty writes a string field unless it is empty, as
+// omitempty does.
+func (f *Fields) StringOmitEmpty(key, v string) {
+	if v != "" {
+		f.String(key, v)
+	}
+}
+
+// IntOmitEmpty writes an integer field unless it is zero, as omitempty
+// does.
+func (f *Fields) IntOmitEmpty(key string, v int64) {
+	if v != 0 {
+		f.Int(key, v)
+	}
+}
+
+// BytesOmitEmpty writes a []byte field unless it is empty, as omitempty
+// does.
+func (f *Fields) BytesOmitEmpty(key string, v []byte) {
+	if len(v) > 0 {
+		f.Bytes(key, v)
+	}
+}
+
 // Value writes a field whose type has its own codec. Codecs write a nil
 // pointer as nil, as the reflection encoder does.
 func (f *Fields) Value(key string, v msgpack.CustomEncoder) {
@@ -184,6 +208,14 @@ func DecodeFields(dec *msgpack.Decoder, keys []string, field func(key string) er
 func DecodeString[S ~string](dec *msgpack.Decoder, p *S) error {
 	s, err := dec.DecodeString()
 	*p = S(s)
+	return err
+}
+
+// DecodeBytes decodes a []byte field (bin, str or nil) into a byte slice
+// type such as json.RawMessage.
+func DecodeBytes[B ~[]byte](dec *msgpack.Decoder, p *B) error {
+	b, err := dec.DecodeBytes()
+	*p = B(b)
 	return err
 }
 
