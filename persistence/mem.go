@@ -85,11 +85,12 @@ func (p *memEntry) set(bi byte, key []byte) *memEntry {
 // get returns the value of key in bucket, or nil when absent.
 func (v *view) get(bucket, key []byte) []byte {
 	bi := bucketIndex(bucket)
+	probe := v.probe.set(bi, key)
 	for _, m := range v.mems {
 		if m.Len() == 0 {
 			continue
 		}
-		if e, ok := m.Get(v.probe.set(bi, key)); ok {
+		if e, ok := m.Get(probe); ok {
 			if e.del {
 				return nil
 			}
@@ -98,13 +99,13 @@ func (v *view) get(bucket, key []byte) []byte {
 	}
 	remember := v.absent != nil && bi == dataIndex
 	if remember {
-		if _, ok := v.absent[string(v.probe.set(bi, key).k)]; ok {
+		if _, ok := v.absent[string(probe.k)]; ok {
 			return nil
 		}
 	}
 	b := v.bucket(bi).Get(key)
 	if b == nil && remember {
-		v.absent.add(v.probe.set(bi, key).k)
+		v.absent.add(probe.k)
 	}
 	return b
 }
