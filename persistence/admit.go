@@ -128,7 +128,7 @@ func (s *Bolt) Admit(ctx context.Context, req Admission) (Admitted, bool, error)
 		return Admitted{}, false, err
 	}
 	err = s.submit(ctx, func(w *wtx) error {
-		if supplied && !s.unusedID(req.ID) {
+		if supplied {
 			var err error
 			if out, done, err = existingReceipt(&w.v, req); err != nil || done {
 				return err

@@ -127,7 +127,12 @@ type Bolt struct {
 	// keys mostly arrive in order (IDs, inbox rows, a Session's log).
 	hints [len(allBuckets)]btree.PathHint
 	// maxID is the greatest key of the ID index (bucketIDs) as of open or
-	// since claimed: no key of the index is above it (see unusedID).
+	// since claimed: no key of the index is above it, so the writer's views
+	// answer a lookup above it without searching. Generated IDs are
+	// time-ordered, so nearly every fresh one is above it; a supplied ID,
+	// or one from another generator in the same millisecond, takes the
+	// search. A batch that is re-run may leave maxID above the index's last
+	// key, which only costs searches.
 	maxID  messages.MessageID
 	synced uint64 // records known durable (syncer only)
 
@@ -610,7 +615,7 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
 	s.open.begin()
 	s.seqs.begin()
 	for i, o := range ops {
-		w := &wtx{v: view{tx: tx, mems: mems, bks: bks, absent: s.absent}, s: s, rec: &s.rec}
+		w := &wtx{v: view{tx: tx, mems: mems, bks: bks, absent: s.absent, maxID: &s.maxID}, s: s, rec: &s.rec}
 		err := runOp(o, w)
 		if err == nil {
 			err = w.flush()
@@ -638,14 +643,6 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
 	s.seqs.commit(keepAll)
 	return -1, seq, nil
 }
-
-// unusedID reports, for the writer, whether id is above every key of the
-// ID index and so certainly unused, without a lookup. Generated IDs are
-// time-ordered, so nearly every fresh one is; a supplied ID, or one from
-// another generator in the same millisecond, takes the lookup. A batch that
-// is re-run may leave maxID above the index's last key, which only costs
-// lookups.
-func (s *Bolt) unusedID(id messages.MessageID) bool { return id > s.maxID }
 
 // snapshot is what readers may see once the last committed batch is
 // durable.

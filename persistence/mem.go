@@ -5,6 +5,8 @@ import (
 
 	"github.com/tidwall/btree"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/sessiond/sessiond/messages"
 )
 
 // The memtable holds every write committed since the last flush into bbolt
@@ -56,6 +58,9 @@ type view struct {
 	// absent, in the writer's views, remembers keys bbolt lacks (see
 	// absentKeys).
 	absent absentKeys
+	// maxID, in the writer's views, points at the greatest key of the ID
+	// index (Bolt.maxID): a key above it is absent without a lookup.
+	maxID *messages.MessageID
 	// probe is a scratch entry for lookups (a view is used by one
 	// goroutine at a time).
 	probe memEntry
@@ -85,6 +90,9 @@ func (p *memEntry) set(bi byte, key []byte) *memEntry {
 // get returns the value of key in bucket, or nil when absent.
 func (v *view) get(bucket, key []byte) []byte {
 	bi := bucketIndex(bucket)
+	if bi == idsIndex && v.maxID != nil && string(key) > string(*v.maxID) {
+		return nil
+	}
 	probe := v.probe.set(bi, key)
 	for _, m := range v.mems {
 		if m.Len() == 0 {
@@ -126,8 +134,11 @@ type absentKeys map[string]struct{}
 // absentCap bounds the memory between flushes; past it the set starts over.
 const absentCap = 1 << 16
 
-// dataIndex is the data bucket's index.
-var dataIndex = bucketIndex(bucketData)
+// Indexes of the buckets the writer's views treat specially.
+var (
+	dataIndex = bucketIndex(bucketData)
+	idsIndex  = bucketIndex(bucketIDs)
+)
 
 func (a absentKeys) add(k []byte) {
 	if len(a) >= absentCap {

@@ -222,7 +222,7 @@ func (w *wtx) updateSession(sid messages.SessionID, f func(*Session)) error {
 // when the claiming event also creates that row (0 for inputs, whose row
 // comes with their promotion), so flush need not rewrite the entry.
 func (w *wtx) claimID(id messages.MessageID, sid messages.SessionID, kind string, seq int64) error {
-	if !w.s.unusedID(id) && w.v.get(bucketIDs, []byte(id)) != nil {
+	if w.v.get(bucketIDs, []byte(id)) != nil {
 		return messages.Errorf(messages.ErrPromptConflict, "message ID %q is already in use", id)
 	}
 	if seq > 0 {
@@ -362,9 +362,6 @@ func (w *wtx) message(sid messages.SessionID, id messages.MessageID) (*Message, 
 	}
 	m, ok := w.s.openMessage(key)
 	if !ok {
-		if w.s.unusedID(id) {
-			return nil, false, nil
-		}
 		var err error
 		if m, ok, err = loadMessage(&w.v, sid, id); err != nil || !ok {
 			return nil, false, err
