@@ -47,7 +47,9 @@ func TestOrphanChild(t *testing.T) {
 func TestOrphanSweepAfterSIGKILL(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "orphan.db")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestOrphanChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), orphanEnv+"="+path)
+	// The child is killed before its own cleanup runs, so its temporary
+	// directories go under this test's, which is removed.
+	cmd.Env = append(os.Environ(), orphanEnv+"="+path, "TMPDIR="+filepath.Dir(path))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

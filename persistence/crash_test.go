@@ -81,7 +81,9 @@ func TestCrashAdmissions(t *testing.T) {
 	acked := map[messages.MessageID]bool{}
 	for round := range rounds {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashEnv+"="+path)
+		// The child is killed before its own cleanup runs, so its temporary
+		// directories go under this test's, which is removed.
+		cmd.Env = append(os.Environ(), crashEnv+"="+path, "TMPDIR="+filepath.Dir(path))
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
