@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/sys/unix"
 	"github.com/tidwall/btree"
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
 
 	"github.com/sessiond/sessiond/messages"
 )
