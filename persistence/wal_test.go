@@ -82,17 +82,24 @@ func copyFile(t *testing.T, from, to string) {
 	}
 }
 
+// openTemp opens a store in a temporary directory, closed when the test
+// ends.
+func openTemp(t *testing.T, opts Options) *Bolt {
+	t.Helper()
+	st, err := Open(filepath.Join(t.TempDir(), "s.db"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
 // openFlushing opens a store in a temporary directory that flushes every
 // 4 KiB of log, and counts the flushes its writer has collected.
 func openFlushing(t *testing.T) (*Bolt, *atomic.Int64) {
 	t.Helper()
 	flushes := new(atomic.Int64)
-	st, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{NoSync: true, FlushBytes: 4 << 10,
-		OnFlush: func(int, time.Duration) { flushes.Add(1) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openTemp(t, Options{NoSync: true, FlushBytes: 4 << 10, OnFlush: func(int, time.Duration) { flushes.Add(1) }})
 	return st, flushes
 }
 
@@ -650,11 +657,7 @@ func TestReadersSeeOnlyDurableCommits(t *testing.T) {
 		return nil
 	}
 	defer func() { syncFault = nil }()
-	st, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openTemp(t, Options{})
 	ctx := context.Background()
 	sid := newSession(t, st)
 	hold.Store(true)
@@ -793,11 +796,7 @@ func TestPaceWriteback(t *testing.T) {
 		}
 	}
 	defer func() { writebackHook = nil }()
-	st, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openTemp(t, Options{})
 	stop := st.paceWriteback()
 	for range 2 {
 		select {

@@ -3,7 +3,6 @@ package persistence
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -38,11 +37,7 @@ func rawAppend(s *Bolt, sid messages.SessionID, ps ...messages.Payload) *op {
 func openStep(t *testing.T) (*Bolt, messages.SessionID, messages.MessageID) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	s := openTemp(t, Options{NoSync: true})
 	sess, _, err := s.CreateSession(ctx, CreateSession{Location: messages.Location{Directory: "/tmp"}})
 	if err != nil {
 		t.Fatal(err)
