@@ -85,16 +85,17 @@ func NewIDs(now func() time.Time, entropy io.Reader) *IDs {
 	return &IDs{now: now, entropy: ulid.Monotonic(entropy, 0)}
 }
 
+// idPrefixLen is the length of every ID prefix (TestIDs checks each).
+const idPrefixLen = len(SessionPrefix)
+
 func (g *IDs) next(prefix string) string {
 	id := g.ulid()
-	// Formatting happens outside the lock, which many goroutines take.
-	if len(prefix) > 8 {
-		return prefix + id.String()
-	}
-	var buf [8 + ulid.EncodedSize]byte
-	n := copy(buf[:], prefix)
-	_ = id.MarshalTextTo(buf[n : n+ulid.EncodedSize]) // fails only on a short buffer
-	return string(buf[:n+ulid.EncodedSize])
+	// Formatted outside the lock, which many goroutines take, in a buffer
+	// on the stack: the string is the only allocation.
+	var buf [idPrefixLen + ulid.EncodedSize]byte
+	copy(buf[:], prefix)
+	_ = id.MarshalTextTo(buf[idPrefixLen:]) // fails only on a buffer of another size
+	return string(buf[:])
 }
 
 // ulid returns the next ULID: what ulid.New does, on g.id, since passing a

@@ -212,9 +212,13 @@ func TestIDs(t *testing.T) {
 	if string(later) <= ids[len(ids)-1] {
 		t.Fatal("a later millisecond does not sort after")
 	}
-	for _, id := range []string{string(g.Session()), string(g.Event()), g.Request()} {
-		if err := ValidateID("x", id[:4], id); err != nil {
-			t.Fatal(err)
+	for id, prefix := range map[string]string{string(g.Session()): SessionPrefix, string(g.Message()): MessagePrefix,
+		string(g.Event()): EventPrefix, g.Request(): RequestPrefix} {
+		if !strings.HasPrefix(id, prefix) || len(id) != len(prefix)+ulid.EncodedSize {
+			t.Errorf("%q: want %q and a ULID", id, prefix)
+		}
+		if err := ValidateID("x", prefix, id); err != nil {
+			t.Error(err)
 		}
 	}
 	// The same IDs as ulid.New on the same clock and entropy, one

@@ -379,7 +379,7 @@ func (s *Bolt) flusher() {
 // admission. Measured interleaved at 64 admitters: +5% admissions/s, p99
 // -10%. It only starts writes early; bbolt's own fsyncs still order them.
 func (s *Bolt) paceWriteback() (stop func()) {
-	if s.opts.NoSync || s.dbFile == nil {
+	if s.opts.NoSync {
 		return func() {}
 	}
 	fd := int(s.dbFile.Fd())
@@ -406,8 +406,8 @@ func (s *Bolt) paceWriteback() (stop func()) {
 	}
 }
 
-// writebackHook, when set by a test before Open, observes each paced
-// writeback.
+// writebackHook, when set by a test before a pacer starts, observes each
+// paced writeback.
 var writebackHook func()
 
 // flushInto writes mem into bbolt in one transaction (with bbolt's own

@@ -84,9 +84,7 @@ func (m *Message) EncodeMsgpack(enc *msgpack.Encoder) error {
 			f.Value("e", m.Error)
 		}
 		f.IntOmitEmpty("C", m.Completed)
-		if m.Open {
-			f.Bool("O", m.Open)
-		}
+		f.BoolOmitEmpty("O", m.Open)
 		if m.Compaction != nil {
 			f.Value("x", m.Compaction)
 		}
@@ -157,9 +155,7 @@ func (p *Part) EncodeMsgpack(enc *msgpack.Encoder) error {
 		f.String("k", p.Kind)
 		f.IntOmitEmpty("o", int64(p.Ordinal))
 		f.StringOmitEmpty("t", p.Text)
-		if p.Ended {
-			f.Bool("e", p.Ended)
-		}
+		f.BoolOmitEmpty("e", p.Ended)
 		f.BytesOmitEmpty("p", p.ProviderMetadata)
 		if p.Tool != nil {
 			f.Value("T", p.Tool)
@@ -202,9 +198,7 @@ func (t *ToolPart) EncodeMsgpack(enc *msgpack.Encoder) error {
 		f.String("s", t.State)
 		f.StringOmitEmpty("x", t.InputText)
 		f.BytesOmitEmpty("i", t.Input)
-		if t.Executed {
-			f.Bool("h", t.Executed)
-		}
+		f.BoolOmitEmpty("h", t.Executed)
 		f.StringOmitEmpty("o", t.Output)
 		f.BytesOmitEmpty("m", t.Metadata)
 		if t.Error != nil {

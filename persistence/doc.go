@@ -62,8 +62,9 @@
 // to the memtable (mem.go), an ordered copy-on-write tree of everything
 // committed since the last flush; when the log has grown past FlushBytes,
 // the memtable is flushed into bbolt in one bbolt transaction with bbolt's
-// own fsyncs, which also stores the number of the last record it holds,
-// and the log starts over. Recovery opens bbolt, which is consistent at its
+// own fsyncs (its page writes are pushed to the disk as they happen, so
+// its fdatasync does not stall the log's; see paceWriteback), which also
+// stores the number of the last record it holds, and the log starts over. Recovery opens bbolt, which is consistent at its
 // last flush whatever happened after, and re-applies the records after
 // that number: neither a killed process nor a power loss can lose an
 // acknowledged commit or leave a torn B+tree, and no record is applied

@@ -95,6 +95,14 @@ func (f *Fields) StringOmitEmpty(key, v string) {
 	}
 }
 
+// BoolOmitEmpty writes a bool field unless it is false, as omitempty
+// does.
+func (f *Fields) BoolOmitEmpty(key string, v bool) {
+	if v {
+		f.Bool(key, v)
+	}
+}
+
 // IntOmitEmpty writes an integer field unless it is zero, as omitempty
 // does.
 func (f *Fields) IntOmitEmpty(key string, v int64) {
