@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -116,14 +117,33 @@ type pooledEncoder struct {
 
 // Marshal encodes v in the stored msgpack form: compact integers and sorted
 // map keys, so equal values always produce equal bytes.
-func Marshal(v any) ([]byte, error) {
+func Marshal(v any) ([]byte, error) { return MarshalAfter(nil, v) }
+
+// MarshalAfter returns head followed by Marshal(v), in one allocation.
+func MarshalAfter(head []byte, v any) ([]byte, error) {
 	p := encPool.Get().(*pooledEncoder)
 	defer encPool.Put(p)
 	p.buf.Reset()
-	if err := p.enc.Encode(v); err != nil {
+	var err error
+	if ce, ok := v.(msgpack.CustomEncoder); ok && !isNilPointer(v) {
+		// What Encode would do after looking the type up by reflection.
+		err = ce.EncodeMsgpack(p.enc)
+	} else {
+		err = p.enc.Encode(v)
+	}
+	if err != nil {
 		return nil, err
 	}
-	return bytes.Clone(p.buf.Bytes()), nil
+	out := make([]byte, len(head)+p.buf.Len())
+	copy(out[copy(out, head):], p.buf.Bytes())
+	return out, nil
+}
+
+// isNilPointer reports whether v holds a nil pointer, which the
+// reflection encoder writes as nil without calling its codec.
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // Unmarshal decodes stored msgpack into v, refusing values whose declared

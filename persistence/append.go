@@ -180,7 +180,7 @@ func get(r *view, bucket, key []byte, v any) (bool, error) {
 		return false, nil
 	}
 	if err := messages.Unmarshal(b, v); err != nil {
-		return true, fmt.Errorf("persistence: decode %s/%q: %w", bucket, key, err)
+		return true, fmt.Errorf("persistence: decode %s/%q: %w", bucket, string(key), err)
 	}
 	return true, nil
 }

@@ -54,23 +54,46 @@ const schemaVersion = 4
 
 var keySchema = []byte("schema")
 
+// keyBuf is room for a key built where it is used: a lookup's key never
+// escapes, so a buffer on the caller's stack saves the allocation each
+// key would otherwise cost. Keys longer than it (no generated or valid ID
+// makes one) spill to the heap and stay correct.
+type keyBuf [64]byte
+
 // prefix returns sid + 0x00 + kind. IDs never contain 0x00, so no Session's
 // rows interleave with another's.
-func prefix(sid messages.SessionID, k kind) []byte {
-	b := make([]byte, 0, len(sid)+10)
-	b = append(b, sid...)
-	return append(b, 0, byte(k))
+func (b *keyBuf) prefix(sid messages.SessionID, k kind) []byte {
+	return append(append(b[:0], sid...), 0, byte(k))
 }
 
-// seqKey returns prefix + big-endian seq, so cursor order is log order.
+// seq returns prefix + big-endian seq, so cursor order is log order.
+func (b *keyBuf) seq(sid messages.SessionID, k kind, seq int64) []byte {
+	return binary.BigEndian.AppendUint64(b.prefix(sid, k), uint64(seq))
+}
+
+// stream returns the key of a stream row at seq.
+func (b *keyBuf) stream(sid messages.SessionID, seq int64, r row) []byte {
+	return append(b.seq(sid, kStream, seq), byte(r))
+}
+
+// str returns prefix + s.
+func (b *keyBuf) str(sid messages.SessionID, k kind, s string) []byte {
+	return append(b.prefix(sid, k), s...)
+}
+
+// prefix, seqKey, streamKey and strKey return the keyBuf keys in a buffer
+// of their own.
+func prefix(sid messages.SessionID, k kind) []byte { return new(keyBuf).prefix(sid, k) }
+
 func seqKey(sid messages.SessionID, k kind, seq int64) []byte {
-	return binary.BigEndian.AppendUint64(prefix(sid, k), uint64(seq))
+	return new(keyBuf).seq(sid, k, seq)
 }
 
-// streamKey returns the key of a stream row at seq.
 func streamKey(sid messages.SessionID, seq int64, r row) []byte {
-	return append(seqKey(sid, kStream, seq), byte(r))
+	return new(keyBuf).stream(sid, seq, r)
 }
+
+func strKey(sid messages.SessionID, k kind, s string) []byte { return new(keyBuf).str(sid, k, s) }
 
 // isLogRow reports whether a data key is a log row's.
 func isLogRow(k []byte) bool {
@@ -80,11 +103,6 @@ func isLogRow(k []byte) bool {
 // streamSeq decodes the seq of a streamKey.
 func streamSeq(k []byte) int64 {
 	return int64(binary.BigEndian.Uint64(k[len(k)-9 : len(k)-1]))
-}
-
-// strKey returns prefix + s.
-func strKey(sid messages.SessionID, k kind, s string) []byte {
-	return append(prefix(sid, k), s...)
 }
 
 // idEntry is the value of the global ids bucket: the owning Session, the

@@ -66,19 +66,41 @@ type view struct {
 	probe memEntry
 }
 
-type openBuckets [len(allBuckets)]*bolt.Bucket
+// openBuckets caches a transaction's opened buckets and, per bucket, one
+// cursor that every point lookup reuses: bbolt's Get makes a new cursor
+// and grows its stack on every call, four allocations a lookup.
+type openBuckets struct {
+	b   [len(allBuckets)]*bolt.Bucket
+	get [len(allBuckets)]*bolt.Cursor
+}
 
 // bucket returns bucket bi of the view's transaction.
 func (v *view) bucket(bi byte) *bolt.Bucket {
 	if v.bks == nil {
 		v.bks = new(openBuckets)
 	}
-	b := v.bks[bi]
+	b := v.bks.b[bi]
 	if b == nil {
 		b = v.tx.Bucket(allBuckets[bi])
-		v.bks[bi] = b
+		v.bks.b[bi] = b
 	}
 	return b
+}
+
+// boltGet returns bbolt's value of key in bucket bi, or nil when absent,
+// as Bucket.Get does (the store has no nested buckets).
+func (v *view) boltGet(bi byte, key []byte) []byte {
+	b := v.bucket(bi)
+	c := v.bks.get[bi]
+	if c == nil {
+		c = b.Cursor()
+		v.bks.get[bi] = c
+	}
+	k, val := c.Seek(key)
+	if k == nil || !bytes.Equal(k, key) {
+		return nil
+	}
+	return nonNil(val)
 }
 
 // set makes p the lookup entry of key in bucket bi.
@@ -111,7 +133,7 @@ func (v *view) get(bucket, key []byte) []byte {
 			return nil
 		}
 	}
-	b := v.bucket(bi).Get(key)
+	b := v.boltGet(bi, key)
 	if b == nil && remember {
 		v.absent.add(probe.k)
 	}

@@ -38,22 +38,32 @@ func bucketIndex(name []byte) byte {
 // of the writer goes through putBytes or del (TestWritesAreLogged checks).
 func (w *wtx) putBytes(bucket, key, val []byte) error {
 	bi := bucketIndex(bucket)
-	w.v.mems[0].SetHint(&memEntry{k: memKey(bi, key), v: val}, &w.s.hints[bi])
-	r := append(*w.rec, recPut, bi)
-	r = binary.AppendUvarint(r, uint64(len(key)))
-	r = append(r, key...)
-	r = binary.AppendUvarint(r, uint64(len(val)))
-	*w.rec = append(r, val...)
+	w.insert(bi, memKey(bi, key), val)
 	return nil
 }
 
-// put encodes v at key of bucket.
+// put encodes v at key of bucket. The memtable entry's key and value
+// share one allocation.
 func (w *wtx) put(bucket, key []byte, v any) error {
-	b, err := messages.Marshal(v)
+	bi := bucketIndex(bucket)
+	k := w.v.probe.set(bi, key).k
+	kv, err := messages.MarshalAfter(k, v)
 	if err != nil {
-		return fmt.Errorf("persistence: encode %s/%q: %w", bucket, key, err)
+		return fmt.Errorf("persistence: encode %s/%q: %w", bucket, string(key), err)
 	}
-	return w.putBytes(bucket, key, b)
+	w.insert(bi, kv[:len(k):len(k)], kv[len(k):])
+	return nil
+}
+
+// insert writes memtable key k (bucket index byte + key) with val to the
+// memtable and logs the write.
+func (w *wtx) insert(bi byte, k, val []byte) {
+	w.v.mems[0].SetHint(&memEntry{k: k, v: val}, &w.s.hints[bi])
+	r := append(*w.rec, recPut, bi)
+	r = binary.AppendUvarint(r, uint64(len(k)-1))
+	r = append(r, k[1:]...)
+	r = binary.AppendUvarint(r, uint64(len(val)))
+	*w.rec = append(r, val...)
 }
 
 // del deletes key of bucket and logs the write.
