@@ -122,6 +122,7 @@ type Bolt struct {
 	imm    *memTree
 	boltTx int
 	rec    []byte                        // the current batch's WAL record
+	probe  []byte                        // lookup key scratch, kept across operations
 	open   writerCache[msgRef, *Message] // see writercache.go
 	seqs   writerCache[messages.SessionID, int64]
 	absent absentKeys // see absentKeys
@@ -666,8 +667,9 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
 	s.open.begin()
 	s.seqs.begin()
 	for i, o := range ops {
-		w := &wtx{v: view{tx: tx, mems: mems, bks: bks, absent: s.absent, maxID: &s.maxID}, s: s, rec: &s.rec}
+		w := &wtx{v: view{tx: tx, mems: mems, bks: bks, absent: s.absent, maxID: &s.maxID, probe: memEntry{k: s.probe}}, s: s, rec: &s.rec}
 		err := runOp(o, w)
+		s.probe = w.v.probe.k
 		if err == nil {
 			err = w.flush()
 		}
