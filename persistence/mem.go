@@ -100,7 +100,7 @@ func (v *view) boltGet(bi byte, key []byte) []byte {
 	if k == nil || !bytes.Equal(k, key) {
 		return nil
 	}
-	return nonNil(val)
+	return val
 }
 
 // set makes p the lookup entry of key in bucket bi.
