@@ -205,12 +205,16 @@ func sessionExists(v *view, sid messages.SessionID) error {
 
 func loadSession(v *view, sid messages.SessionID) (Session, error) {
 	var s Session
-	ok, err := get(v, bucketData, prefix(sid, kSession), &s)
-	if err != nil {
-		return s, err
-	}
-	if !ok {
+	key := prefix(sid, kSession)
+	e, b := v.lookup(bucketData, key)
+	switch {
+	case b == nil:
 		return s, messages.Errorf(messages.ErrSessionNotFound, "session %q not found", sid)
+	case e != nil && e.session != nil:
+		return *e.session, nil
+	}
+	if err := messages.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("persistence: decode %s/%q: %w", bucketData, string(key), err)
 	}
 	return s, nil
 }

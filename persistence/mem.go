@@ -26,6 +26,10 @@ type memEntry struct {
 	k   []byte // bucket index byte + key
 	v   []byte
 	del bool
+	// session is v decoded, on a Session record: every step reads its
+	// Session's record at the boundary and rewrites it at its end, and
+	// copying this costs nothing next to decoding v.
+	session *Session
 }
 
 type memTree = btree.BTreeG[*memEntry]
@@ -111,9 +115,16 @@ func (p *memEntry) set(bi byte, key []byte) *memEntry {
 
 // get returns the value of key in bucket, or nil when absent.
 func (v *view) get(bucket, key []byte) []byte {
+	_, b := v.lookup(bucket, key)
+	return b
+}
+
+// lookup is get that also returns the memtable entry holding the value,
+// or nil when the value is bbolt's.
+func (v *view) lookup(bucket, key []byte) (*memEntry, []byte) {
 	bi := bucketIndex(bucket)
 	if bi == idsIndex && v.maxID != nil && string(key) > string(*v.maxID) {
-		return nil
+		return nil, nil
 	}
 	probe := v.probe.set(bi, key)
 	for _, m := range v.mems {
@@ -122,22 +133,22 @@ func (v *view) get(bucket, key []byte) []byte {
 		}
 		if e, ok := m.Get(probe); ok {
 			if e.del {
-				return nil
+				return nil, nil
 			}
-			return nonNil(e.v)
+			return e, nonNil(e.v)
 		}
 	}
 	remember := v.absent != nil && bi == dataIndex
 	if remember {
 		if _, ok := v.absent[string(probe.k)]; ok {
-			return nil
+			return nil, nil
 		}
 	}
 	b := v.boltGet(bi, key)
 	if b == nil && remember {
 		v.absent.add(probe.k)
 	}
-	return b
+	return nil, b
 }
 
 // absentKeys is the writer's memory of keys of the data bucket (bucket

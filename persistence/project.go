@@ -20,7 +20,7 @@ func (w *wtx) project(ev messages.Event) error {
 		if err := w.putBytes(bucketSessions, []byte(sid), nil); err != nil {
 			return err
 		}
-		return w.put(bucketData, prefix(sid, kSession), &Session{ID: sid, Location: p.Location, Title: p.Title,
+		return w.putSession(Session{ID: sid, Location: p.Location, Title: p.Title,
 			Agent: p.Agent, Model: p.Model, Created: ev.Created})
 	case *messages.AgentSelected:
 		return w.updateSession(sid, func(s *Session) { s.Agent = p.Agent })
@@ -214,7 +214,18 @@ func (w *wtx) updateSession(sid messages.SessionID, f func(*Session)) error {
 		return err
 	}
 	f(&s)
-	return w.put(bucketData, prefix(sid, kSession), &s)
+	return w.putSession(s)
+}
+
+// putSession writes a Session record, keeping its decoded form beside the
+// bytes for the readers of the memtable (memEntry.session).
+func (w *wtx) putSession(s Session) error {
+	s.Updated, s.LastSeq = 0, 0 // not stored: readers fill them from the log
+	e, err := w.putEntry(bucketData, prefix(s.ID, kSession), &s)
+	if err == nil {
+		e.session = &s
+	}
+	return err
 }
 
 // claimID records a message ID in the global index, failing when any

@@ -42,28 +42,35 @@ func (w *wtx) putBytes(bucket, key, val []byte) error {
 	return nil
 }
 
-// put encodes v at key of bucket. The memtable entry's key and value
-// share one allocation.
+// put encodes v at key of bucket.
 func (w *wtx) put(bucket, key []byte, v any) error {
+	_, err := w.putEntry(bucket, key, v)
+	return err
+}
+
+// putEntry is put returning the new memtable entry. The entry's key and
+// value share one allocation.
+func (w *wtx) putEntry(bucket, key []byte, v any) (*memEntry, error) {
 	bi := bucketIndex(bucket)
 	k := w.v.probe.set(bi, key).k
 	kv, err := messages.MarshalAfter(k, v)
 	if err != nil {
-		return fmt.Errorf("persistence: encode %s/%q: %w", bucket, string(key), err)
+		return nil, fmt.Errorf("persistence: encode %s/%q: %w", bucket, string(key), err)
 	}
-	w.insert(bi, kv[:len(k):len(k)], kv[len(k):])
-	return nil
+	return w.insert(bi, kv[:len(k):len(k)], kv[len(k):]), nil
 }
 
 // insert writes memtable key k (bucket index byte + key) with val to the
-// memtable and logs the write.
-func (w *wtx) insert(bi byte, k, val []byte) {
-	w.v.mems[0].SetHint(&memEntry{k: k, v: val}, &w.s.hints[bi])
+// memtable, logs the write and returns the new entry.
+func (w *wtx) insert(bi byte, k, val []byte) *memEntry {
+	e := &memEntry{k: k, v: val}
+	w.v.mems[0].SetHint(e, &w.s.hints[bi])
 	r := append(*w.rec, recPut, bi)
 	r = binary.AppendUvarint(r, uint64(len(k)-1))
 	r = append(r, k[1:]...)
 	r = binary.AppendUvarint(r, uint64(len(val)))
 	*w.rec = append(r, val...)
+	return e
 }
 
 // del deletes key of bucket and logs the write.

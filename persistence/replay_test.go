@@ -2,6 +2,8 @@ package persistence_test
 
 import (
 	"context"
+	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/sessiond/sessiond/messages"
@@ -85,5 +87,61 @@ func TestRestoreRejectsGaps(t *testing.T) {
 	}
 	if _, err := dst.Get(ctx, sid); messages.TypeOf(err) != messages.ErrSessionNotFound {
 		t.Fatalf("failed restore left the session behind: %v", err)
+	}
+}
+
+// TestSessionRecordsKeepTheirDecodedForm checks the decoded form the
+// writer keeps beside each Session record it writes (memEntry.session):
+// after every kind of record update (the scenario commits them all) it is
+// exactly the record's bytes decoded, and a Session read from it equals
+// the same Session read from bbolt after a restart.
+func TestSessionRecordsKeepTheirDecodedForm(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := persistence.Open(path, persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sids := []messages.SessionID{storetest.Scenario(t, st), storetest.Scenario(t, st)}
+	kept, stored := persistence.MemSessionRecords(st)
+	if len(kept) != len(sids) {
+		t.Fatalf("%d Session records in the memtable, want %d", len(kept), len(sids))
+	}
+	for i, b := range stored {
+		var decoded persistence.Session
+		if err := messages.Unmarshal(b, &decoded); err != nil {
+			t.Fatal(err)
+		}
+		if kept[i] == nil || !reflect.DeepEqual(*kept[i], decoded) {
+			t.Errorf("record %d: kept %+v, its bytes decode to %+v", i, kept[i], decoded)
+		}
+	}
+	var before []persistence.Session
+	for _, sid := range sids {
+		s, err := st.Get(ctx, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before = append(before, s)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err = persistence.Open(path, persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for i, sid := range sids {
+		s, err := st.Get(ctx, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(s, before[i]) {
+			t.Errorf("Session %s read from bbolt %+v, from the memtable %+v", sid, s, before[i])
+		}
+	}
+	if kept, _ := persistence.MemSessionRecords(st); len(kept) != 0 {
+		t.Fatalf("%d Session records in the memtable of a reopened store", len(kept))
 	}
 }
