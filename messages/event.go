@@ -102,41 +102,52 @@ type storedEvent struct {
 
 const storedFormat = 1
 
-var encPool = sync.Pool{New: func() any {
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	enc.SetSortMapKeys(true)
-	enc.UseCompactInts(true)
-	return &pooledEncoder{buf: &buf, enc: enc}
-}}
+var encPool = sync.Pool{New: func() any { return NewEncoder() }}
 
-type pooledEncoder struct {
-	buf *bytes.Buffer
+// Encoder encodes values in the stored form into a buffer it reuses, for
+// a caller that copies each encoding where it belongs (Marshal allocates
+// one slice per value). Not safe for concurrent use.
+type Encoder struct {
+	buf bytes.Buffer
 	enc *msgpack.Encoder
 }
 
-// Marshal encodes v in the stored msgpack form: compact integers and sorted
-// map keys, so equal values always produce equal bytes.
-func Marshal(v any) ([]byte, error) { return MarshalAfter(nil, v) }
+// NewEncoder returns an Encoder.
+func NewEncoder() *Encoder {
+	e := &Encoder{}
+	e.enc = msgpack.NewEncoder(&e.buf)
+	e.enc.SetSortMapKeys(true)
+	e.enc.UseCompactInts(true)
+	return e
+}
 
-// MarshalAfter returns head followed by Marshal(v), in one allocation.
-func MarshalAfter(head []byte, v any) ([]byte, error) {
-	p := encPool.Get().(*pooledEncoder)
-	defer encPool.Put(p)
-	p.buf.Reset()
+// Encode returns v encoded as Marshal encodes it, valid until the next
+// call.
+func (e *Encoder) Encode(v any) ([]byte, error) {
+	e.buf.Reset()
 	var err error
 	if ce, ok := v.(msgpack.CustomEncoder); ok && !isNilPointer(v) {
 		// What Encode would do after looking the type up by reflection.
-		err = ce.EncodeMsgpack(p.enc)
+		err = ce.EncodeMsgpack(e.enc)
 	} else {
-		err = p.enc.Encode(v)
+		err = e.enc.Encode(v)
 	}
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, len(head)+p.buf.Len())
-	copy(out[copy(out, head):], p.buf.Bytes())
-	return out, nil
+	return e.buf.Bytes(), nil
+}
+
+// Marshal encodes v in the stored msgpack form: compact integers and sorted
+// map keys, so equal values always produce equal bytes.
+func Marshal(v any) ([]byte, error) {
+	e := encPool.Get().(*Encoder)
+	defer encPool.Put(e)
+	b, err := e.Encode(v)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(b), nil
 }
 
 // isNilPointer reports whether v holds a nil pointer, which the

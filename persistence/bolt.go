@@ -123,6 +123,8 @@ type Bolt struct {
 	boltTx int
 	rec    []byte                        // the current batch's WAL record
 	probe  []byte                        // lookup key scratch, kept across operations
+	mem    memAlloc                      // the memtable's entries and bytes
+	enc    *messages.Encoder             // encodes the values the writer puts
 	open   writerCache[msgRef, *Message] // see writercache.go
 	seqs   writerCache[messages.SessionID, int64]
 	absent absentKeys // see absentKeys
@@ -300,6 +302,7 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		return nil, err
 	}
 	s.cur = newMemTree()
+	s.enc = messages.NewEncoder()
 	s.absent = absentKeys{}
 	s.snap.Store(&snapshot{mems: []*memTree{s.cur}, lo: s.boltTx, hi: s.boltTx})
 	s.tails.init()

@@ -39,12 +39,47 @@ func newMemTree() *memTree {
 		btree.Options{NoLocks: true, Degree: 16})
 }
 
-// memKey returns the memtable key of key in bucket.
-func memKey(bucket byte, key []byte) []byte {
-	k := make([]byte, 1+len(key))
-	k[0] = bucket
-	copy(k[1:], key)
-	return k
+// memAlloc hands out the writer's memtable entries and their bytes from
+// chunks, an allocation per chunk rather than per entry, key and value:
+// the memtable keeps what it is given until a flush drops it, so a chunk
+// lives no longer than its entries would (a superseded entry's bytes wait
+// for the flush). The bytes a memtable holds are also in the log since the
+// last flush, which bounds them by FlushBytes.
+type memAlloc struct {
+	entries []memEntry
+	bytes   []byte
+}
+
+const (
+	memEntryChunk = 256
+	memByteChunk  = 64 << 10
+)
+
+// entry returns a zero entry.
+func (a *memAlloc) entry() *memEntry {
+	if len(a.entries) == cap(a.entries) {
+		a.entries = make([]memEntry, 0, memEntryChunk)
+	}
+	a.entries = a.entries[:len(a.entries)+1]
+	return &a.entries[len(a.entries)-1]
+}
+
+// key returns the memtable key of key in bucket bi, with room for extra
+// more bytes after it (capacity, not length).
+func (a *memAlloc) key(bi byte, key []byte, extra int) []byte {
+	n := 1 + len(key) + extra
+	var b []byte
+	if n > memByteChunk/8 {
+		b = make([]byte, 0, n) // large values get their own
+	} else {
+		if n > cap(a.bytes)-len(a.bytes) {
+			a.bytes = make([]byte, 0, memByteChunk)
+		}
+		off := len(a.bytes)
+		a.bytes = a.bytes[:off+n]
+		b = a.bytes[off : off : off+n]
+	}
+	return append(append(b, bi), key...)
 }
 
 // view is a consistent read of the store: a bbolt read transaction and the

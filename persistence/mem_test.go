@@ -217,3 +217,11 @@ func TestWriterForgetsAbsentKeysAfterAFlush(t *testing.T) {
 		return nil
 	})
 }
+
+// memKey returns the memtable key of key in bucket.
+func memKey(bucket byte, key []byte) []byte {
+	k := make([]byte, 1+len(key))
+	k[0] = bucket
+	copy(k[1:], key)
+	return k
+}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
-
-	"github.com/sessiond/sessiond/messages"
 )
 
 // A WAL record's payload is the transaction's writes in order, physical and
@@ -38,7 +36,7 @@ func bucketIndex(name []byte) byte {
 // of the writer goes through putBytes or del (TestWritesAreLogged checks).
 func (w *wtx) putBytes(bucket, key, val []byte) error {
 	bi := bucketIndex(bucket)
-	w.insert(bi, memKey(bi, key), val)
+	w.insert(bi, w.s.mem.key(bi, key, 0), val)
 	return nil
 }
 
@@ -48,22 +46,23 @@ func (w *wtx) put(bucket, key []byte, v any) error {
 	return err
 }
 
-// putEntry is put returning the new memtable entry. The entry's key and
-// value share one allocation.
+// putEntry is put returning the new memtable entry.
 func (w *wtx) putEntry(bucket, key []byte, v any) (*memEntry, error) {
 	bi := bucketIndex(bucket)
-	k := w.v.probe.set(bi, key).k
-	kv, err := messages.MarshalAfter(k, v)
+	enc, err := w.s.enc.Encode(v)
 	if err != nil {
 		return nil, fmt.Errorf("persistence: encode %s/%q: %w", bucket, string(key), err)
 	}
-	return w.insert(bi, kv[:len(k):len(k)], kv[len(k):]), nil
+	kv := w.s.mem.key(bi, key, len(enc))
+	k := kv[: 1+len(key) : 1+len(key)]
+	return w.insert(bi, k, append(kv[len(k):len(k)], enc...)), nil
 }
 
 // insert writes memtable key k (bucket index byte + key) with val to the
 // memtable, logs the write and returns the new entry.
 func (w *wtx) insert(bi byte, k, val []byte) *memEntry {
-	e := &memEntry{k: k, v: val}
+	e := w.s.mem.entry()
+	e.k, e.v = k, val
 	w.v.mems[0].SetHint(e, &w.s.hints[bi])
 	r := append(*w.rec, recPut, bi)
 	r = binary.AppendUvarint(r, uint64(len(k)-1))
@@ -76,7 +75,9 @@ func (w *wtx) insert(bi byte, k, val []byte) *memEntry {
 // del deletes key of bucket and logs the write.
 func (w *wtx) del(bucket, key []byte) error {
 	bi := bucketIndex(bucket)
-	w.v.mems[0].SetHint(&memEntry{k: memKey(bi, key), del: true}, &w.s.hints[bi])
+	e := w.s.mem.entry()
+	e.k, e.del = w.s.mem.key(bi, key, 0), true
+	w.v.mems[0].SetHint(e, &w.s.hints[bi])
 	r := append(*w.rec, recDel, bi)
 	r = binary.AppendUvarint(r, uint64(len(key)))
 	*w.rec = append(r, key...)
