@@ -3,6 +3,7 @@ package persistence
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 
 	"github.com/sessiond/sessiond/messages"
 )
@@ -21,17 +22,29 @@ import (
 
 // encodeLogRow frames stored events as one log row.
 func encodeLogRow(evs [][]byte) []byte {
-	n := binary.MaxVarintLen64
+	return appendLogRow(make([]byte, 0, logRowLen(evs)), evs)
+}
+
+// logRowLen is the length of the log row of evs.
+func logRowLen(evs [][]byte) int {
+	n := uvarintLen(uint64(len(evs)))
 	for _, e := range evs {
-		n += binary.MaxVarintLen64 + len(e)
+		n += uvarintLen(uint64(len(e))) + len(e)
 	}
-	b := binary.AppendUvarint(make([]byte, 0, n), uint64(len(evs)))
+	return n
+}
+
+func appendLogRow(b []byte, evs [][]byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(evs)))
 	for _, e := range evs {
 		b = binary.AppendUvarint(b, uint64(len(e)))
 		b = append(b, e...)
 	}
 	return b
 }
+
+// uvarintLen is the length of x as a uvarint.
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
 // logRowEvents calls fn with the seq and stored bytes of each event of a
 // log row whose last event is last, refusing rows that are not exactly
@@ -111,6 +124,13 @@ func (w *wtx) logEvent(sid messages.SessionID, seq int64, b []byte) error {
 			return nil
 		}
 	}
+	if len(w.logs) < cap(w.logs) {
+		// An entry the writer's earlier operations used: reuse its slice.
+		w.logs = w.logs[:len(w.logs)+1]
+		l := &w.logs[len(w.logs)-1]
+		l.sid, l.last, l.evs = sid, seq, append(l.evs[:0], b)
+		return nil
+	}
 	w.logs = append(w.logs, pendingLog{sid: sid, last: seq, evs: [][]byte{b}})
 	return nil
 }
@@ -118,9 +138,9 @@ func (w *wtx) logEvent(sid messages.SessionID, seq int64, b []byte) error {
 // flushLog writes the queued log rows.
 func (w *wtx) flushLog() error {
 	for _, l := range w.logs {
-		if err := w.putBytes(bucketData, streamKey(l.sid, l.last, rLog), encodeLogRow(l.evs)); err != nil {
-			return err
-		}
+		// The row is framed straight into the memtable's bytes.
+		k, v := w.s.mem.kv(dataIndex, streamKey(l.sid, l.last, rLog), logRowLen(l.evs))
+		w.insert(dataIndex, k, appendLogRow(v, l.evs))
 		w.s.seqs.stage(l.sid, l.last)
 	}
 	w.logs = w.logs[:0]

@@ -1,9 +1,21 @@
 package persistence
 
 import (
+	"encoding/binary"
+	"math"
 	"reflect"
 	"testing"
 )
+
+// TestUvarintLen checks uvarintLen, which sizes log rows, at every
+// length boundary.
+func TestUvarintLen(t *testing.T) {
+	for _, x := range []uint64{0, 1, 127, 128, 16383, 16384, 1<<21 - 1, 1 << 21, 1<<63 - 1, 1 << 63, math.MaxUint64} {
+		if got, want := uvarintLen(x), len(binary.AppendUvarint(nil, x)); got != want {
+			t.Errorf("uvarintLen(%d) = %d, want %d", x, got, want)
+		}
+	}
+}
 
 func TestLogRowRoundTrip(t *testing.T) {
 	evs := [][]byte{[]byte("first"), {}, []byte("third event")}
@@ -47,7 +59,11 @@ func FuzzLogRow(f *testing.F) {
 		if err != nil {
 			return
 		}
-		again, err := read(encodeLogRow(evs), last)
+		framed := encodeLogRow(evs)
+		if len(framed) != logRowLen(evs) {
+			t.Fatalf("row of %d bytes, logRowLen says %d", len(framed), logRowLen(evs))
+		}
+		again, err := read(framed, last)
 		if err != nil || !reflect.DeepEqual(again, evs) {
 			t.Fatalf("re-framed row reads %q, %v; want %q", again, err, evs)
 		}

@@ -64,22 +64,25 @@ func (a *memAlloc) entry() *memEntry {
 	return &a.entries[len(a.entries)-1]
 }
 
-// key returns the memtable key of key in bucket bi, with room for extra
-// more bytes after it (capacity, not length).
-func (a *memAlloc) key(bi byte, key []byte, extra int) []byte {
-	n := 1 + len(key) + extra
-	var b []byte
+// kv returns the memtable key of key in bucket bi and, right after it in
+// the same chunk, an empty value with room for n bytes.
+func (a *memAlloc) kv(bi byte, key []byte, n int) (k, v []byte) {
+	b := a.alloc(1 + len(key) + n)
+	k = append(append(b, bi), key...)
+	return k[:len(k):len(k)], b[len(k):len(k)]
+}
+
+// alloc returns an empty slice with room for n bytes.
+func (a *memAlloc) alloc(n int) []byte {
 	if n > memByteChunk/8 {
-		b = make([]byte, 0, n) // large values get their own
-	} else {
-		if n > cap(a.bytes)-len(a.bytes) {
-			a.bytes = make([]byte, 0, memByteChunk)
-		}
-		off := len(a.bytes)
-		a.bytes = a.bytes[:off+n]
-		b = a.bytes[off : off : off+n]
+		return make([]byte, 0, n) // large values get their own
 	}
-	return append(append(b, bi), key...)
+	if n > cap(a.bytes)-len(a.bytes) {
+		a.bytes = make([]byte, 0, memByteChunk)
+	}
+	off := len(a.bytes)
+	a.bytes = a.bytes[:off+n]
+	return a.bytes[off : off : off+n]
 }
 
 // view is a consistent read of the store: a bbolt read transaction and the

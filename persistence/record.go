@@ -36,7 +36,8 @@ func bucketIndex(name []byte) byte {
 // of the writer goes through putBytes or del (TestWritesAreLogged checks).
 func (w *wtx) putBytes(bucket, key, val []byte) error {
 	bi := bucketIndex(bucket)
-	w.insert(bi, w.s.mem.key(bi, key, 0), val)
+	k, _ := w.s.mem.kv(bi, key, 0)
+	w.insert(bi, k, val)
 	return nil
 }
 
@@ -53,9 +54,8 @@ func (w *wtx) putEntry(bucket, key []byte, v any) (*memEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistence: encode %s/%q: %w", bucket, string(key), err)
 	}
-	kv := w.s.mem.key(bi, key, len(enc))
-	k := kv[: 1+len(key) : 1+len(key)]
-	return w.insert(bi, k, append(kv[len(k):len(k)], enc...)), nil
+	k, val := w.s.mem.kv(bi, key, len(enc))
+	return w.insert(bi, k, append(val, enc...)), nil
 }
 
 // insert writes memtable key k (bucket index byte + key) with val to the
@@ -76,7 +76,8 @@ func (w *wtx) insert(bi byte, k, val []byte) *memEntry {
 func (w *wtx) del(bucket, key []byte) error {
 	bi := bucketIndex(bucket)
 	e := w.s.mem.entry()
-	e.k, e.del = w.s.mem.key(bi, key, 0), true
+	k, _ := w.s.mem.kv(bi, key, 0)
+	e.k, e.del = k, true
 	w.v.mems[0].SetHint(e, &w.s.hints[bi])
 	r := append(*w.rec, recDel, bi)
 	r = binary.AppendUvarint(r, uint64(len(key)))
