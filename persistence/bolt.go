@@ -122,8 +122,7 @@ type Bolt struct {
 	imm    *memTree
 	boltTx int
 	rec    []byte                        // the current batch's WAL record
-	probe  []byte                        // lookup key scratch, kept across operations
-	logs   []pendingLog                  // wtx.logs, kept across operations
+	w      wtx                           // each operation's, reset and reused
 	mem    memAlloc                      // the memtable's entries and bytes
 	enc    *messages.Encoder             // encodes the values the writer puts
 	open   writerCache[msgRef, *Message] // see writercache.go
@@ -671,9 +670,11 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
 	s.open.begin()
 	s.seqs.begin()
 	for i, o := range ops {
-		w := &wtx{v: view{tx: tx, mems: mems, bks: bks, absent: s.absent, maxID: &s.maxID, probe: memEntry{k: s.probe}}, s: s, rec: &s.rec, logs: s.logs[:0]}
+		// The scratch slices of the previous operation are kept.
+		w := &s.w
+		*w = wtx{v: view{tx: tx, mems: mems, bks: bks, absent: s.absent, maxID: &s.maxID, probe: memEntry{k: w.v.probe.k}},
+			s: s, rec: &s.rec, msgs: w.msgs[:0], logs: w.logs[:0]}
 		err := runOp(o, w)
-		s.probe, s.logs = w.v.probe.k, w.logs[:0]
 		if err == nil {
 			err = w.flush()
 		}
