@@ -49,7 +49,7 @@ func (s *Bolt) PutEntry(ctx context.Context, sid messages.SessionID, key, value 
 		if err := w.exists(sid); err != nil {
 			return err
 		}
-		return w.putBytes(bucketEntries, strKey(sid, 0, key), []byte(value))
+		return w.putString(bucketEntries, strKey(sid, 0, key), value)
 	})
 }
 

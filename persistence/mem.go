@@ -42,9 +42,10 @@ func newMemTree() *memTree {
 // memAlloc hands out the writer's memtable entries and their bytes from
 // chunks, an allocation per chunk rather than per entry, key and value:
 // the memtable keeps what it is given until a flush drops it, so a chunk
-// lives no longer than its entries would (a superseded entry's bytes wait
-// for the flush). The bytes a memtable holds are also in the log since the
-// last flush, which bounds them by FlushBytes.
+// lives about as long as its entries would (a superseded entry's bytes
+// wait for the flush). Every byte given out was also written to the log
+// since the older memtable began, which bounds them by a small multiple
+// of FlushBytes.
 type memAlloc struct {
 	entries []memEntry
 	bytes   []byte

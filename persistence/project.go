@@ -181,7 +181,7 @@ func (w *wtx) project(ev messages.Event) error {
 				return messages.Errorf(messages.ErrInvalid, "retry scheduled while step of %s is open", m.ID)
 			}
 			m.Retry = &Retry{Attempt: p.Attempt, At: p.At, Error: p.Error}
-			return w.putBytes(bucketData, prefix(sid, kRetry), []byte(m.ID))
+			return w.putString(bucketData, prefix(sid, kRetry), string(m.ID))
 		})
 	}
 	return messages.Errorf(messages.ErrInvalid, "no projector for %s", ev.Type)
@@ -243,10 +243,10 @@ func (w *wtx) claimID(id messages.MessageID, sid messages.SessionID, kind string
 	return w.put(bucketIDs, []byte(id), &idEntry{SessionID: sid, Kind: kind, Seq: seq})
 }
 
-// admittedInput is the inbox row session.prompt.admitted.1 projects.
+// admittedInput is the inbox row session.prompt.admitted.1 projects. Its
+// prompt is the event's (both are read-only).
 func admittedInput(ev messages.Event, p *messages.PromptAdmitted) Input {
-	prompt := p.Prompt
-	return Input{ID: p.InputID, SessionID: ev.Durable.AggregateID, Kind: InputPrompt, Prompt: &prompt,
+	return Input{ID: p.InputID, SessionID: ev.Durable.AggregateID, Kind: InputPrompt, Prompt: &p.Prompt,
 		Delivery: p.Delivery, AdmittedSeq: ev.Durable.Seq, TimeCreated: ev.Created}
 }
 
@@ -257,7 +257,7 @@ func (w *wtx) insertInput(sid messages.SessionID, in Input) error {
 	if err := w.put(bucketInbox, []byte(in.ID), &in); err != nil {
 		return err
 	}
-	return w.putBytes(bucketData, seqKey(sid, kPending, in.AdmittedSeq), []byte(in.ID))
+	return w.putString(bucketData, seqKey(sid, kPending, in.AdmittedSeq), string(in.ID))
 }
 
 // settleInput marks a pending inbox row of the given kind promoted (or

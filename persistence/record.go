@@ -41,6 +41,14 @@ func (w *wtx) putBytes(bucket, key, val []byte) error {
 	return nil
 }
 
+// putString is putBytes of a string's bytes, copied to the memtable's.
+func (w *wtx) putString(bucket, key []byte, val string) error {
+	bi := bucketIndex(bucket)
+	k, v := w.s.mem.kv(bi, key, len(val))
+	w.insert(bi, k, append(v, val...))
+	return nil
+}
+
 // put encodes v at key of bucket.
 func (w *wtx) put(bucket, key []byte, v any) error {
 	_, err := w.putEntry(bucket, key, v)
