@@ -118,16 +118,17 @@ type Bolt struct {
 	// (or the last one); imm is the memtable that flush is writing into
 	// bbolt, nil when none runs. boltTx is the bbolt transaction of the
 	// last completed flush.
-	cur    *memTree
-	imm    *memTree
-	boltTx int
-	rec    []byte                        // the current batch's WAL record
-	w      wtx                           // each operation's, reset and reused
-	mem    memAlloc                      // the memtable's entries and bytes
-	enc    *messages.Encoder             // encodes the values the writer puts
-	open   writerCache[msgRef, *Message] // see writercache.go
-	seqs   writerCache[messages.SessionID, int64]
-	absent absentKeys // see absentKeys
+	cur     *memTree
+	imm     *memTree
+	boltTx  int
+	rec     []byte                        // the current batch's WAL record
+	w       wtx                           // each operation's, reset and reused
+	touched []messages.SessionID          // the last batch's (see run)
+	mem     memAlloc                      // the memtable's entries and bytes
+	enc     *messages.Encoder             // encodes the values the writer puts
+	open    writerCache[msgRef, *Message] // see writercache.go
+	seqs    writerCache[messages.SessionID, int64]
+	absent  absentKeys // see absentKeys
 	// hints speed up memtable inserts per bucket: within one, the writer's
 	// keys mostly arrive in order (IDs, inbox rows, a Session's log).
 	hints [len(allBuckets)]btree.PathHint
@@ -183,8 +184,9 @@ type flushResult struct {
 // set) a request to report once every batch before it is published.
 type syncJob struct {
 	ops     []*op
-	seq     uint64 // the batch's WAL record number (0: it wrote nothing)
-	file    int    // the WAL file holding its record
+	touched []messages.SessionID // the Sessions its operations wrote
+	seq     uint64               // the batch's WAL record number (0: it wrote nothing)
+	file    int                  // the WAL file holding its record
 	snap    *snapshot
 	start   time.Time
 	barrier chan struct{}
@@ -503,10 +505,14 @@ func (s *Bolt) fail(err error) {
 // must be a deterministic function of the transaction's state, because a
 // batch is re-run when another operation in it fails.
 type op struct {
-	fn      func(w *wtx) error
-	done    chan error
-	touched []messages.SessionID
+	fn   func(w *wtx) error
+	done chan error
 }
+
+// opPool recycles operations and their answer channels: submit returns an
+// operation once it has its answer, after which neither the writer nor the
+// syncer touches it.
+var opPool = sync.Pool{New: func() any { return &op{done: make(chan error, 1)} }}
 
 // wtx is the writer's view of one batch for one operation: reads see bbolt
 // at its last flush under the batch's memtable, which takes every write.
@@ -531,10 +537,12 @@ func (s *Bolt) submit(ctx context.Context, fn func(w *wtx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	o := &op{fn: fn, done: make(chan error, 1)}
+	o := opPool.Get().(*op)
+	o.fn = fn
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		putOp(o)
 		return ErrClosed
 	}
 	select {
@@ -547,12 +555,22 @@ func (s *Bolt) submit(ctx context.Context, fn func(w *wtx) error) error {
 		select {
 		case s.ops <- o:
 		case <-s.quit:
+			putOp(o)
 			return ErrClosed
 		case <-ctx.Done():
+			putOp(o)
 			return ctx.Err()
 		}
 	}
-	return <-o.done
+	err := <-o.done
+	putOp(o)
+	return err
+}
+
+// putOp returns an answered or never queued operation to opPool.
+func putOp(o *op) {
+	o.fn = nil
+	opPool.Put(o)
 }
 
 // writer is the single goroutine that commits. It exits after draining the
@@ -633,7 +651,7 @@ func (s *Bolt) commit(ops []*op) {
 			}
 			return
 		}
-		s.syncq <- syncJob{ops: slices.Clone(ops), seq: seq, file: s.wal.cur, start: start, snap: s.snapshot()}
+		s.syncq <- syncJob{ops: slices.Clone(ops), touched: s.touched, seq: seq, file: s.wal.cur, start: start, snap: s.snapshot()}
 		if s.wal.size() >= s.opts.FlushBytes {
 			// One flush at a time; the writer waits for a running one only
 			// once the log has grown twice as far, bounding memory.
@@ -669,11 +687,14 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
 	s.rec = s.rec[:0]
 	s.open.begin()
 	s.seqs.begin()
+	// The Sessions the batch writes, for the syncer to wake their log
+	// tails: each operation adds its own after the previous one's.
+	touched := make([]messages.SessionID, 0, len(ops))
 	for i, o := range ops {
 		// The scratch slices of the previous operation are kept.
 		w := &s.w
 		*w = wtx{v: view{tx: tx, mems: mems, bks: bks, absent: s.absent, maxID: &s.maxID, probe: memEntry{k: w.v.probe.k}},
-			s: s, rec: &s.rec, msgs: w.msgs[:0], logs: w.logs[:0]}
+			s: s, rec: &s.rec, msgs: w.msgs[:0], logs: w.logs[:0], touched: touched[len(touched):]}
 		err := runOp(o, w)
 		if err == nil {
 			err = w.flush()
@@ -681,8 +702,9 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
 		if err != nil {
 			return i, 0, err
 		}
-		o.touched = w.touched
+		touched = append(touched, w.touched...) // in place unless touch outgrew the room
 	}
+	s.touched = touched
 	if len(s.rec) == 0 {
 		// Nothing written: no record. The callers are still answered by
 		// the syncer, after what they may have read is durable.
@@ -782,10 +804,8 @@ func (s *Bolt) syncer() {
 		}
 		if err == nil {
 			for _, j := range jobs {
-				for _, o := range j.ops {
-					for _, sid := range o.touched {
-						s.tails.notify(sid)
-					}
+				for _, sid := range j.touched {
+					s.tails.notify(sid)
 				}
 			}
 		}
