@@ -172,7 +172,10 @@ func MarshalEvent(e Event) ([]byte, error) { return MarshalEventData(e, nil) }
 // MarshalEventData is MarshalEvent with the payload already encoded by
 // Marshal(e.Data), or encoded here when data is nil. The store encodes
 // payloads before its single writer runs, which then only frames them.
-func MarshalEventData(e Event, data []byte) ([]byte, error) {
+func MarshalEventData(e Event, data []byte) ([]byte, error) { return AppendEventData(nil, e, data) }
+
+// AppendEventData is MarshalEventData appending to dst.
+func AppendEventData(dst []byte, e Event, data []byte) ([]byte, error) {
 	if e.Data == nil {
 		return nil, fmt.Errorf("messages: marshal %s: no data", e.ID)
 	}
@@ -188,8 +191,15 @@ func MarshalEventData(e Event, data []byte) ([]byte, error) {
 			return nil, fmt.Errorf("messages: marshal %s data: %w", e.ID, err)
 		}
 	}
-	return Marshal(&storedEvent{Format: storedFormat, ID: e.ID, Created: e.Created, Type: e.Type,
-		Durable: e.Durable, Location: e.Location, Data: data})
+	se := storedEvent{Format: storedFormat, ID: e.ID, Created: e.Created, Type: e.Type,
+		Durable: e.Durable, Location: e.Location, Data: data}
+	enc := encPool.Get().(*Encoder)
+	defer encPool.Put(enc)
+	enc.buf.Reset()
+	if err := se.EncodeMsgpack(enc.enc); err != nil {
+		return nil, err
+	}
+	return append(dst, enc.buf.Bytes()...), nil
 }
 
 // decPool reuses decoders: replay decodes hundreds of thousands of events

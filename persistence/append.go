@@ -143,10 +143,15 @@ func (w *wtx) apply(ev messages.Event) error { return w.applyData(ev, nil) }
 // applyData is apply with the payload already encoded (see Append).
 func (w *wtx) applyData(ev messages.Event, data []byte) error {
 	sid := ev.Durable.AggregateID
-	b, err := messages.MarshalEventData(ev, data)
+	// The stored event is needed only until flush frames it into its log
+	// row: it goes into the writer's scratch (see wtx.evs).
+	start := len(w.evs)
+	evs, err := messages.AppendEventData(w.evs, ev, data)
 	if err != nil {
 		return err
 	}
+	w.evs = evs
+	b := evs[start:len(evs):len(evs)]
 	if err := w.logEvent(sid, ev.Durable.Seq, b); err != nil {
 		return err
 	}

@@ -528,6 +528,9 @@ type wtx struct {
 	// logs are the events the operation appended, by Session, written as
 	// one log row each by flush.
 	logs []pendingLog
+	// evs holds the stored bytes of those events until flush copies them
+	// into their log rows. When it grows, earlier events keep the old array.
+	evs []byte
 }
 
 // submit queues fn for the writer and waits for its commit. It does not
@@ -694,7 +697,7 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
 		// The scratch slices of the previous operation are kept.
 		w := &s.w
 		*w = wtx{v: view{tx: tx, mems: mems, bks: bks, absent: s.absent, maxID: &s.maxID, probe: memEntry{k: w.v.probe.k}},
-			s: s, rec: &s.rec, msgs: w.msgs[:0], logs: w.logs[:0], touched: touched[len(touched):]}
+			s: s, rec: &s.rec, msgs: w.msgs[:0], logs: w.logs[:0], evs: w.evs[:0], touched: touched[len(touched):]}
 		err := runOp(o, w)
 		if err == nil {
 			err = w.flush()
