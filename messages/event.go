@@ -191,6 +191,8 @@ func AppendEventData(dst []byte, e Event, data []byte) ([]byte, error) {
 			return nil, fmt.Errorf("messages: marshal %s data: %w", e.ID, err)
 		}
 	}
+	// The codec is called on se directly, not through Encoder.Encode: as an
+	// interface value se would escape to the heap, an allocation per event.
 	se := storedEvent{Format: storedFormat, ID: e.ID, Created: e.Created, Type: e.Type,
 		Durable: e.Durable, Location: e.Location, Data: data}
 	enc := encPool.Get().(*Encoder)

@@ -184,10 +184,15 @@ func get(r *view, bucket, key []byte, v any) (bool, error) {
 	if b == nil {
 		return false, nil
 	}
+	return true, decode(bucket, key, b, v)
+}
+
+// decode decodes b, the value at key of bucket, into v.
+func decode(bucket, key, b []byte, v any) error {
 	if err := messages.Unmarshal(b, v); err != nil {
-		return true, fmt.Errorf("persistence: decode %s/%q: %w", bucket, string(key), err)
+		return fmt.Errorf("persistence: decode %s/%q: %w", bucket, string(key), err)
 	}
-	return true, nil
+	return nil
 }
 
 // session loads the Session record or returns session.not-found.
@@ -218,8 +223,5 @@ func loadSession(v *view, sid messages.SessionID) (Session, error) {
 	case e != nil && e.session != nil:
 		return *e.session, nil
 	}
-	if err := messages.Unmarshal(b, &s); err != nil {
-		return s, fmt.Errorf("persistence: decode %s/%q: %w", bucketData, string(key), err)
-	}
-	return s, nil
+	return s, decode(bucketData, key, b, &s)
 }

@@ -118,17 +118,16 @@ type Bolt struct {
 	// (or the last one); imm is the memtable that flush is writing into
 	// bbolt, nil when none runs. boltTx is the bbolt transaction of the
 	// last completed flush.
-	cur     *memTree
-	imm     *memTree
-	boltTx  int
-	rec     []byte                        // the current batch's WAL record
-	w       wtx                           // each operation's, reset and reused
-	touched []messages.SessionID          // the last batch's (see run)
-	mem     memAlloc                      // the memtable's entries and bytes
-	enc     *messages.Encoder             // encodes the values the writer puts
-	open    writerCache[msgRef, *Message] // see writercache.go
-	seqs    writerCache[messages.SessionID, int64]
-	absent  absentKeys // see absentKeys
+	cur    *memTree
+	imm    *memTree
+	boltTx int
+	rec    []byte                        // the current batch's WAL record
+	w      wtx                           // each operation's, reset and reused
+	mem    memAlloc                      // the memtable's entries and bytes
+	enc    *messages.Encoder             // encodes the values the writer puts
+	open   writerCache[msgRef, *Message] // see writercache.go
+	seqs   writerCache[messages.SessionID, int64]
+	absent absentKeys // see absentKeys
 	// hints speed up memtable inserts per bucket: within one, the writer's
 	// keys mostly arrive in order (IDs, inbox rows, a Session's log).
 	hints [len(allBuckets)]btree.PathHint
@@ -640,7 +639,7 @@ func (s *Bolt) commit(ops []*op) {
 		return
 	}
 	for len(ops) > 0 {
-		failed, seq, err := s.run(ops)
+		failed, seq, touched, err := s.run(ops)
 		if failed >= 0 {
 			ops[failed].done <- err
 			ops = append(ops[:failed:failed], ops[failed+1:]...)
@@ -654,7 +653,7 @@ func (s *Bolt) commit(ops []*op) {
 			}
 			return
 		}
-		s.syncq <- syncJob{ops: slices.Clone(ops), touched: s.touched, seq: seq, file: s.wal.cur, start: start, snap: s.snapshot()}
+		s.syncq <- syncJob{ops: slices.Clone(ops), touched: touched, seq: seq, file: s.wal.cur, start: start, snap: s.snapshot()}
 		if s.wal.size() >= s.opts.FlushBytes {
 			// One flush at a time; the writer waits for a running one only
 			// once the log has grown twice as far, bounding memory.
@@ -675,13 +674,14 @@ func (s *Bolt) commit(ops []*op) {
 
 // run runs ops on a copy of the memtable and logs their writes as one WAL
 // record. failed is the index of an op whose own error discarded the batch,
-// or -1; seq is the record's number (0 when the ops wrote nothing).
-func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
+// or -1; seq is the record's number (0 when the ops wrote nothing); touched
+// lists the Sessions the ops wrote, for the syncer to wake their log tails.
+func (s *Bolt) run(ops []*op) (failed int, seq uint64, touched []messages.SessionID, err error) {
 	// A read transaction per batch, never held across batches: a flush's
 	// commit may need to remap bbolt, which waits for every open reader.
 	tx, err := s.db.Begin(false)
 	if err != nil {
-		return -1, 0, err
+		return -1, 0, nil, err
 	}
 	defer func() { _ = tx.Rollback() }()
 	mem := s.cur.Copy()
@@ -690,9 +690,8 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
 	s.rec = s.rec[:0]
 	s.open.begin()
 	s.seqs.begin()
-	// The Sessions the batch writes, for the syncer to wake their log
-	// tails: each operation adds its own after the previous one's.
-	touched := make([]messages.SessionID, 0, len(ops))
+	// Each operation adds the Sessions it writes after the previous one's.
+	touched = make([]messages.SessionID, 0, len(ops))
 	for i, o := range ops {
 		// The scratch slices of the previous operation are kept.
 		w := &s.w
@@ -703,15 +702,14 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
 			err = w.flush()
 		}
 		if err != nil {
-			return i, 0, err
+			return i, 0, nil, err
 		}
 		touched = append(touched, w.touched...) // in place unless touch outgrew the room
 	}
-	s.touched = touched
 	if len(s.rec) == 0 {
 		// Nothing written: no record. The callers are still answered by
 		// the syncer, after what they may have read is durable.
-		return -1, 0, nil
+		return -1, 0, touched, nil
 	}
 	off := s.wal.off
 	if seq, err = s.wal.append(s.rec); err != nil {
@@ -719,12 +717,12 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, err error) {
 		if uerr := s.wal.unappend(off); uerr != nil {
 			s.fail(uerr)
 		}
-		return -1, 0, err
+		return -1, 0, nil, err
 	}
 	s.cur = mem
 	s.open.commit(stillOpen)
 	s.seqs.commit(keepAll)
-	return -1, seq, nil
+	return -1, seq, touched, nil
 }
 
 // snapshot is what readers may see once the last committed batch is

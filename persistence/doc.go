@@ -64,9 +64,9 @@
 // the memtable is flushed into bbolt in one bbolt transaction with bbolt's
 // own fsyncs (its page writes are pushed to the disk as they happen, so
 // its fdatasync does not stall the log's; see paceWriteback), which also
-// stores the number of the last record it holds, and the log starts over. Recovery opens bbolt, which is consistent at its
-// last flush whatever happened after, and re-applies the records after
-// that number: neither a killed process nor a power loss can lose an
+// stores the number of the last record it holds, and the log starts over.
+// Recovery opens bbolt, which is consistent at its last flush whatever
+// happened after, and re-applies the records after that number: neither a killed process nor a power loss can lose an
 // acknowledged commit or leave a torn B+tree, and no record is applied
 // twice.
 //

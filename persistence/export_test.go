@@ -1,9 +1,9 @@
 package persistence
 
 import (
-	"bytes"
-
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/sessiond/sessiond/messages"
 )
 
 // Dump returns every key and value of every bucket, for byte-level
@@ -20,17 +20,15 @@ func Check(s *Bolt) error {
 	})
 }
 
-// MemSessionRecords returns every Session record of the published
-// memtable: the decoded form kept beside it (nil when none) and its bytes.
-func MemSessionRecords(s *Bolt) (kept []*Session, stored [][]byte) {
+// MemSessionRecord returns Session sid's record in the published
+// memtable: the decoded form kept beside it (nil when none) and its bytes;
+// ok is false when the memtable does not hold it.
+func MemSessionRecord(s *Bolt, sid messages.SessionID) (kept *Session, stored []byte, ok bool) {
+	probe := new(memEntry).set(dataIndex, prefix(sid, kSession))
 	for _, m := range s.snap.Load().mems {
-		m.Scan(func(e *memEntry) bool {
-			// A record's key is sid 0x00 kSession, and IDs hold no 0x00.
-			if !e.del && e.k[0] == dataIndex && kind(e.k[len(e.k)-1]) == kSession && bytes.IndexByte(e.k[1:], 0) == len(e.k)-3 {
-				kept, stored = append(kept, e.session), append(stored, e.v)
-			}
-			return true
-		})
+		if e, found := m.Get(probe); found && !e.del {
+			return e.session, e.v, true
+		}
 	}
-	return kept, stored
+	return nil, nil, false
 }

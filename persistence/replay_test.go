@@ -103,17 +103,17 @@ func TestSessionRecordsKeepTheirDecodedForm(t *testing.T) {
 		t.Fatal(err)
 	}
 	sids := []messages.SessionID{storetest.Scenario(t, st), storetest.Scenario(t, st)}
-	kept, stored := persistence.MemSessionRecords(st)
-	if len(kept) != len(sids) {
-		t.Fatalf("%d Session records in the memtable, want %d", len(kept), len(sids))
-	}
-	for i, b := range stored {
+	for _, sid := range sids {
+		kept, stored, ok := persistence.MemSessionRecord(st, sid)
+		if !ok {
+			t.Fatalf("Session %s: no record in the memtable", sid)
+		}
 		var decoded persistence.Session
-		if err := messages.Unmarshal(b, &decoded); err != nil {
+		if err := messages.Unmarshal(stored, &decoded); err != nil {
 			t.Fatal(err)
 		}
-		if kept[i] == nil || !reflect.DeepEqual(*kept[i], decoded) {
-			t.Errorf("record %d: kept %+v, its bytes decode to %+v", i, kept[i], decoded)
+		if kept == nil || !reflect.DeepEqual(*kept, decoded) {
+			t.Errorf("Session %s: kept %+v, its bytes decode to %+v", sid, kept, decoded)
 		}
 	}
 	var before []persistence.Session
@@ -141,7 +141,9 @@ func TestSessionRecordsKeepTheirDecodedForm(t *testing.T) {
 			t.Errorf("Session %s read from bbolt %+v, from the memtable %+v", sid, s, before[i])
 		}
 	}
-	if kept, _ := persistence.MemSessionRecords(st); len(kept) != 0 {
-		t.Fatalf("%d Session records in the memtable of a reopened store", len(kept))
+	for _, sid := range sids {
+		if _, _, ok := persistence.MemSessionRecord(st, sid); ok {
+			t.Fatalf("Session %s: a record in the memtable of a reopened store", sid)
+		}
 	}
 }
