@@ -55,7 +55,9 @@ func BenchmarkAdmit(b *testing.B) {
 		b.Run(fmt.Sprintf("admitters=%d", admitters), func(b *testing.B) {
 			dir := b.TempDir()
 			var commits, ops, commitNs atomic.Int64
-			st, err := persistence.Open(filepath.Join(dir, "bench.db"), persistence.Options{NoSync: os.Getenv("BENCH_NOSYNC") != "", OnCommit: func(n int, d time.Duration) {
+			// The daemon caps each Session's backlog (1,000 by default);
+			// a cap above b.N checks it on every admission, refusing none.
+			st, err := persistence.Open(filepath.Join(dir, "bench.db"), persistence.Options{InboxBacklog: b.N + 1, NoSync: os.Getenv("BENCH_NOSYNC") != "", OnCommit: func(n int, d time.Duration) {
 				commits.Add(1)
 				ops.Add(int64(n))
 				commitNs.Add(int64(d))

@@ -127,7 +127,8 @@ type Bolt struct {
 	enc    *messages.Encoder             // encodes the values the writer puts
 	open   writerCache[msgRef, *Message] // see writercache.go
 	seqs   writerCache[messages.SessionID, int64]
-	absent absentKeys // see absentKeys
+	pend   writerCache[messages.SessionID, int] // see pendingCount
+	absent absentKeys                           // see absentKeys
 	// hints speed up memtable inserts per bucket: within one, the writer's
 	// keys mostly arrive in order (IDs, inbox rows, a Session's log).
 	hints [len(allBuckets)]btree.PathHint
@@ -690,6 +691,7 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, touched []messages.Sessio
 	s.rec = s.rec[:0]
 	s.open.begin()
 	s.seqs.begin()
+	s.pend.begin()
 	// Each operation adds the Sessions it writes after the previous one's.
 	touched = make([]messages.SessionID, 0, len(ops))
 	for i, o := range ops {
@@ -722,6 +724,7 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, touched []messages.Sessio
 	s.cur = mem
 	s.open.commit(stillOpen)
 	s.seqs.commit(keepAll)
+	s.pend.commit(keepAll)
 	return -1, seq, touched, nil
 }
 

@@ -257,6 +257,7 @@ func (w *wtx) insertInput(sid messages.SessionID, in Input) error {
 	if err := w.put(bucketInbox, []byte(in.ID), &in); err != nil {
 		return err
 	}
+	w.countPending(sid, 1)
 	return w.putString(bucketData, seqKey(sid, kPending, in.AdmittedSeq), string(in.ID))
 }
 
@@ -280,6 +281,7 @@ func (w *wtx) settleInput(sid messages.SessionID, id messages.MessageID, kind st
 	if err := w.put(bucketInbox, []byte(id), &in); err != nil {
 		return in, err
 	}
+	w.countPending(sid, -1)
 	return in, w.del(bucketData, seqKey(sid, kPending, in.AdmittedSeq))
 }
 

@@ -808,3 +808,53 @@ func TestPaceWriteback(t *testing.T) {
 	}
 	stop() // returns once the pacer has exited; goleak fails the package otherwise
 }
+
+// TestBacklogCountAfterReopen checks the writer's kept count of pending
+// inputs (pendingCount): a reopened store counts the rows it recovered,
+// from bbolt or from the log alone, and goes on counting promotions.
+func TestBacklogCountAfterReopen(t *testing.T) {
+	for _, flushed := range []bool{false, true} {
+		t.Run(fmt.Sprint("flushed=", flushed), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.db")
+			opts := Options{NoSync: true, InboxBacklog: 3}
+			st, err := Open(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			sid := newSession(t, st)
+			var ids []messages.MessageID
+			for i := range 3 {
+				r, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprint(i)}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, r.ID)
+			}
+			if _, err := st.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: ids[0]}); err != nil {
+				t.Fatal(err)
+			}
+			if flushed {
+				st.Close()
+				st = openAndCheck(t, path, opts)
+			} else {
+				copyStore(t, path, path+".copy")
+				st.Close()
+				st = openAndCheck(t, path+".copy", opts)
+			}
+			defer st.Close()
+			if _, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "fits"}}); err != nil {
+				t.Fatalf("third pending input after reopen: %v", err)
+			}
+			if _, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "full"}}); messages.TypeOf(err) != messages.ErrInboxFull {
+				t.Fatalf("fourth pending input after reopen: %v, want %s", err, messages.ErrInboxFull)
+			}
+			if _, err := st.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: ids[1]}); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "fits again"}}); err != nil {
+				t.Fatalf("admission after a promotion freed a slot: %v", err)
+			}
+		})
+	}
+}

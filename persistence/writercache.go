@@ -6,7 +6,7 @@ package persistence
 // only once the batch's record is written; a batch that fails is re-run
 // after begin drops what it staged. Only the writer goroutine uses it.
 //
-// The writer keeps two:
+// The writer keeps three:
 //   - open: decoded copies of the messages of open steps. A step's second
 //     commit (its settlements and step.ended) updates the message its
 //     first commit created; reading it back meant an ID-entry lookup and a
@@ -14,6 +14,8 @@ package persistence
 //   - seqs: each Session's last seq, so an append or admission need not
 //     seek the end of the Session's stream (a merged seek through the
 //     memtables and bbolt, the largest single read of an admission).
+//   - pend: each Session's count of pending inputs, when a backlog limit
+//     is set (see pendingCount).
 //
 // Every write of a message or a log row goes through the writer, so a
 // cached value never disagrees with the store.

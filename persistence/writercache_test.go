@@ -141,3 +141,25 @@ func TestOpenCacheCopiesArePrivate(t *testing.T) {
 		t.Fatalf("message %+v, tool %+v", m, m.Parts[0].Tool)
 	}
 }
+
+// TestBacklogCountDropsRolledBackStaging: the kept count of pending inputs
+// (pendingCount) counts only the admissions of a batch's final run.
+func TestBacklogCountDropsRolledBackStaging(t *testing.T) {
+	s := openTemp(t, Options{NoSync: true, InboxBacklog: 3})
+	ctx := context.Background()
+	sid := newSession(t, s)
+	admit := func(text string) *op {
+		return rawAppend(s, sid, &messages.PromptAdmitted{SessionID: sid, InputID: s.opts.IDs.Message(),
+			Prompt: messages.Prompt{Text: text}, Delivery: messages.Queue})
+	}
+	bad := rawAppend(s, sid, &messages.PromptPromoted{SessionID: sid, InputID: "msg_nosuchinput"})
+	if errs := commitBatch(s, admit("a"), bad, admit("b")); errs[0] != nil || errs[1] == nil || errs[2] != nil {
+		t.Fatalf("batch results %v, want only the middle operation to fail", errs)
+	}
+	if _, _, err := s.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "c"}}); err != nil {
+		t.Fatalf("third pending input: %v", err)
+	}
+	if _, _, err := s.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "d"}}); messages.TypeOf(err) != messages.ErrInboxFull {
+		t.Fatalf("fourth pending input: %v, want %s", err, messages.ErrInboxFull)
+	}
+}

@@ -287,6 +287,20 @@ func testAdmitBacklog(t *testing.T, open Factory) {
 	if w != 2 {
 		t.Fatalf("watermark %d after a refused admission, want 2", w)
 	}
+	// Another Session has its own backlog.
+	_, _, err = st.Admit(ctx, persistence.Admission{SessionID: newSession(t, st), Prompt: messages.Prompt{Text: "elsewhere"}})
+	must(t, err)
+	// Promoting a row frees its slot, once; a refused admission took none.
+	rows, err := st.Pending(ctx, sid)
+	must(t, err)
+	_, err = st.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: rows[0].ID})
+	must(t, err)
+	_, err = st.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: rows[0].ID})
+	wantType(t, err, messages.ErrInputPromoted)
+	_, _, err = st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "4"}})
+	must(t, err)
+	_, _, err = st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "5"}})
+	wantType(t, err, messages.ErrInboxFull)
 }
 
 func testIDsUnique(t *testing.T, open Factory) {
