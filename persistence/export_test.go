@@ -32,3 +32,17 @@ func MemSessionRecord(s *Bolt, sid messages.SessionID) (kept *Session, stored []
 	}
 	return nil, nil, false
 }
+
+// MemMessageRows returns every message row of the published memtables
+// that has a decoded form beside it, with its bytes.
+func MemMessageRows(s *Bolt) (kept []*Message, stored [][]byte) {
+	for _, m := range s.snap.Load().mems {
+		m.Scan(func(e *memEntry) bool {
+			if e.msg != nil {
+				kept, stored = append(kept, e.msg), append(stored, e.v)
+			}
+			return true
+		})
+	}
+	return kept, stored
+}

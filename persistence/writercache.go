@@ -1,5 +1,10 @@
 package persistence
 
+import (
+	"bytes"
+	"slices"
+)
+
 // writerCache is a map of the writer's knowledge that holds only committed
 // state: what an operation learns or writes is staged, visible to the later
 // operations of its batch (which also see it in the memtable), and kept
@@ -72,6 +77,50 @@ func (s *Bolt) openMessage(k msgRef) (Message, bool) {
 		return Message{}, false
 	}
 	return m.clone(), true
+}
+
+// detached returns a copy of m that shares no memory a caller could change
+// with m (strings are shared: they cannot change). Readers of the
+// memtable get such copies of the messages the writer decoded
+// (memEntry.msg). TestDetachedMessagesShareNothing fills every field, so
+// a field added to Message without a copy here fails it.
+func (m *Message) detached() Message {
+	out := *m
+	if m.Prompt != nil {
+		p := *m.Prompt
+		p.Files = slices.Clone(p.Files)
+		out.Prompt = &p
+	}
+	if m.Parts != nil {
+		out.Parts = make([]Part, len(m.Parts))
+		for i, p := range m.Parts {
+			p.ProviderMetadata = bytes.Clone(p.ProviderMetadata)
+			if t := p.Tool; t != nil {
+				c := *t
+				c.Input, c.Metadata = bytes.Clone(c.Input), bytes.Clone(c.Metadata)
+				c.CallMetadata, c.ResultMetadata = bytes.Clone(c.CallMetadata), bytes.Clone(c.ResultMetadata)
+				c.Error = clonePtr(c.Error)
+				p.Tool = &c
+			}
+			out.Parts[i] = p
+		}
+	}
+	out.Retry, out.Tokens, out.Error = clonePtr(m.Retry), clonePtr(m.Tokens), clonePtr(m.Error)
+	if m.Compaction != nil {
+		c := *m.Compaction
+		c.Error = clonePtr(c.Error)
+		out.Compaction = &c
+	}
+	return out
+}
+
+// clonePtr returns a pointer to a shallow copy of *p, or nil.
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	return &c
 }
 
 // clone copies a message deeply enough for projectors to change it: the
