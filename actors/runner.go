@@ -483,165 +483,190 @@ type fragment struct {
 	meta    json.RawMessage
 }
 
+// attemptState is one attempt's stream: its fragments, the calls it made
+// and the tool inputs still streaming. One value instead of closures over
+// many variables: each captured variable a closure changes is an
+// allocation of its own, about ten per step.
+type attemptState struct {
+	r         *runner
+	ctx       context.Context
+	asst      messages.MessageID
+	agentName string
+	out       attemptOut
+	frags     [2]fragment // text, reasoning (frag)
+	calls     []attemptCall
+	inputs    map[string]string // callID -> name, tool inputs started but not yet called
+	inputText map[string]*strings.Builder
+	finished  bool
+	storeErr  error // a commit that failed mid-stream
+}
+
+// attemptCall is a tool call of an attempt, awaiting its settlement.
+type attemptCall struct {
+	id     string
+	name   string
+	result <-chan locations.ToolResult
+	hosted bool
+}
+
+// frag returns the fragment of kind (text or reasoning).
+func (a *attemptState) frag(kind string) *fragment {
+	if kind == persistence.PartReasoning {
+		return &a.frags[1]
+	}
+	return &a.frags[0]
+}
+
+func (a *attemptState) open(kind string) error {
+	f := a.frag(kind)
+	if f.open {
+		return llm.Errorf(messages.ErrProviderUnknown, "provider opened a second %s fragment before ending the first", kind)
+	}
+	f.open = true
+	f.text.Reset()
+	f.meta = nil
+	var p messages.Payload = &messages.TextStarted{SessionID: a.r.sid, AssistantMessageID: a.asst, Ordinal: f.ordinal}
+	if kind == persistence.PartReasoning {
+		p = &messages.ReasoningStarted{SessionID: a.r.sid, AssistantMessageID: a.asst, Ordinal: f.ordinal}
+	}
+	a.out.durableOutput = true
+	a.r.queue(p)
+	return nil
+}
+
+func (a *attemptState) closeFrag(kind string, meta json.RawMessage) {
+	f := a.frag(kind)
+	if !f.open {
+		return
+	}
+	if meta == nil {
+		meta = f.meta
+	}
+	f.open = false
+	a.r.queue(fragmentEnd(a.r.sid, a.asst, kind, f.ordinal, f.text.String(), meta))
+	f.ordinal++
+}
+
+func (a *attemptState) handle(ev llm.Event) error {
+	r, asst := a.r, a.asst
+	switch ev.Kind {
+	case llm.TextStart, llm.ReasoningStart:
+		kind := persistence.PartText
+		if ev.Kind == llm.ReasoningStart {
+			kind = persistence.PartReasoning
+		}
+		if err := a.open(kind); err != nil {
+			return err
+		}
+		a.frag(kind).meta = ev.ProviderMetadata
+	case llm.TextDelta, llm.ReasoningDelta:
+		kind := persistence.PartText
+		if ev.Kind == llm.ReasoningDelta {
+			kind = persistence.PartReasoning
+		}
+		f := a.frag(kind)
+		if !f.open {
+			if err := a.open(kind); err != nil {
+				return err
+			}
+		}
+		f.text.WriteString(ev.Text)
+		if kind == persistence.PartText {
+			r.live(&messages.TextDelta{SessionID: r.sid, AssistantMessageID: asst, Ordinal: f.ordinal, Delta: ev.Text})
+		} else {
+			r.live(&messages.ReasoningDelta{SessionID: r.sid, AssistantMessageID: asst, Ordinal: f.ordinal, Delta: ev.Text})
+		}
+	case llm.TextEnd:
+		a.closeFrag(persistence.PartText, ev.ProviderMetadata)
+	case llm.ReasoningEnd:
+		a.closeFrag(persistence.PartReasoning, ev.ProviderMetadata)
+	case llm.ToolInputStart:
+		if _, dup := a.inputs[ev.CallID]; dup {
+			return llm.Errorf(messages.ErrProviderUnknown, "provider reused tool call id %q", ev.CallID)
+		}
+		if a.inputs == nil {
+			a.inputs, a.inputText = map[string]string{}, map[string]*strings.Builder{}
+		}
+		a.inputs[ev.CallID] = ev.Name
+		a.inputText[ev.CallID] = &strings.Builder{}
+		a.out.durableOutput = true
+		r.queue(&messages.ToolInputStarted{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID, Name: ev.Name})
+	case llm.ToolInputDelta:
+		if b := a.inputText[ev.CallID]; b != nil {
+			b.WriteString(ev.Text)
+		}
+		r.live(&messages.ToolInputDelta{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID, Delta: ev.Text})
+	case llm.ToolInputEnd:
+		if b := a.inputText[ev.CallID]; b != nil {
+			r.queue(&messages.ToolInputEnded{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID,
+				Name: a.inputs[ev.CallID], Text: b.String()})
+			delete(a.inputText, ev.CallID)
+		}
+	case llm.ToolCall:
+		input := ev.Input
+		if !json.Valid(input) {
+			input = json.RawMessage(`{}`)
+		}
+		a.out.durableOutput = true
+		if _, err := r.append(a.ctx, &messages.ToolCalled{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID,
+			Name: ev.Name, Input: input, Executed: ev.Executed, ProviderMetadata: ev.ProviderMetadata}); err != nil {
+			return err
+		}
+		delete(a.inputs, ev.CallID)
+		delete(a.inputText, ev.CallID)
+		c := attemptCall{id: ev.CallID, name: ev.Name, hosted: ev.Executed}
+		if !ev.Executed {
+			// The call is durable; start it now, before the stream ends.
+			c.result = r.startTool(a.ctx, locations.ToolCall{SessionID: r.sid, Agent: a.agentName, AssistantMessageID: asst,
+				CallID: ev.CallID, Name: ev.Name, Input: ev.Input})
+			a.out.localTools++
+		}
+		a.calls = append(a.calls, c)
+	case llm.StepFinish:
+		a.finished = true
+		a.out.finish, a.out.usage, a.out.cost = ev.Finish, ev.Usage, ev.Cost
+		r.live(&messages.UsageUpdated{SessionID: r.sid, AssistantMessageID: asst, Tokens: ev.Usage, Cost: ev.Cost})
+	}
+	return nil
+}
+
 // attempt streams one provider call, committing fragments and tool calls as
 // they complete, starting each local tool eagerly, and settling every call
 // before it returns (settlement first, on every path).
 func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName string, provider llm.Provider, model llm.Model, req llm.Request) (attemptOut, error) {
-	var out attemptOut
-	frags := map[string]*fragment{persistence.PartText: {}, persistence.PartReasoning: {}}
-	type call struct {
-		id     string
-		name   string
-		result <-chan locations.ToolResult
-		hosted bool
-	}
-	var calls []call
-	inputs := map[string]string{} // callID -> name, tool inputs started but not yet called
-	var inputText = map[string]*strings.Builder{}
-	finished := false
-
-	open := func(kind string) error {
-		f := frags[kind]
-		if f.open {
-			return llm.Errorf(messages.ErrProviderUnknown, "provider opened a second %s fragment before ending the first", kind)
-		}
-		f.open = true
-		f.text.Reset()
-		f.meta = nil
-		var p messages.Payload = &messages.TextStarted{SessionID: r.sid, AssistantMessageID: asst, Ordinal: f.ordinal}
-		if kind == persistence.PartReasoning {
-			p = &messages.ReasoningStarted{SessionID: r.sid, AssistantMessageID: asst, Ordinal: f.ordinal}
-		}
-		out.durableOutput = true
-		r.queue(p)
-		return nil
-	}
-	closeFrag := func(kind string, meta json.RawMessage) error {
-		f := frags[kind]
-		if !f.open {
-			return nil
-		}
-		if meta == nil {
-			meta = f.meta
-		}
-		f.open = false
-		r.queue(fragmentEnd(r.sid, asst, kind, f.ordinal, f.text.String(), meta))
-		f.ordinal++
-		return nil
-	}
-	handle := func(ev llm.Event) error {
-		switch ev.Kind {
-		case llm.TextStart, llm.ReasoningStart:
-			kind := persistence.PartText
-			if ev.Kind == llm.ReasoningStart {
-				kind = persistence.PartReasoning
-			}
-			if err := open(kind); err != nil {
-				return err
-			}
-			frags[kind].meta = ev.ProviderMetadata
-		case llm.TextDelta, llm.ReasoningDelta:
-			kind := persistence.PartText
-			if ev.Kind == llm.ReasoningDelta {
-				kind = persistence.PartReasoning
-			}
-			f := frags[kind]
-			if !f.open {
-				if err := open(kind); err != nil {
-					return err
-				}
-			}
-			f.text.WriteString(ev.Text)
-			if kind == persistence.PartText {
-				r.live(&messages.TextDelta{SessionID: r.sid, AssistantMessageID: asst, Ordinal: f.ordinal, Delta: ev.Text})
-			} else {
-				r.live(&messages.ReasoningDelta{SessionID: r.sid, AssistantMessageID: asst, Ordinal: f.ordinal, Delta: ev.Text})
-			}
-		case llm.TextEnd:
-			return closeFrag(persistence.PartText, ev.ProviderMetadata)
-		case llm.ReasoningEnd:
-			return closeFrag(persistence.PartReasoning, ev.ProviderMetadata)
-		case llm.ToolInputStart:
-			if _, dup := inputs[ev.CallID]; dup {
-				return llm.Errorf(messages.ErrProviderUnknown, "provider reused tool call id %q", ev.CallID)
-			}
-			inputs[ev.CallID] = ev.Name
-			inputText[ev.CallID] = &strings.Builder{}
-			out.durableOutput = true
-			r.queue(&messages.ToolInputStarted{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID, Name: ev.Name})
-		case llm.ToolInputDelta:
-			if b := inputText[ev.CallID]; b != nil {
-				b.WriteString(ev.Text)
-			}
-			r.live(&messages.ToolInputDelta{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID, Delta: ev.Text})
-		case llm.ToolInputEnd:
-			if b := inputText[ev.CallID]; b != nil {
-				r.queue(&messages.ToolInputEnded{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID,
-					Name: inputs[ev.CallID], Text: b.String()})
-				delete(inputText, ev.CallID)
-			}
-		case llm.ToolCall:
-			input := ev.Input
-			if !json.Valid(input) {
-				input = json.RawMessage(`{}`)
-			}
-			out.durableOutput = true
-			if _, err := r.append(ctx, &messages.ToolCalled{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID,
-				Name: ev.Name, Input: input, Executed: ev.Executed, ProviderMetadata: ev.ProviderMetadata}); err != nil {
-				return err
-			}
-			delete(inputs, ev.CallID)
-			delete(inputText, ev.CallID)
-			c := call{id: ev.CallID, name: ev.Name, hosted: ev.Executed}
-			if !ev.Executed {
-				// The call is durable; start it now, before the stream ends.
-				c.result = r.startTool(ctx, locations.ToolCall{SessionID: r.sid, Agent: agentName, AssistantMessageID: asst,
-					CallID: ev.CallID, Name: ev.Name, Input: ev.Input})
-				out.localTools++
-			}
-			calls = append(calls, c)
-		case llm.StepFinish:
-			finished = true
-			out.finish, out.usage, out.cost = ev.Finish, ev.Usage, ev.Cost
-			r.live(&messages.UsageUpdated{SessionID: r.sid, AssistantMessageID: asst, Tokens: ev.Usage, Cost: ev.Cost})
-		}
-		return nil
-	}
-
+	a := &attemptState{r: r, ctx: ctx, asst: asst, agentName: agentName}
+	out := &a.out
 	r.metrics.request()
-	var storeErr error
 	for ev, err := range provider.Stream(ctx, req) {
 		if err != nil {
 			out.err = llm.AsError(err)
 			break
 		}
-		if herr := handle(ev); herr != nil {
+		if herr := a.handle(ev); herr != nil {
 			var le *llm.Error
 			if errors.As(herr, &le) {
 				out.err = le
 			} else {
-				storeErr = herr
+				a.storeErr = herr
 			}
 			break
 		}
-		if finished {
+		if a.finished {
 			break
 		}
 	}
-	if out.err == nil && storeErr == nil && !finished && ctx.Err() == nil {
+	if out.err == nil && a.storeErr == nil && !a.finished && ctx.Err() == nil {
 		out.err = llm.Errorf(messages.ErrProviderTransport, "stream ended without a finish event")
 	}
 	// Closeout: keep partial content, settle every call, then report.
-	var closeErr []error
-	for _, kind := range []string{persistence.PartReasoning, persistence.PartText} {
-		closeErr = append(closeErr, closeFrag(kind, nil))
-	}
+	a.closeFrag(persistence.PartReasoning, nil)
+	a.closeFrag(persistence.PartText, nil)
 	var settle []messages.Payload
-	for id, name := range inputs {
+	for id, name := range a.inputs {
 		settle = append(settle, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: id,
 			Error: messages.Error{Type: messages.ErrToolResultMissing, Message: "The tool call " + name + " was cut off before its input was complete"}})
 	}
-	for _, c := range calls {
+	for _, c := range a.calls {
 		if c.hosted {
 			settle = append(settle, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: c.id,
 				Error: messages.Error{Type: messages.ErrToolResultMissing, Message: "The provider did not return a result for " + c.name}})
@@ -663,8 +688,8 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName
 	// Settlements commit with the step's terminal (the caller's next
 	// append), keeping settlement-first order inside one transaction.
 	r.queue(settle...)
-	if err := errors.Join(append(closeErr, storeErr, r.flushError())...); err != nil {
-		return out, fmt.Errorf("actors: step %s closeout: %w", asst, err)
+	if err := errors.Join(a.storeErr, r.flushError()); err != nil {
+		return *out, fmt.Errorf("actors: step %s closeout: %w", asst, err)
 	}
-	return out, nil
+	return *out, nil
 }
