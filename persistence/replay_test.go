@@ -90,6 +90,31 @@ func TestRestoreRejectsGaps(t *testing.T) {
 	}
 }
 
+// openScenarios opens a store in a temporary directory and runs the
+// conformance scenario in two Sessions, which it returns.
+func openScenarios(t *testing.T) (string, *persistence.Bolt, []messages.SessionID) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := persistence.Open(path, persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() }) // a second Close does nothing
+	return path, st, []messages.SessionID{storetest.Scenario(t, st), storetest.Scenario(t, st)}
+}
+
+// reopen closes st and opens its file again, to be closed when t ends.
+func reopen(t *testing.T, st *persistence.Bolt, path string) *persistence.Bolt {
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := persistence.Open(path, persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 // TestSessionRecordsKeepTheirDecodedForm checks the decoded form the
 // writer keeps beside each Session record it writes (memEntry.session):
 // after every kind of record update (the scenario commits them all) it is
@@ -97,12 +122,7 @@ func TestRestoreRejectsGaps(t *testing.T) {
 // the same Session read from bbolt after a restart.
 func TestSessionRecordsKeepTheirDecodedForm(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "s.db")
-	st, err := persistence.Open(path, persistence.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sids := []messages.SessionID{storetest.Scenario(t, st), storetest.Scenario(t, st)}
+	path, st, sids := openScenarios(t)
 	for _, sid := range sids {
 		kept, stored, ok := persistence.MemSessionRecord(st, sid)
 		if !ok {
@@ -124,14 +144,7 @@ func TestSessionRecordsKeepTheirDecodedForm(t *testing.T) {
 		}
 		before = append(before, s)
 	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	st, err = persistence.Open(path, persistence.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st = reopen(t, st, path)
 	for i, sid := range sids {
 		s, err := st.Get(ctx, sid)
 		if err != nil {
@@ -155,12 +168,7 @@ func TestSessionRecordsKeepTheirDecodedForm(t *testing.T) {
 // messages read from bbolt after a restart.
 func TestMessagesKeepTheirDecodedForm(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "s.db")
-	st, err := persistence.Open(path, persistence.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sids := []messages.SessionID{storetest.Scenario(t, st), storetest.Scenario(t, st)}
+	path, st, sids := openScenarios(t)
 	kept, stored := persistence.MemMessageRows(st)
 	if len(kept) == 0 {
 		t.Fatal("no message row in the memtable has a decoded form")
@@ -207,13 +215,7 @@ func TestMessagesKeepTheirDecodedForm(t *testing.T) {
 		t.Fatal("changing messages a reader got changed the store (or the scenario has no tool input)")
 	}
 	before = read()
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if st, err = persistence.Open(path, persistence.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st = reopen(t, st, path)
 	if after := read(); !reflect.DeepEqual(after, before) {
 		t.Errorf("messages read from bbolt:\n%+v\nfrom the memtable:\n%+v", after, before)
 	}
