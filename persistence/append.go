@@ -2,8 +2,10 @@ package persistence
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sessiond/sessiond/messages"
@@ -11,6 +13,36 @@ import (
 
 // Append commits data as consecutive events of Session id.
 func (s *Bolt) Append(ctx context.Context, id messages.SessionID, data ...messages.Payload) ([]messages.Event, error) {
+	return s.append(ctx, id, data, nil)
+}
+
+// Commit implements Store.
+func (s *Bolt) Commit(ctx context.Context, id messages.SessionID, data ...messages.Payload) (Committed, error) {
+	var c Committed
+	evs, err := s.append(ctx, id, data, func(w *wtx) error {
+		// The operation's working copies are final here; flush encodes
+		// them next without changing them.
+		c.Messages = c.Messages[:0]
+		for i := range w.msgs {
+			if e := &w.msgs[i]; e.dirty {
+				c.Messages = append(c.Messages, e.m.detached())
+			}
+		}
+		slices.SortFunc(c.Messages, func(a, b Message) int { return cmp.Compare(a.Seq, b.Seq) })
+		c.Session = nil
+		if w.record != nil {
+			s := *w.record
+			c.Session = &s
+		}
+		return nil
+	})
+	c.Events = evs
+	return c, err
+}
+
+// append commits data as Append does, then runs done, when not nil, at the
+// end of the operation.
+func (s *Bolt) append(ctx context.Context, id messages.SessionID, data []messages.Payload, done func(w *wtx) error) ([]messages.Event, error) {
 	if len(data) == 0 {
 		return nil, nil
 	}
@@ -54,6 +86,9 @@ func (s *Bolt) Append(ctx context.Context, id messages.SessionID, data ...messag
 			if err := w.applyData(evs[i], enc[i]); err != nil {
 				return err
 			}
+		}
+		if done != nil {
+			return done(w)
 		}
 		return nil
 	})
@@ -136,6 +171,33 @@ func lastSeq(v *view, sid messages.SessionID) int64 {
 		return -1
 	}
 	return streamSeq(k)
+}
+
+// memLastSeq answers lastSeq from the memtables alone when they hold any
+// of the Session's stream rows, without a bbolt transaction (a runner
+// checks its Session's watermark at every step boundary). The newest
+// memtable holding one holds the last seq: the log only grows, and an
+// operation that rewrites an older message also appends its log row.
+func memLastSeq(mems []*memTree, sid messages.SessionID) (int64, bool) {
+	p := prefix(sid, kStream)
+	pivot := &memEntry{k: append([]byte{dataIndex}, prefix(sid, kStream+1)...)}
+	for _, m := range mems {
+		var last *memEntry
+		m.Descend(pivot, func(e *memEntry) bool {
+			last = e
+			return false
+		})
+		if last == nil || last.k[0] != dataIndex {
+			continue
+		}
+		if k := last.k[1:]; bytes.HasPrefix(k, p) && len(k) == len(p)+9 {
+			if last.del {
+				return -1, false // stream rows are never deleted; let bbolt's view decide
+			}
+			return streamSeq(k), true
+		}
+	}
+	return -1, false
 }
 
 // apply writes one event to the log and runs its projector.

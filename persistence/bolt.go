@@ -531,6 +531,8 @@ type wtx struct {
 	// evs holds the stored bytes of those events until flush copies them
 	// into their log rows. When it grows, earlier events keep the old array.
 	evs []byte
+	// record is the Session record the operation last wrote, as written.
+	record *Session
 }
 
 // submit queues fn for the writer and waits for its commit. It does not

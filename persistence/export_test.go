@@ -46,3 +46,9 @@ func MemMessageRows(s *Bolt) (kept []*Message, stored [][]byte) {
 	}
 	return kept, stored
 }
+
+// MemWatermark is Watermark's answer from the published memtables alone;
+// ok is false when they hold none of the Session's stream rows.
+func MemWatermark(s *Bolt, sid messages.SessionID) (int64, bool) {
+	return memLastSeq(s.snap.Load().mems, sid)
+}

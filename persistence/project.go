@@ -223,7 +223,7 @@ func (w *wtx) putSession(s Session) error {
 	s.Updated, s.LastSeq = 0, 0 // not stored: readers fill them from the log
 	e, err := w.putEntry(bucketData, prefix(s.ID, kSession), &s)
 	if err == nil {
-		e.session = &s
+		e.session, w.record = &s, &s
 	}
 	return err
 }

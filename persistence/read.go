@@ -94,6 +94,9 @@ func (s *Bolt) List(ctx context.Context) ([]Session, error) {
 
 // Watermark implements Store.
 func (s *Bolt) Watermark(ctx context.Context, id messages.SessionID) (int64, error) {
+	if w, ok := memLastSeq(s.snap.Load().mems, id); ok {
+		return w, nil
+	}
 	var w int64
 	err := s.view(func(v *view) error {
 		var err error
@@ -279,8 +282,11 @@ func (s *Bolt) Boundary(ctx context.Context, id messages.SessionID, after int64)
 		} else if ok {
 			b.Checkpoint = &c
 		}
-		_, err = scanMessages(v, id, max(after, -1), -1, appendMessage(&b.Messages))
-		return err
+		if _, err = scanMessages(v, id, max(after, -1), -1, appendMessage(&b.Messages)); err != nil {
+			return err
+		}
+		b.Seq = lastSeq(v, id)
+		return nil
 	})
 	return b, err
 }

@@ -223,3 +223,52 @@ func TestMessagesKeepTheirDecodedForm(t *testing.T) {
 		t.Fatalf("%d decoded messages in the memtable of a reopened store", len(kept))
 	}
 }
+
+// TestWatermarkFromTheMemtables: the watermark answered from the memtables
+// alone (memLastSeq) is the seq of the Session's last event in the log,
+// after every kind of event, and a store whose memtables hold nothing of
+// the Session answers from bbolt.
+func TestWatermarkFromTheMemtables(t *testing.T) {
+	ctx := context.Background()
+	path, st, sids := openScenarios(t)
+	lastEvent := func(sid messages.SessionID) int64 {
+		h, err := st.History(ctx, sid, persistence.Query{After: -1, Limit: 10000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Data[len(h.Data)-1].Seq()
+	}
+	for _, sid := range sids {
+		w, ok := persistence.MemWatermark(st, sid)
+		if !ok || w != lastEvent(sid) {
+			t.Fatalf("Session %s: memtables answer %d (%v), its last event is %d", sid, w, ok, lastEvent(sid))
+		}
+	}
+	st = reopen(t, st, path)
+	for _, sid := range sids {
+		if w, ok := persistence.MemWatermark(st, sid); ok {
+			t.Fatalf("Session %s: the memtables of a reopened store answer %d", sid, w)
+		}
+		if w, err := st.Watermark(ctx, sid); err != nil || w != lastEvent(sid) {
+			t.Fatalf("Session %s: watermark %d (%v) from bbolt, last event %d", sid, w, err, lastEvent(sid))
+		}
+	}
+	// An older message rewritten in the memtable, with its log row.
+	sid := sids[0]
+	page, err := st.Messages(ctx, sid, persistence.Query{After: -1, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asst persistence.Message
+	for _, m := range page.Data {
+		if m.Role == persistence.RoleAssistant && !m.Open {
+			asst = m
+		}
+	}
+	if _, err := st.Append(ctx, sid, &messages.StepStarted{SessionID: sid, AssistantMessageID: asst.ID, Agent: "build", Attempt: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := persistence.MemWatermark(st, sid); !ok || w != lastEvent(sid) || w <= asst.Seq {
+		t.Fatalf("after reopening message %s (seq %d): memtables answer %d (%v), last event %d", asst.ID, asst.Seq, w, ok, lastEvent(sid))
+	}
+}

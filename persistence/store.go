@@ -40,6 +40,10 @@ type Store interface {
 	// (for instance promoting an input twice) rolls back every event of the
 	// call.
 	Append(ctx context.Context, id messages.SessionID, data ...messages.Payload) ([]messages.Event, error)
+	// Commit is Append that also returns what the commit left in the
+	// projections a step boundary reads (see Committed), so a caller that
+	// mirrors them need not read them back.
+	Commit(ctx context.Context, id messages.SessionID, data ...messages.Payload) (Committed, error)
 
 	// History returns public durable events with seq > q.After, at most
 	// q.Limit of them.
@@ -93,6 +97,19 @@ type Boundary struct {
 	// Checkpoint is nil when none is initialized.
 	Checkpoint *Checkpoint
 	Messages   []Message
+	// Seq is the Session's last seq as of the read.
+	Seq int64
+}
+
+// Committed is what one Commit wrote.
+type Committed struct {
+	Events []messages.Event
+	// Messages are the messages the commit created or changed, as it left
+	// them, in seq order. They are the caller's.
+	Messages []Message
+	// Session is the record as the commit left it, when the commit changed
+	// it, without its log-derived fields (as in Boundary); nil otherwise.
+	Session *Session
 }
 
 // CreateSession asks for a new Session.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -46,6 +47,7 @@ func Run(t *testing.T, open Factory) {
 		{"ScenarioProjections", testScenarioProjections},
 		{"OpenSteps", testOpenSteps},
 		{"BoundaryIsOneSnapshotOfTheReads", testBoundary},
+		{"CommitReturnsWhatItProjected", testCommit},
 		{"EntriesAndApprovals", testEntriesApprovals},
 	}
 	for _, tc := range tests {
@@ -866,6 +868,9 @@ func testBoundary(t *testing.T, open Factory) {
 	if !reflect.DeepEqual(b.Messages, page.Data) {
 		t.Fatalf("boundary has %d messages, Messages %d", len(b.Messages), len(page.Data))
 	}
+	if w, err := st.Watermark(ctx, sid); err != nil || b.Seq != w {
+		t.Fatalf("boundary seq %d, watermark %d (%v)", b.Seq, w, err)
+	}
 	after := page.Data[3].Seq
 	later, err := st.Boundary(ctx, sid, after)
 	must(t, err)
@@ -874,5 +879,91 @@ func testBoundary(t *testing.T, open Factory) {
 	}
 	if _, err := st.Boundary(ctx, "ses_nosuchsession00000000000", -1); messages.TypeOf(err) != messages.ErrSessionNotFound {
 		t.Fatalf("unknown session: %v", err)
+	}
+}
+
+// testCommit: Commit returns the events Append would, every message the
+// commit created or changed exactly as a read returns it afterwards (and
+// no other), and the Session record as a boundary read returns it when
+// the commit changed it; what it returns is the caller's to change.
+func testCommit(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	in, _, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "go"}})
+	must(t, err)
+	asst := messages.MessageID("msg_commit_asst")
+	steps := [][]messages.Payload{
+		{&messages.ExecutionStarted{SessionID: sid}, &messages.PromptPromoted{SessionID: sid, InputID: in.ID}},
+		{&messages.StepStarted{SessionID: sid, AssistantMessageID: asst, Agent: "build", Attempt: 1},
+			&messages.TextStarted{SessionID: sid, AssistantMessageID: asst}},
+		{&messages.TextEnded{SessionID: sid, AssistantMessageID: asst, Text: "reading"},
+			&messages.ToolCalled{SessionID: sid, AssistantMessageID: asst, CallID: "c1", Name: "read", Input: json.RawMessage(`{"path":"a"}`)}},
+		{&messages.ToolSucceeded{SessionID: sid, AssistantMessageID: asst, CallID: "c1", Output: "text"},
+			&messages.StepEnded{SessionID: sid, AssistantMessageID: asst, Finish: "tool-calls", Tokens: messages.Tokens{Input: 10, Output: 2}, Cost: 0.5}},
+		{&messages.ExecutionSucceeded{SessionID: sid}},
+	}
+	read := func() map[messages.MessageID]persistence.Message {
+		page, err := st.Messages(ctx, sid, persistence.Query{After: -1, Limit: 100})
+		must(t, err)
+		out := map[messages.MessageID]persistence.Message{}
+		for _, m := range page.Data {
+			out[m.ID] = m
+		}
+		return out
+	}
+	first, err := st.Boundary(ctx, sid, -1)
+	must(t, err)
+	record := first.Session
+	for i, ps := range steps {
+		before := read()
+		c, err := st.Commit(ctx, sid, ps...)
+		must(t, err)
+		after := read()
+		if len(c.Events) != len(ps) {
+			t.Fatalf("commit %d: %d events for %d payloads", i, len(c.Events), len(ps))
+		}
+		h, err := st.History(ctx, sid, persistence.Query{After: c.Events[0].Seq() - 1, Limit: 100})
+		must(t, err)
+		if !reflect.DeepEqual(h.Data, c.Events) {
+			t.Fatalf("commit %d: events %+v, history %+v", i, c.Events, h.Data)
+		}
+		changed := 0
+		for id, m := range after {
+			if old, ok := before[id]; !ok || !reflect.DeepEqual(old, m) {
+				changed++
+			}
+		}
+		if len(c.Messages) != changed {
+			t.Fatalf("commit %d returned %d messages, %d changed", i, len(c.Messages), changed)
+		}
+		for j, m := range c.Messages {
+			if j > 0 && m.Seq <= c.Messages[j-1].Seq {
+				t.Fatalf("commit %d: messages out of seq order", i)
+			}
+			if !reflect.DeepEqual(m, after[m.ID]) {
+				t.Fatalf("commit %d returned %+v, a read %+v", i, m, after[m.ID])
+			}
+			for _, p := range m.Parts {
+				if p.Tool != nil {
+					p.Tool.Output, p.Tool.Input[0] = "changed", '!'
+				}
+			}
+		}
+		if !reflect.DeepEqual(read(), after) {
+			t.Fatalf("commit %d: changing what it returned changed the store", i)
+		}
+		b, err := st.Boundary(ctx, sid, -1)
+		must(t, err)
+		if b.Seq != c.Events[len(c.Events)-1].Seq() {
+			t.Fatalf("commit %d: boundary at seq %d after it", i, b.Seq)
+		}
+		changedRecord := !reflect.DeepEqual(b.Session, record)
+		if (c.Session != nil) != changedRecord || (c.Session != nil && !reflect.DeepEqual(*c.Session, b.Session)) {
+			t.Fatalf("commit %d: record %+v, before %+v, after %+v", i, c.Session, record, b.Session)
+		}
+		record = b.Session
+	}
+	if _, err := st.Commit(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: in.ID}); messages.TypeOf(err) != messages.ErrInputPromoted {
+		t.Fatalf("second promotion: %v", err)
 	}
 }
