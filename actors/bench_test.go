@@ -77,6 +77,9 @@ func runSteps(b *testing.B, h *actortest.Harness, parallel, total int) (steps, e
 // CPU per step (the target, runtime CPU excluding fsync, is the nosync
 // variant's). Each Session runs a chain of 20 steps.
 func BenchmarkSteps(b *testing.B) {
+	// The tests check every boundary served from a runner's mirror against
+	// a read; the daemon does not.
+	defer actors.CheckMirror(actors.CheckMirror(false))
 	for _, sessions := range []int{1, 100} {
 		for _, sync := range []bool{true, false} {
 			name := fmt.Sprintf("sessions=%d/fsync=%v", sessions, sync)

@@ -3,7 +3,10 @@ package actors
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/locations/llm"
@@ -26,14 +29,126 @@ const finalStepReminder = "<system-reminder>Maximum steps reached. Tools are dis
 // other writers can commit meanwhile (selections, admissions, a queued
 // compaction row) changes nothing a request shows before the next
 // boundary reads it.
+//
+// When every event of the Session since the last read is one of this
+// runner's own commits, the mirror of that read, kept up to date from
+// what the commits returned (observe), is what the read would return, and
+// checking the Session's last seq replaces it.
 func (r *runner) boundary(ctx context.Context) (persistence.Boundary, error) {
 	_, after := r.historyFrom()
+	if r.mirrored && after >= r.mirrorAfter {
+		w, err := r.store.Watermark(ctx, r.sid)
+		if err != nil {
+			return persistence.Boundary{}, err
+		}
+		if w == r.mirror.Seq {
+			b := r.fromMirror(after)
+			if checkMirror.Load() {
+				r.checkMirror(ctx, b, after)
+			}
+			r.bnd, r.bndAt, r.bndMsgs = b, r.commits, true
+			return b, nil
+		}
+	}
 	b, err := r.store.Boundary(ctx, r.sid, after)
 	if err != nil {
 		return b, err
 	}
 	r.bnd, r.bndAt, r.bndMsgs = b, r.commits, true
+	r.mirror, r.mirrorAfter, r.mirrored = b, after, true
+	r.mirror.Messages = slices.Clone(b.Messages) // history takes b's
+	r.mirror.Pending = slices.Clone(b.Pending)
 	return b, nil
+}
+
+// fromMirror returns the mirror as a boundary read after seq `after`
+// (>= mirrorAfter), and drops the messages at or before it from the
+// mirror: history keeps them from here on.
+func (r *runner) fromMirror(after int64) persistence.Boundary {
+	i := 0
+	for i < len(r.mirror.Messages) && r.mirror.Messages[i].Seq <= after {
+		i++
+	}
+	r.mirror.Messages = slices.Delete(r.mirror.Messages, 0, i)
+	r.mirrorAfter = after
+	b := r.mirror
+	b.Messages, b.Pending = cloneOrNil(b.Messages), cloneOrNil(b.Pending)
+	return b
+}
+
+// cloneOrNil copies s, or returns nil when it is empty, as a read would.
+func cloneOrNil[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return slices.Clone(s)
+}
+
+// checkMirror, when set (the package's tests set it), has every boundary
+// served from the mirror read the store too: mirrorChecks counts them, and
+// mirrorMismatch keeps the first that differed.
+var (
+	checkMirror    atomic.Bool
+	mirrorChecks   atomic.Int64
+	mirrorMismatch atomic.Pointer[string]
+)
+
+func (r *runner) checkMirror(ctx context.Context, b persistence.Boundary, after int64) {
+	read, err := r.store.Boundary(ctx, r.sid, after)
+	mirrorChecks.Add(1)
+	if err != nil || !reflect.DeepEqual(read, b) {
+		msg := fmt.Sprintf("session %s, boundary after seq %d: from the mirror\n%+v\nread (%v)\n%+v", r.sid, after, b, err, read)
+		mirrorMismatch.CompareAndSwap(nil, &msg)
+	}
+}
+
+// observe applies one of this runner's commits to the mirror. The mirror
+// stays valid only while the commits follow each other in the log with
+// nothing between them, and carry only events whose effect on a boundary
+// read the commit returns: messages, the record, and promotions, which
+// leave the inbox.
+func (r *runner) observe(c persistence.Committed) {
+	if !r.mirrored {
+		return
+	}
+	if c.Events[0].Seq() != r.mirror.Seq+1 {
+		r.mirrored = false
+		return
+	}
+	for _, ev := range c.Events {
+		switch p := ev.Data.(type) {
+		case *messages.PromptPromoted:
+			r.mirror.Pending = slices.DeleteFunc(r.mirror.Pending, func(in persistence.Input) bool { return in.ID == p.InputID })
+		case *messages.ExecutionStarted, *messages.ExecutionSucceeded, *messages.ExecutionFailed, *messages.ExecutionInterrupted,
+			*messages.StepStarted, *messages.StepEnded, *messages.StepFailed, *messages.RetryScheduled,
+			*messages.TextStarted, *messages.TextEnded, *messages.ReasoningStarted, *messages.ReasoningEnded,
+			*messages.ToolInputStarted, *messages.ToolInputEnded, *messages.ToolCalled, *messages.ToolSucceeded, *messages.ToolFailed:
+		default:
+			// Instructions and compaction change the checkpoint or the
+			// inbox: read again.
+			r.mirrored = false
+			return
+		}
+	}
+	r.mirror.Seq = c.Events[len(c.Events)-1].Seq()
+	if c.Session != nil {
+		r.mirror.Session = *c.Session
+	}
+	for _, m := range c.Messages {
+		i := slices.IndexFunc(r.mirror.Messages, func(old persistence.Message) bool { return old.ID == m.ID })
+		switch {
+		case i >= 0:
+			r.mirror.Messages[i] = m
+		case m.Seq > r.mirrorAfter:
+			// New messages take the commit's seqs, after every other.
+			r.mirror.Messages = append(r.mirror.Messages, m)
+		default:
+			// A message before the mirror's window changed: only a read
+			// can place it.
+			r.mirrored = false
+			return
+		}
+	}
 }
 
 // fresh reports whether the last boundary read is still current.

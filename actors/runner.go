@@ -84,6 +84,13 @@ type runner struct {
 	bnd     persistence.Boundary
 	bndAt   int
 	bndMsgs bool
+	// mirror is what a boundary read would return, kept up to date from
+	// this runner's own commits (see boundary); its messages are those
+	// with seq > mirrorAfter. mirrored says it reflects the Session up to
+	// mirror.Seq.
+	mirror      persistence.Boundary
+	mirrorAfter int64
+	mirrored    bool
 }
 
 // DefaultLiveHold is the default of Config.LiveHold: how long a live event
@@ -138,12 +145,14 @@ func (r *runner) commitLocked(ctx context.Context, ps ...messages.Payload) ([]me
 	}
 	// Commits must land even while the drain is being cancelled: settlement
 	// and terminal events are exactly what interruption writes.
-	evs, err := r.store.Append(context.WithoutCancel(ctx), r.sid, ps...)
+	c, err := r.store.Commit(context.WithoutCancel(ctx), r.sid, ps...)
 	if err != nil {
 		// Nothing was committed; the held live events describe fragments
 		// that never became durable, so they are dropped with them.
 		return nil, err
 	}
+	evs := c.Events
+	r.observe(c)
 	r.started = true
 	r.commits++
 	j := 0

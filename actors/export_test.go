@@ -1,0 +1,18 @@
+package actors
+
+// Every boundary the package's tests serve from a runner's mirror is
+// checked against a read of the store (see checkMirror).
+func init() { checkMirror.Store(true) }
+
+// CheckMirror turns the check on or off (benchmarks measure without it)
+// and returns what it was.
+func CheckMirror(on bool) bool { return checkMirror.Swap(on) }
+
+// MirrorChecks returns how many boundaries were served from a mirror and
+// checked, and the first that differed from a read ("" when none).
+func MirrorChecks() (int64, string) {
+	if p := mirrorMismatch.Load(); p != nil {
+		return mirrorChecks.Load(), *p
+	}
+	return mirrorChecks.Load(), ""
+}
