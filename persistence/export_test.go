@@ -33,20 +33,6 @@ func MemSessionRecord(s *Bolt, sid messages.SessionID) (kept *Session, stored []
 	return nil, nil, false
 }
 
-// MemMessageRows returns every message row of the published memtables
-// that has a decoded form beside it, with its bytes.
-func MemMessageRows(s *Bolt) (kept []*Message, stored [][]byte) {
-	for _, m := range s.snap.Load().mems {
-		m.Scan(func(e *memEntry) bool {
-			if e.msg != nil {
-				kept, stored = append(kept, e.msg), append(stored, e.v)
-			}
-			return true
-		})
-	}
-	return kept, stored
-}
-
 // MemWatermark is Watermark's answer from the published memtables alone;
 // ok is false when they hold none of the Session's stream rows.
 func MemWatermark(s *Bolt, sid messages.SessionID) (int64, bool) {

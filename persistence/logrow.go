@@ -76,7 +76,7 @@ func logRowEvents(row []byte, last int64, fn func(seq int64, ev []byte) error) e
 // remain.
 func scanLog(v *view, sid messages.SessionID, after int64, limit int, fn func(ev []byte) error) (bool, error) {
 	n := 0
-	return streamRows(v, sid, after, rLog, func(k, row []byte, _ *memEntry) error {
+	return streamRows(v, sid, after, rLog, func(k, row []byte) error {
 		return logRowEvents(row, streamSeq(k), func(seq int64, ev []byte) error {
 			if seq <= after {
 				return nil

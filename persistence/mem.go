@@ -30,11 +30,6 @@ type memEntry struct {
 	// Session's record at the boundary and rewrites it at its end, and
 	// copying this costs nothing next to decoding v.
 	session *Session
-	// msg is v decoded, on a message row the writer put: a step re-reads
-	// its last assistant message at the next boundary, and a copy
-	// (Message.detached) costs a fraction of decoding it. The writer never
-	// changes a message it has put; readers get copies.
-	msg *Message
 }
 
 type memTree = btree.BTreeG[*memEntry]
@@ -248,7 +243,7 @@ func (v *view) cursor(bucket []byte) *cursor {
 	}
 	v.bks.idle[bi] = nil
 	// Reused, it starts as a new one would: unpositioned.
-	c.probe, c.at, c.bk, c.bv, c.fwd = &v.probe, nil, nil, nil, false
+	c.probe, c.bk, c.bv, c.fwd = &v.probe, nil, nil, false
 	// Keep the iterators of memtables the cursor iterated last time (a
 	// view of the writer gains a level when its batch's first write
 	// lands). Every use starts with a seek, which resets them.
@@ -288,9 +283,6 @@ type cursor struct {
 	bi    byte
 	probe *memEntry
 	fwd   bool
-	// at is the memtable entry pick last returned; nil when it came from
-	// bbolt.
-	at *memEntry
 	// levels holds mem for the usual one or two memtables, and trees
 	// their memtables.
 	levels [2]level
@@ -363,7 +355,6 @@ func (c *cursor) before(a, b []byte) bool {
 // sources at the same key are stepped past it, and tombstones are skipped
 // with them. Calling it again without a move returns the same entry.
 func (c *cursor) pick() ([]byte, []byte) {
-	c.at = nil
 	for {
 		var best []byte
 		win := -1 // index of the winning level; -1 is bbolt
@@ -389,7 +380,6 @@ func (c *cursor) pick() ([]byte, []byte) {
 			c.stepBolt()
 		}
 		if l := &c.mem[win]; !l.e.del {
-			c.at = l.e
 			return best, nonNil(l.e.v)
 		} else {
 			c.stepLevel(l)

@@ -336,11 +336,9 @@ func (w *wtx) flush() error {
 			continue
 		}
 		m := e.m
-		me, err := w.putEntry(bucketData, streamKey(m.SessionID, m.Seq, rMessage), m)
-		if err != nil {
+		if err := w.put(bucketData, streamKey(m.SessionID, m.Seq, rMessage), m); err != nil {
 			return err
 		}
-		me.msg = m
 		w.s.open.stage(e.key, m)
 		if e.indexed == m.Seq {
 			continue // its ID entry already points at this row

@@ -15,22 +15,7 @@ func loadMessage(v *view, sid messages.SessionID, id messages.MessageID) (Messag
 	if err != nil || !ok || ent.SessionID != sid || ent.Seq == 0 {
 		return m, false, err
 	}
-	key := streamKey(sid, ent.Seq, rMessage)
-	e, b := v.lookup(bucketData, key)
-	if b == nil {
-		return m, false, messages.Errorf(messages.ErrInternal, "persistence: index points at missing %s row", bucketData)
-	}
-	return m, true, decodeMessage(e, key, b, &m)
-}
-
-// decodeMessage sets *m to the message row raw at key, copying the
-// writer's decoded form when its memtable entry at has one.
-func decodeMessage(at *memEntry, key, raw []byte, m *Message) error {
-	if at != nil && at.msg != nil {
-		*m = at.msg.detached()
-		return nil
-	}
-	return decode(bucketData, key, raw, m)
+	return m, true, decodeAt(v, bucketData, streamKey(sid, ent.Seq, rMessage), &m)
 }
 
 func decodeAt(r *view, bucket, key []byte, v any) error {
@@ -119,8 +104,8 @@ var errStop = errors.New("stop")
 // streamRows calls fn with the key and value of each of the Session's
 // stream rows of kind r, in order, from the first that can hold seq
 // after+1 (a log row is keyed by its last seq). It reports more when fn
-// returned errStop. at is the row's memtable entry, nil when it is bbolt's.
-func streamRows(v *view, sid messages.SessionID, after int64, r row, fn func(k, v []byte, at *memEntry) error) (more bool, err error) {
+// returned errStop.
+func streamRows(v *view, sid messages.SessionID, after int64, r row, fn func(k, v []byte) error) (more bool, err error) {
 	p := prefix(sid, kStream)
 	c := v.cursor(bucketData)
 	defer v.release(c)
@@ -128,7 +113,7 @@ func streamRows(v *view, sid messages.SessionID, after int64, r row, fn func(k, 
 		if row(k[len(k)-1]) != r {
 			continue
 		}
-		if err := fn(k, val, c.at); err != nil {
+		if err := fn(k, val); err != nil {
 			if err == errStop {
 				return true, nil
 			}
@@ -141,14 +126,14 @@ func streamRows(v *view, sid messages.SessionID, after int64, r row, fn func(k, 
 // scanMessages walks the Session's message rows with source seq > after,
 // decoding at most limit of them (all when limit < 0) with dec, and reports
 // whether more remain.
-func scanMessages(v *view, sid messages.SessionID, after int64, limit int, dec func(v []byte, at *memEntry) error) (bool, error) {
+func scanMessages(v *view, sid messages.SessionID, after int64, limit int, dec func(v []byte) error) (bool, error) {
 	n := 0
-	return streamRows(v, sid, after, rMessage, func(_, val []byte, at *memEntry) error {
+	return streamRows(v, sid, after, rMessage, func(_, val []byte) error {
 		if n == limit {
 			return errStop
 		}
 		n++
-		return dec(val, at)
+		return dec(val)
 	})
 }
 
@@ -198,10 +183,10 @@ func (s *Bolt) Messages(ctx context.Context, id messages.SessionID, q Query) (Pa
 
 // appendMessage returns a scanMessages callback that decodes each row onto
 // the end of *out.
-func appendMessage(out *[]Message) func(raw []byte, at *memEntry) error {
-	return func(raw []byte, at *memEntry) error {
+func appendMessage(out *[]Message) func(raw []byte) error {
+	return func(raw []byte) error {
 		*out = append(*out, Message{})
-		if err := decodeMessage(at, nil, raw, &(*out)[len(*out)-1]); err != nil {
+		if err := messages.Unmarshal(raw, &(*out)[len(*out)-1]); err != nil {
 			*out = (*out)[:len(*out)-1]
 			return err
 		}

@@ -161,69 +161,6 @@ func TestSessionRecordsKeepTheirDecodedForm(t *testing.T) {
 	}
 }
 
-// TestMessagesKeepTheirDecodedForm checks the decoded form the writer
-// keeps beside each message row it writes (memEntry.msg): after every kind
-// of message update (the scenario commits them all) it is exactly the
-// row's bytes decoded, and the messages read through it equal the same
-// messages read from bbolt after a restart.
-func TestMessagesKeepTheirDecodedForm(t *testing.T) {
-	ctx := context.Background()
-	path, st, sids := openScenarios(t)
-	kept, stored := persistence.MemMessageRows(st)
-	if len(kept) == 0 {
-		t.Fatal("no message row in the memtable has a decoded form")
-	}
-	for i, m := range kept {
-		var decoded persistence.Message
-		if err := messages.Unmarshal(stored[i], &decoded); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(*m, decoded) {
-			t.Errorf("message %s: kept %+v, its bytes decode to %+v", m.ID, *m, decoded)
-		}
-	}
-	read := func() [][]persistence.Message {
-		var out [][]persistence.Message
-		for _, sid := range sids {
-			p, err := st.Messages(ctx, sid, persistence.Query{After: -1, Limit: 1000})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, m := range p.Data {
-				one, err := st.Message(ctx, sid, m.ID)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !reflect.DeepEqual(one, m) {
-					t.Errorf("message %s by ID %+v, in the list %+v", m.ID, one, m)
-				}
-			}
-			out = append(out, p.Data)
-		}
-		return out
-	}
-	before := read()
-	// A reader owns what it gets: changing it changes nothing stored.
-	for _, m := range before[0] {
-		for _, p := range m.Parts {
-			if p.Tool != nil && len(p.Tool.Input) > 0 {
-				p.Tool.Input[0], p.Tool.State = '!', "changed"
-			}
-		}
-	}
-	if again := read(); reflect.DeepEqual(again[0], before[0]) {
-		t.Fatal("changing messages a reader got changed the store (or the scenario has no tool input)")
-	}
-	before = read()
-	st = reopen(t, st, path)
-	if after := read(); !reflect.DeepEqual(after, before) {
-		t.Errorf("messages read from bbolt:\n%+v\nfrom the memtable:\n%+v", after, before)
-	}
-	if kept, _ := persistence.MemMessageRows(st); len(kept) != 0 {
-		t.Fatalf("%d decoded messages in the memtable of a reopened store", len(kept))
-	}
-}
-
 // TestWatermarkFromTheMemtables: the watermark answered from the memtables
 // alone (memLastSeq) is the seq of the Session's last event in the log,
 // after every kind of event, and a store whose memtables hold nothing of

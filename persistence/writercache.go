@@ -80,10 +80,10 @@ func (s *Bolt) openMessage(k msgRef) (Message, bool) {
 }
 
 // detached returns a copy of m that shares no memory a caller could change
-// with m (strings are shared: they cannot change). Readers of the
-// memtable get such copies of the messages the writer decoded
-// (memEntry.msg). TestDetachedMessagesShareNothing fills every field, so
-// a field added to Message without a copy here fails it.
+// with m (strings are shared: they cannot change). Commit returns such
+// copies of the operation's working messages, which the writer goes on
+// keeping (the open cache). TestDetachedMessagesShareNothing fills every
+// field, so a field added to Message without a copy here fails it.
 func (m *Message) detached() Message {
 	out := *m
 	if m.Prompt != nil {
