@@ -210,7 +210,6 @@ func (w *wtx) pendingCount(sid messages.SessionID) int {
 	}
 	p := prefix(sid, kPending)
 	c := w.v.cursor(bucketData)
-	defer w.v.release(c)
 	n := 0
 	for k, _ := c.Seek(p); k != nil && len(k) > len(p) && string(k[:len(p)]) == string(p); k, _ = c.Next() {
 		n++

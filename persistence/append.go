@@ -163,7 +163,6 @@ func existing(last int64, sid messages.SessionID) (int64, error) {
 func lastSeq(v *view, sid messages.SessionID) int64 {
 	c := v.cursor(bucketData)
 	p := prefix(sid, kStream)
-	defer v.release(c)
 	k, _ := c.SeekLT(prefix(sid, kStream+1)) // the last key before the stream's end
 	// The last row is the last event or the message it created: either
 	// way its seq is the last seq.

@@ -111,14 +111,10 @@ type view struct {
 
 // openBuckets caches a transaction's opened buckets and, per bucket, one
 // cursor that every point lookup reuses: bbolt's Get makes a new cursor
-// and grows its stack on every call, four allocations a lookup. idle holds
-// per bucket a merged cursor its last user released (view.release), for
-// the next scan: a new one is about eight allocations (bbolt's cursor and
-// its stack, an iterator per memtable).
+// and grows its stack on every call, four allocations a lookup.
 type openBuckets struct {
-	b    [len(allBuckets)]*bolt.Bucket
-	get  [len(allBuckets)]*bolt.Cursor
-	idle [len(allBuckets)]*cursor
+	b   [len(allBuckets)]*bolt.Bucket
+	get [len(allBuckets)]*bolt.Cursor
 }
 
 // bucket returns bucket bi of the view's transaction.
@@ -233,43 +229,17 @@ func nonNil(b []byte) []byte {
 }
 
 // cursor returns a cursor over bucket that merges the memtables over bbolt.
-// A cursor a scan releases when done is reused by the view's next one.
 func (v *view) cursor(bucket []byte) *cursor {
 	bi := bucketIndex(bucket)
-	b := v.bucket(bi)
-	c := v.bks.idle[bi]
-	if c == nil {
-		c = &cursor{bc: b.Cursor(), bi: bi}
-	}
-	v.bks.idle[bi] = nil
-	// Reused, it starts as a new one would: unpositioned.
-	c.probe, c.bk, c.bv, c.fwd = &v.probe, nil, nil, false
-	// Keep the iterators of memtables the cursor iterated last time (a
-	// view of the writer gains a level when its batch's first write
-	// lands). Every use starts with a seek, which resets them.
-	used := len(c.mem)
+	c := &cursor{bc: v.bucket(bi).Cursor(), bi: bi, probe: &v.probe}
 	c.mem = c.levels[:0]
 	for _, m := range v.mems {
-		if m.Len() == 0 {
-			continue
+		if m.Len() > 0 {
+			c.mem = append(c.mem, level{it: m.Iter()})
 		}
-		i := len(c.mem)
-		if i < len(c.levels) && i < used && c.trees[i] == m {
-			c.mem = c.levels[:i+1]
-			c.mem[i].e = nil
-			continue
-		}
-		if i < len(c.levels) {
-			c.trees[i] = m
-		}
-		c.mem = append(c.mem, level{it: m.Iter()})
 	}
 	return c
 }
-
-// release hands c back to its view for the next scan of its bucket; the
-// caller must not use it again.
-func (v *view) release(c *cursor) { v.bks.idle[c.bi] = c }
 
 // cursor iterates one bucket of a view in key order, newer memtables'
 // entries replacing (or, as tombstones, hiding) older ones' and bbolt's.
@@ -283,10 +253,8 @@ type cursor struct {
 	bi    byte
 	probe *memEntry
 	fwd   bool
-	// levels holds mem for the usual one or two memtables, and trees
-	// their memtables.
+	// levels holds mem for the usual one or two memtables.
 	levels [2]level
-	trees  [2]*memTree
 }
 
 // level is one memtable's position.

@@ -139,12 +139,7 @@ func checkMergedView(t *testing.T, seed uint64) {
 		}
 		fwd := false // Next only steps on from Seek or First
 		for range 80 {
-			switch op := rng.IntN(6); {
-			case op == 5:
-				// The next scan of the view reuses a released cursor.
-				v.release(c)
-				c = v.cursor(name)
-				pos, fwd = -1, false
+			switch op := rng.IntN(5); {
 			case op == 0:
 				s := fmt.Sprintf("k%02d", rng.IntN(42))
 				pos, _ = slices.BinarySearch(keys, s)
@@ -229,55 +224,4 @@ func memKey(bucket byte, key []byte) []byte {
 	k[0] = bucket
 	copy(k[1:], key)
 	return k
-}
-
-// TestReusedCursorSeesANewLevel: a cursor released and taken again by a
-// writer's view iterates the batch's memtable once its first write made
-// it non-empty, and keeps iterating the levels it had.
-func TestReusedCursorSeesANewLevel(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "m.db"), 0o600, &bolt.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range allBuckets {
-			if _, err := tx.CreateBucket(name); err != nil {
-				return err
-			}
-		}
-		return tx.Bucket(bucketData).Put([]byte("a"), []byte("bolt"))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := db.Begin(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	batch, older := newMemTree(), newMemTree()
-	older.Set(&memEntry{k: memKey(dataIndex, []byte("b")), v: []byte("older")})
-	v := &view{tx: tx, mems: []*memTree{batch, older}}
-	scan := func() (out []string) {
-		c := v.cursor(bucketData)
-		defer v.release(c)
-		for k, val := c.First(); k != nil; k, val = c.Next() {
-			out = append(out, string(k)+"="+string(val))
-		}
-		return out
-	}
-	if got := fmt.Sprint(scan()); got != "[a=bolt b=older]" {
-		t.Fatalf("before the batch's first write: %s", got)
-	}
-	batch.Set(&memEntry{k: memKey(dataIndex, []byte("a")), v: []byte("batch")})
-	batch.Set(&memEntry{k: memKey(dataIndex, []byte("c")), v: []byte("batch")})
-	if got := fmt.Sprint(scan()); got != "[a=batch b=older c=batch]" {
-		t.Fatalf("after it: %s", got)
-	}
-	older.Delete(&memEntry{k: memKey(dataIndex, []byte("b"))})
-	older.Set(&memEntry{k: memKey(dataIndex, []byte("b")), del: true})
-	if got := fmt.Sprint(scan()); got != "[a=batch c=batch]" {
-		t.Fatalf("after a tombstone in the older level: %s", got)
-	}
 }

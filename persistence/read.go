@@ -108,7 +108,6 @@ var errStop = errors.New("stop")
 func streamRows(v *view, sid messages.SessionID, after int64, r row, fn func(k, v []byte) error) (more bool, err error) {
 	p := prefix(sid, kStream)
 	c := v.cursor(bucketData)
-	defer v.release(c)
 	for k, val := c.Seek(streamKey(sid, after+1, 0)); k != nil && bytes.HasPrefix(k, p); k, val = c.Next() {
 		if row(k[len(k)-1]) != r {
 			continue
@@ -227,7 +226,6 @@ func pending(v *view, sid messages.SessionID) ([]Input, error) {
 	var out []Input
 	p := prefix(sid, kPending)
 	c := v.cursor(bucketData)
-	defer v.release(c)
 	for k, id := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, id = c.Next() {
 		var in Input
 		if err := decodeAt(v, bucketInbox, id, &in); err != nil {
