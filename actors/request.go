@@ -36,29 +36,42 @@ const finalStepReminder = "<system-reminder>Maximum steps reached. Tools are dis
 // checking the Session's last seq replaces it.
 func (r *runner) boundary(ctx context.Context) (persistence.Boundary, error) {
 	_, after := r.historyFrom()
-	if r.mirrored && after >= r.mirrorAfter {
-		w, err := r.store.Watermark(ctx, r.sid)
-		if err != nil {
-			return persistence.Boundary{}, err
-		}
-		if w == r.mirror.Seq {
-			b := r.fromMirror(after)
-			if checkMirror.Load() {
-				r.checkMirror(ctx, b, after)
-			}
-			r.bnd, r.bndAt, r.bndMsgs = b, r.commits, true
-			return b, nil
-		}
-	}
-	b, err := r.store.Boundary(ctx, r.sid, after)
+	b, ok, err := r.mirrored(ctx, after)
 	if err != nil {
 		return b, err
 	}
+	if !ok {
+		if b, err = r.store.Boundary(ctx, r.sid, after); err != nil {
+			return b, err
+		}
+		r.mu.Lock()
+		r.mirror, r.mirrorAfter, r.mirrorOK = b, after, true
+		r.mirror.Messages = slices.Clone(b.Messages) // history takes b's
+		r.mirror.Pending = slices.Clone(b.Pending)
+		r.mu.Unlock()
+	}
 	r.bnd, r.bndAt, r.bndMsgs = b, r.commits, true
-	r.mirror, r.mirrorAfter, r.mirrored = b, after, true
-	r.mirror.Messages = slices.Clone(b.Messages) // history takes b's
-	r.mirror.Pending = slices.Clone(b.Pending)
 	return b, nil
+}
+
+// mirrored returns the boundary read after seq `after` from the mirror,
+// or ok false when only the store can answer. It holds mu, as observe
+// does: a commit flushing held live events runs on a timer's goroutine.
+func (r *runner) mirrored(ctx context.Context, after int64) (b persistence.Boundary, ok bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.mirrorOK || after < r.mirrorAfter {
+		return b, false, nil
+	}
+	w, err := r.store.Watermark(ctx, r.sid)
+	if err != nil || w != r.mirror.Seq {
+		return b, false, err
+	}
+	b = r.fromMirror(after)
+	if checkMirror.Load() {
+		r.checkMirror(ctx, b, after)
+	}
+	return b, true, nil
 }
 
 // fromMirror returns the mirror as a boundary read after seq `after`
@@ -102,17 +115,17 @@ func (r *runner) checkMirror(ctx context.Context, b persistence.Boundary, after 
 	}
 }
 
-// observe applies one of this runner's commits to the mirror. The mirror
-// stays valid only while the commits follow each other in the log with
-// nothing between them, and carry only events whose effect on a boundary
-// read the commit returns: messages, the record, and promotions, which
-// leave the inbox.
+// observe applies one of this runner's commits to the mirror; the caller
+// holds mu. The mirror stays valid only while the commits follow each
+// other in the log with nothing between them, and carry only events whose
+// effect on a boundary read the commit returns: messages, the record, and
+// promotions, which leave the inbox.
 func (r *runner) observe(c persistence.Committed) {
-	if !r.mirrored {
+	if !r.mirrorOK {
 		return
 	}
 	if c.Events[0].Seq() != r.mirror.Seq+1 {
-		r.mirrored = false
+		r.mirrorOK = false
 		return
 	}
 	for _, ev := range c.Events {
@@ -126,7 +139,7 @@ func (r *runner) observe(c persistence.Committed) {
 		default:
 			// Instructions and compaction change the checkpoint or the
 			// inbox: read again.
-			r.mirrored = false
+			r.mirrorOK = false
 			return
 		}
 	}
@@ -145,7 +158,7 @@ func (r *runner) observe(c persistence.Committed) {
 		default:
 			// A message before the mirror's window changed: only a read
 			// can place it.
-			r.mirrored = false
+			r.mirrorOK = false
 			return
 		}
 	}

@@ -86,11 +86,11 @@ type runner struct {
 	bndMsgs bool
 	// mirror is what a boundary read would return, kept up to date from
 	// this runner's own commits (see boundary); its messages are those
-	// with seq > mirrorAfter. mirrored says it reflects the Session up to
-	// mirror.Seq.
+	// with seq > mirrorAfter. mirrorOK says it reflects the Session up to
+	// mirror.Seq. Guarded by mu.
 	mirror      persistence.Boundary
 	mirrorAfter int64
-	mirrored    bool
+	mirrorOK    bool
 }
 
 // DefaultLiveHold is the default of Config.LiveHold: how long a live event
