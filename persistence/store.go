@@ -104,8 +104,8 @@ type Boundary struct {
 // Committed is what one Commit wrote.
 type Committed struct {
 	Events []messages.Event
-	// Messages are the messages the commit created or changed, as it left
-	// them, in seq order. They are the caller's.
+	// Messages are the messages the commit wrote (every one it created or
+	// changed), as it left them, in seq order. They are the caller's.
 	Messages []Message
 	// Session is the record as the commit left it, when the commit changed
 	// it, without its log-derived fields (as in Boundary); nil otherwise.

@@ -883,9 +883,9 @@ func testBoundary(t *testing.T, open Factory) {
 }
 
 // testCommit: Commit returns the events Append would, every message the
-// commit created or changed exactly as a read returns it afterwards (and
-// no other), and the Session record as a boundary read returns it when
-// the commit changed it; what it returns is the caller's to change.
+// commit created or changed exactly as a read returns it afterwards, and
+// the Session record as a boundary read returns it when the commit changed
+// it; what it returns is the caller's to change.
 func testCommit(t *testing.T, open Factory) {
 	st := open(t, persistence.Options{})
 	sid := newSession(t, st)
@@ -927,14 +927,14 @@ func testCommit(t *testing.T, open Factory) {
 		if !reflect.DeepEqual(h.Data, c.Events) {
 			t.Fatalf("commit %d: events %+v, history %+v", i, c.Events, h.Data)
 		}
-		changed := 0
-		for id, m := range after {
-			if old, ok := before[id]; !ok || !reflect.DeepEqual(old, m) {
-				changed++
-			}
+		returned := map[messages.MessageID]bool{}
+		for _, m := range c.Messages {
+			returned[m.ID] = true
 		}
-		if len(c.Messages) != changed {
-			t.Fatalf("commit %d returned %d messages, %d changed", i, len(c.Messages), changed)
+		for id, m := range after {
+			if old, ok := before[id]; (!ok || !reflect.DeepEqual(old, m)) && !returned[id] {
+				t.Fatalf("commit %d changed message %s and did not return it", i, id)
+			}
 		}
 		for j, m := range c.Messages {
 			if j > 0 && m.Seq <= c.Messages[j-1].Seq {
