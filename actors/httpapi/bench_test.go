@@ -119,7 +119,9 @@ func BenchmarkSSEFanout(b *testing.B) {
 	tr := &http.Transport{MaxIdleConnsPerHost: followers + 8}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*actortest.Timeout)
+	// Each prompt is a full turn (about 5 ms here): the deadline grows
+	// with b.N, so a long -benchtime does not run out of it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*actortest.Timeout+time.Duration(b.N)*50*time.Millisecond)
 	defer cancel()
 
 	type follower struct {
