@@ -225,3 +225,50 @@ func memKey(bucket byte, key []byte) []byte {
 	copy(k[1:], key)
 	return k
 }
+
+// TestDeletesHideOnlyWhatIsBelow: a delete leaves a tombstone in the
+// batch's memtable only over a value an older memtable (a running flush's)
+// or bbolt holds; a key only the batch's memtable holds, or none, is
+// dropped. Either way no read sees the key, and the log records each
+// delete.
+func TestDeletesHideOnlyWhatIsBelow(t *testing.T) {
+	s := openTemp(t, Options{NoSync: true})
+	err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketData).Put([]byte("inbolt"), []byte("v")) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.db.Begin(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	batch, imm := newMemTree(), newMemTree()
+	imm.Set(&memEntry{k: memKey(dataIndex, []byte("inimm")), v: []byte("v")})
+	batch.Set(&memEntry{k: memKey(dataIndex, []byte("inbatch")), v: []byte("v")})
+	var rec []byte
+	w := &wtx{v: view{tx: tx, mems: []*memTree{batch, imm}, absent: absentKeys{}}, s: s, rec: &rec}
+	keys := map[string]bool{"inbolt": true, "inimm": true, "inbatch": false, "nowhere": false} // tombstone?
+	for k := range keys {
+		if err := w.del(bucketData, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, tomb := range keys {
+		e, ok := batch.Get(&memEntry{k: memKey(dataIndex, []byte(k))})
+		if ok != tomb || (ok && !e.del) {
+			t.Errorf("%s: entry in the batch's memtable %v (tombstone %v), want a tombstone %v", k, ok, ok && e.del, tomb)
+		}
+		if v := w.v.get(bucketData, []byte(k)); v != nil {
+			t.Errorf("%s reads %q after its delete", k, v)
+		}
+	}
+	n := 0
+	if err := decodeRecord(rec, func(op byte, _, _, _ []byte) error {
+		if op == recDel {
+			n++
+		}
+		return nil
+	}); err != nil || n != len(keys) {
+		t.Fatalf("the log has %d deletes (%v), want %d", n, err, len(keys))
+	}
+}

@@ -81,16 +81,44 @@ func (w *wtx) insert(bi byte, k, val []byte) *memEntry {
 }
 
 // del deletes key of bucket and logs the write.
+//
+// When neither bbolt nor an older memtable holds the key, the batch's
+// memtable drops its entry instead of covering it with a tombstone: every
+// scan over a tombstone's range steps over it until the next flush, and a
+// long busy Session deletes a pending row per prompt and an open-step row
+// per step (its Log followers each walked all of them after every commit).
 func (w *wtx) del(bucket, key []byte) error {
 	bi := bucketIndex(bucket)
-	e := w.s.mem.entry()
-	k, _ := w.s.mem.kv(bi, key, 0)
-	e.k, e.del = k, true
-	w.v.mems[0].SetHint(e, &w.s.hints[bi])
+	if w.shadows(bi, key) {
+		e := w.s.mem.entry()
+		k, _ := w.s.mem.kv(bi, key, 0)
+		e.k, e.del = k, true
+		w.v.mems[0].SetHint(e, &w.s.hints[bi])
+	} else {
+		w.v.mems[0].DeleteHint(w.v.probe.set(bi, key), &w.s.hints[bi])
+	}
 	r := append(*w.rec, recDel, bi)
 	r = binary.AppendUvarint(r, uint64(len(key)))
 	*w.rec = append(r, key...)
 	return nil
+}
+
+// shadows reports whether a delete of key must hide a value below the
+// batch's memtable: one in an older memtable (a flush's, not yet in bbolt)
+// or in bbolt.
+func (w *wtx) shadows(bi byte, key []byte) bool {
+	probe := w.v.probe.set(bi, key)
+	for _, m := range w.v.mems[1:] {
+		if _, ok := m.Get(probe); ok {
+			return true
+		}
+	}
+	if bi == dataIndex && w.v.absent != nil {
+		if _, ok := w.v.absent[string(probe.k)]; ok {
+			return false
+		}
+	}
+	return w.v.boltGet(bi, key) != nil
 }
 
 // decodeRecord calls fn for each write of a record payload, refusing any

@@ -858,3 +858,39 @@ func TestBacklogCountAfterReopen(t *testing.T) {
 		})
 	}
 }
+
+// TestPromotionsLeaveNoTombstones: a busy Session admits and promotes
+// within one memtable; its deleted pending and open-step rows leave no
+// tombstones there for every later scan of its rows to step over.
+func TestPromotionsLeaveNoTombstones(t *testing.T) {
+	s := openTemp(t, Options{NoSync: true})
+	ctx := context.Background()
+	sid := newSession(t, s)
+	for i := range 50 {
+		r, _, err := s.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprint("p", i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		asst := s.opts.IDs.Message()
+		if _, err := s.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: r.ID},
+			&messages.StepStarted{SessionID: sid, AssistantMessageID: asst, Agent: "build", Attempt: 1},
+			&messages.StepEnded{SessionID: sid, AssistantMessageID: asst, Finish: "stop"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tombstones := 0
+	for _, m := range s.snap.Load().mems {
+		m.Scan(func(e *memEntry) bool {
+			if e.del {
+				tombstones++
+			}
+			return true
+		})
+	}
+	if tombstones != 0 {
+		t.Fatalf("%d tombstones in the memtables", tombstones)
+	}
+	if p, err := s.Pending(ctx, sid); err != nil || len(p) != 0 {
+		t.Fatalf("pending %v (%v)", p, err)
+	}
+}
