@@ -208,10 +208,8 @@ func (w *wtx) pendingCount(sid messages.SessionID) int {
 	if n, ok := w.s.pend.get(sid); ok {
 		return n
 	}
-	p := prefix(sid, kPending)
-	c := w.v.cursor(bucketData)
 	n := 0
-	for k, _ := c.Seek(p); k != nil && len(k) > len(p) && string(k[:len(p)]) == string(p); k, _ = c.Next() {
+	for range w.v.prefixed(bucketData, prefix(sid, kPending), nil) {
 		n++
 	}
 	w.s.pend.stage(sid, n)

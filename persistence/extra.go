@@ -15,8 +15,7 @@ func (s *Bolt) OpenSteps(ctx context.Context, sid messages.SessionID) ([]Message
 	var out []Message
 	err := s.view(func(v *view) error {
 		p := prefix(sid, kOpen)
-		c := v.cursor(bucketData)
-		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+		for k := range v.prefixed(bucketData, p, nil) {
 			m, ok, err := loadMessage(v, sid, messages.MessageID(k[len(p):]))
 			if err != nil {
 				return err
@@ -76,8 +75,7 @@ func (s *Bolt) Entries(ctx context.Context, sid messages.SessionID) (map[string]
 			return err
 		}
 		p := prefix(sid, 0)
-		c := v.cursor(bucketEntries)
-		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+		for k, v := range v.prefixed(bucketEntries, p, nil) {
 			out[string(k[len(p):])] = string(v)
 		}
 		return nil
@@ -120,8 +118,7 @@ func (s *Bolt) Approvals(ctx context.Context, project string) (map[string][]stri
 	out := map[string][]string{}
 	err := s.view(func(v *view) error {
 		p := []byte(project + "\x00")
-		c := v.cursor(bucketApprovals)
-		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+		for k := range v.prefixed(bucketApprovals, p, nil) {
 			perm, pat, _ := strings.Cut(string(k[len(p):]), "\x00")
 			out[perm] = append(out[perm], pat)
 		}

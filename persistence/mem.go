@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bytes"
+	"iter"
 
 	"github.com/tidwall/btree"
 	bolt "go.etcd.io/bbolt"
@@ -253,6 +254,9 @@ type cursor struct {
 	bi    byte
 	probe *memEntry
 	fwd   bool
+	// within, when set, ends a forward walk at the first key without it
+	// as a prefix, live or deleted (see view.prefixed).
+	within []byte
 	// levels holds mem for the usual one or two memtables.
 	levels [2]level
 }
@@ -333,9 +337,12 @@ func (c *cursor) pick() ([]byte, []byte) {
 			}
 		}
 		if c.bk != nil && (best == nil || c.before(c.bk, best)) {
+			if c.past(c.bk) {
+				return nil, nil
+			}
 			return c.bk, c.bv
 		}
-		if best == nil {
+		if best == nil || c.past(best) {
 			return nil, nil
 		}
 		// Older levels and bbolt at the same key are shadowed.
@@ -351,6 +358,32 @@ func (c *cursor) pick() ([]byte, []byte) {
 			return best, nonNil(l.e.v)
 		} else {
 			c.stepLevel(l)
+		}
+	}
+}
+
+// past reports whether a forward walk bounded by within has left it at k.
+func (c *cursor) past(k []byte) bool {
+	return c.fwd && c.within != nil && !bytes.HasPrefix(k, c.within)
+}
+
+// prefixed yields the keys of bucket that start with p, with their values,
+// from the first key >= from (p when from is nil). The walk ends at the
+// first key past p's range, live or deleted: without the bound, the merged
+// cursor would first step over every tombstone after the range (a busy
+// Session's deleted pending and open-step rows follow its stream) to find
+// the next live key.
+func (v *view) prefixed(bucket, p, from []byte) iter.Seq2[[]byte, []byte] {
+	return func(yield func(k, v []byte) bool) {
+		c := v.cursor(bucket)
+		c.within = p
+		if from == nil {
+			from = p
+		}
+		for k, val := c.Seek(from); k != nil; k, val = c.Next() {
+			if !yield(k, val) {
+				return
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -118,6 +119,30 @@ func checkMergedView(t *testing.T, seed uint64) {
 				w, ok := want[k]
 				if (got != nil) != ok || string(got) != w {
 					t.Fatalf("%s get %s = %q (present %v), want %q (present %v)", name, k, got, got != nil, w, ok)
+				}
+			}
+		}
+		// Walks bounded by a prefix ("k0".."k3"), from its start or from a
+		// key inside it, return exactly the model's keys in the range.
+		for d := range 4 {
+			p := fmt.Sprintf("k%d", d)
+			from := fmt.Sprintf("k%d%d", d, rng.IntN(10))
+			for _, start := range []string{"", from} {
+				var got, exp []string
+				var fromKey []byte
+				if start != "" {
+					fromKey = []byte(start)
+				}
+				for k, val := range v.prefixed(name, []byte(p), fromKey) {
+					got = append(got, string(k)+"="+string(val))
+				}
+				for _, k := range keys {
+					if strings.HasPrefix(k, p) && k >= start {
+						exp = append(exp, k+"="+want[k])
+					}
+				}
+				if !slices.Equal(got, exp) {
+					t.Fatalf("%s walk of %q from %q: %v, want %v", name, p, start, got, exp)
 				}
 			}
 		}
@@ -270,5 +295,51 @@ func TestDeletesHideOnlyWhatIsBelow(t *testing.T) {
 		return nil
 	}); err != nil || n != len(keys) {
 		t.Fatalf("the log has %d deletes (%v), want %d", n, err, len(keys))
+	}
+}
+
+// TestPrefixedWalkStopsAtItsRange: a walk bounded by a prefix ends at the
+// first key past the range even when it is a tombstone, instead of
+// stepping over every tombstone that follows to find the next live key.
+func TestPrefixedWalkStopsAtItsRange(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "m.db"), 0o600, &bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucket(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	mem := newMemTree()
+	mem.Set(&memEntry{k: memKey(dataIndex, []byte("a1")), v: []byte("v")})
+	for i := range 100 {
+		mem.Set(&memEntry{k: memKey(dataIndex, fmt.Appendf(nil, "b%03d", i)), del: true})
+	}
+	mem.Set(&memEntry{k: memKey(dataIndex, []byte("c")), v: []byte("v")})
+	v := &view{tx: tx, mems: []*memTree{mem}}
+	c := v.cursor(bucketData)
+	c.within = []byte("a")
+	var got []string
+	for k, _ := c.Seek([]byte("a")); k != nil; k, _ = c.Next() {
+		got = append(got, string(k))
+	}
+	if !slices.Equal(got, []string{"a1"}) {
+		t.Fatalf("walk of a: %v", got)
+	}
+	if e := c.mem[0].e; e == nil || string(e.k[1:]) != "b000" {
+		t.Fatalf("the walk went on past the first tombstone after its range, to %v", e)
 	}
 }

@@ -1,7 +1,6 @@
 package persistence
 
 import (
-	"bytes"
 	"context"
 	"errors"
 
@@ -106,9 +105,7 @@ var errStop = errors.New("stop")
 // after+1 (a log row is keyed by its last seq). It reports more when fn
 // returned errStop.
 func streamRows(v *view, sid messages.SessionID, after int64, r row, fn func(k, v []byte) error) (more bool, err error) {
-	p := prefix(sid, kStream)
-	c := v.cursor(bucketData)
-	for k, val := c.Seek(streamKey(sid, after+1, 0)); k != nil && bytes.HasPrefix(k, p); k, val = c.Next() {
+	for k, val := range v.prefixed(bucketData, prefix(sid, kStream), streamKey(sid, after+1, 0)) {
 		if row(k[len(k)-1]) != r {
 			continue
 		}
@@ -224,9 +221,7 @@ func (s *Bolt) Pending(ctx context.Context, id messages.SessionID) ([]Input, err
 
 func pending(v *view, sid messages.SessionID) ([]Input, error) {
 	var out []Input
-	p := prefix(sid, kPending)
-	c := v.cursor(bucketData)
-	for k, id := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, id = c.Next() {
+	for _, id := range v.prefixed(bucketData, prefix(sid, kPending), nil) {
 		var in Input
 		if err := decodeAt(v, bucketInbox, id, &in); err != nil {
 			return nil, err

@@ -114,6 +114,7 @@ func BenchmarkSSEFanout(b *testing.B) {
 	const followers = 100
 	be := storeBackend(b, persistence.Options{NoSync: true})
 	be.model.Default(script.Text("a streamed answer of a few words"))
+	be.model.SetRecord(false) // a recorded request holds the whole transcript: O(turns²) here
 	e := newEnv(b, be, nil)
 	sid := e.createSession()
 	tr := &http.Transport{MaxIdleConnsPerHost: followers + 8}
