@@ -162,10 +162,16 @@ func existing(last int64, sid messages.SessionID) (int64, error) {
 // lastSeq returns the Session's last committed seq, or -1.
 func lastSeq(v *view, sid messages.SessionID) int64 {
 	c := v.cursor(bucketData)
-	p := prefix(sid, kStream)
 	k, _ := c.SeekLT(prefix(sid, kStream+1)) // the last key before the stream's end
-	// The last row is the last event or the message it created: either
-	// way its seq is the last seq.
+	return streamEndSeq(sid, k)
+}
+
+// streamEndSeq returns the seq of k, the last key before the end of
+// Session sid's stream, or -1 when k is not one of its stream rows. The
+// last row is the last event or the message it created: either way its
+// seq is the last seq.
+func streamEndSeq(sid messages.SessionID, k []byte) int64 {
+	p := prefix(sid, kStream)
 	if k == nil || !bytes.HasPrefix(k, p) || len(k) != len(p)+9 {
 		return -1
 	}
@@ -178,7 +184,6 @@ func lastSeq(v *view, sid messages.SessionID) int64 {
 // memtable holding one holds the last seq: the log only grows, and an
 // operation that rewrites an older message also appends its log row.
 func memLastSeq(mems []*memTree, sid messages.SessionID) (int64, bool) {
-	p := prefix(sid, kStream)
 	pivot := &memEntry{k: append([]byte{dataIndex}, prefix(sid, kStream+1)...)}
 	for _, m := range mems {
 		var last *memEntry
@@ -189,11 +194,11 @@ func memLastSeq(mems []*memTree, sid messages.SessionID) (int64, bool) {
 		if last == nil || last.k[0] != dataIndex {
 			continue
 		}
-		if k := last.k[1:]; bytes.HasPrefix(k, p) && len(k) == len(p)+9 {
+		if seq := streamEndSeq(sid, last.k[1:]); seq >= 0 {
 			if last.del {
 				return -1, false // stream rows are never deleted; let bbolt's view decide
 			}
-			return streamSeq(k), true
+			return seq, true
 		}
 	}
 	return -1, false

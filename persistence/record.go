@@ -104,21 +104,14 @@ func (w *wtx) del(bucket, key []byte) error {
 }
 
 // shadows reports whether a delete of key must hide a value below the
-// batch's memtable: one in an older memtable (a flush's, not yet in bbolt)
-// or in bbolt.
+// batch's memtable: one an older memtable (a flush's, not yet in bbolt)
+// or bbolt holds. It is a lookup in the writer's view without the batch's
+// level, so it shares the view's shortcuts for keys bbolt lacks.
 func (w *wtx) shadows(bi byte, key []byte) bool {
-	probe := w.v.probe.set(bi, key)
-	for _, m := range w.v.mems[1:] {
-		if _, ok := m.Get(probe); ok {
-			return true
-		}
-	}
-	if bi == dataIndex && w.v.absent != nil {
-		if _, ok := w.v.absent[string(probe.k)]; ok {
-			return false
-		}
-	}
-	return w.v.boltGet(bi, key) != nil
+	below := w.v
+	below.mems = w.v.mems[1:]
+	_, b := below.lookup(allBuckets[bi], key)
+	return b != nil
 }
 
 // decodeRecord calls fn for each write of a record payload, refusing any
