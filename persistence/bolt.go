@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -145,6 +146,7 @@ type Bolt struct {
 	// One flush runs at a time, on the flusher goroutine.
 	flushq    chan flushJob
 	flushDone chan flushResult
+	flushErr  error // a failed flush's error, once the writer reaped it
 
 	failMu sync.Mutex
 	failed error // a WAL or bbolt failure after which nothing more commits
@@ -184,6 +186,7 @@ type flushResult struct {
 // set) a request to report once every batch before it is published.
 type syncJob struct {
 	ops     []*op
+	refused []*op                // ops that failed, answered with their own error
 	touched []messages.SessionID // the Sessions its operations wrote
 	seq     uint64               // the batch's WAL record number (0: it wrote nothing)
 	file    int                  // the WAL file holding its record
@@ -341,6 +344,9 @@ func (s *Bolt) reapFlush(wait bool) error {
 	if s.imm == nil {
 		return nil
 	}
+	if s.flushErr != nil {
+		return s.flushErr // reaped already: no other result will come
+	}
 	var r flushResult
 	if wait {
 		r = <-s.flushDone
@@ -352,6 +358,9 @@ func (s *Bolt) reapFlush(wait bool) error {
 		}
 	}
 	if r.err != nil {
+		// The store fails; the memtable stays readable, and its records
+		// stay in the log for the next Open to re-apply.
+		s.flushErr = r.err
 		return r.err
 	}
 	s.imm, s.boltTx = nil, r.boltTx
@@ -370,6 +379,9 @@ func (s *Bolt) flusher() {
 		stop := s.paceWriteback()
 		txid, err := s.flushInto(job.mem, job.applied)
 		stop()
+		if flushFault != nil && err == nil {
+			err = flushFault()
+		}
 		if err == nil && flushHook != nil {
 			flushHook("committed", s)
 		}
@@ -452,6 +464,11 @@ func (s *Bolt) flushInto(mem *memTree, applied uint64) (int, error) {
 // yet touched) and once its bbolt transaction committed (on the flusher).
 var flushHook func(stage string, s *Bolt)
 
+// flushFault, when set by a test before Open, can fail a flush after its
+// bbolt transaction (which a flush that fails may or may not have
+// committed).
+var flushFault func() error
+
 // Path returns the store file's path.
 func (s *Bolt) Path() string { return s.db.Path() }
 
@@ -468,8 +485,10 @@ func (s *Bolt) Close() error {
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.tails.closeAll()
-	var err error
-	if s.fatal() == nil && s.cur.Len() > 0 {
+	// A failed store is not flushed: its log holds what bbolt lacks, for
+	// the next Open to re-apply, and Close reports the failure.
+	err := s.fatal()
+	if err == nil && s.cur.Len() > 0 {
 		_, err = s.flushInto(s.cur, s.wal.next-1)
 	}
 	return errors.Join(err, s.closeFiles())
@@ -507,6 +526,7 @@ func (s *Bolt) fail(err error) {
 type op struct {
 	fn   func(w *wtx) error
 	done chan error
+	err  error // its own error, when it failed: answered once what it read is durable
 }
 
 // opPool recycles operations and their answer channels: submit returns an
@@ -574,7 +594,7 @@ func (s *Bolt) submit(ctx context.Context, fn func(w *wtx) error) error {
 
 // putOp returns an answered or never queued operation to opPool.
 func putOp(o *op) {
-	o.fn = nil
+	o.fn, o.err = nil, nil
 	opPool.Put(o)
 }
 
@@ -641,10 +661,15 @@ func (s *Bolt) commit(ops []*op) {
 		}
 		return
 	}
-	for len(ops) > 0 {
+	// An op that fails is answered with its error by the syncer too, after
+	// what it read is durable: a refusal such as a conflict may rest on a
+	// commit of an earlier batch whose fdatasync is still running.
+	var refused []*op
+	for {
 		failed, seq, touched, err := s.run(ops)
 		if failed >= 0 {
-			ops[failed].done <- err
+			ops[failed].err = err
+			refused = append(refused, ops[failed])
 			ops = append(ops[:failed:failed], ops[failed+1:]...)
 			continue
 		}
@@ -654,9 +679,12 @@ func (s *Bolt) commit(ops []*op) {
 			for _, o := range ops {
 				o.done <- err
 			}
+			ops = nil
+		}
+		s.syncq <- syncJob{ops: slices.Clone(ops), refused: refused, touched: touched, seq: seq, file: s.wal.cur, start: start, snap: s.snapshot()}
+		if err != nil {
 			return
 		}
-		s.syncq <- syncJob{ops: slices.Clone(ops), touched: touched, seq: seq, file: s.wal.cur, start: start, snap: s.snapshot()}
 		if s.wal.size() >= s.opts.FlushBytes {
 			// One flush at a time; the writer waits for a running one only
 			// once the log has grown twice as far, bounding memory.
@@ -715,11 +743,9 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, touched []messages.Sessio
 		// the syncer, after what they may have read is durable.
 		return -1, 0, touched, nil
 	}
-	off := s.wal.off
 	if seq, err = s.wal.append(s.rec); err != nil {
-		// A partly written record may be complete enough to replay.
-		if uerr := s.wal.unappend(off); uerr != nil {
-			s.fail(uerr)
+		if errors.Is(err, errWALTorn) {
+			s.fail(err)
 		}
 		return -1, 0, nil, err
 	}
@@ -801,11 +827,14 @@ func (s *Bolt) syncer() {
 			}
 			// OnCommit observes the commit before any caller learns of it,
 			// so a caller that counts commits sees its own.
-			if err == nil && s.opts.OnCommit != nil {
+			if err == nil && s.opts.OnCommit != nil && len(j.ops) > 0 {
 				s.opts.OnCommit(len(j.ops), time.Since(j.start))
 			}
 			for _, o := range j.ops {
 				o.done <- err
+			}
+			for _, o := range j.refused {
+				o.done <- cmp.Or(err, o.err)
 			}
 		}
 		if err == nil {

@@ -92,6 +92,15 @@ func (s *Bolt) SaveApproval(ctx context.Context, project, permission string, pat
 	if err := validateKey("project", project); err != nil {
 		return err
 	}
+	if err := validateKey("permission", permission); err != nil {
+		return err
+	}
+	for _, p := range patterns {
+		// NUL separates the key's fields (approvalKey).
+		if strings.ContainsRune(p, 0) {
+			return messages.Errorf(messages.ErrInvalid, "approval pattern %.60q contains NUL", p)
+		}
+	}
 	return s.submit(ctx, func(w *wtx) error {
 		for _, p := range patterns {
 			if err := w.putBytes(bucketApprovals, approvalKey(project, permission, p), nil); err != nil {

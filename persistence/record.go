@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/sessiond/sessiond/messages"
 )
 
 // A WAL record's payload is the transaction's writes in order, physical and
@@ -35,6 +37,9 @@ func bucketIndex(name []byte) byte {
 // change afterwards: the memtable keeps it until it is flushed. Every write
 // of the writer goes through putBytes or del (TestWritesAreLogged checks).
 func (w *wtx) putBytes(bucket, key, val []byte) error {
+	if err := checkWrite(bucket, key, len(val)); err != nil {
+		return err
+	}
 	bi := bucketIndex(bucket)
 	k, _ := w.s.mem.kv(bi, key, 0)
 	w.insert(bi, k, val)
@@ -43,6 +48,9 @@ func (w *wtx) putBytes(bucket, key, val []byte) error {
 
 // putString is putBytes of a string's bytes, copied to the memtable's.
 func (w *wtx) putString(bucket, key []byte, val string) error {
+	if err := checkWrite(bucket, key, len(val)); err != nil {
+		return err
+	}
 	bi := bucketIndex(bucket)
 	k, v := w.s.mem.kv(bi, key, len(val))
 	w.insert(bi, k, append(v, val...))
@@ -62,8 +70,27 @@ func (w *wtx) putEntry(bucket, key []byte, v any) (*memEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistence: encode %s/%q: %w", bucket, string(key), err)
 	}
+	if err := checkWrite(bucket, key, len(enc)); err != nil {
+		return nil, err
+	}
 	k, val := w.s.mem.kv(bi, key, len(enc))
 	return w.insert(bi, k, append(val, enc...)), nil
+}
+
+// checkWrite refuses a write bbolt would refuse when a flush puts it: an
+// empty or over-long key, or an over-long value. Refused here, the write
+// fails only the operation making it; refused by the flush, it would fail
+// the store, and the replay of the WAL record holding it every reopen.
+func checkWrite(bucket, key []byte, n int) error {
+	switch {
+	case len(key) == 0:
+		return messages.Errorf(messages.ErrInvalid, "persistence: empty key in %s", bucket)
+	case len(key) > bolt.MaxKeySize:
+		return messages.Errorf(messages.ErrInvalid, "persistence: a key of %d bytes in %s (at most %d)", len(key), bucket, bolt.MaxKeySize)
+	case n > bolt.MaxValueSize:
+		return messages.Errorf(messages.ErrInvalid, "persistence: a value of %d bytes in %s (at most %d)", n, bucket, bolt.MaxValueSize)
+	}
+	return nil
 }
 
 // insert writes memtable key k (bucket index byte + key) with val to the

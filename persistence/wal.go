@@ -55,6 +55,7 @@ var (
 	crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 	errWALCorrupt = errors.New("persistence: corrupt write-ahead log")
+	errWALTorn    = errors.New("persistence: write-ahead log record partly written")
 )
 
 // walFile is one of the two log files.
@@ -73,7 +74,6 @@ type wal struct {
 	off    int64  // where the next record goes in cur
 	next   uint64 // number the next record must carry
 	chain  uint32 // checksum of the last record in cur (its seed before any)
-	prev   uint32 // chain before the last append, for unappend
 	buf    []byte
 }
 
@@ -235,7 +235,12 @@ func (w *wal) extend(i int, size int64) error {
 }
 
 // append writes the next record to the current file and returns its
-// number. It does not sync.
+// number. It does not sync. When it fails nothing is appended: the log's
+// position, numbering and chain stay as they were, and a record the write
+// may have left partly on disk is invalidated (a zero header, synced), so
+// recovery cannot replay it and the next record takes its place. If even
+// that fails the error wraps errWALTorn, after which the log must not be
+// appended to again.
 func (w *wal) append(payload []byte) (uint64, error) {
 	need := int64(walRecordHead + len(payload))
 	if w.off+need > w.files[w.cur].end {
@@ -251,24 +256,32 @@ func (w *wal) append(payload []byte) (uint64, error) {
 	chain := crc32.Update(w.chain, crcTable, b[8:])
 	binary.LittleEndian.PutUint32(b[4:8], chain)
 	w.buf = b
-	if _, err := w.files[w.cur].f.WriteAt(b, w.off); err != nil {
+	if err := w.write(b); err != nil {
+		if _, zerr := w.files[w.cur].f.WriteAt(make([]byte, walRecordHead), w.off); zerr != nil {
+			return 0, fmt.Errorf("%w: %w (invalidating it: %w)", errWALTorn, err, zerr)
+		}
+		if serr := w.sync(w.cur); serr != nil {
+			return 0, fmt.Errorf("%w: %w (syncing its invalidation: %w)", errWALTorn, err, serr)
+		}
 		return 0, err
 	}
-	w.prev, w.chain = w.chain, chain
+	w.chain = chain
 	w.off += need
 	w.next++
 	return w.next - 1, nil
 }
 
-// unappend invalidates the record just appended at off and makes that
-// durable, so recovery cannot replay it.
-func (w *wal) unappend(off int64) error {
-	if _, err := w.files[w.cur].f.WriteAt(make([]byte, walRecordHead), off); err != nil {
-		return err
+// writeFault, when set by a test, replaces the write of a record: it can
+// write part or all of it and fail, as a full disk or an I/O error can.
+var writeFault func(f *os.File, b []byte, off int64) error
+
+func (w *wal) write(b []byte) error {
+	f := w.files[w.cur].f
+	if writeFault != nil {
+		return writeFault(f, b, w.off)
 	}
-	w.off, w.chain = off, w.prev
-	w.next--
-	return w.sync(w.cur)
+	_, err := f.WriteAt(b, w.off)
+	return err
 }
 
 // size is the number of record bytes in the current file.

@@ -404,15 +404,37 @@ func TestWALRecords(t *testing.T) {
 	appendAll(16, 16)
 	recovered(15, 16, 16)
 
-	// Unappend invalidates a record whose batch failed.
-	off := w.off
-	appendAll(17, 17)
-	if err := w.unappend(off); err != nil {
-		t.Fatal(err)
+	// A failed append appends nothing, even when the whole record reached
+	// the file before the write failed: recovery does not replay it, and
+	// the next record takes its number and chains from the one before.
+	writeFault = func(f *os.File, b []byte, off int64) error {
+		if _, err := f.WriteAt(b, off); err != nil {
+			return err
+		}
+		return errors.New("injected write failure")
+	}
+	_, err = w.append([]byte("payload 17"))
+	writeFault = nil
+	if err == nil || errors.Is(err, errWALTorn) {
+		t.Fatalf("failed append: %v", err)
 	}
 	recovered(15, 16, 16)
 	appendAll(17, 17)
 	recovered(15, 17, 16, 17)
+	// A record that cannot even be invalidated tears the log, and the
+	// error says so (the store then stops).
+	rw := w.files[w.cur].f
+	ro, err := os.Open(rw.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.files[w.cur].f = ro
+	_, err = w.append([]byte("payload 18"))
+	w.files[w.cur].f = rw
+	ro.Close()
+	if !errors.Is(err, errWALTorn) {
+		t.Fatalf("append that cannot invalidate its record: %v", err)
+	}
 
 	// A torn record ends the log.
 	b, err := os.ReadFile(path + "-wal2")
@@ -631,7 +653,8 @@ func TestFailedSyncStopsWrites(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "store failed") {
 		t.Fatalf("write after a failed sync: %v", err)
 	}
-	if err := st.Close(); err != nil {
+	// Close reports the failure; the log keeps what bbolt lacks.
+	if err := st.Close(); err == nil || !strings.Contains(err.Error(), "injected EIO") {
 		t.Fatalf("close after failure: %v", err)
 	}
 	got := dump(t, openAndCheck(t, path, Options{}))

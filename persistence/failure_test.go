@@ -1,0 +1,193 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+// TestFailedAppendLosesNothingAcknowledged checks that a batch whose WAL
+// write fails, after the whole record reached the file, fails only its own
+// callers: the store goes on, and every admission acknowledged afterwards
+// survives a crash (the record after the failed one takes its number, so
+// recovery does not stop at a repeated one).
+func TestFailedAppendLosesNothingAcknowledged(t *testing.T) {
+	defer func() { writeFault = nil }()
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, noFlush)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	sid := newSession(t, st)
+	admit := func(text string) error {
+		_, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: text}})
+		return err
+	}
+	if err := admit("a"); err != nil {
+		t.Fatal(err)
+	}
+	writeFault = func(f *os.File, b []byte, off int64) error {
+		if _, err := f.WriteAt(b, off); err != nil {
+			return err
+		}
+		return errors.New("injected write failure")
+	}
+	if err := admit("refused"); err == nil || !strings.Contains(err.Error(), "injected write failure") {
+		t.Fatalf("admission whose log write failed: %v", err)
+	}
+	writeFault = nil
+	// A crash now must not bring the refused admission back.
+	want := dump(t, st)
+	crashed := filepath.Join(t.TempDir(), "s.db")
+	copyStore(t, path, crashed)
+	sameState(t, "crash right after a failed log write", dump(t, openAndCheck(t, crashed, noFlush)), want)
+	for _, text := range []string{"b", "c"} {
+		if err := admit(text); err != nil {
+			t.Fatalf("admission after a failed write: %v", err)
+		}
+	}
+	want = dump(t, st)
+	crashed = filepath.Join(t.TempDir(), "s.db")
+	copyStore(t, path, crashed)
+	sameState(t, "crash after a failed log write", dump(t, openAndCheck(t, crashed, noFlush)), want)
+}
+
+// TestRefusedWritesFailOnlyTheirOperation checks that writes bbolt would
+// refuse at the next flush (an empty or over-long key) fail the operation
+// making them with a typed error, and leave a store that flushes and
+// reopens.
+func TestRefusedWritesFailOnlyTheirOperation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, noFlush)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sid := newSession(t, st)
+	// A bash command over 32 KiB answered "always" is such a pattern.
+	err = st.SaveApproval(ctx, "/p", "bash", []string{strings.Repeat("x", 40000)})
+	if messages.TypeOf(err) != messages.ErrInvalid {
+		t.Fatalf("over-long approval pattern: %v", err)
+	}
+	if err := st.SaveApproval(ctx, "/p", "bash", []string{"a\x00b"}); messages.TypeOf(err) != messages.ErrInvalid {
+		t.Fatalf("approval pattern with NUL: %v", err)
+	}
+	// A step without an assistant message ID would claim the empty key.
+	if _, err := st.Append(ctx, sid, &messages.StepStarted{SessionID: sid}); messages.TypeOf(err) != messages.ErrInvalid {
+		t.Fatalf("step without an assistant message ID: %v", err)
+	}
+	if err := st.SaveApproval(ctx, "/p", "bash", []string{"ls *"}); err != nil {
+		t.Fatal(err)
+	}
+	want := dump(t, st)
+	if err := st.Close(); err != nil {
+		t.Fatalf("close (flush): %v", err)
+	}
+	sameState(t, "reopened after refused writes", dump(t, openAndCheck(t, path, Options{})), want)
+}
+
+// TestCloseAfterFailedFlush checks that Close returns, reporting the
+// failure, once a background flush has failed, and that the log still
+// holds everything acknowledged.
+func TestCloseAfterFailedFlush(t *testing.T) {
+	var fail atomic.Bool
+	flushFault = func() error {
+		if fail.Load() {
+			return errors.New("injected flush failure")
+		}
+		return nil
+	}
+	defer func() { flushFault = nil }()
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, Options{NoSync: true, FlushBytes: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sid := newSession(t, st)
+	fail.Store(true)
+	// Admit until the writer has collected the failed flush.
+	for i := 0; ; i++ {
+		_, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "p"}})
+		if err != nil {
+			if !strings.Contains(err.Error(), "injected flush failure") {
+				t.Fatalf("admission %d: %v", i, err)
+			}
+			break
+		}
+		if i == 100_000 {
+			t.Fatal("the flush never failed")
+		}
+		runtime.Gosched()
+	}
+	want := dump(t, st)
+	closed := make(chan error, 1)
+	go func() { closed <- st.Close() }()
+	select {
+	case err := <-closed:
+		if err == nil || !strings.Contains(err.Error(), "injected flush failure") {
+			t.Fatalf("close after a failed flush: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Close hangs after a failed flush")
+	}
+	fail.Store(false)
+	sameState(t, "reopened after a failed flush", dump(t, openAndCheck(t, path, Options{})), want)
+}
+
+// TestRefusalWaitsForWhatItRead checks that an operation refused because
+// of an earlier commit is answered only once that commit is durable: a
+// conflict with an admission whose fdatasync is still running must not
+// reach its caller before a reader can see the admission.
+func TestRefusalWaitsForWhatItRead(t *testing.T) {
+	var hold atomic.Bool
+	held, release := make(chan struct{}), make(chan struct{})
+	syncFault = func() error {
+		if hold.CompareAndSwap(true, false) {
+			close(held)
+			<-release
+		}
+		return nil
+	}
+	defer func() { syncFault = nil }()
+	st := openTemp(t, Options{})
+	ctx := context.Background()
+	sid := newSession(t, st)
+	hold.Store(true)
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := st.Admit(ctx, Admission{ID: "msg_x", SessionID: sid, Prompt: messages.Prompt{Text: "first"}})
+		first <- err
+	}()
+	<-held // the first admission is in the log, its fdatasync running
+	second := make(chan error, 1)
+	go func() {
+		_, _, err := st.Admit(ctx, Admission{ID: "msg_x", SessionID: sid, Prompt: messages.Prompt{Text: "second"}})
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		t.Fatalf("the conflicting admission was answered (%v) before the one it conflicts with was durable", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; messages.TypeOf(err) != messages.ErrPromptConflict {
+		t.Fatalf("second admission: %v", err)
+	}
+	if _, err := st.Input(ctx, "msg_x"); err != nil {
+		t.Fatalf("the admission the refusal rests on: %v", err)
+	}
+}
