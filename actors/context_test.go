@@ -149,3 +149,32 @@ func TestInstructionsBaselineAndUpdate(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestIneligibleWakeLeavesNoTrace checks that a wake with nothing to
+// promote writes nothing, even when the instructions changed since the
+// last step: they are observed at the next step boundary that has work.
+func TestIneligibleWakeLeavesNoTrace(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Dir: t.TempDir(), Getenv: func(string) string { return "" }}})
+	h.Model.Default(script.Text("ok"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	before := h.Types(sid)
+	if err := h.Store.PutEntry(h.Ctx(), sid, "style", "Be brief."); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Runtime.Wake(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	if types := h.Types(sid); len(types) != len(before) || h.Model.Count() != 1 {
+		t.Fatalf("a wake with nothing eligible wrote %v (%d requests)", types[len(before):], h.Model.Count())
+	}
+	// The change reaches the log with the next prompt.
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	if n := count(h, sid, messages.TypeInstructionsUpdated); n != 1 {
+		t.Fatalf("%d updates: %v", n, h.Types(sid))
+	}
+	h.CheckReplay()
+}

@@ -90,6 +90,41 @@ func TestShutdownInterruptsWithReasonShutdown(t *testing.T) {
 	}
 }
 
+// TestShutdownKeepsItsDeadline checks that Shutdown returns by its
+// context's deadline even while a tool ignores cancellation (the process
+// must be able to exit), and that the step still closes once the tool
+// returns.
+func TestShutdownKeepsItsDeadline(t *testing.T) {
+	h := actortest.New(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	h.Tools.Add("stubborn", func(context.Context, locations.ToolCall) (string, error) {
+		close(started)
+		<-release // ignores its context
+		return "late", nil
+	})
+	h.Model.Reply(script.ToolCall("c1", "stubborn", `{}`))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	<-started
+	ctx, cancel := context.WithTimeout(h.Ctx(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- h.Runtime.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("shutdown past its deadline: %v", err)
+		}
+	case <-time.After(actortest.Timeout):
+		close(release)
+		t.Fatal("Shutdown held the process past its deadline for a tool ignoring cancellation")
+	}
+	close(release)
+	eventually(t, "the busy period's terminal", func() bool {
+		return count(h, sid, messages.TypeExecutionInterrupted) == 1 && count(h, sid, messages.TypeStepFailed) == 1
+	})
+}
+
 func TestBusCutsOffSlowSubscriber(t *testing.T) {
 	bus := actors.NewBus()
 	slow := bus.Subscribe(2, nil)

@@ -247,6 +247,14 @@ func (r *runner) drain(ctx context.Context, force bool) error {
 		if first {
 			allowance = agent.Steps
 		}
+		// Nothing to do (no input to promote or compact, no continuation,
+		// no forced run): stop before instructions are observed, so a wake
+		// with nothing eligible leaves no trace in the log even when they
+		// changed. Any pending input is eligible here: steers and queued
+		// prompts promote, a compaction barrier runs.
+		if len(pending) == 0 && !continuation && !force {
+			return nil
+		}
 		if err := r.prepareInstructions(ctx); err != nil {
 			return err
 		}
@@ -313,16 +321,28 @@ func (r *runner) drain(ctx context.Context, force bool) error {
 // original assistant message, and never re-run; the orphaned step is then
 // closed, keeping settlement-first ordering.
 func (r *runner) failInterruptedTools(ctx context.Context) error {
+	return r.failOpenSteps(ctx, "", func(name string) messages.Error {
+		return messages.Error{Type: messages.ErrAborted, Message: "Tool execution interrupted: " + name}
+	}, messages.Error{Type: messages.ErrAborted, Message: "Step interrupted: the process running it stopped"})
+}
+
+// failOpenSteps closes the steps the store holds open (only the one of
+// assistant message only, when set): it fails their pending and running
+// tools with toolErr, ends their unfinished fragments, then fails each
+// step with stepErr, settlement first.
+func (r *runner) failOpenSteps(ctx context.Context, only messages.MessageID, toolErr func(name string) messages.Error, stepErr messages.Error) error {
 	open, err := r.store.OpenSteps(ctx, r.sid)
 	if err != nil {
 		return err
 	}
 	for _, m := range open {
+		if only != "" && m.ID != only {
+			continue
+		}
 		var ps []messages.Payload
 		for _, p := range m.Parts {
 			if t := p.Tool; t != nil && (t.State == persistence.ToolPending || t.State == persistence.ToolRunning) {
-				ps = append(ps, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: m.ID, CallID: t.CallID,
-					Error: messages.Error{Type: messages.ErrAborted, Message: "Tool execution interrupted: " + t.Name}})
+				ps = append(ps, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: m.ID, CallID: t.CallID, Error: toolErr(t.Name)})
 			}
 		}
 		for _, p := range m.Parts {
@@ -330,8 +350,7 @@ func (r *runner) failInterruptedTools(ctx context.Context) error {
 				ps = append(ps, fragmentEnd(r.sid, m.ID, p.Kind, p.Ordinal, p.Text, nil))
 			}
 		}
-		ps = append(ps, &messages.StepFailed{SessionID: r.sid, AssistantMessageID: m.ID,
-			Error: messages.Error{Type: messages.ErrAborted, Message: "Step interrupted: the process running it stopped"}})
+		ps = append(ps, &messages.StepFailed{SessionID: r.sid, AssistantMessageID: m.ID, Error: stepErr})
 		if _, err := r.append(ctx, ps...); err != nil {
 			return err
 		}
@@ -370,6 +389,18 @@ func (r *runner) step(ctx context.Context, sess persistence.Session, agent locat
 		}
 		out, err := r.attempt(ctx, asst, sess.Agent, provider, model, req)
 		if err != nil {
+			// A commit failed during the attempt: still close the step, so it
+			// has its terminal. First with the settlements its closeout
+			// queued; if the store refuses those too (they may name calls
+			// the refused commit held, and a failed commit drops what it
+			// held), from what the store itself holds.
+			e := *messages.AsError(err, messages.ErrUnknown)
+			if ferr := r.failStep(ctx, asst, &e); ferr != nil {
+				lost := func(string) messages.Error { return e }
+				if ferr := r.failOpenSteps(context.WithoutCancel(ctx), asst, lost, e); ferr != nil {
+					err = errors.Join(err, ferr)
+				}
+			}
 			return false, err
 		}
 		switch {
@@ -556,6 +587,17 @@ func (a *attemptState) closeFrag(kind string, meta json.RawMessage) {
 	f.ordinal++
 }
 
+// called reports whether the attempt already has a call with this ID
+// (callID is unique within its step).
+func (a *attemptState) called(id string) bool {
+	for _, c := range a.calls {
+		if c.id == id {
+			return true
+		}
+	}
+	return false
+}
+
 func (a *attemptState) handle(ev llm.Event) error {
 	r, asst := a.r, a.asst
 	switch ev.Kind {
@@ -590,7 +632,7 @@ func (a *attemptState) handle(ev llm.Event) error {
 	case llm.ReasoningEnd:
 		a.closeFrag(persistence.PartReasoning, ev.ProviderMetadata)
 	case llm.ToolInputStart:
-		if _, dup := a.inputs[ev.CallID]; dup {
+		if _, dup := a.inputs[ev.CallID]; dup || a.called(ev.CallID) {
 			return llm.Errorf(messages.ErrProviderUnknown, "provider reused tool call id %q", ev.CallID)
 		}
 		if a.inputs == nil {
@@ -612,6 +654,11 @@ func (a *attemptState) handle(ev llm.Event) error {
 			delete(a.inputText, ev.CallID)
 		}
 	case llm.ToolCall:
+		// A reused ID is the provider's error: committed, the store would
+		// refuse it and the commit with it.
+		if a.called(ev.CallID) {
+			return llm.Errorf(messages.ErrProviderUnknown, "provider reused tool call id %q", ev.CallID)
+		}
 		input := ev.Input
 		if !json.Valid(input) {
 			input = json.RawMessage(`{}`)

@@ -330,7 +330,8 @@ func (rt *Runtime) request(ctx context.Context, cmd any, timeout time.Duration) 
 
 // Shutdown stops accepting commands, interrupts every active Session with
 // reason shutdown (waiting for their terminal events), stops the actors and
-// waits for every goroutine they started. The store stays open; the
+// waits for every goroutine they started, up to ctx's deadline: a tool
+// that ignores cancellation may outlive it. The store stays open; the
 // caller closes it afterwards.
 func (rt *Runtime) Shutdown(ctx context.Context) error {
 	var err error
@@ -354,7 +355,19 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 			err = errors.Join(err, fmt.Errorf("actors: stop actors: %w", ctx.Err()))
 		}
-		rt.wg.Wait()
+		// A tool that ignores cancellation keeps its goroutine; past ctx,
+		// Shutdown stops waiting for it (its step was settled as
+		// interrupted after toolGrace) rather than hold the process.
+		waited := make(chan struct{})
+		go func() {
+			rt.wg.Wait()
+			close(waited)
+		}()
+		select {
+		case <-waited:
+		case <-ctx.Done():
+			err = errors.Join(err, fmt.Errorf("actors: wait for drains and tools: %w", ctx.Err()))
+		}
 		rt.system.Shutdown()
 	})
 	return err

@@ -496,6 +496,81 @@ func TestUnknownToolLetsTheModelContinue(t *testing.T) {
 	h.CheckReplay()
 }
 
+// TestReusedCallIDFailsTheStep checks that a provider repeating a tool
+// call ID within one step fails the step as a provider error, the call
+// settled once and the busy period closed: committed, the repeat would be
+// refused by the store, and the commit with it.
+func TestReusedCallIDFailsTheStep(t *testing.T) {
+	call := llm.Event{Kind: llm.ToolCall, CallID: "c1", Name: "echo", Input: []byte(`{}`)}
+	for name, steps := range map[string][]script.Step{
+		"call":            {script.Event(call), script.Event(call)},
+		"streamed inputs": {script.ToolCall("c1", "echo", `{}`), script.ToolCall("c1", "echo", `{}`)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := actortest.New(t)
+			h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "ok", nil })
+			h.Model.Reply(append(steps, script.Finish("tool-calls", messages.Tokens{}))...)
+			sid := h.Session()
+			h.Prompt(sid, "go")
+			h.WaitIdle(sid)
+			types := h.Types(sid)
+			if count(h, sid, messages.TypeStepStarted) != 1 || count(h, sid, messages.TypeStepFailed) != 1 ||
+				count(h, sid, messages.TypeToolSucceeded) != 1 || count(h, sid, messages.TypeExecutionFailed) != 1 {
+				t.Fatalf("events: %v", types)
+			}
+			if m := lastAssistant(t, h, sid); m.Error == nil || m.Error.Type != messages.ErrProviderUnknown {
+				t.Fatalf("assistant %+v", m)
+			}
+			h.CheckReplay()
+		})
+	}
+}
+
+// refusingStore refuses the first commit holding the call "refused", as a store
+// refuses a write it cannot take.
+type refusingStore struct {
+	persistence.Store
+	refused atomic.Bool
+}
+
+func (s *refusingStore) Commit(ctx context.Context, sid messages.SessionID, ps ...messages.Payload) (persistence.Committed, error) {
+	for _, p := range ps {
+		if c, ok := p.(*messages.ToolCalled); ok && c.CallID == "refused" && s.refused.CompareAndSwap(false, true) {
+			return persistence.Committed{}, messages.Errorf(messages.ErrInvalid, "refused by the test")
+		}
+	}
+	return s.Store.Commit(ctx, sid, ps...)
+}
+
+// TestRefusedCommitStillClosesTheStep checks that when the store refuses
+// a commit in the middle of a step, every step that started still gets its
+// terminal and the busy period its one terminal event.
+func TestRefusedCommitStillClosesTheStep(t *testing.T) {
+	for name, steps := range map[string][]script.Step{
+		"the step's first commit": {script.Text("looking"), script.ToolCall("refused", "echo", `{}`)},
+		"after a call":            {script.ToolCall("c1", "echo", `{}`), script.ToolCall("refused", "echo", `{}`)},
+		"after a call, no inputs": {script.ToolCall("c1", "echo", `{}`), script.Event(llm.Event{Kind: llm.ToolCall, CallID: "refused", Name: "echo", Input: []byte(`{}`)})},
+		"after text and a call":   {script.Text("a"), script.ToolCall("c1", "echo", `{}`), script.Text("b"), script.ToolCall("refused", "echo", `{}`)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store = &refusingStore{Store: c.Store} }})
+			h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "ok", nil })
+			h.Model.Reply(steps...)
+			sid := h.Session()
+			h.Prompt(sid, "go")
+			h.WaitIdle(sid)
+			types := h.Types(sid)
+			closed := count(h, sid, messages.TypeStepEnded) + count(h, sid, messages.TypeStepFailed)
+			terminals := count(h, sid, messages.TypeExecutionSucceeded) + count(h, sid, messages.TypeExecutionFailed) +
+				count(h, sid, messages.TypeExecutionInterrupted)
+			if closed != count(h, sid, messages.TypeStepStarted) || terminals != 1 || count(h, sid, messages.TypeExecutionStarted) != 1 {
+				t.Fatalf("events: %v", types)
+			}
+			h.CheckReplay()
+		})
+	}
+}
+
 func TestFinalStepSendsNoTools(t *testing.T) {
 	h := actortest.New(t, actortest.Options{Steps: 2})
 	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "e", nil })

@@ -28,15 +28,21 @@ type sseWriter struct {
 
 // startSSE writes the stream's headers and status. Server.ReadTimeout does
 // not cut the stream: net/http clears the read deadline once the request
-// is read (TestReadTimeoutDoesNotCutStreams pins that).
-func startSSE(w http.ResponseWriter) *sseWriter {
+// is read (TestReadTimeoutDoesNotCutStreams pins that). A HEAD request gets
+// the headers and nothing more (ok is false): net/http drops the body of a
+// HEAD response, so its stream would never notice the client leave, and
+// would hold the client's connection forever.
+func startSSE(w http.ResponseWriter, r *http.Request) (sse *sseWriter, ok bool) {
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	return &sseWriter{w: w, rc: rc}
+	if r.Method == http.MethodHead {
+		return nil, false
+	}
+	return &sseWriter{w: w, rc: rc}, true
 }
 
 // event writes one message; id < 0 writes no id line.
@@ -137,7 +143,10 @@ func (a *api) logStream(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	defer a.subscribed(streamLog)()
-	sse := startSSE(w)
+	sse, ok := startSSE(w, r)
+	if !ok {
+		return
+	}
 	if err := sse.flush(); err != nil {
 		return
 	}
@@ -225,7 +234,10 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 	sub := a.cfg.Runtime.Bus().Subscribe(eventBuffer, filter)
 	defer sub.Close()
 	defer a.subscribed(streamEvent)()
-	sse := startSSE(w)
+	sse, ok := startSSE(w, r)
+	if !ok {
+		return
+	}
 	if err := sse.flush(); err != nil {
 		return
 	}

@@ -277,6 +277,38 @@ func TestReadTimeoutDoesNotCutStreams(t *testing.T) {
 	}
 }
 
+// TestHeadOnStreamsAnswersHeadersOnly checks that HEAD on a stream route
+// gets the stream's headers and ends: net/http drops a HEAD response's
+// body, so a stream would never notice its client leave and would hold the
+// keep-alive connection the client reuses for its next request.
+func TestHeadOnStreamsAnswersHeadersOnly(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := e.createSession()
+	tr := &http.Transport{MaxConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: actortest.Timeout}
+	for _, path := range []string{"/api/event", "/api/session/" + string(sid) + "/log?follow=true"} {
+		req, err := http.NewRequest(http.MethodHead, e.base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("HEAD %s: %d %q", path, res.StatusCode, res.Header.Get("Content-Type"))
+		}
+		// The same connection serves the next request.
+		res, err = c.Get(e.base + "/api/health")
+		if err != nil {
+			t.Fatalf("GET after HEAD %s: %v", path, err)
+		}
+		res.Body.Close()
+	}
+}
+
 func TestEventStream(t *testing.T) {
 	e := newHarnessEnv(t, nil)
 	e.model.Reply(script.TextChunks("hel", "lo"))
