@@ -570,23 +570,19 @@ func (s *Bolt) submit(ctx context.Context, fn func(w *wtx) error) error {
 		putOp(o)
 		return ErrClosed
 	}
+	// A full queue is waited on with the lock held: Close needs it to
+	// begin, so the writer, which drains the queue until Close and then
+	// once more before it exits, is still there to take the operation.
+	// (Waiting without it, a sender could find room only after the
+	// writer's last look at the queue, and wait forever for an answer.)
 	select {
 	case s.ops <- o:
+	case <-ctx.Done():
 		s.mu.Unlock()
-	default:
-		// The queue is full: wait for room without holding the lock, but
-		// never past Close.
-		s.mu.Unlock()
-		select {
-		case s.ops <- o:
-		case <-s.quit:
-			putOp(o)
-			return ErrClosed
-		case <-ctx.Done():
-			putOp(o)
-			return ctx.Err()
-		}
+		putOp(o)
+		return ctx.Err()
 	}
+	s.mu.Unlock()
 	err := <-o.done
 	putOp(o)
 	return err

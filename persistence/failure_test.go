@@ -191,3 +191,54 @@ func TestRefusalWaitsForWhatItRead(t *testing.T) {
 		t.Fatalf("the admission the refusal rests on: %v", err)
 	}
 }
+
+// TestCloseAnswersEverySubmitter checks that Close with the operation
+// queue full answers every caller, those waiting for room included: each
+// gets its answer or ErrClosed, none waits forever.
+func TestCloseAnswersEverySubmitter(t *testing.T) {
+	st := openTemp(t, Options{NoSync: true})
+	ctx := context.Background()
+	sid := newSession(t, st)
+	release := make(chan struct{})
+	running := make(chan struct{})
+	blocked := make(chan error, 1)
+	go func() {
+		blocked <- st.submit(ctx, func(*wtx) error {
+			close(running)
+			<-release // holds the writer while the queue fills
+			return nil
+		})
+	}()
+	<-running
+	n := cap(st.ops) + 8 // some wait for room
+	answers := make(chan error, n)
+	for range n {
+		go func() {
+			_, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "p"}})
+			answers <- err
+		}()
+	}
+	for len(st.ops) < cap(st.ops) {
+		runtime.Gosched()
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- st.Close() }()
+	close(release)
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(time.Minute)
+	for i := range n {
+		select {
+		case err := <-answers:
+			if err != nil && !errors.Is(err, ErrClosed) {
+				t.Fatalf("answer %d: %v", i, err)
+			}
+		case <-timeout:
+			t.Fatalf("%d of %d submitters never answered", n-i, n)
+		}
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}
