@@ -42,6 +42,9 @@ type effect struct {
 	releaseWaits      bool
 	// replyNow answers the current caller immediately.
 	replyNow bool
+	// joined: a run joined the running busy period (rather than starting
+	// one, now or after the one closing).
+	joined bool
 }
 
 // wake reports newly recorded durable inbox work.
@@ -67,8 +70,9 @@ func (c *coordinator) run() effect {
 		return effect{start: true, force: true, replyNow: true}
 	case c.phase == phaseClosing || c.interrupting != "":
 		c.restart, c.restartForce = true, true
+		return effect{replyNow: true}
 	}
-	return effect{replyNow: true}
+	return effect{replyNow: true, joined: true}
 }
 
 // interrupt cancels the running drain and clears coalesced follow-ups. The

@@ -28,7 +28,7 @@ func TestCoordinator(t *testing.T) {
 		}},
 		{"run joins", []step{
 			{in: "wake", want: effect{start: true}},
-			{in: "run", want: effect{replyNow: true}},
+			{in: "run", want: effect{replyNow: true, joined: true}},
 			{in: "next", next: false},
 		}},
 		{"run while idle forces", []step{
@@ -45,7 +45,8 @@ func TestCoordinator(t *testing.T) {
 			{in: "wake", want: effect{start: true}},
 			{in: "interrupt", want: effect{cancel: "user"}},
 			{in: "wake"},
-			{in: "done", want: effect{releaseInterrupts: true, start: true}},
+			{in: "run", want: effect{replyNow: true}}, // starts the next busy period, not this one
+			{in: "done", want: effect{releaseInterrupts: true, start: true, force: true}},
 			{in: "next", next: false},
 			{in: "done", want: effect{releaseInterrupts: true, releaseWaits: true}},
 		}},

@@ -67,9 +67,9 @@ func (s *session) Receive(ctx actor.Context) {
 		ctx.Respond(&messages.WakeReply{})
 	case *messages.Run:
 		s.received++
-		joined := s.c.busy()
-		s.apply(ctx, s.c.run())
-		ctx.Respond(&messages.RunReply{Joined: joined})
+		e := s.c.run()
+		s.apply(ctx, e)
+		ctx.Respond(&messages.RunReply{Joined: e.joined})
 	case *messages.Interrupt:
 		s.received++
 		reason := msg.Reason
