@@ -79,6 +79,12 @@ func (d *drain) loop(r *runner, self *actor.PID) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("actors: runner panicked: %v\n%s", p, debug.Stack())
+			// Close the step the panic left open, settlement first, as the
+			// orphan sweep would; its calls are not re-run.
+			e := messages.Error{Type: messages.ErrUnknown, Message: fmt.Sprintf("The runner failed: %v", p)}
+			if ferr := r.failOpenSteps(context.WithoutCancel(d.ctx), "", func(string) messages.Error { return e }, e); ferr != nil {
+				err = errors.Join(err, ferr)
+			}
 		}
 	}()
 	force := d.force

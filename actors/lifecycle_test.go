@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"iter"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/actors/actortest"
 	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
 )
@@ -51,6 +53,41 @@ func TestToolPanicBecomesUnknownFailure(t *testing.T) {
 	if h.Model.Count() != 2 {
 		t.Fatal("the model did not continue after the panic")
 	}
+}
+
+// panickingProvider streams a tool call, then panics.
+type panickingProvider struct{}
+
+func (panickingProvider) Stream(context.Context, llm.Request) iter.Seq2[llm.Event, error] {
+	return func(yield func(llm.Event, error) bool) {
+		if !yield(llm.Event{Kind: llm.ToolCall, CallID: "c1", Name: "echo", Input: []byte(`{}`)}, nil) {
+			return
+		}
+		panic("provider bug")
+	}
+}
+
+// TestRunnerPanicClosesTheStep checks that a panic in the runner (here in
+// a provider's stream) fails the busy period without leaving its step open:
+// the call it started is settled and the step failed, in this busy period
+// rather than by a later drain's orphan sweep.
+func TestRunnerPanicClosesTheStep(t *testing.T) {
+	h := actortest.New(t)
+	h.Services.Provider = func(string) (llm.Provider, error) { return panickingProvider{}, nil }
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "ok", nil })
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	types := h.Types(sid)
+	last := types[len(types)-1]
+	if count(h, sid, messages.TypeToolFailed) != 1 || count(h, sid, messages.TypeStepFailed) != 1 || last != "session.execution.failed" {
+		t.Fatalf("events: %v", types)
+	}
+	open, err := h.Store.OpenSteps(h.Ctx(), sid)
+	if err != nil || len(open) != 0 {
+		t.Fatalf("open steps after the busy period: %v %v", open, err)
+	}
+	h.CheckReplay()
 }
 
 func TestIdleSessionsPassivate(t *testing.T) {
