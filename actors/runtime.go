@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -151,6 +154,22 @@ func (rt *Runtime) Bus() *Bus { return rt.cfg.Bus }
 
 // Create is sessions.create.
 func (rt *Runtime) Create(ctx context.Context, req persistence.CreateSession) (persistence.Session, bool, error) {
+	// An agent or model the Location cannot run is refused now, rather
+	// than failing (or running without rules) at the first execution.
+	if req.Agent != "" || req.Model != (messages.ModelRef{}) {
+		svc, err := rt.cfg.Locations.Get(req.Location)
+		if err != nil {
+			return persistence.Session{}, false, err
+		}
+		if err := checkAgent(svc, req.Agent); err != nil {
+			return persistence.Session{}, false, err
+		}
+		if req.Model != (messages.ModelRef{}) {
+			if _, err := svc.Catalog.Resolve(req.Model); err != nil {
+				return persistence.Session{}, false, err
+			}
+		}
+	}
 	s, created, err := rt.cfg.Store.CreateSession(ctx, req)
 	if err == nil && created {
 		rt.publishEvent(ctx, s.ID, 0)
@@ -205,7 +224,36 @@ func (rt *Runtime) SelectAgent(ctx context.Context, sid messages.SessionID, agen
 	if agent == "" {
 		return messages.Errorf(messages.ErrInvalid, "agent: required")
 	}
+	// Refuse an agent the Session's Location does not configure, rather
+	// than run it with no rules of its own.
+	sess, err := rt.cfg.Store.Get(ctx, sid)
+	if err != nil {
+		return err
+	}
+	svc, err := rt.cfg.Locations.Get(sess.Location)
+	if err != nil {
+		return err
+	}
+	if err := checkAgent(svc, agent); err != nil {
+		return err
+	}
 	return rt.appendOutside(ctx, sid, &messages.AgentSelected{SessionID: sid, Agent: agent})
+}
+
+// checkAgent refuses an agent the Location does not configure; the
+// default agent is always there.
+func checkAgent(svc *locations.Services, agent string) error {
+	if agent == "" || agent == locations.DefaultAgent {
+		return nil
+	}
+	if _, ok := svc.Agents[agent]; ok {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(svc.Agents))
+	if !slices.Contains(names, locations.DefaultAgent) {
+		names = append([]string{locations.DefaultAgent}, names...)
+	}
+	return messages.Errorf(messages.ErrInvalid, "agent: %q is not configured here (configured: %s)", agent, strings.Join(names, ", "))
 }
 
 // SelectModel selects the model for the Session's next step.

@@ -302,6 +302,21 @@ func TestSelectAgentAndModel(t *testing.T) {
 			}
 		}
 	}
+	// An agent or model the Location does not configure is refused, at
+	// selection and at creation, rather than run without its rules.
+	m := e.do("POST", base+"/agent", map[string]string{"agent": "nope"}).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+	if !strings.HasPrefix(m.Message, "agent:") || !strings.Contains(m.Message, "plan") {
+		t.Errorf("unknown agent: message %q", m.Message)
+	}
+	loc := map[string]string{"directory": e.dir}
+	e.do("POST", "/api/session", map[string]any{"location": loc, "agent": "nope"}).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+	e.do("POST", "/api/session", map[string]any{"location": loc, "model": map[string]string{"providerID": "script", "id": "nope"}}).
+		wantError(t, messages.ErrModelNotFound.HTTPStatus(), messages.ErrModelNotFound)
+	e.do("POST", "/api/session", map[string]any{"location": loc, "agent": "plan", "model": map[string]string{"providerID": "script", "id": "other"}}).
+		want(t, http.StatusOK)
+	if s := dataOf[persistence.Session](t, e.do("GET", base, nil)); s.Agent != "plan" {
+		t.Fatalf("a refused selection changed the Session: %+v", s)
+	}
 	e.do("POST", "/api/session/ses_missing/agent", map[string]string{"agent": "plan"}).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
 	e.do("POST", "/api/session/ses_missing/model", map[string]string{"providerID": "script", "id": "demo"}).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
 }
