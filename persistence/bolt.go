@@ -577,10 +577,14 @@ func (s *Bolt) submit(ctx context.Context, fn func(w *wtx) error) error {
 	// writer's last look at the queue, and wait forever for an answer.)
 	select {
 	case s.ops <- o:
-	case <-ctx.Done():
-		s.mu.Unlock()
-		putOp(o)
-		return ctx.Err()
+	default:
+		select {
+		case s.ops <- o:
+		case <-ctx.Done():
+			s.mu.Unlock()
+			putOp(o)
+			return ctx.Err()
+		}
 	}
 	s.mu.Unlock()
 	err := <-o.done
