@@ -100,7 +100,12 @@ type target struct {
 	op    patch.Op
 	res   Resolved
 	shown string // for the model: relative to the root or @reference/path
-	rel   string // relative to the Location root, the edit permission pattern
+	// path is the canonical path the operation changes: res.Path, except
+	// that a delete removes the directory entry res.Entry, which may be a
+	// symbolic link living elsewhere than its target. Permissions are
+	// checked against it.
+	path string
+	rel  string // path relative to the Location root, the edit permission pattern
 	// Preflight results.
 	content        []byte
 	perm           fs.FileMode
@@ -145,10 +150,11 @@ func (p *patcher) resolve(call *CallContext, parsed *patch.Patch) ([]*target, er
 			problems = append(problems, fmt.Sprintf("%s %s: %s", op.Kind, op.Path, reason))
 			continue
 		}
-		t := &target{op: op, res: res, shown: displayPath(res), rel: call.Paths.RelToRoot(res.Path)}
+		t := &target{op: op, res: res, shown: displayPath(res), path: res.Path}
 		if op.Kind == patch.Delete {
-			t.rel = call.Paths.RelToRoot(filepath.Join(res.Base, filepath.FromSlash(res.Entry)))
+			t.path = filepath.Join(res.Base, filepath.FromSlash(res.Entry))
 		}
+		t.rel = call.Paths.RelToRoot(t.path)
 		if prev, dup := byPath[res.Path]; dup {
 			problems = append(problems, fmt.Sprintf("%s %s: the same file as %s %s; use one operation per file", op.Kind, op.Path, prev.op.Kind, prev.op.Path))
 			continue
@@ -167,19 +173,15 @@ func (p *patcher) resolve(call *CallContext, parsed *patch.Patch) ([]*target, er
 func (p *patcher) authorize(ctx context.Context, call *CallContext, targets []*target) error {
 	asked := make(map[string]bool)
 	for _, t := range targets {
-		if call.Paths.Contains(t.res.Path) {
+		if call.Paths.Contains(t.path) {
 			continue
 		}
-		dir := filepath.Dir(t.res.Path)
+		dir := filepath.Dir(t.path)
 		if asked[dir] {
 			continue
 		}
 		asked[dir] = true
-		if err := call.Ask(ctx, Request{
-			Permission: PermissionExternalDirectory,
-			Patterns:   []string{strings.TrimSuffix(dir, "/") + "/*"},
-			Metadata:   mustJSON(map[string]string{"directory": dir, "tool": "apply_patch"}),
-		}); err != nil {
+		if err := call.Ask(ctx, externalDirectoryRequest(dir, "apply_patch")); err != nil {
 			return err
 		}
 	}

@@ -162,6 +162,68 @@ func TestApplyPatchSymlinks(t *testing.T) {
 	}
 }
 
+func TestApplyPatchDeleteAuthorizesTheLinkNotItsTarget(t *testing.T) {
+	// The reference "up" is the root's parent, so links on either side of
+	// the root resolve. A delete removes the link, so the link's directory
+	// needs external_directory (ext), not its target's (lib).
+	asker := &scriptedAsker{answer: answerAlways(Once)}
+	h := newHarness(t, harnessConfig{asker: asker, refs: map[string]string{"up": ".."}})
+	parent, name := filepath.Dir(h.root), filepath.Base(h.root)
+	ext, lib := filepath.Join(parent, "ext"), filepath.Join(parent, "lib")
+	for _, d := range []string{ext, lib} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inside := h.write(t, "inside.txt", "in\n")
+	outside := filepath.Join(lib, "outside.txt")
+	if err := os.WriteFile(outside, []byte("out\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{filepath.Join(ext, "in-link"): inside, filepath.Join(h.root, "out-link"): outside} {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.call(context.Background(), t, "apply_patch", patchText(
+		"*** Delete File: @up/ext/in-link\n*** Delete File: @up/"+name+"/out-link\n")); err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	for _, r := range asker.requests() {
+		asked = append(asked, r.Permission+" "+strings.Join(r.Patterns, ","))
+	}
+	want := []string{"external_directory " + ext + "/*", "edit ../ext/in-link,out-link"}
+	if !slices.Equal(asked, want) {
+		t.Fatalf("asked\n%q\nwant\n%q", asked, want)
+	}
+	for _, link := range []string{filepath.Join(ext, "in-link"), filepath.Join(h.root, "out-link")} {
+		if _, err := os.Lstat(link); !os.IsNotExist(err) {
+			t.Errorf("%s not deleted: %v", link, err)
+		}
+	}
+	if readFile(t, inside) != "in\n" || readFile(t, outside) != "out\n" {
+		t.Fatal("a link's target changed")
+	}
+}
+
+func TestApplyPatchReportsNamesThatAreNotPlainQuoted(t *testing.T) {
+	// The update succeeds, so its report must not fail the call: a model
+	// told "failed" would patch the file a second time.
+	h := newHarness(t, harnessConfig{rules: allowAll})
+	real := h.write(t, "real\xff.txt", "old\n")
+	if err := os.Symlink("real\xff.txt", filepath.Join(h.root, "alias.txt")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.call(context.Background(), t, "apply_patch", patchText("*** Update File: alias.txt\n@@\n-old\n+new\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if readFile(t, real) != "new\n" || res.Output != "Success. Updated the following files:\nM \"real\\xff.txt\"" {
+		t.Fatalf("output %q", res.Output)
+	}
+}
+
 func TestApplyPatchKeepsFileMode(t *testing.T) {
 	h := newHarness(t, harnessConfig{rules: allowAll})
 	p := h.write(t, "run.sh", "#!/bin/sh\necho old\n")
@@ -180,6 +242,22 @@ func TestApplyPatchKeepsFileMode(t *testing.T) {
 		if strings.Contains(e.Name(), ".sessiond-") {
 			t.Fatalf("temporary file %s left behind", e.Name())
 		}
+	}
+}
+
+func TestApplyPatchUpdatesAFileWithTheLongestName(t *testing.T) {
+	// 255 bytes is NAME_MAX on Linux; preflight passes for such a file, so
+	// commit must not fail on the temporary file's name after the first
+	// operation was applied.
+	h := newHarness(t, harnessConfig{rules: allowAll})
+	long := strings.Repeat("n", 251) + ".txt"
+	p := h.write(t, long, "old\n")
+	if _, err := h.call(context.Background(), t, "apply_patch", patchText(
+		"*** Add File: first.txt\n+x\n*** Update File: "+long+"\n@@\n-old\n+new\n")); err != nil {
+		t.Fatal(err)
+	}
+	if readFile(t, p) != "new\n" {
+		t.Fatal("not updated")
 	}
 }
 

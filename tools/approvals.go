@@ -13,7 +13,9 @@ type ApprovalStore interface {
 	// Approved reports whether a saved approval of project covers
 	// permission and pattern. Saved permissions and patterns are wildcards
 	// matched with Match, so saving "git *" for bash approves every git
-	// command.
+	// command; pattern is plain text. Permissions.Check saves a request's
+	// patterns escaped with LiteralPattern unless the request's Always says
+	// otherwise.
 	Approved(ctx context.Context, project, permission, pattern string) (bool, error)
 	// Save durably records approvals of permission for patterns. It returns
 	// only after the approvals would survive a restart.

@@ -93,10 +93,11 @@ type BashMetadata struct {
 
 // NewBash returns the bash built-in. Bash is not sandboxed: the command
 // runs with the daemon user's full file system, process and network
-// authority. Permission "bash" (pattern: the command) guards every call,
-// and a workdir outside the Location additionally needs
-// "external_directory" (pattern: "<dir>/*"); mentions of outside paths in
-// the command only produce advisory warnings.
+// authority. Permission "bash" (pattern: the command; "always" approves
+// exactly that command) guards every call, and a workdir outside the
+// Location additionally needs "external_directory" (pattern: "<dir>/*";
+// "always" approves the directory and everything beneath it); mentions of
+// outside paths in the command only produce advisory warnings.
 func NewBash(cfg BashConfig) (Tool, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -109,7 +110,7 @@ func NewBash(cfg BashConfig) (Tool, error) {
 			"and exit code. The command is NOT sandboxed: it runs with the user's full file system, process and network access, " +
 			"so every command needs the user's permission. " +
 			fmt.Sprintf("The timeout defaults to %s (timeoutMs, at most %d ms); on timeout or interruption the command and every process it started are killed, ", cfg.DefaultTimeout, cfg.MaxTimeout.Milliseconds()) +
-			"as are background jobs still running when the shell exits. " +
+			"as are background jobs still running when the shell exits (but not processes that leave the process group, e.g. with setsid or `set -m`). " +
 			fmt.Sprintf("Output beyond %d bytes is cut from the middle. A non-zero exit code is reported, not treated as a failure. ", cfg.MaxOutputBytes) +
 			"A workdir outside the project needs extra permission. Stdin is empty; do not run interactive commands.",
 		InputSchema: json.RawMessage(fmt.Sprintf(`{
@@ -140,12 +141,7 @@ func (b *basher) run(ctx context.Context, call *CallContext, in BashInput) (Resu
 		return Result{}, fmt.Errorf("bash: workdir: %w", err)
 	}
 	if !call.Paths.Contains(dir) {
-		pattern := strings.TrimSuffix(dir, "/") + "/*"
-		if err := call.Ask(ctx, Request{
-			Permission: PermissionExternalDirectory,
-			Patterns:   []string{pattern},
-			Metadata:   mustJSON(map[string]string{"directory": dir, "tool": "bash"}),
-		}); err != nil {
+		if err := call.Ask(ctx, externalDirectoryRequest(dir, "bash")); err != nil {
 			return Result{}, err
 		}
 	}

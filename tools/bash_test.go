@@ -237,6 +237,79 @@ func TestBashExternalWorkdirNeedsPermission(t *testing.T) {
 	}
 }
 
+func TestBashAlwaysApprovalCoversOnlyThatCommand(t *testing.T) {
+	asker := &scriptedAsker{answer: func(req Request) (Answer, error) {
+		if req.Patterns[0] == "ls *.txt" {
+			return Answer{Reply: Always}, nil
+		}
+		return Answer{Reply: Reject}, nil
+	}}
+	h := newHarness(t, harnessConfig{asker: asker})
+	h.write(t, "a.txt", "x\n")
+	if _, err := h.call(context.Background(), t, "bash", BashInput{Command: "ls *.txt"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.call(context.Background(), t, "bash", BashInput{Command: "ls *.txt"}); err != nil {
+		t.Fatalf("the approved command again: %v", err)
+	}
+	// Matches "ls *.txt" read as a wildcard, but the user never saw it.
+	_, err := h.call(context.Background(), t, "bash", BashInput{Command: "ls /; touch pwned; echo .txt"})
+	if errorType(t, err) != messages.ErrPermissionRejected {
+		t.Fatalf("got %v, want the unseen command asked and rejected", err)
+	}
+	if _, err := os.Stat(filepath.Join(h.root, "pwned")); !os.IsNotExist(err) {
+		t.Fatal("the unseen command ran")
+	}
+	if n := len(asker.requests()); n != 2 {
+		t.Fatalf("asked %d times, want 2", n)
+	}
+}
+
+func TestBashExternalDirectoryAlwaysCoversTheDirectoryOnly(t *testing.T) {
+	outside := t.TempDir()
+	// The approved directory's name has wildcard characters: they must not
+	// widen the approval to its siblings.
+	approved := filepath.Join(outside, "a*")
+	for _, d := range []string{approved, filepath.Join(approved, "sub"), filepath.Join(outside, "ab")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	canon, _ := filepath.EvalSymlinks(approved)
+	asker := &scriptedAsker{answer: func(req Request) (Answer, error) {
+		if req.Permission == PermissionExternalDirectory && req.Patterns[0] == canon+"/*" {
+			return Answer{Reply: Always}, nil
+		}
+		if req.Permission == PermissionBash {
+			return Answer{Reply: Once}, nil
+		}
+		return Answer{Reply: Reject}, nil
+	}}
+	h := newHarness(t, harnessConfig{asker: asker})
+	for _, tc := range []struct {
+		workdir string
+		asked   bool // external_directory asked
+	}{
+		{approved, true},
+		{approved, false},
+		{filepath.Join(approved, "sub"), false}, // "always" covers what is beneath the directory
+		{filepath.Join(outside, "ab"), true},
+	} {
+		before := len(asker.requests())
+		_, err := h.call(context.Background(), t, "bash", BashInput{Command: "true", Workdir: tc.workdir})
+		asked := false
+		for _, r := range asker.requests()[before:] {
+			asked = asked || r.Permission == PermissionExternalDirectory
+		}
+		if asked != tc.asked {
+			t.Fatalf("%s: external_directory asked = %v, want %v (err %v)", tc.workdir, asked, tc.asked, err)
+		}
+	}
+	if got := h.approvals.List("proj"); len(got) != 1 || got[0].Pattern != LiteralPattern(canon)+"/*" {
+		t.Fatalf("saved %q", got)
+	}
+}
+
 func TestBashDefaultAskThroughPending(t *testing.T) {
 	asked := make(chan *messages.PermissionAsked, 4)
 	pending := NewPending(PendingConfig{OnAsked: func(e *messages.PermissionAsked) { asked <- e }})

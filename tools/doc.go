@@ -19,13 +19,18 @@
 // # Permissions
 //
 // Rules {permission, pattern, action} are wildcard-matched (Match: '*' any
-// run, '?' one character) and evaluated per agent; the last matching rule
-// wins and the default is ask. A Session without an agent runs as
+// run, '?' one character, '\' makes the next character literal) against
+// the request's permission and patterns, which are plain text, and
+// evaluated per agent; the last matching rule wins and the default is ask. A Session without an agent runs as
 // DefaultAgent ("build") for both tool materialization and permission
 // evaluation. Permissions.Check applies deny and allow rules, then saved
 // project approvals (ApprovalStore), then asks the user through an Asker.
 // Replies are once, always (saved, then allowed) and reject (with an
-// optional message that reaches the model). Pending is the in-process
+// optional message that reaches the model). "Always" saves what the user
+// was asked about as a literal pattern (LiteralPattern): approving the
+// command "ls *.txt" approves that command only. The one deliberate
+// wildcard is external_directory's "<dir>/*", which approves the directory
+// and everything beneath it. Pending is the in-process
 // Asker: questions wait under request IDs until Reply, their context ends,
 // or Cancel withdraws them on interrupt; hooks publish the live
 // permission.asked and permission.replied events.
@@ -39,14 +44,19 @@
 //     and limit (streamed, so a 100 MB file costs one buffer), binary files
 //     come back base64-encoded up to a size limit, directories list their
 //     children directories first, then alphabetically, with a next cursor.
+//     Output is valid UTF-8: a name that is not plain text (invalid UTF-8,
+//     control characters, '"' or '\') is shown Go-quoted, here and in
+//     apply_patch's reports.
 //   - bash: runs `bash -c` (or sh) in the Location or a workdir. Bash is
 //     NOT sandboxed: the command has the daemon user's full file system,
 //     process and network authority. Permission bash (pattern: the command,
 //     default ask) guards every call; a workdir outside the Location also
 //     needs external_directory. Mentions of outside paths only produce
 //     advisory warnings. The command runs in its own process group, which
-//     is killed on timeout, cancellation and when the shell exits; a
-//     process that calls setsid escapes the group and is not tracked.
+//     is killed on timeout, cancellation and when the shell exits. A
+//     process that leaves the group escapes and is not tracked: one that
+//     calls setsid, or a background job of a shell with job control on
+//     (set -m), which gets a process group of its own.
 //   - apply_patch: "*** Begin Patch" edits (package patch). The whole patch
 //     is parsed, every target resolved, external directories approved once
 //     each, the edit batch approved once, every operation preflighted; then

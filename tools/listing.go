@@ -56,7 +56,7 @@ func (r *reader) listDir(root *os.Root, res Resolved, shown string, offset, limi
 	page := entries[offset-1 : end]
 	var b strings.Builder
 	for _, e := range page {
-		b.WriteString(e.name)
+		b.WriteString(showName(e.name))
 		if e.isDir {
 			b.WriteByte('/')
 		}

@@ -97,7 +97,11 @@ func (rootFS) replace(base, rel string, data []byte, perm fs.FileMode) error {
 		return err
 	}
 	defer r.Close()
-	tmp := path.Join(path.Dir(rel), "."+path.Base(rel)+".sessiond-"+rand.Text()+".tmp")
+	// The temporary name must not grow with the file's name: a name near
+	// the file system's limit (NAME_MAX, 255 bytes on most) plus a suffix
+	// would not fit, and the update would fail only at commit, after
+	// preflight had passed and earlier operations were applied.
+	tmp := path.Join(path.Dir(rel), ".sessiond-"+rand.Text()+".tmp")
 	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return err

@@ -34,10 +34,16 @@ type Request struct {
 	// Permission is the permission asked for, such as "bash".
 	Permission string `json:"permission"`
 	// Patterns are the resources the call touches, such as the command or
-	// the canonical path. Empty means "*".
+	// the canonical path. They are plain text that the wildcard patterns of
+	// rules and saved approvals are matched against, never wildcards
+	// themselves. Empty means "*".
 	Patterns []string `json:"patterns"`
-	// Always are the patterns saved when the user replies "always". Empty
-	// means Patterns.
+	// Always are the wildcard patterns (see Match) saved when the user
+	// replies "always". Empty means every one of Patterns as a literal
+	// (LiteralPattern): the approval covers exactly what the user was
+	// shown, so approving "ls *.txt" does not approve every command that
+	// starts with "ls " and ends with ".txt". A tool sets Always only to
+	// approve more on purpose, such as a directory and everything in it.
 	Always []string `json:"always,omitempty"`
 	// Metadata is optional detail for the user interface (a JSON object).
 	Metadata json.RawMessage `json:"metadata,omitempty"`
@@ -155,7 +161,10 @@ func (p *Permissions) Check(ctx context.Context, req Request, extra Ruleset) err
 		req.Patterns = []string{"*"}
 	}
 	if len(req.Always) == 0 {
-		req.Always = req.Patterns
+		req.Always = make([]string, len(req.Patterns))
+		for i, pat := range req.Patterns {
+			req.Always[i] = LiteralPattern(pat)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return aborted(req)
@@ -222,6 +231,20 @@ func (p *Permissions) ask(ctx context.Context, req Request) error {
 			"the user rejected permission %s for %s; do not retry this call unless the user asks you to", req.Permission, quoteList(req.Patterns))
 	}
 	return messages.Errorf(messages.ErrPermissionRejected, "permission %s: unknown reply %q", req.Permission, ans.Reply)
+}
+
+// externalDirectoryRequest asks for tool to use dir, a canonical directory
+// outside the Location. The pattern asked about is "<dir>/*"; "always"
+// approves dir and everything beneath it, but only dir: any wildcard
+// characters in its name are escaped.
+func externalDirectoryRequest(dir, tool string) Request {
+	prefix := strings.TrimSuffix(dir, "/")
+	return Request{
+		Permission: PermissionExternalDirectory,
+		Patterns:   []string{prefix + "/*"},
+		Always:     []string{LiteralPattern(prefix) + "/*"},
+		Metadata:   mustJSON(map[string]string{"directory": dir, "tool": tool}),
+	}
 }
 
 func aborted(req Request) error {

@@ -138,6 +138,41 @@ func TestCheckAlwaysApprovalCoversLaterRequests(t *testing.T) {
 	}
 }
 
+func TestAlwaysApprovalIsLiteral(t *testing.T) {
+	// The request's patterns are what the user saw; saved verbatim, the
+	// '*' of "ls *.txt" would approve commands the user never saw.
+	asker := &scriptedAsker{answer: answerAlways(Always)}
+	p, approvals := newPerms(t, nil, asker)
+	ctx := context.Background()
+	for _, cmd := range []string{"ls *.txt", `echo \?`} {
+		if err := p.Check(ctx, Request{Permission: "bash", Patterns: []string{cmd}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []Approval{{Permission: "bash", Pattern: `ls \*.txt`}, {Permission: "bash", Pattern: `echo \\\?`}}
+	if got := approvals.List("proj"); !slices.Equal(got, want) {
+		t.Fatalf("saved %q, want %q", got, want)
+	}
+	for _, tc := range []struct {
+		cmd   string
+		asked bool
+	}{
+		{"ls *.txt", false},
+		{`echo \?`, false},
+		{"ls /; touch pwned; echo .txt", true},
+		{"ls a.txt", true},
+		{`echo \x`, true},
+	} {
+		before := len(asker.requests())
+		if err := p.Check(ctx, Request{Permission: "bash", Patterns: []string{tc.cmd}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if asked := len(asker.requests()) > before; asked != tc.asked {
+			t.Errorf("%q: asked = %v, want %v", tc.cmd, asked, tc.asked)
+		}
+	}
+}
+
 func TestCheckApprovalsArePerProject(t *testing.T) {
 	approvals := &MemoryApprovals{}
 	ctx := context.Background()

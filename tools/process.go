@@ -31,8 +31,9 @@ type procResult struct {
 }
 
 // drainGrace bounds how long output is drained after the process group was
-// killed: only a process that left the group (setsid) can keep the pipe
-// open that long, and its output is abandoned.
+// killed: only a process that left the group (setsid, or a background job
+// under set -m) can keep the pipe open that long, and its output is
+// abandoned.
 const drainGrace = 2 * time.Second
 
 // procSpec describes one shell run.
@@ -48,7 +49,8 @@ type procSpec struct {
 // runProcess runs spec.command with spec.shell -c in its own process group,
 // capturing stdout and stderr together. When the shell exits, times out or
 // ctx ends, the whole group is killed with SIGKILL, so background jobs do
-// not outlive the call. Every goroutine it starts has ended when it
+// not outlive the call, unless they left the group (setsid, or job control
+// with set -m, which puts each job in a group of its own). Every goroutine it starts has ended when it
 // returns.
 func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 	res := procResult{output: newCapture(spec.maxOut)}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -252,15 +253,36 @@ func (r *reader) readBinary(br *bufio.Reader, shown string, size int64) (Result,
 	}, nil
 }
 
-// displayPath returns the path as the model should write it.
+// displayPath returns the path as the model should write it, made safe
+// for output by showName.
 func displayPath(res Resolved) string {
 	if res.Reference == "" {
-		return res.Rel
+		return showName(res.Rel)
 	}
 	if res.Rel == "." {
 		return "@" + res.Reference
 	}
-	return "@" + res.Reference + "/" + res.Rel
+	return showName("@" + res.Reference + "/" + res.Rel)
+}
+
+// showName returns a file name or path as tool output shows it. Output
+// must be valid UTF-8 but names are bytes, so a name that is not plain
+// (valid UTF-8 of printable characters other than '"' and '\') is shown
+// Go-quoted by strconv.Quote, its invalid bytes as \xNN escapes.
+//
+// Quoting, unlike replacing invalid bytes with U+FFFD (strings.ToValidUTF8),
+// keeps names distinct and exact: "a\xff" and "a\xfe" do not both become
+// "a\ufffd", and the quoted form decodes back to the real bytes
+// (strconv.Unquote; bash's $'...' reads the same \xNN escapes). Quoting
+// control characters too keeps a listing one entry per line, and since a
+// plain name has no '"', a shown name that starts with '"' is quoted.
+func showName(name string) string {
+	for _, r := range name {
+		if r == utf8.RuneError || r == '"' || r == '\\' || !strconv.IsPrint(r) {
+			return strconv.Quote(name)
+		}
+	}
+	return name
 }
 
 // mustJSON marshals values that cannot fail to marshal (plain structs and

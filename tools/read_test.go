@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/messages"
 )
@@ -239,6 +241,74 @@ func TestReadDirectory(t *testing.T) {
 	res, err = h.call(ctx, t, "read", ReadInput{Path: "emptydir"})
 	if err != nil || res.Output != "(The directory is empty.)" {
 		t.Fatalf("empty dir: %q %v", res.Output, err)
+	}
+}
+
+func TestReadShowsNamesThatAreNotPlainQuoted(t *testing.T) {
+	h := newHarness(t, harnessConfig{rules: allowAll})
+	// Names are bytes; output must be valid UTF-8, one entry per line.
+	for _, f := range []string{"d/ok.txt", "d/bad\xff.txt", "d/bad\xfe.txt", "d/two\nlines.txt", `d/say"hi".txt`, "d/sub\xff/x", "d/é.txt"} {
+		h.write(t, f, "x")
+	}
+	if err := os.WriteFile(filepath.Join(h.root, "img\xff.bin"), []byte{0, 1, 2}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("img\xff.bin", filepath.Join(h.root, "img.bin")); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Sorted by the real names' bytes, whatever the shown names.
+	all := []string{`"sub\xff"/`, `"bad\xfe.txt"`, `"bad\xff.txt"`, "ok.txt", `"say\"hi\".txt"`, `"two\nlines.txt"`, "é.txt"}
+	res, err := h.call(ctx, t, "read", ReadInput{Path: "d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Join(all, "\n") + "\n\n(7 entries.)"; res.Output != want {
+		t.Fatalf("listing:\n%s\nwant:\n%s", res.Output, want)
+	}
+	// Paging walks the same entries, one per page.
+	for i, offset := 0, 1; offset != 0; i++ {
+		res, err := h.call(ctx, t, "read", ReadInput{Path: "d", Offset: offset, Limit: 1})
+		if err != nil {
+			t.Fatalf("offset %d: %v", offset, err)
+		}
+		if got, _, _ := strings.Cut(res.Output, "\n"); got != all[i] {
+			t.Fatalf("offset %d shows %q, want %q", offset, got, all[i])
+		}
+		offset = readMeta(t, res).Next
+	}
+	// A binary file reached through a link shows its canonical name quoted.
+	res, err = h.call(ctx, t, "read", ReadInput{Path: "img.bin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(res.Output, `Binary file "img\xff.bin" (3 bytes`) || res.Title != `"img\xff.bin"` {
+		t.Fatalf("title %q, output %q", res.Title, res.Output)
+	}
+}
+
+func TestShowName(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"a.txt", "a.txt"},
+		{"dir/with space/é日本.go", "dir/with space/é日本.go"},
+		{"bad\xff", `"bad\xff"`},
+		{"a\ufffd", "\"a\ufffd\""}, // quoted, so that it is not taken for an invalid byte
+		{"tab\there", `"tab\there"`},
+		{`back\slash`, `"back\\slash"`},
+		{`"quoted"`, `"\"quoted\""`},
+	} {
+		got := showName(tc.name)
+		if got != tc.want {
+			t.Errorf("showName(%q) = %q, want %q", tc.name, got, tc.want)
+		}
+		if !utf8.ValidString(got) {
+			t.Errorf("showName(%q) = %q is not valid UTF-8", tc.name, got)
+		}
+		if got != tc.name {
+			if back, err := strconv.Unquote(got); err != nil || back != tc.name {
+				t.Errorf("strconv.Unquote(%q) = %q, %v; want %q", got, back, err, tc.name)
+			}
+		}
 	}
 }
 

@@ -1,12 +1,19 @@
 package tools
 
-import "unicode/utf8"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
-// Match reports whether s matches the wildcard pattern: '*' matches any run
-// of characters, including an empty run and '/', and '?' matches exactly
-// one character (one UTF-8 encoded rune). Every other character matches
-// itself. Permission names and patterns of rules and saved approvals are
-// matched with it.
+// Match reports whether s matches the wildcard pattern. In a pattern, '*'
+// matches any run of characters, including an empty run and '/'; '?'
+// matches exactly one character (one UTF-8 encoded rune); and '\' makes the
+// character after it match itself, so "\*", "\?" and "\\" match a literal
+// '*', '?' and '\' (a '\' that ends the pattern matches itself). Every
+// other character matches itself. s is plain text: nothing in it is
+// special. Permission names and patterns of rules and saved approvals are
+// matched with it; LiteralPattern turns text into the pattern that matches
+// only that text.
 //
 // Match runs in O(len(pattern)·len(s)) time in the worst case and does not
 // allocate.
@@ -17,7 +24,12 @@ func Match(pattern, s string) bool {
 	star, resume := -1, 0
 	for i < len(s) {
 		if p < len(pattern) {
-			switch c := pattern[p]; c {
+			c, lit := pattern[p], p
+			if c == '\\' && p+1 < len(pattern) {
+				// An escaped character is compared literally below.
+				c, lit = 0, p+1
+			}
+			switch c {
 			case '*':
 				star, resume = p, i
 				p++
@@ -28,10 +40,10 @@ func Match(pattern, s string) bool {
 				i += n
 				continue
 			default:
-				pr, pn := utf8.DecodeRuneInString(pattern[p:])
+				pr, pn := utf8.DecodeRuneInString(pattern[lit:])
 				sr, sn := utf8.DecodeRuneInString(s[i:])
-				if pr == sr && pn == sn && pattern[p:p+pn] == s[i:i+sn] {
-					p += pn
+				if pr == sr && pn == sn && pattern[lit:lit+pn] == s[i:i+sn] {
+					p = lit + pn
 					i += sn
 					continue
 				}
@@ -49,4 +61,26 @@ func Match(pattern, s string) bool {
 		p++
 	}
 	return p == len(pattern)
+}
+
+// wildcardSpecial are the characters that Match treats specially.
+const wildcardSpecial = `*?\`
+
+// LiteralPattern returns the pattern that Match matches against s and
+// nothing else: s with '*', '?' and '\' escaped. An approval of a request's
+// resource, such as a bash command, must be saved in this form: saved as is,
+// the command "ls *.txt" would approve "ls /; rm -rf ~; echo .txt".
+func LiteralPattern(s string) string {
+	if !strings.ContainsAny(s, wildcardSpecial) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(wildcardSpecial, s[i]) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

@@ -40,6 +40,22 @@ func TestMatch(t *testing.T) {
 		{"rm -rf *", "rm -rf /", true},
 		{"日本*", "日本語", true},
 		{"日?語", "日本語", true},
+		{`ls \*.txt`, "ls *.txt", true},
+		{`ls \*.txt`, "ls a.txt", false},
+		{`ls \*.txt`, "ls /; touch pwned; echo .txt", false},
+		{`a\?`, "a?", true},
+		{`a\?`, "ab", false},
+		{`a\\b`, `a\b`, true},
+		{`a\\*`, `a\bc`, true},
+		{`a\\*`, `abc`, false},
+		{`a\b`, "ab", true}, // an escaped ordinary character is itself
+		{`a\`, `a\`, true},  // a trailing '\' is itself
+		{`a\`, "a", false},
+		{`\**`, "*x", true},
+		{`\**`, "x*", false},
+		{`*\*`, "x*", true},
+		{`*\*`, "*x", false},
+		{`\日?`, "日本", true},
 	}
 	for _, tc := range tests {
 		if got := Match(tc.pattern, tc.s); got != tc.want {
@@ -53,15 +69,24 @@ func TestMatch(t *testing.T) {
 func wildcardRegexp(pattern string) *regexp.Regexp {
 	var b strings.Builder
 	b.WriteString(`^(?s:`)
+	escaped := false
 	for _, r := range pattern {
-		switch r {
-		case '*':
+		switch {
+		case escaped:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+			escaped = false
+		case r == '\\':
+			escaped = true
+		case r == '*':
 			b.WriteString(`.*`)
-		case '?':
+		case r == '?':
 			b.WriteString(`.`)
 		default:
 			b.WriteString(regexp.QuoteMeta(string(r)))
 		}
+	}
+	if escaped { // a trailing '\' is itself
+		b.WriteString(`\\`)
 	}
 	b.WriteString(`)$`)
 	return regexp.MustCompile(b.String())
@@ -69,7 +94,7 @@ func wildcardRegexp(pattern string) *regexp.Regexp {
 
 func FuzzMatch(f *testing.F) {
 	for _, seed := range [][2]string{
-		{"*", ""}, {"git *", "git status"}, {"a?c", "abc"}, {"*a*b", "aabab"}, {"日?語", "日本語"}, {"**?*", "xy"},
+		{"*", ""}, {"git *", "git status"}, {"a?c", "abc"}, {"*a*b", "aabab"}, {"日?語", "日本語"}, {"**?*", "xy"}, {`a\*b\\?\`, `a*b\c\`},
 	} {
 		f.Add(seed[0], seed[1])
 	}
@@ -80,6 +105,48 @@ func FuzzMatch(f *testing.F) {
 		want := wildcardRegexp(pattern).MatchString(s)
 		if got := Match(pattern, s); got != want {
 			t.Fatalf("Match(%q, %q) = %v, regexp oracle says %v", pattern, s, got, want)
+		}
+	})
+}
+
+func TestLiteralPatternMatchesOnlyItself(t *testing.T) {
+	for _, tc := range []struct {
+		s, pattern string
+		other      []string // texts the literal pattern must not match
+	}{
+		{"ls *.txt", `ls \*.txt`, []string{"ls /; touch pwned; echo .txt", "ls a.txt"}},
+		{"rm -f ?", `rm -f \?`, []string{"rm -f x"}},
+		{`echo a\*`, `echo a\\\*`, []string{`echo a\b`, "echo a*"}},
+		{"/tmp/*", `/tmp/\*`, []string{"/tmp/x"}},
+		{"git status", "git status", []string{"git status --short"}},
+		{"", "", []string{"x"}},
+	} {
+		if got := LiteralPattern(tc.s); got != tc.pattern {
+			t.Errorf("LiteralPattern(%q) = %q, want %q", tc.s, got, tc.pattern)
+		}
+		if !Match(LiteralPattern(tc.s), tc.s) {
+			t.Errorf("LiteralPattern(%q) does not match itself", tc.s)
+		}
+		for _, o := range tc.other {
+			if Match(LiteralPattern(tc.s), o) {
+				t.Errorf("LiteralPattern(%q) matches %q", tc.s, o)
+			}
+		}
+	}
+}
+
+func FuzzLiteralPattern(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"ls *.txt", "ls /; echo .txt"}, {`a\b`, `a\b`}, {"??", "ab"}, {`\`, `\\`}, {"日*", "日本"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, s, other string) {
+		if len(s) > 64 {
+			return
+		}
+		if got, want := Match(LiteralPattern(s), other), s == other; got != want {
+			t.Fatalf("Match(LiteralPattern(%q) = %q, %q) = %v, want %v", s, LiteralPattern(s), other, got, want)
 		}
 	})
 }
