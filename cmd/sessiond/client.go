@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sessiond/sessiond/messages"
 )
 
 // apiError is an error response of the HTTP API: {error: {type, message}}.
@@ -150,21 +152,33 @@ type logOptions struct {
 	// After streams events with a greater seq; -1 streams from the start.
 	After  int64
 	Follow bool
-	// Retry is the first reconnect delay when a following stream drops;
-	// it doubles up to maxRetry. Zero means 200 ms.
+	// Retry is the first reconnect delay when a stream drops; it doubles
+	// up to maxRetry. Zero means 200 ms.
 	Retry time.Duration
 	// Notify receives notes about reconnects; nil discards them.
 	Notify func(string)
 }
 
-// maxRetry caps the reconnect delay of a following log.
+// maxRetry caps the reconnect delay of a log stream.
 const maxRetry = 5 * time.Second
 
+// maxStalled is how many streams in a row may end before log.synced
+// without a new event before a log without Follow gives up. Unlike
+// Follow's reconnects these are bounded, because such a log is expected to
+// end: a server that keeps failing at the same event (a store error) or
+// does not come back must not keep it waiting. With nothing arriving, the
+// delays between them add up to 6.2 s at the default Retry, time for a
+// daemon restart.
+const maxStalled = 6
+
 // streamLog prints the data of every event of Session sid's log to out,
-// one JSON document per line. Without Follow it returns when the server
-// ends the replay. With Follow it keeps going until ctx ends, reconnecting
-// with Last-Event-ID when the connection drops, so that no event is lost
-// or repeated.
+// one JSON document per line. It reconnects with Last-Event-ID when the
+// connection drops, so that no event is lost or repeated. Without Follow
+// it returns once the log.synced marker arrived; the server also ends a
+// stream without it (a store error mid-replay, a shutdown), and then the
+// replay resumes until maxStalled streams in a row brought nothing new,
+// and then fails rather than pass a partial log for a whole one. With Follow it
+// keeps going until ctx ends.
 func (c *client) streamLog(ctx context.Context, sid string, opts logOptions, out io.Writer) error {
 	if opts.Retry <= 0 {
 		opts.Retry = 200 * time.Millisecond
@@ -176,6 +190,7 @@ func (c *client) streamLog(ctx context.Context, sid string, opts logOptions, out
 	last := opts.After
 	delay := opts.Retry
 	connected, outage := false, false
+	stalled := 0 // streams in a row that brought no new event
 	onOpen := func() {
 		if outage {
 			notify(fmt.Sprintf("reconnected; resuming after seq %d", last))
@@ -190,9 +205,15 @@ func (c *client) streamLog(ctx context.Context, sid string, opts logOptions, out
 		if opts.Follow {
 			q.Set("follow", "true")
 		}
-		opened, n, err := c.streamOnce(ctx, "/api/session/"+url.PathEscape(sid)+"/log", q, connected, &last, onOpen, out)
+		before := last
+		opened, n, synced, err := c.streamOnce(ctx, "/api/session/"+url.PathEscape(sid)+"/log", q, connected, &last, onOpen, out)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if last > before {
+			stalled = 0
+		} else {
+			stalled++
 		}
 		var ae *apiError
 		var we *writeError
@@ -201,10 +222,12 @@ func (c *client) streamLog(ctx context.Context, sid string, opts logOptions, out
 			return err // the server answered: retrying will not change it
 		case errors.As(err, &we):
 			return err // nobody reads the output any more
-		case !opts.Follow:
-			return err
+		case !opts.Follow && synced:
+			return nil // the replay is complete, whatever came after
 		case !connected && !opened:
 			return err // never reached the server
+		case !opts.Follow && stalled >= maxStalled:
+			return incompleteLog(last, stalled, err)
 		}
 		connected = true
 		if n > 0 {
@@ -227,14 +250,29 @@ func (c *client) streamLog(ctx context.Context, sid string, opts logOptions, out
 	}
 }
 
+// incompleteLog is the error of a log without Follow that gave up after
+// streams in a row ended before log.synced without a new event; err is the
+// last one's failure, nil for a clean end.
+func incompleteLog(last int64, streams int, err error) error {
+	why := "the server ended the stream"
+	if err != nil {
+		why = err.Error()
+	}
+	resume := ""
+	if last >= 0 {
+		resume = fmt.Sprintf("; printed up to seq %d, resume with --after %d", last, last)
+	}
+	return fmt.Errorf("log incomplete: %d streams in a row ended before log.synced without a new event (last: %s)%s", streams, why, resume)
+}
+
 // streamOnce reads one SSE response, printing each event's data and
 // advancing *last past every event with an id. It calls onOpen once the
-// server accepted the stream, and reports whether it did and how many
-// events it read.
-func (c *client) streamOnce(ctx context.Context, path string, q url.Values, resume bool, last *int64, onOpen func(), out io.Writer) (opened bool, n int, err error) {
+// server accepted the stream, and reports whether it did, how many events
+// it read and whether one was the log.synced marker.
+func (c *client) streamOnce(ctx context.Context, path string, q url.Values, resume bool, last *int64, onOpen func(), out io.Writer) (opened bool, n int, synced bool, err error) {
 	req, err := c.request(ctx, http.MethodGet, path, q, nil)
 	if err != nil {
-		return false, 0, err
+		return false, 0, false, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	if resume && *last >= 0 {
@@ -242,12 +280,12 @@ func (c *client) streamOnce(ctx context.Context, path string, q url.Values, resu
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
-		return false, 0, c.transportError(err)
+		return false, 0, false, c.transportError(err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-		return false, 0, responseError(res.StatusCode, b)
+		return false, 0, false, responseError(res.StatusCode, b)
 	}
 	onOpen()
 	err = readSSE(res.Body, func(ev sseEvent) error {
@@ -265,12 +303,23 @@ func (c *client) streamOnce(ctx context.Context, path string, q url.Values, resu
 		if ev.Data == "" {
 			return nil
 		}
+		if ev.ID == "" {
+			synced = synced || isSynced(ev.Data)
+		}
 		if _, err := fmt.Fprintln(out, ev.Data); err != nil {
 			return &writeError{err}
 		}
 		return nil
 	})
-	return true, n, err
+	return true, n, synced, err
+}
+
+// isSynced reports whether data is the log.synced marker.
+func isSynced(data string) bool {
+	var m struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal([]byte(data), &m) == nil && m.Type == messages.TypeLogSynced
 }
 
 // writeError is a failure to write the output, which ends a stream for

@@ -56,12 +56,13 @@ func TestReadSSE(t *testing.T) {
 }
 
 // fakeLog serves /api/session/ses_1/log: seqs 0..total-1, then the synced
-// marker. A following stream drops the connection after dropAfter events
-// the first time, then serves the rest from Last-Event-ID.
+// marker. Its first drops streams, following or not, end after dropAfter
+// events without the marker (as the server's do on a store error or a
+// shutdown); later ones serve the rest from Last-Event-ID.
 type fakeLog struct {
-	total, dropAfter int
-	mu               sync.Mutex
-	requests         []string // "after|Last-Event-ID" of each request
+	total, dropAfter, drops int
+	mu                      sync.Mutex
+	requests                []string // "after|Last-Event-ID" of each request
 }
 
 func (f *fakeLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -77,7 +78,7 @@ func (f *fakeLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.requests = append(f.requests, r.URL.Query().Get("after")+"|"+r.Header.Get("Last-Event-ID"))
-	first := len(f.requests) == 1
+	nth := len(f.requests)
 	f.mu.Unlock()
 	after := int64(-1)
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
@@ -91,12 +92,12 @@ func (f *fakeLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sent := 0
 	// A reconnect resends one event it already delivered, which the client
 	// must drop.
-	if !first && after >= 0 {
+	if nth > 1 && after >= 0 {
 		after--
 	}
 	for seq := after + 1; seq < int64(f.total); seq++ {
-		if follow && first && sent == f.dropAfter {
-			return // the connection drops mid-stream
+		if nth <= f.drops && sent == f.dropAfter {
+			return // the stream ends mid-replay
 		}
 		fmt.Fprintf(w, "id: %d\ndata: {\"seq\":%d}\n\n: ping\n\n", seq, seq)
 		fl.Flush()
@@ -110,7 +111,7 @@ func (f *fakeLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestStreamLogReconnects(t *testing.T) {
-	f := &fakeLog{total: 6, dropAfter: 3}
+	f := &fakeLog{total: 6, dropAfter: 3, drops: 1}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
 	c, err := newClient(srv.URL, "tok")
@@ -175,6 +176,61 @@ func TestStreamLogOnce(t *testing.T) {
 	err := c.streamLog(context.Background(), "ses_1", logOptions{Follow: true}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "cannot reach sessiond at "+srv.URL) {
 		t.Fatalf("no daemon: %v", err)
+	}
+}
+
+// TestStreamLogResumesReplay: a log without follow whose stream ends before
+// log.synced resumes from Last-Event-ID until the marker arrives, so that
+// the output is the whole log, once.
+func TestStreamLogResumesReplay(t *testing.T) {
+	f := &fakeLog{total: 6, dropAfter: 3, drops: 2}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	c, _ := newClient(srv.URL, "tok")
+	var out, notes bytes.Buffer
+	err := c.streamLog(context.Background(), "ses_1", logOptions{After: -1, Retry: time.Millisecond,
+		Notify: func(s string) { fmt.Fprintln(&notes, s) }}, &out)
+	if err != nil {
+		t.Fatalf("streamLog = %v\nnotes:\n%s", err, notes.String())
+	}
+	want := "{\"seq\":0}\n{\"seq\":1}\n{\"seq\":2}\n{\"seq\":3}\n{\"seq\":4}\n{\"seq\":5}\n{\"type\":\"log.synced\"}\n"
+	if out.String() != want {
+		t.Fatalf("log = %q, want %q", out.String(), want)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !reflect.DeepEqual(f.requests, []string{"|", "2|2", "4|4"}) {
+		t.Fatalf("requests (after|Last-Event-ID) = %q", f.requests)
+	}
+	if n := notes.String(); !strings.Contains(n, "connection lost (the server ended the stream); reconnecting") ||
+		!strings.Contains(n, "reconnected; resuming after seq 4") {
+		t.Fatalf("notes:\n%s", n)
+	}
+}
+
+// TestStreamLogIncomplete: a log without follow whose streams keep ending
+// before log.synced with nothing new gives up after maxStalled of them
+// with an error, instead of passing a partial log for a whole one.
+func TestStreamLogIncomplete(t *testing.T) {
+	// Each resumed stream resends the event it resumes after, then ends.
+	f := &fakeLog{total: 6, dropAfter: 1, drops: 100}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	c, _ := newClient(srv.URL, "tok")
+	var out bytes.Buffer
+	err := c.streamLog(context.Background(), "ses_1", logOptions{After: -1, Retry: time.Millisecond}, &out)
+	want := "log incomplete: 6 streams in a row ended before log.synced without a new event " +
+		"(last: the server ended the stream); printed up to seq 0, resume with --after 0"
+	if err == nil || err.Error() != want {
+		t.Fatalf("streamLog = %v, want %s", err, want)
+	}
+	if out.String() != "{\"seq\":0}\n" {
+		t.Fatalf("log = %q", out.String())
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.requests) != 1+maxStalled {
+		t.Fatalf("requests (after|Last-Event-ID) = %q, want %d", f.requests, 1+maxStalled)
 	}
 }
 

@@ -256,9 +256,11 @@ var logCommand = &command{
 	summary:  "print a Session's durable event log (and follow it)",
 	help: `
 Log prints Session ID's durable events, one JSON document per line, then the
-{"type":"log.synced"} marker once the replay reached the end. With --follow
-it keeps printing new events until interrupted; when the connection drops it
-reconnects with Last-Event-ID, so no event is lost or printed twice.
+{"type":"log.synced"} marker once the replay reached the end. When the
+connection drops it reconnects with Last-Event-ID, so no event is lost or
+printed twice. Without --follow it exits once the marker arrived, or fails
+if several streams in a row end before it without a new event. With
+--follow it keeps printing new events until interrupted.
 ` + clientHelp,
 	run: runLog,
 }

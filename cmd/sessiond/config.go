@@ -38,7 +38,8 @@ type Config struct {
 	// A relative path in a config file is relative to the file's directory.
 	Data string `json:"data"`
 	// Token, when set, is the bearer token that every route but /api/health
-	// and /metrics requires. It may be "{env:NAME}".
+	// and /metrics requires. It may be "{env:NAME}"; NAME unset or empty is
+	// an error unless SESSIOND_TOKEN replaces the token.
 	Token string `json:"token"`
 	// Roots limits the directories Sessions may use as Locations; empty
 	// allows every directory. Each root must be absolute after a config
@@ -243,7 +244,8 @@ func envHome(env func(string) string) func() (string, error) {
 // the anthropic providers; and when no provider of a type is configured but
 // its key is set, a provider "openai" or "anthropic" with that key and no
 // models is added. A command-line flag can take precedence over both by
-// wrapping env.
+// wrapping env. A token "{env:NAME}" with NAME unset or empty, and no
+// SESSIOND_TOKEN, is an error: it would turn authentication off.
 //
 // Configuration errors are invalid *messages.Error values naming the field,
 // such as "providers.local.type: ...", wrapped with the file's path when a
@@ -356,21 +358,27 @@ func (c *Config) applyEnv(env func(string) string) error {
 	if v := env("SESSIOND_DATA"); v != "" {
 		c.Data = v
 	}
-	token, err := expandEnvRef("token", c.Token, env)
-	if err != nil {
+	token, name, err := expandEnvRef("token", c.Token, env)
+	switch {
+	case err != nil:
 		return err
+	case env("SESSIOND_TOKEN") != "":
+		token = env("SESSIOND_TOKEN")
+	case name != "" && token == "":
+		// An empty token turns authentication off: a file that asks for
+		// a token must not start an open daemon (or a client that sends
+		// none) because the variable is missing. An empty apiKey, by
+		// contrast, fails on its own at the first request.
+		return fieldErrorf("token", "%q: environment variable %s is unset or empty; an empty token would turn authentication off", c.Token, name)
 	}
 	c.Token = token
-	if v := env("SESSIOND_TOKEN"); v != "" {
-		c.Token = v
-	}
 
 	openaiBase, openaiKey, anthropicKey := env("OPENAI_BASE_URL"), env("OPENAI_API_KEY"), env("ANTHROPIC_API_KEY")
 	haveOpenAI, haveAnthropic := false, false
 	for _, id := range slices.Sorted(maps.Keys(c.Providers)) {
 		p := c.Providers[id]
 		set := p.APIKey != ""
-		if p.APIKey, err = expandEnvRef("providers."+id+".apiKey", p.APIKey, env); err != nil {
+		if p.APIKey, _, err = expandEnvRef("providers."+id+".apiKey", p.APIKey, env); err != nil {
 			return err
 		}
 		switch p.Type {
@@ -408,21 +416,22 @@ func (c *Config) applyEnv(env func(string) string) error {
 	return nil
 }
 
-// expandEnvRef returns env(NAME) for a value of the form "{env:NAME}" and
-// the value itself otherwise. field names the value in errors.
-func expandEnvRef(field, v string, env func(string) string) (string, error) {
+// expandEnvRef returns env(NAME) and NAME for a value of the form
+// "{env:NAME}", and the value itself and "" otherwise. field names the
+// value in errors.
+func expandEnvRef(field, v string, env func(string) string) (value, name string, err error) {
 	rest, ok := strings.CutPrefix(v, "{env:")
 	if !ok {
-		return v, nil
+		return v, "", nil
 	}
-	name, ok := strings.CutSuffix(rest, "}")
+	name, ok = strings.CutSuffix(rest, "}")
 	switch {
 	case !ok:
-		return "", fieldErrorf(field, "%q lacks the closing \"}\" of {env:NAME}", v)
+		return "", "", fieldErrorf(field, "%q lacks the closing \"}\" of {env:NAME}", v)
 	case name == "" || strings.ContainsAny(name, "{}= \t\r\n"):
-		return "", fieldErrorf(field, "%q does not name an environment variable; want {env:NAME}", v)
+		return "", "", fieldErrorf(field, "%q does not name an environment variable; want {env:NAME}", v)
 	}
-	return env(name), nil
+	return env(name), name, nil
 }
 
 // validate checks c and fills its defaults. It returns an invalid

@@ -352,6 +352,10 @@ func TestLoadConfigErrors(t *testing.T) {
 			`providers.o.apiKey: "{env:KEY" lacks the closing "}" of {env:NAME}`},
 		{"empty env reference", `{"token": "{env:}"}`, nil,
 			`token: "{env:}" does not name an environment variable; want {env:NAME}`},
+		{"token from an unset variable", `{"token": "{env:SESSIOND_SECRET}"}`, nil,
+			`token: "{env:SESSIOND_SECRET}": environment variable SESSIOND_SECRET is unset or empty; an empty token would turn authentication off`},
+		{"token from an empty variable", `{"token": "{env:SESSIOND_SECRET}"}`, []string{"SESSIOND_SECRET", ""},
+			`token: "{env:SESSIOND_SECRET}": environment variable SESSIOND_SECRET is unset or empty; an empty token would turn authentication off`},
 		{"output above context", `{"providers": {"p": {"type": "openai", "models": {"m": {"context": 100, "output": 200}}}}}`, nil,
 			"providers.p.models.m.output: 200 exceeds the context window of 100"},
 		{"negative context", `{"providers": {"p": {"type": "openai", "models": {"m": {"context": -1}}}}}`, nil,
@@ -486,6 +490,15 @@ func TestLoadConfigEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Token != "t0k" {
+		t.Fatalf("token = %q", c.Token)
+	}
+	// SESSIOND_TOKEN (or --token) replaces a token whose variable is unset:
+	// authentication stays on, so that is no error.
+	c, err = LoadConfig(writeConfig(t, `{"token": "{env:TOK}"}`), envOf("SESSIOND_DATA", "/d", "SESSIOND_TOKEN", "env-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Token != "env-token" {
 		t.Fatalf("token = %q", c.Token)
 	}
 }

@@ -14,7 +14,10 @@
 // tool_use blocks to tool input events followed, at the block's end, by the
 // complete ToolCall. Blocks of server-side tools are ignored (this adapter
 // advertises none). Exactly one StepFinish ends a successful stream, at
-// message_stop; a stream that ends without message_stop failed.
+// message_stop. A stream cut after message_delta (which carries the stop
+// reason and the final usage) with every block closed lost only
+// message_stop, which carries nothing, and finishes too; any other stream
+// that ends without message_stop failed.
 //
 // Finish reasons: end_turn and stop_sequence are stop, tool_use is
 // tool-calls, max_tokens is length, refusal is content-filter, pause_turn and

@@ -104,7 +104,8 @@ func TestContextWindowStopReason(t *testing.T) {
 func TestTransportErrors(t *testing.T) {
 	partial := messageStart(smallUsage) + blockStart("0", `{"type":"tool_use","id":"toolu_1","name":"f","input":{}}`) +
 		blockDelta("0", `{"type":"input_json_delta","partial_json":"{\"a\":"}`)
-	complete := partial + blockStop("0") + messageDelta("tool_use", `{"output_tokens":3}`)
+	// message_delta with a block still open: that block may be incomplete.
+	blockOpen := partial + messageDelta("tool_use", `{"output_tokens":3}`)
 	for _, tc := range []struct {
 		name string
 		rep  ssetest.Reply
@@ -112,12 +113,47 @@ func TestTransportErrors(t *testing.T) {
 		{"cut mid-stream", ssetest.Reply{Chunks: ssetest.Split(partial, 40, len(partial)-25), Abort: true}},
 		{"cut mid-line", ssetest.Reply{Chunks: []string{partial[:len(partial)-12]}, Abort: true}},
 		{"clean EOF without message_stop", ssetest.Reply{Chunks: []string{partial}}},
-		{"clean EOF after message_delta", ssetest.Reply{Chunks: []string{complete}}},
+		{"clean EOF after message_delta with a block open", ssetest.Reply{Chunks: []string{blockOpen}}},
+		{"cut after message_delta with a block open", ssetest.Reply{Chunks: []string{blockOpen}, Abort: true}},
 		{"connection reset", ssetest.Reply{Reset: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := run(t, simpleRequest(), tc.rep)
 			wantError(t, err, messages.ErrProviderTransport, 0, 0)
+		})
+	}
+}
+
+// TestEndAfterMessageDelta: a stream that ends after message_delta, every
+// block closed, lost only message_stop; the step finishes with the stop
+// reason and usage message_delta brought, whether the body ended cleanly
+// or the connection was cut.
+func TestEndAfterMessageDelta(t *testing.T) {
+	body := messageStart(smallUsage) +
+		blockStart("0", `{"type":"text","text":""}`) +
+		blockDelta("0", `{"type":"text_delta","text":"Reading."}`) + blockStop("0") +
+		blockStart("1", `{"type":"tool_use","id":"toolu_1","name":"read","input":{}}`) +
+		blockDelta("1", `{"type":"input_json_delta","partial_json":"{\"path\":\"a\"}"}`) + blockStop("1") +
+		messageDelta("tool_use", `{"output_tokens":20}`)
+	for name, rep := range map[string]ssetest.Reply{
+		"clean EOF": {Chunks: []string{body}},
+		"cut":       {Chunks: []string{body}, Abort: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			events, _, err := run(t, simpleRequest(), rep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantLines(t, events,
+				"text-start 0",
+				`text-delta 0 "Reading."`,
+				"text-end 0",
+				"tool-input-start 1 toolu_1 read",
+				`tool-input-delta 1 "{\"path\":\"a\"}"`,
+				"tool-input-end 1 toolu_1 read",
+				`tool-call toolu_1 read {"path":"a"}`,
+				"step-finish tool-calls in=10 out=20 reasoning=0 cache.read=0 cache.write=0 cost=0.000330",
+			)
 		})
 	}
 }

@@ -123,11 +123,16 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Ev
 				break // message_stop: nothing follows
 			}
 		}
-		if err := stream.Err(); err != nil && (!st.stopped || ctx.Err() != nil) {
+		// A failure after message_delta, with every block closed, loses
+		// only message_stop: the step's content, stop reason and usage are
+		// complete, so it finishes (as the OpenAI adapter's does once the
+		// finish reason came) rather than fail and be retried.
+		done := st.stopped || st.complete()
+		if err := stream.Err(); err != nil && (!done || ctx.Err() != nil) {
 			yield(llm.Event{}, p.classify(ctx, err, res))
 			return
 		}
-		if !st.stopped {
+		if !done {
 			yield(llm.Event{}, wire.Truncated("message_stop"))
 			return
 		}

@@ -217,6 +217,22 @@ func (s *state) deltaUsage(u sdk.MessageDeltaUsage) {
 	}
 }
 
+// complete reports whether the message is whole although message_stop did
+// not arrive: the stop reason came (in message_delta, which follows every
+// content block) and every block was closed. message_stop itself carries
+// nothing.
+func (s *state) complete() bool {
+	if s.reason == "" {
+		return false
+	}
+	for _, b := range s.order {
+		if b.open {
+			return false
+		}
+	}
+	return true
+}
+
 // finish returns the StepFinish event, without cost.
 func (s *state) finish() llm.Event {
 	u := s.usage

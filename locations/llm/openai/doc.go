@@ -13,7 +13,9 @@
 // Ollama, OpenRouter; the SDK has no typed field for it, so it is read from
 // the chunk's raw JSON) becomes reasoning blocks. A block of one kind is
 // closed before a block of the other kind or a tool input starts. Tool calls
-// stream as tool inputs keyed by their index (parallel calls may interleave);
+// stream as tool inputs keyed by their index (parallel calls may interleave;
+// at a reused index, another ID or a name after complete arguments starts a
+// new call, and a call that started without an ID keeps its made-up one);
 // all of them end, each followed by its complete ToolCall, when the finish
 // reason arrives. Exactly one StepFinish ends a successful stream, after the
 // usage chunk. Refusal deltas are shown as text and finish the step as

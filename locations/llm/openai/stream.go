@@ -24,7 +24,7 @@ var reasoningFields = [...]string{"reasoning_content", "reasoning"}
 // toolCall is one tool call being streamed.
 type toolCall struct {
 	givenID      string // the ID the server sent, if any
-	callID, name string // callID is givenID unless that was empty or taken
+	callID, name string // callID is givenID unless that was empty, taken or late
 	started      bool
 	args         strings.Builder
 }
@@ -95,21 +95,31 @@ func (s *state) delta(d *oa.ChatCompletionChunkChoiceDelta) bool {
 }
 
 // toolDelta handles one tool call fragment. Fragments are matched to calls by
-// index; a fragment that brings a different ID at a known index starts a new
-// call (some servers reuse index 0 for every call). A call's input starts
-// once its name is known.
+// index, since that is the only key every fragment carries; see newCall for
+// when a fragment at a known index starts another call. A call's input
+// starts once its name is known.
 func (s *state) toolDelta(tc *oa.ChatCompletionChunkChoiceDeltaToolCall) bool {
 	call := s.byIndex[tc.Index]
-	if call != nil && tc.ID != "" && tc.ID != call.givenID && (call.givenID != "" || call.started) {
-		call = nil // a new call at a reused index
+	if call != nil && newCall(call, tc) {
+		call = nil
 	}
 	switch {
 	case call == nil:
 		call = &toolCall{givenID: tc.ID, callID: s.uniqueID(tc.ID)}
 		s.calls = append(s.calls, call)
 		s.byIndex[tc.Index] = call
-	case call.givenID == "" && tc.ID != "" && !call.started:
-		call.givenID, call.callID = tc.ID, s.uniqueID(tc.ID) // the ID came late
+	case call.givenID == "" && tc.ID != "":
+		// The ID came late. Once tool-input-start went out under the made-up
+		// ID, the call keeps it: every event of a call must carry one ID,
+		// and replay needs none of the server's (lowerAssistant sends
+		// CallID both in tool_calls and in the tool message, and Chat
+		// Completions only pairs them within the request, as uniqueID's
+		// made-up IDs already rely on). givenID still records it, so that
+		// later fragments repeating it stay here.
+		call.givenID = tc.ID
+		if !call.started {
+			call.callID = s.uniqueID(tc.ID)
+		}
 	}
 	if call.name == "" {
 		call.name = tc.Function.Name
@@ -127,6 +137,41 @@ func (s *state) toolDelta(tc *oa.ChatCompletionChunkChoiceDeltaToolCall) bool {
 		return s.emit(llm.Event{Kind: llm.ToolInputDelta, ID: call.callID, CallID: call.callID, Name: call.name, Text: args})
 	}
 	return true
+}
+
+// newCall reports whether fragment tc, at the index of call, starts another
+// call. Some servers reuse an index for every call (older Ollama and some
+// gateways send all calls at index 0, or omit the index, which reads as 0),
+// and some of those send no IDs either. A fragment starts another call when:
+//
+//   - it brings an ID other than the one call was given; an ID at a call
+//     that has none yet is that call's ID arriving late;
+//   - it brings a name while call is named and its arguments so far are
+//     complete JSON. Some servers repeat the name in every fragment of a
+//     call, but while that call's arguments are still partial;
+//   - it brings another name while call has no arguments yet: a call does
+//     not change its name, and an empty argument string is not JSON, so
+//     the rule above misses a call made without arguments.
+func newCall(call *toolCall, tc *oa.ChatCompletionChunkChoiceDeltaToolCall) bool {
+	if tc.ID != "" && call.givenID != "" && tc.ID != call.givenID {
+		return true
+	}
+	name := tc.Function.Name
+	if name == "" || call.name == "" {
+		return false
+	}
+	if call.args.Len() == 0 {
+		return name != call.name
+	}
+	return argsComplete(call.args.String())
+}
+
+// argsComplete reports whether args is a complete JSON value. Arguments are
+// JSON objects, so the cheap suffix check spares a full parse of a long
+// partial argument on every fragment of a server that repeats the name.
+func argsComplete(args string) bool {
+	trimmed := strings.TrimRight(args, " \t\r\n")
+	return strings.HasSuffix(trimmed, "}") && json.Valid([]byte(trimmed))
 }
 
 // uniqueID returns id, or a made-up call ID when id is empty (servers that

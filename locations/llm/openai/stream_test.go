@@ -264,3 +264,104 @@ func TestToolCallIDCollision(t *testing.T) {
 		"step-finish tool-calls in=0 out=0 reasoning=0 cache.read=0 cache.write=0 cost=0.000000",
 	)
 }
+
+// TestToolCallsAtOneIndexWithoutIDs covers servers that send every call at
+// index 0 (or no index) and no IDs: a name that arrives once the call's
+// arguments are complete JSON, or a new name at a call without arguments,
+// starts another call instead of being merged into the first.
+func TestToolCallsAtOneIndexWithoutIDs(t *testing.T) {
+	body := sse(
+		chunk(`{"tool_calls":[{"index":0,"type":"function","function":{"name":"read","arguments":"{\"path\":\"a\"}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"type":"function","function":{"name":"bash","arguments":"{\"command\":"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"\"ls\"}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"type":"function","function":{"name":"noargs","arguments":""}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"type":"function","function":{"name":"read","arguments":"{\"path\":\"b\"}"}}]}`, ""),
+		chunk(`{}`, "tool_calls"),
+		done,
+	)
+	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, events,
+		"tool-input-start call_0 call_0 read",
+		`tool-input-delta call_0 "{\"path\":\"a\"}"`,
+		"tool-input-start call_1 call_1 bash",
+		`tool-input-delta call_1 "{\"command\":"`,
+		`tool-input-delta call_1 "\"ls\"}"`,
+		"tool-input-start call_2 call_2 noargs",
+		"tool-input-start call_3 call_3 read",
+		`tool-input-delta call_3 "{\"path\":\"b\"}"`,
+		"tool-input-end call_0 call_0 read",
+		`tool-call call_0 read {"path":"a"}`,
+		"tool-input-end call_1 call_1 bash",
+		`tool-call call_1 bash {"command":"ls"}`,
+		"tool-input-end call_2 call_2 noargs",
+		`tool-call call_2 noargs {}`,
+		"tool-input-end call_3 call_3 read",
+		`tool-call call_3 read {"path":"b"}`,
+		"step-finish tool-calls in=0 out=0 reasoning=0 cache.read=0 cache.write=0 cost=0.000000",
+	)
+}
+
+// TestToolCallRepeatedName covers servers that repeat the call's name in
+// every fragment: while the arguments are partial, even a partial argument
+// ending in a brace, the fragments stay one call; the same name after
+// complete arguments is a second call.
+func TestToolCallRepeatedName(t *testing.T) {
+	body := sse(
+		chunk(`{"tool_calls":[{"index":0,"type":"function","function":{"name":"write","arguments":""}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"type":"function","function":{"name":"write","arguments":"{\"text\":\"{}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"type":"function","function":{"name":"write","arguments":"\"}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"type":"function","function":{"name":"write","arguments":"{\"text\":\"b\"}"}}]}`, ""),
+		chunk(`{}`, "tool_calls"),
+		done,
+	)
+	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, events,
+		"tool-input-start call_0 call_0 write",
+		`tool-input-delta call_0 "{\"text\":\"{}"`,
+		`tool-input-delta call_0 "\"}"`,
+		"tool-input-start call_1 call_1 write",
+		`tool-input-delta call_1 "{\"text\":\"b\"}"`,
+		"tool-input-end call_0 call_0 write",
+		`tool-call call_0 write {"text":"{}"}`,
+		"tool-input-end call_1 call_1 write",
+		`tool-call call_1 write {"text":"b"}`,
+		"step-finish tool-calls in=0 out=0 reasoning=0 cache.read=0 cache.write=0 cost=0.000000",
+	)
+}
+
+// TestToolCallLateIDAfterName covers a server whose first fragment has the
+// name but no ID: the ID that comes with the arguments belongs to the same
+// call, which keeps the made-up ID its tool-input-start went out with, and
+// later fragments repeating the server's ID stay with it.
+func TestToolCallLateIDAfterName(t *testing.T) {
+	body := sse(
+		chunk(`{"tool_calls":[{"index":0,"type":"function","function":{"name":"read","arguments":""}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"id":"call_abc","function":{"arguments":"{\"path\":"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"id":"call_abc","function":{"arguments":"\"a\"}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"id":"call_def","function":{"name":"bash","arguments":"{}"}}]}`, ""),
+		chunk(`{}`, "tool_calls"),
+		done,
+	)
+	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, events,
+		"tool-input-start call_0 call_0 read",
+		`tool-input-delta call_0 "{\"path\":"`,
+		`tool-input-delta call_0 "\"a\"}"`,
+		"tool-input-start call_def call_def bash",
+		`tool-input-delta call_def "{}"`,
+		"tool-input-end call_0 call_0 read",
+		`tool-call call_0 read {"path":"a"}`,
+		"tool-input-end call_def call_def bash",
+		`tool-call call_def bash {}`,
+		"step-finish tool-calls in=0 out=0 reasoning=0 cache.read=0 cache.write=0 cost=0.000000",
+	)
+}
