@@ -226,11 +226,7 @@ func (rt *Runtime) SelectAgent(ctx context.Context, sid messages.SessionID, agen
 	}
 	// Refuse an agent the Session's Location does not configure, rather
 	// than run it with no rules of its own.
-	sess, err := rt.cfg.Store.Get(ctx, sid)
-	if err != nil {
-		return err
-	}
-	svc, err := rt.cfg.Locations.Get(sess.Location)
+	svc, err := rt.services(ctx, sid)
 	if err != nil {
 		return err
 	}
@@ -263,11 +259,7 @@ func (rt *Runtime) SelectModel(ctx context.Context, sid messages.SessionID, mode
 	}
 	// Refuse a model the Session's Location cannot resolve now, rather than
 	// failing its next execution.
-	sess, err := rt.cfg.Store.Get(ctx, sid)
-	if err != nil {
-		return err
-	}
-	svc, err := rt.cfg.Locations.Get(sess.Location)
+	svc, err := rt.services(ctx, sid)
 	if err != nil {
 		return err
 	}
@@ -275,6 +267,15 @@ func (rt *Runtime) SelectModel(ctx context.Context, sid messages.SessionID, mode
 		return err
 	}
 	return rt.appendOutside(ctx, sid, &messages.ModelSelected{SessionID: sid, Model: model})
+}
+
+// services returns the services of the Session's Location.
+func (rt *Runtime) services(ctx context.Context, sid messages.SessionID) (*locations.Services, error) {
+	sess, err := rt.cfg.Store.Get(ctx, sid)
+	if err != nil {
+		return nil, err
+	}
+	return rt.cfg.Locations.Get(sess.Location)
 }
 
 func (rt *Runtime) appendOutside(ctx context.Context, sid messages.SessionID, p messages.Payload) error {

@@ -150,20 +150,10 @@ func TestCloseAfterFailedFlush(t *testing.T) {
 // conflict with an admission whose fdatasync is still running must not
 // reach its caller before a reader can see the admission.
 func TestRefusalWaitsForWhatItRead(t *testing.T) {
-	var hold atomic.Bool
-	held, release := make(chan struct{}), make(chan struct{})
-	syncFault = func() error {
-		if hold.CompareAndSwap(true, false) {
-			close(held)
-			<-release
-		}
-		return nil
-	}
-	defer func() { syncFault = nil }()
 	st := openTemp(t, Options{})
 	ctx := context.Background()
 	sid := newSession(t, st)
-	hold.Store(true)
+	held, release := holdNextSync(t)
 	first := make(chan error, 1)
 	go func() {
 		_, _, err := st.Admit(ctx, Admission{ID: "msg_x", SessionID: sid, Prompt: messages.Prompt{Text: "first"}})
@@ -180,7 +170,7 @@ func TestRefusalWaitsForWhatItRead(t *testing.T) {
 		t.Fatalf("the conflicting admission was answered (%v) before the one it conflicts with was durable", err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	close(release)
+	release()
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}

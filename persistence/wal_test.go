@@ -671,37 +671,43 @@ func TestFailedSyncStopsWrites(t *testing.T) {
 // that a commit stays invisible to readers until it is durable, then
 // becomes visible before its caller is answered.
 func TestReadersSeeOnlyDurableCommits(t *testing.T) {
-	var hold atomic.Bool
-	entered, release := make(chan struct{}, 1), make(chan struct{})
-	syncFault = func() error {
-		if hold.Load() {
-			entered <- struct{}{}
-			<-release
-		}
-		return nil
-	}
-	defer func() { syncFault = nil }()
 	st := openTemp(t, Options{})
 	ctx := context.Background()
 	sid := newSession(t, st)
-	hold.Store(true)
+	held, release := holdNextSync(t)
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "hi"}})
 		done <- err
 	}()
-	<-entered // committed to the memtable and the log, not yet synced
+	<-held // committed to the memtable and the log, not yet synced
 	if w, err := st.Watermark(ctx, sid); err != nil || w != 0 {
 		t.Fatalf("watermark %d (%v) while the admission is unsynced, want 0", w, err)
 	}
-	hold.Store(false)
-	close(release)
+	release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if w, err := st.Watermark(ctx, sid); err != nil || w != 1 {
 		t.Fatalf("watermark %d (%v) after the admission was answered, want 1", w, err)
 	}
+}
+
+// holdNextSync makes the store's next WAL fdatasync wait for release;
+// held is closed once it waits.
+func holdNextSync(t *testing.T) (held <-chan struct{}, release func()) {
+	var hold atomic.Bool
+	h, r := make(chan struct{}), make(chan struct{})
+	hold.Store(true)
+	syncFault = func() error {
+		if hold.CompareAndSwap(true, false) {
+			close(h)
+			<-r
+		}
+		return nil
+	}
+	t.Cleanup(func() { syncFault = nil })
+	return h, sync.OnceFunc(func() { close(r) })
 }
 
 // TestReadsStayConsistentAcrossFlushes reads a Session's log and inbox
