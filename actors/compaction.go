@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -16,22 +17,35 @@ import (
 // context. The full transcript stays durable. A failure settles the row
 // (and a manual barrier) without moving the history boundary.
 func (r *runner) compact(ctx context.Context, sess persistence.Session, agent locations.Agent, reason string, id messages.MessageID) error {
-	if _, err := r.append(ctx, &messages.CompactionStarted{SessionID: r.sid, Reason: reason, InputID: id}); err != nil {
-		return err
-	}
-	r.metrics.compaction(reason)
 	fail := func(t messages.ErrorType, msg string) error {
 		_, err := r.append(ctx, &messages.CompactionFailed{SessionID: r.sid, Reason: reason, InputID: id,
 			Error: messages.Error{Type: t, Message: msg}})
 		return err
 	}
+	if reason == messages.CompactionManual {
+		// A manual compaction still running here ran in a process that
+		// died (drains are serialized): settle it, and its barrier, as
+		// interrupted. Started again, it would be refused (its row is no
+		// longer queued) and hold every prompt behind the barrier forever.
+		m, err := r.store.Message(ctx, r.sid, id)
+		if err != nil {
+			return err
+		}
+		if m.Compaction != nil && m.Compaction.State == persistence.CompactionRunning {
+			return fail(messages.ErrAborted, "Compaction interrupted: the process running it stopped")
+		}
+	}
+	if _, err := r.append(ctx, &messages.CompactionStarted{SessionID: r.sid, Reason: reason, InputID: id}); err != nil {
+		return err
+	}
+	r.metrics.compaction(reason)
 	model, provider, err := r.svc.Model(sess.Model, agent)
 	if err != nil {
 		return fail(messages.ErrCompactionUnavailable, err.Error())
 	}
 	msgs, err := r.history(ctx)
 	if err != nil {
-		return err
+		return errors.Join(err, fail(messages.ErrCompactionFailed, err.Error()))
 	}
 	previous := ""
 	for _, m := range msgs {

@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
 )
 
 func TestSelectionAppliesAtNextStep(t *testing.T) {
@@ -177,4 +179,87 @@ func TestIneligibleWakeLeavesNoTrace(t *testing.T) {
 		t.Fatalf("%d updates: %v", n, h.Types(sid))
 	}
 	h.CheckReplay()
+}
+
+// TestOverflowRetryAnswersAfterTheBoundary checks that the attempt retried
+// after an overflow-triggered compaction stays visible to later requests:
+// it writes a new assistant message, after the compaction boundary, since
+// the failed attempt's message sits before it.
+func TestOverflowRetryAnswersAfterTheBoundary(t *testing.T) {
+	h := actortest.New(t)
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "ECHO-RESULT", nil })
+	h.Model.Reply(script.Text("earlier"))
+	h.Model.Reply(script.Fail(&llm.Error{Type: messages.ErrProviderContextOverflow, Message: "too long"}))
+	h.Model.Reply(script.Text("## Objective\nsummary"))
+	h.Model.Reply(script.ToolCall("c1", "echo", `{}`))
+	h.Model.Reply(script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	var call, result bool
+	for _, m := range h.Request(5).Messages {
+		for _, p := range m.Parts {
+			call = call || (p.Kind == llm.PartToolCall && p.CallID == "c1")
+			result = result || (p.Kind == llm.PartToolResult && strings.Contains(p.Output, "ECHO-RESULT"))
+		}
+	}
+	if !call || !result {
+		t.Fatalf("the retried attempt's tool call (%v) or result (%v) is missing from the next request: %+v", call, result, h.Request(5).Messages)
+	}
+	h.CheckReplay()
+}
+
+// TestManualCompactionInterruptedByACrash checks that a manual compaction
+// whose process died while it ran is settled as interrupted by the next
+// drain, releasing the prompts its barrier held, instead of holding them
+// forever.
+func TestManualCompactionInterruptedByACrash(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Text("a1"))
+	h.Model.Reply(script.Text("## Objective\nx"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	// The store as a process killed right after compaction.started left it.
+	var kept []messages.Event
+	for _, ev := range h.Events(sid) {
+		kept = append(kept, ev)
+		if ev.Type == messages.TypeCompactionStarted {
+			break
+		}
+	}
+	path := filepath.Join(t.TempDir(), "crashed.db")
+	st, err := persistence.Open(path, persistence.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Restore(h.Ctx(), kept); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h2 := actortest.New(t, actortest.Options{StorePath: path})
+	h2.Model.Default(script.Text("answer"))
+	h2.Prompt(sid, "two")
+	h2.WaitIdle(sid)
+	if pend, err := h2.Store.Pending(h2.Ctx(), sid); err != nil || len(pend) != 0 || h2.Model.Count() != 1 {
+		t.Fatalf("after the crash: %d requests, pending %+v (%v): %v", h2.Model.Count(), pend, err, h2.Types(sid)[len(kept):])
+	}
+	var failed *messages.CompactionFailed
+	for _, ev := range h2.Events(sid) {
+		if p, ok := ev.Data.(*messages.CompactionFailed); ok {
+			failed = p
+		}
+	}
+	if failed == nil || failed.Error.Type != messages.ErrAborted {
+		t.Fatalf("the interrupted compaction was not settled as aborted: %+v", failed)
+	}
+	h2.CheckReplay()
 }

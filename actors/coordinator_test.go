@@ -112,4 +112,11 @@ func TestNormalizeSummary(t *testing.T) {
 	if got != want {
 		t.Fatalf("summary:\n%s\nwant:\n%s", got, want)
 	}
+	// Other heading forms are recognized, and nothing is dropped: text
+	// before the first heading counts as the objective.
+	got = normalizeSummary("Checkpoint follows.\n# objective\nShip the parser.\n**Important Details:**\nUse tabs.\n### Active:\nTests\nNext Move:\nRelease")
+	want = "## Objective\nCheckpoint follows.\nShip the parser.\n\n## Important Details\nUse tabs.\n\n## Work State\n\n### Completed\n(none)\n\n### Active\nTests\n\n### Blocked\n(none)\n\n## Next Move\nRelease"
+	if got != want {
+		t.Fatalf("summary:\n%s\nwant:\n%s", got, want)
+	}
 }

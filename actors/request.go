@@ -410,6 +410,26 @@ func estimateTokens(req llm.Request) int {
 // summaryHeadings is the fixed heading order of a compaction summary.
 var summaryHeadings = []string{"## Objective", "## Important Details", "## Work State", "### Completed", "### Active", "### Blocked", "## Next Move"}
 
+// summaryHeading returns the summary heading line names, or "" when it
+// names none. A heading is marked as one ('#'s before it, '**' or '__'
+// around it, or a ':' after it) and its title matches case-insensitively.
+func summaryHeading(line string) string {
+	t := strings.TrimSpace(line)
+	marked := strings.HasPrefix(t, "#") || strings.HasPrefix(t, "**") || strings.HasPrefix(t, "__") || strings.HasSuffix(t, ":")
+	if !marked {
+		return ""
+	}
+	t = strings.TrimSpace(strings.TrimLeft(t, "#"))
+	t = strings.TrimSpace(strings.Trim(t, "*_"))
+	t = strings.TrimSpace(strings.Trim(strings.TrimSuffix(t, ":"), "*_"))
+	for _, h := range summaryHeadings {
+		if strings.EqualFold(t, strings.TrimLeft(h, "# ")) {
+			return h
+		}
+	}
+	return ""
+}
+
 // compactionPrompt asks the model for the rolling summary.
 func compactionPrompt(previous string) string {
 	var b strings.Builder
@@ -424,22 +444,19 @@ func compactionPrompt(previous string) string {
 }
 
 // normalizeSummary guarantees every heading is present, in order, adding
-// (none) for any the model left out.
+// (none) for any the model left out. Headings are recognized in the forms
+// models write them ("# Objective", "## Objective:", "**Objective**"), and
+// text before the first one counts as the objective: a summary is what
+// replaces the history, so none of it may be dropped for its formatting.
 func normalizeSummary(text string) string {
 	sections := map[string]string{}
-	current := ""
+	current := summaryHeadings[0]
 	for _, line := range strings.Split(text, "\n") {
-		trimmed := strings.TrimSpace(line)
-		isHeading := false
-		for _, h := range summaryHeadings {
-			if strings.EqualFold(trimmed, h) {
-				current, isHeading = h, true
-				break
-			}
+		if h := summaryHeading(line); h != "" {
+			current = h
+			continue
 		}
-		if !isHeading && current != "" {
-			sections[current] += line + "\n"
-		}
+		sections[current] += line + "\n"
 	}
 	var b strings.Builder
 	for i, h := range summaryHeadings {

@@ -426,7 +426,11 @@ func (r *runner) step(ctx context.Context, sess persistence.Session, agent locat
 				if ok, err := r.lastCompactionCompleted(ctx); err != nil || !ok {
 					return false, firstErr(err, e.Typed())
 				}
-				attempt = maxAttempts - 1
+				// The retried attempt answers after the compaction boundary, so it
+				// writes a new assistant message: the failed one's row sits
+				// before the boundary, where its content would be hidden from
+				// every later request.
+				attempt, asst = maxAttempts-1, r.ids.Message()
 				continue
 			}
 			if e.Retryable() && !out.durableOutput && attempt < maxAttempts && *allowance > 0 {

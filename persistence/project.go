@@ -555,7 +555,9 @@ func fragmentEnded(kind string, ordinal int, text string, meta []byte) func(*Mes
 					return messages.Errorf(messages.ErrAlreadyPublished, "%s %d of %s already ended", kind, ordinal, m.ID)
 				}
 				p.Text, p.Ended = text, true
-				if meta != nil {
+				// Empty metadata is absent: the event's encoding omits it, so
+				// replay sees none and must project the same.
+				if len(meta) > 0 {
 					p.ProviderMetadata = meta
 				}
 				return nil

@@ -2,6 +2,7 @@ package persistence_test
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -207,5 +208,52 @@ func TestWatermarkFromTheMemtables(t *testing.T) {
 	}
 	if w, ok := persistence.MemWatermark(st, sid); !ok || w != lastEvent(sid) || w <= asst.Seq {
 		t.Fatalf("after reopening message %s (seq %d): memtables answer %d (%v), last event %d", asst.ID, asst.Seq, w, ok, lastEvent(sid))
+	}
+}
+
+// TestReplayFragmentWithEmptyMetadata checks that a fragment ended with
+// empty (not nil) provider metadata projects what its replay projects:
+// the event's encoding omits empty metadata, so the live projector must
+// treat it as absent too and keep the metadata the fragment started with.
+func TestReplayFragmentWithEmptyMetadata(t *testing.T) {
+	ctx := context.Background()
+	src := openBolt(t, persistence.Options{})
+	s, _, err := src.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: "/tmp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asst := messages.MessageID("msg_" + string(s.ID[4:]))
+	for _, p := range []messages.Payload{
+		&messages.StepStarted{SessionID: s.ID, AssistantMessageID: asst, Agent: "build", Attempt: 1},
+		&messages.TextStarted{SessionID: s.ID, AssistantMessageID: asst, ProviderMetadata: json.RawMessage(`{"a":1}`)},
+		&messages.TextEnded{SessionID: s.ID, AssistantMessageID: asst, Text: "x", ProviderMetadata: json.RawMessage{}},
+	} {
+		if _, err := src.Append(ctx, s.ID, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var evs []messages.Event
+	for item, err := range src.Log(ctx, s.ID, -1, false) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if item.Event != nil {
+			evs = append(evs, *item.Event)
+		}
+	}
+	dst := openBolt(t, persistence.Options{})
+	if err := dst.Restore(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	live, err := src.Message(ctx, s.ID, asst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed, err := dst.Message(ctx, s.ID, asst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(live, replayed) || string(live.Parts[0].ProviderMetadata) != `{"a":1}` {
+		t.Fatalf("live %+v, replayed %+v", live.Parts, replayed.Parts)
 	}
 }
