@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -87,6 +88,10 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.cors(sw, r) {
 		return
 	}
+	if err := a.fromBrowser(r); err != nil {
+		a.writeError(sw, r, http.StatusForbidden, err)
+		return
+	}
 	_, pattern := a.mux.Handler(r)
 	rt := a.routeOf(pattern)
 	if (rt == nil || !rt.public) && !a.authorized(r) {
@@ -120,6 +125,32 @@ func (a *api) authorized(r *http.Request) bool {
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
 	return subtle.ConstantTimeCompare(sum[:], a.tokenSum[:]) == 1
+}
+
+// fromBrowser refuses what web pages the user visits could send: a page
+// may POST to any address without asking (a text/plain body needs no CORS
+// preflight), and a name it controls can be re-pointed at 127.0.0.1 (DNS
+// rebinding), after which the page reads the answers too. Browsers mark
+// the first with an Origin header, which must then be an allowed CORS
+// origin. Against the second, a server without a token answers only
+// requests addressed to an IP address or localhost: a rebound name
+// arrives as the Host. (With a token, a page cannot authenticate.)
+func (a *api) fromBrowser(r *http.Request) *messages.Error {
+	if origin := r.Header.Get("Origin"); origin != "" && !slices.Contains(a.cfg.CORS, origin) && !slices.Contains(a.cfg.CORS, "*") {
+		return messages.Errorf(messages.ErrForbidden, "requests from web pages of origin %s are refused; list it in cors to allow them", clip(origin))
+	}
+	if a.cfg.Token != "" {
+		return nil
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") || net.ParseIP(host) != nil {
+		return nil
+	}
+	return messages.Errorf(messages.ErrForbidden, "requests addressed to %s are refused: without a token, sessiond answers only requests to an IP address or localhost (a web page could re-point its own name at this server); set a token to serve other names", clip(host))
 }
 
 // cors sets the CORS headers for listed origins and answers preflights; it

@@ -1,6 +1,9 @@
 package httpapi
 
 import (
+	"bufio"
+	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -164,16 +167,56 @@ func TestCORS(t *testing.T) {
 	if got := e.do("GET", "/api/session", nil, "Origin", app).want(t, http.StatusOK).header.Get("Access-Control-Allow-Origin"); got != app {
 		t.Fatalf("allow origin %q", got)
 	}
-	if got := e.do("GET", "/api/session", nil, "Origin", evil).want(t, http.StatusOK).header.Get("Access-Control-Allow-Origin"); got != "" {
-		t.Fatalf("allow origin for evil %q", got)
+	// A page of an unlisted origin is refused outright (TestBrowserPagesAreRefused).
+	if got := e.do("GET", "/api/session", nil, "Origin", evil).wantError(t, http.StatusForbidden, messages.ErrForbidden); got.Message == "" {
+		t.Fatal("no message")
 	}
 
 	off := newHarnessEnv(t, nil)
-	if got := off.do("GET", "/api/session", nil, "Origin", app).want(t, http.StatusOK).header.Get("Access-Control-Allow-Origin"); got != "" {
-		t.Fatalf("CORS off: allow origin %q", got)
-	}
+	off.do("GET", "/api/session", nil, "Origin", app).wantError(t, http.StatusForbidden, messages.ErrForbidden)
 	off.do("OPTIONS", "/api/session", nil, "Origin", app, "Access-Control-Request-Method", "POST").
-		wantError(t, http.StatusMethodNotAllowed, errMethodNotAllowed)
+		wantError(t, http.StatusForbidden, messages.ErrForbidden)
+	off.do("OPTIONS", "/api/session", nil).wantError(t, http.StatusMethodNotAllowed, errMethodNotAllowed)
+}
+
+// TestBrowserPagesAreRefused checks what keeps web pages the user visits
+// from driving a local daemon: a request a page sends to another origin
+// carries Origin, which must be a listed CORS origin, and a server without
+// a token answers only requests addressed to an IP address or localhost,
+// since a page can re-point a name it controls at 127.0.0.1 (DNS
+// rebinding) and then read the answers.
+func TestBrowserPagesAreRefused(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	page := []string{"Content-Type", "text/plain;charset=UTF-8", "Origin", "https://evil.example"}
+	e.do("POST", "/api/session", `{"id":"ses_page","location":{"directory":"`+e.dir+`"}}`, page...).
+		wantError(t, http.StatusForbidden, messages.ErrForbidden)
+	e.do("GET", "/api/session/ses_page", nil).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
+	hostStatus := func(e *env, host, auth string) int {
+		t.Helper()
+		c, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "GET /api/session HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n", host, auth)
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for host, want := range map[string]int{"rebind.evil.example:4096": http.StatusForbidden, "127.0.0.1:4096": http.StatusOK,
+		"[::1]:4096": http.StatusOK, "localhost:4096": http.StatusOK, "app.localhost": http.StatusOK, "192.168.1.5": http.StatusOK} {
+		if got := hostStatus(e, host, ""); got != want {
+			t.Errorf("Host %s: status %d, want %d", host, got, want)
+		}
+	}
+	// With a token a page cannot authenticate, and any name may be served.
+	tok := newHarnessEnv(t, func(c *ServerConfig) { c.API.Token = "tok" })
+	if got := hostStatus(tok, "sessiond.example.com", "Authorization: Bearer tok\r\n"); got != http.StatusOK {
+		t.Errorf("with a token, Host sessiond.example.com: status %d", got)
+	}
 }
 
 func TestMetricsRoute(t *testing.T) {

@@ -390,6 +390,7 @@ func TestSlowEventSubscriberCutOff(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
 	defer cancel()
 	req := httptest.NewRequestWithContext(ctx, "GET", "/api/event", nil)
+	req.Host = "127.0.0.1" // not httptest's example.com, which a server without a token refuses
 	var wg sync.WaitGroup
 	wg.Go(func() { a.ServeHTTP(w, req) })
 	defer wg.Wait()
