@@ -159,12 +159,24 @@ func TestRunFailed(t *testing.T) {
 		t.Fatal("the demo stood in for a configured provider")
 	}
 
-	// A directory outside the configured roots is refused up front.
+	// A directory outside the configured roots is refused up front, and a
+	// missing one is not created there.
 	root := t.TempDir()
 	cfg = writeFile(t, cfgDir, "rooted.json", `{"roots": ["`+root+`"]}`)
-	r = sessiond(t, testEnv(t, "SESSIOND_DATA", t.TempDir()), nil, "run", "--config", cfg, "--dir", t.TempDir(), "hi")
-	if r.code != 1 || !strings.Contains(r.stderr, "forbidden: --dir ") || !strings.Contains(r.stderr, "is outside the allowed roots ("+root+")") {
-		t.Fatalf("outside the roots: exit %d\nstderr:\n%s", r.code, r.stderr)
+	missing := filepath.Join(t.TempDir(), "a", "b")
+	for _, dir := range []string{t.TempDir(), missing} {
+		r = sessiond(t, testEnv(t, "SESSIOND_DATA", t.TempDir()), nil, "run", "--config", cfg, "--dir", dir, "hi")
+		if r.code != 1 || !strings.Contains(r.stderr, "forbidden: --dir ") || !strings.Contains(r.stderr, "is outside the allowed roots ("+root+")") {
+			t.Fatalf("outside the roots: exit %d\nstderr:\n%s", r.code, r.stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Dir(missing)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused --dir was created: %v", err)
+	}
+	// Inside a root, a missing directory is created.
+	r = sessiond(t, testEnv(t, "SESSIOND_DATA", t.TempDir()), nil, "run", "--config", cfg, "--dir", filepath.Join(root, "new", "dir"), "hi")
+	if _, err := os.Stat(filepath.Join(root, "new", "dir")); err != nil || strings.Contains(r.stderr, "outside the allowed roots") {
+		t.Fatalf("inside the roots: %v\nstderr:\n%s", err, r.stderr)
 	}
 
 	// A model the catalog does not know fails before anything runs.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,16 +83,9 @@ func runRun(ctx context.Context, a *app, c *command, args []string) int {
 	if err != nil {
 		return a.fail(c, err)
 	}
-	loc, err := sessionDir(*dir)
+	loc, err := sessionDir(*dir, cfg.Roots)
 	if err != nil {
 		return a.fail(c, err)
-	}
-	canon, err := filepath.EvalSymlinks(loc)
-	if err != nil {
-		return a.fail(c, err)
-	}
-	if !locations.Allowed(cfg.Roots, canon) {
-		return a.fail(c, messages.Errorf(messages.ErrForbidden, "--dir %s is outside the allowed roots (%s)", loc, strings.Join(cfg.Roots, ", ")))
 	}
 
 	st, err := openStack(cfg, log, stackOptions{})
@@ -275,8 +269,11 @@ func (s *stack) checkModel(ref messages.ModelRef) error {
 }
 
 // sessionDir returns the absolute Session directory for --dir (default the
-// working directory), creating it when missing.
-func sessionDir(dir string) (string, error) {
+// working directory), creating it when missing, once it is known to lie
+// within roots (none: anywhere). Checked before creating it, a directory
+// outside the roots is refused without leaving it behind; checked again
+// after, a symbolic link created meanwhile cannot lead outside them.
+func sessionDir(dir string, roots []string) (string, error) {
 	if dir == "" {
 		dir = "."
 	}
@@ -284,10 +281,45 @@ func sessionDir(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	outside := func(canon string) error {
+		if locations.Allowed(roots, canon) {
+			return nil
+		}
+		return messages.Errorf(messages.ErrForbidden, "--dir %s is outside the allowed roots (%s)", abs, strings.Join(roots, ", "))
+	}
+	planned, err := canonicalToBe(abs)
+	if err != nil {
+		return "", fmt.Errorf("--dir: %w", err)
+	}
+	if err := outside(planned); err != nil {
+		return "", err
+	}
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return "", fmt.Errorf("--dir: %w", err)
 	}
-	return abs, nil
+	canon, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("--dir: %w", err)
+	}
+	return abs, outside(canon)
+}
+
+// canonicalToBe returns the canonical form path will have once created: its
+// deepest existing ancestor without symbolic links, joined with the rest.
+func canonicalToBe(path string) (string, error) {
+	rest := ""
+	for {
+		canon, err := filepath.EvalSymlinks(path)
+		if err == nil {
+			return filepath.Join(canon, rest), nil
+		}
+		parent := filepath.Dir(path)
+		if !errors.Is(err, fs.ErrNotExist) || parent == path {
+			return "", err
+		}
+		rest = filepath.Join(filepath.Base(path), rest)
+		path = parent
+	}
 }
 
 // readLines delivers r's lines on a channel. The reading goroutine blocks
