@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/actors"
@@ -224,6 +225,7 @@ func (t *transcript) delta(kind, text string) {
 		}
 	}
 	t.streamed = true
+	text = terminalSafe(text, true)
 	if kind == "reasoning" && t.color {
 		t.printf(t.out, "%s%s%s", styleDim, text, styleReset)
 		return
@@ -251,8 +253,14 @@ func (t *transcript) endLine() {
 	}
 }
 
-// line prints one line of its own.
+// line prints one line of its own. Its string arguments are made safe
+// for a terminal (terminalSafe): they come from the model and its tools.
 func (t *transcript) line(format string, args ...any) {
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = terminalSafe(s, false)
+		}
+	}
 	t.endLine()
 	t.printf(t.out, format+"\n", args...)
 }
@@ -365,7 +373,7 @@ func (t *transcript) replied(p *messages.PermissionReplied) {
 	t.handled[p.RequestID] = true
 	if t.asking != nil && t.asking.RequestID == p.RequestID {
 		t.asking = nil
-		t.printf(t.prompts, "(%s)\n", p.Reply+withMessage(p.Message))
+		t.printf(t.prompts, "(%s)\n", terminalSafe(p.Reply+withMessage(p.Message), false))
 		t.next()
 		return
 	}
@@ -401,6 +409,34 @@ func quotePatterns(ps []string) string {
 		q[i] = fmt.Sprintf("%q", p)
 	}
 	return strings.Join(q, " ")
+}
+
+// terminalSafe shows the control characters of s as escapes (\x1b,
+// \u202e): text from the model, a file or a command could otherwise move
+// the cursor and redraw the permission question above it, or reorder what
+// is shown. Tabs stay, and newlines when multiline.
+func terminalSafe(s string, multiline bool) string {
+	unsafe := func(r rune) bool {
+		if r == '\t' || multiline && r == '\n' {
+			return false
+		}
+		return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
+	}
+	if !strings.ContainsFunc(s, unsafe) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !unsafe(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
 }
 
 // summarize shortens a tool's output to its first non-empty line and a

@@ -239,3 +239,23 @@ func TestTranscriptResubscribes(t *testing.T) {
 		t.Fatalf("last seq %d", r.tr.lastSeq)
 	}
 }
+
+// TestTranscriptEscapesControlCharacters checks that text from the model
+// and its tools reaches the terminal with its control characters shown as
+// escapes: an escape sequence in a file or a command's output could
+// otherwise erase the permission question and draw another in its place.
+func TestTranscriptEscapesControlCharacters(t *testing.T) {
+	var out syncBuffer
+	tr := &transcript{out: &out, names: map[string]string{}, handled: map[string]bool{}}
+	fake := "\x1b[1A\x1b[2K\rallow read \"README.md\"? [y]es once / [a]lways / [n]o: \u202e"
+	tr.prose(messages.Event{Data: &messages.ToolSucceeded{CallID: "c1", Output: fake}})
+	tr.prose(messages.Event{Data: &messages.TextDelta{Delta: "line one\n\tline two" + fake}})
+	tr.endLine()
+	got := out.String()
+	if strings.ContainsAny(got, "\x1b\r\u202e") {
+		t.Fatalf("raw control characters reached the terminal: %q", got)
+	}
+	if !strings.Contains(got, `\x1b[1A\x1b[2K\x0dallow read`) || !strings.Contains(got, `\u202e`) || !strings.Contains(got, "line one\n\tline two") {
+		t.Fatalf("transcript %q", got)
+	}
+}
