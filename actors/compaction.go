@@ -87,13 +87,21 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 	case !finished || strings.TrimSpace(text.String()) == "":
 		return fail(messages.ErrCompactionFailed, "the model returned no summary")
 	}
-	summary := normalizeSummary(text.String())
-	if _, err := r.append(ctx, &messages.CompactionEnded{SessionID: r.sid, Reason: reason, InputID: id,
-		Text: summary, Recent: recentContext(msgs, r.keepTokens)}); err != nil {
-		return err
+	// A completed compaction rebaselines instructions from current sources,
+	// in the same commit: apart, a crash between the two would leave the
+	// next attempt on the old baseline, the compaction done and the
+	// checkpoint unchanged.
+	ended := []messages.Payload{&messages.CompactionEnded{SessionID: r.sid, Reason: reason, InputID: id,
+		Text: normalizeSummary(text.String()), Recent: recentContext(msgs, r.keepTokens)}}
+	baseline, err := r.rebaseline(ctx)
+	if err != nil {
+		return errors.Join(err, fail(messages.ErrCompactionFailed, err.Error()))
 	}
-	// A completed compaction rebaselines instructions from current sources.
-	return r.rebaseline(ctx)
+	if baseline != nil {
+		ended = append(ended, baseline)
+	}
+	_, err = r.append(ctx, ended...)
+	return err
 }
 
 // recentContext serializes the newest messages, newest last, within about

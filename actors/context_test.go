@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/actors/actortest"
 	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/locations/llm"
@@ -262,4 +264,53 @@ func TestManualCompactionInterruptedByACrash(t *testing.T) {
 		t.Fatalf("the interrupted compaction was not settled as aborted: %+v", failed)
 	}
 	h2.CheckReplay()
+}
+
+// commitRecorder records the payload types of each commit.
+type commitRecorder struct {
+	persistence.Store
+	mu      sync.Mutex
+	commits [][]string
+}
+
+func (s *commitRecorder) Commit(ctx context.Context, sid messages.SessionID, ps ...messages.Payload) (persistence.Committed, error) {
+	var types []string
+	for _, p := range ps {
+		types = append(types, p.Type())
+	}
+	s.mu.Lock()
+	s.commits = append(s.commits, types)
+	s.mu.Unlock()
+	return s.Store.Commit(ctx, sid, ps...)
+}
+
+// TestCompactionRebaselinesInTheSameCommit checks that a completed
+// compaction commits the fresh instruction baseline with its end: apart, a
+// crash between the two would leave the next attempt on the old baseline.
+func TestCompactionRebaselinesInTheSameCommit(t *testing.T) {
+	rec := &commitRecorder{}
+	h := actortest.New(t, actortest.Options{
+		Instructions: &locations.InstructionsConfig{Dir: t.TempDir(), Getenv: func(string) string { return "" }},
+		Config:       func(c *actors.Config) { rec.Store = c.Store; c.Store = rec },
+	})
+	h.Model.Reply(script.Text("a1"))
+	h.Model.Reply(script.Text("## Objective\nx"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, c := range rec.commits {
+		if slices.Contains(c, messages.TypeCompactionEnded) {
+			if !slices.Contains(c, messages.TypeInstructionsBaselined) {
+				t.Fatalf("compaction ended without its rebaseline: %v", c)
+			}
+			return
+		}
+	}
+	t.Fatalf("no compaction ended: %v", rec.commits)
 }

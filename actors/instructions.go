@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/messages"
 )
 
 // observeInstructions loads every instruction source of the Session's
@@ -57,20 +58,20 @@ func (r *runner) prepareInstructions(ctx context.Context) error {
 	return nil
 }
 
-// rebaseline renders a fresh baseline from current sources after a
-// completed compaction. Unavailable sources are restated from the model's
+// rebaseline returns the event of a fresh baseline from current sources
+// for a completed compaction to commit with it (nil when the sources
+// cannot be observed). Unavailable sources are restated from the model's
 // last applied belief.
-func (r *runner) rebaseline(ctx context.Context) error {
+func (r *runner) rebaseline(ctx context.Context) (messages.Payload, error) {
 	ins, obs, ok, err := r.observeInstructions(ctx)
 	if err != nil || !ok {
-		return err
+		return nil, err
 	}
 	cp, _, err := r.store.Checkpoint(ctx, r.sid)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	applied := obs.Merge(cp.Applied)
 	d := locations.Decision{Kind: locations.DecisionBaseline, Text: locations.RenderBaseline(ins.Keys(), applied), Applied: applied}
-	_, err = r.append(ctx, d.Payload(r.sid))
-	return err
+	return d.Payload(r.sid), nil
 }
