@@ -215,11 +215,14 @@ func (p *Permissions) ask(ctx context.Context, req Request) error {
 	case Once:
 		return nil
 	case Always:
-		if err := p.approvals.Save(ctx, p.project, req.Permission, req.Always); err != nil {
-			if ctx.Err() != nil {
-				return aborted(req)
-			}
+		// The user's answer is saved even when the call was cancelled
+		// meanwhile (an interrupt racing the reply): the reply was
+		// accepted, and the approval is theirs, not the call's.
+		if err := p.approvals.Save(context.WithoutCancel(ctx), p.project, req.Permission, req.Always); err != nil {
 			return messages.Errorf(messages.ErrUnknown, "saving the approval of %s: %v", req.Permission, err)
+		}
+		if ctx.Err() != nil {
+			return aborted(req)
 		}
 		return nil
 	case Reject:

@@ -254,3 +254,33 @@ func TestMemoryApprovalsMatchWildcards(t *testing.T) {
 		}
 	}
 }
+
+// TestAlwaysReplySavedWhenTheCallIsCancelled checks that an "always" reply
+// accepted just before the asking call is cancelled (an interrupt racing
+// the reply) is still saved: the reply was accepted, and the approval is
+// the user's, not the call's. The call itself ends aborted.
+func TestAlwaysReplySavedWhenTheCallIsCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	asked := make(chan string, 1)
+	pending := NewPending(PendingConfig{
+		OnAsked:   func(p *messages.PermissionAsked) { asked <- p.RequestID },
+		OnReplied: func(*messages.PermissionReplied) { cancel() }, // the interrupt lands right after the reply
+	})
+	approvals := &MemoryApprovals{}
+	perms, err := NewPermissions(PermissionsConfig{Project: "/p", Approvals: approvals, Asker: pending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- perms.Check(ctx, Request{SessionID: "ses_x", Permission: "bash", Patterns: []string{"make"}}, nil) }()
+	if err := pending.Reply(<-asked, Always, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; messages.TypeOf(err) != messages.ErrAborted {
+		t.Fatalf("cancelled call: %v", err)
+	}
+	if got := approvals.List("/p"); len(got) != 1 || got[0] != (Approval{Permission: "bash", Pattern: "make"}) {
+		t.Fatalf("approvals %v", got)
+	}
+}
