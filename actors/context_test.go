@@ -314,3 +314,45 @@ func TestCompactionRebaselinesInTheSameCommit(t *testing.T) {
 	}
 	t.Fatalf("no compaction ended: %v", rec.commits)
 }
+
+// TestManualCompactionDuringContinuation checks that the steps run between
+// a manual compaction's admission (where its row sits) and its start, which
+// its summary covers, do not survive the boundary as provider-native
+// assistant, reasoning or tool messages.
+func TestManualCompactionDuringContinuation(t *testing.T) {
+	h := actortest.New(t)
+	started, release := make(chan string, 1), make(chan struct{})
+	h.Tools.Add("slow", blocking(started, release))
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "ECHO", nil })
+	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	h.Model.Reply(script.Reasoning("thinking").WithMetadata(`{"sig":"abc"}`), script.ToolCall("c2", "echo", `{}`))
+	h.Model.Reply(script.Text("finished"))
+	h.Model.Reply(script.Text("## Objective\nsummary"))
+	h.Model.Reply(script.Text("answer two"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	<-started
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	h.WaitIdle(sid)
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	if !strings.Contains(h.Request(4).System[0], "## Objective") {
+		t.Fatalf("request 4 is not the compaction's: %q", h.Request(4).System)
+	}
+	req := h.Request(5)
+	if len(req.Messages) == 0 || !strings.HasPrefix(req.Messages[0].Parts[0].Text, "<summary>") {
+		t.Fatalf("request 5 does not start with the checkpoint: %+v", req.Messages)
+	}
+	for _, m := range req.Messages[1:] {
+		if m.Role == llm.RoleAssistant || m.Role == llm.RoleTool {
+			t.Fatalf("a %s message survived the compaction boundary: %+v", m.Role, m.Parts)
+		}
+	}
+	if got := userTexts(req); len(got) != 2 || got[1] != "two" {
+		t.Fatalf("user messages after the checkpoint: %q", got)
+	}
+	h.CheckReplay()
+}

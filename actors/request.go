@@ -283,6 +283,12 @@ func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lower
 			start, checkpoint = i+1, m.Compaction
 		}
 	}
+	// The summary covers everything before the compaction started; a
+	// manual one's row sits earlier, at its admission, and the steps in
+	// between must not survive the boundary natively.
+	for checkpoint != nil && start < len(msgs) && msgs[start].Seq < checkpoint.StartedSeq {
+		start++
+	}
 	cache.update(msgs, model)
 	n := 0
 	if checkpoint != nil {

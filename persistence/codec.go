@@ -37,7 +37,7 @@ var (
 	partKeys       = []string{"k", "o", "t", "e", "p", "T"}
 	toolPartKeys   = []string{"c", "n", "s", "x", "i", "h", "o", "m", "e", "p", "r"}
 	retryKeys      = []string{"n", "a", "e"}
-	compactionKeys = []string{"r", "s", "t", "c", "e"}
+	compactionKeys = []string{"r", "s", "t", "c", "e", "q"}
 	checkpointKeys = []string{"b", "q", "a"}
 	sessionKeys    = []string{"i", "l", "t", "a", "m", "c", "k", "o"}
 	inputKeys      = []string{"i", "s", "k", "p", "d", "a", "q", "c"}
@@ -285,6 +285,7 @@ func (c *Compaction) EncodeMsgpack(enc *msgpack.Encoder) error {
 		if c.Error != nil {
 			f.Value("e", c.Error)
 		}
+		f.IntOmitEmpty("q", c.StartedSeq)
 	})
 }
 
@@ -303,6 +304,8 @@ func (c *Compaction) DecodeMsgpack(dec *msgpack.Decoder) error {
 			return codec.DecodeString(dec, &c.Recent)
 		case "e":
 			return codec.DecodePtr(dec, &c.Error)
+		case "q":
+			return codec.DecodeInt(dec, &c.StartedSeq)
 		}
 		return dec.Skip()
 	})

@@ -405,12 +405,12 @@ func (w *wtx) compactionStarted(ev messages.Event, p *messages.CompactionStarted
 			return err
 		}
 		return w.putMessage(&Message{ID: p.InputID, SessionID: sid, Seq: seq, Role: RoleCompaction, Created: ev.Created,
-			Compaction: &Compaction{Reason: p.Reason, State: CompactionRunning}})
+			Compaction: &Compaction{Reason: p.Reason, State: CompactionRunning, StartedSeq: seq}})
 	}
 	if m.Compaction == nil || m.Compaction.State != CompactionQueued {
 		return messages.Errorf(messages.ErrInvalid, "compaction row %q is not queued", p.InputID)
 	}
-	m.Compaction.State = CompactionRunning
+	m.Compaction.State, m.Compaction.StartedSeq = CompactionRunning, seq
 	return w.putMessage(m)
 }
 

@@ -315,6 +315,10 @@ type Compaction struct {
 	Summary string          `json:"summary,omitempty" msgpack:"t,omitempty"`
 	Recent  string          `json:"recent,omitempty" msgpack:"c,omitempty"`
 	Error   *messages.Error `json:"error,omitempty" msgpack:"e,omitempty"`
+	// StartedSeq is the seq of its session.compaction.started.1: the
+	// summary covers the history before it. A manual compaction's row sits
+	// at its admission, and steps of a continuation may come between.
+	StartedSeq int64 `json:"startedSeq,omitempty" msgpack:"q,omitempty"`
 }
 
 // Checkpoint is the projected instruction checkpoint of a Session.
