@@ -228,6 +228,13 @@ func (a *api) longCommand(w http.ResponseWriter, r *http.Request, run func(ctx c
 		a.fail(w, r, err)
 		return
 	}
+	// net/http notices a client leaving only once the request's body has
+	// been read: a body sent anyway is read (and ignored) first, or an
+	// abandoned wait would run until the Session went idle.
+	if _, err := a.readBody(w, r); err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	ctx, cancel := a.withStop(r)
 	defer cancel()
 	if err := run(ctx, sid); err != nil {

@@ -2,12 +2,17 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
+	"github.com/rs/zerolog"
+	"github.com/sessiond/sessiond/actors/actortest"
+	"net"
 	"net/http"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/locations/llm/script"
@@ -470,4 +475,52 @@ func TestInternalErrorsHideDetails(t *testing.T) {
 	if !strings.Contains(m.Message, "ref 1") || strings.Contains(m.Message, "database") || strings.Contains(m.Message, "bolt") {
 		t.Fatalf("500 message %q", m.Message)
 	}
+}
+
+// TestAbandonedWaitEnds checks that a wait whose client leaves ends at
+// once, even when the client sent a body (which net/http must read before
+// it notices the connection close): abandoned long polls must not pile up.
+func TestAbandonedWaitEnds(t *testing.T) {
+	var logs syncLog
+	e := newHarnessEnv(t, func(c *ServerConfig) { c.API.Logger = zerolog.New(&logs).Level(zerolog.DebugLevel) })
+	g := script.NewGate()
+	e.model.Reply(script.Hold(g), script.Text("late"))
+	defer g.Release()
+	sid := e.createSession()
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "take your time"}})
+	if err := g.Reached(e.h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := "/api/session/" + string(sid) + "/wait"
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", path)
+	c.Close()
+	deadline := time.Now().Add(actortest.Timeout)
+	for !strings.Contains(logs.String(), `"path":"`+path+`"`) {
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned wait is still running")
+		}
+		time.Sleep(5 * time.Millisecond) // polling the log, not synchronisation
+	}
+}
+
+// syncLog is a log sink safe for the server's goroutines.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
