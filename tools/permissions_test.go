@@ -273,7 +273,9 @@ func TestAlwaysReplySavedWhenTheCallIsCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- perms.Check(ctx, Request{SessionID: "ses_x", Permission: "bash", Patterns: []string{"make"}}, nil) }()
+	go func() {
+		done <- perms.Check(ctx, Request{SessionID: "ses_x", Permission: "bash", Patterns: []string{"make"}}, nil)
+	}()
 	if err := pending.Reply(<-asked, Always, ""); err != nil {
 		t.Fatal(err)
 	}
