@@ -100,6 +100,10 @@ func TestEventsMatchReflection(t *testing.T) {
 				Location *Location
 			}
 			g.Fill(&head, src[:256])
+			if head.Durable == nil {
+				// A durable type always carries its section (checkDurability).
+				head.Durable = &Durable{AggregateID: "ses_x", Seq: 1, Version: 1}
+			}
 			p, _ := NewPayload(typ)
 			g.Fill(p, src[256:])
 			ev := Event{ID: head.ID, Created: head.Created, Type: typ, Durable: head.Durable, Location: head.Location, Data: p}

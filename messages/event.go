@@ -298,7 +298,8 @@ func decodeEnvelope(dec *msgpack.Decoder) (Event, error) {
 	if err != nil {
 		return ev, err
 	}
-	ctor, ok := durable[string(typ)] // no allocation: the map key is converted in place
+	ctor, isDurable := durable[string(typ)] // no allocation: the map key is converted in place
+	ok := isDurable
 	if !ok {
 		ctor, ok = live[string(typ)]
 	}
@@ -308,6 +309,9 @@ func decodeEnvelope(dec *msgpack.Decoder) (Event, error) {
 	p := ctor()
 	ev.Type = p.Type()
 	if err := dec.Decode(&ev.Durable); err != nil {
+		return ev, err
+	}
+	if err := checkDurability(ev); err != nil {
 		return ev, err
 	}
 	if err := dec.Decode(&ev.Location); err != nil {
@@ -344,6 +348,23 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(raw.Data, p); err != nil {
 		return fmt.Errorf("messages: event %s data: %w", raw.ID, err)
 	}
-	*e = Event{ID: raw.ID, Created: raw.Created, Type: raw.Type, Durable: raw.Durable, Location: raw.Location, Data: p}
+	ev := Event{ID: raw.ID, Created: raw.Created, Type: raw.Type, Durable: raw.Durable, Location: raw.Location, Data: p}
+	if err := checkDurability(ev); err != nil {
+		return err
+	}
+	*e = ev
+	return nil
+}
+
+// checkDurability refuses an event whose durable section disagrees with
+// its type: readers of the log take a durable event's seq from it (a
+// missing one would stop a Log tail), and a live-only event has none.
+func checkDurability(ev Event) error {
+	switch has := ev.Durable != nil; {
+	case has && !IsDurable(ev.Type):
+		return Errorf(ErrInvalid, "messages: event %s: live-only type %s with a durable section", ev.ID, ev.Type)
+	case !has && IsDurable(ev.Type):
+		return Errorf(ErrInvalid, "messages: event %s: durable type %s without its durable section", ev.ID, ev.Type)
+	}
 	return nil
 }

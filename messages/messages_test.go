@@ -306,3 +306,33 @@ func FuzzEventJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodersCheckDurability checks that both decoders refuse, with a
+// typed error, an event whose durable section disagrees with its type:
+// readers of the log take a durable event's seq from it.
+func TestDecodersCheckDurability(t *testing.T) {
+	noDurable, err := MarshalEvent(Event{ID: "evt_1", Created: 1, Type: TypeStepFailed,
+		Data: &StepFailed{SessionID: "ses_a", AssistantMessageID: "msg_a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveDurable, err := MarshalEvent(Event{ID: "evt_2", Created: 1, Type: TypeTextDelta,
+		Durable: &Durable{AggregateID: "ses_a", Seq: 7}, Data: &TextDelta{SessionID: "ses_a", Delta: "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"durable type without its section": noDurable, "live type with one": liveDurable} {
+		if _, err := UnmarshalEvent(b); TypeOf(err) != ErrInvalid {
+			t.Errorf("stored %s: %v", name, err)
+		}
+	}
+	for name, j := range map[string]string{
+		"durable type without its section": `{"id":"evt_3","created":1,"type":"session.step.failed.1","data":{"sessionID":"ses_a","assistantMessageID":"msg_a","error":{"type":"unknown","message":"x"}}}`,
+		"live type with one":               `{"id":"evt_4","type":"session.text.delta","durable":{"aggregateID":"ses_a","seq":1,"version":1},"data":{"sessionID":"ses_a"}}`,
+	} {
+		var ev Event
+		if err := json.Unmarshal([]byte(j), &ev); TypeOf(err) != ErrInvalid {
+			t.Errorf("JSON %s: %v", name, err)
+		}
+	}
+}
