@@ -16,3 +16,6 @@ func MirrorChecks() (int64, string) {
 	}
 	return mirrorChecks.Load(), ""
 }
+
+// Closing reports whether Shutdown has begun.
+func (rt *Runtime) Closing() bool { return rt.closing.Load() }

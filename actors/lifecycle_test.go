@@ -7,6 +7,7 @@ import (
 	"iter"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
 )
 
 // eventually polls cond until it holds or the harness timeout passes.
@@ -238,4 +240,87 @@ func TestAbandonedWaitReleasesItsGoroutine(t *testing.T) {
 	}
 	g.Release()
 	h.WaitIdle(sid)
+}
+
+// TestRouterPanicLeavesOtherSessionsRunning checks that a panic while the
+// router handles one Session's command (here in a Locations factory) fails
+// that command and nothing else: restarted, the router would stop every
+// Session actor beneath it, interrupting their busy periods while their
+// drains ran on.
+func TestRouterPanicLeavesOtherSessionsRunning(t *testing.T) {
+	bad := t.TempDir()
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
+		orig := c.Locations
+		c.Locations = locations.NewManager(func(loc messages.Location) (*locations.Services, error) {
+			if loc.Directory == bad {
+				panic("location factory bug")
+			}
+			return orig.Get(loc)
+		})
+	}})
+	started, release := make(chan struct{}), make(chan struct{})
+	h.Tools.Add("slow", func(context.Context, locations.ToolCall) (string, error) {
+		close(started)
+		<-release
+		return "done", nil
+	})
+	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	h.Model.Default(script.Text("ok"))
+	a := h.Session()
+	h.Prompt(a, "go")
+	<-started
+	b, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: bad}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Runtime.Wake(h.Ctx(), b.ID); messages.TypeOf(err) != messages.ErrInternal || !strings.Contains(err.Error(), "location factory bug") {
+		t.Fatalf("wake of the Session whose Location panics: %v", err)
+	}
+	close(release)
+	h.WaitIdle(a)
+	if count(h, a, messages.TypeExecutionStarted) != 1 || count(h, a, messages.TypeExecutionSucceeded) != 1 ||
+		count(h, a, messages.TypeExecutionInterrupted) != 0 {
+		t.Fatalf("the other Session's busy period: %v", h.Types(a))
+	}
+	if active := h.Runtime.Active(); len(active) != 0 {
+		t.Fatalf("active after idle: %v", active)
+	}
+}
+
+// slowGet holds the store's next Get until released.
+type slowGet struct {
+	persistence.Store
+	block            atomic.Bool
+	entered, release chan struct{}
+}
+
+func (s *slowGet) Get(ctx context.Context, id messages.SessionID) (persistence.Session, error) {
+	if s.block.CompareAndSwap(true, false) {
+		close(s.entered)
+		<-s.release
+	}
+	return s.Store.Get(ctx, id)
+}
+
+// TestShutdownAnswersCommandsInFlight checks that a command the router was
+// still routing when Shutdown stopped it is answered shutting-down, not
+// left waiting for a reply that protoactor dropped with the stopped actor.
+func TestShutdownAnswersCommandsInFlight(t *testing.T) {
+	sg := &slowGet{entered: make(chan struct{}), release: make(chan struct{})}
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { sg.Store = c.Store; c.Store = sg }})
+	sid := h.Session()
+	sg.block.Store(true)
+	waited := make(chan error, 1)
+	go func() { waited <- h.Runtime.Wait(h.Ctx(), sid) }()
+	<-sg.entered // the router is in the store's Get for this Wait
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.Runtime.Shutdown(h.Ctx()) }()
+	eventually(t, "shutdown to begin", h.Runtime.Closing)
+	close(sg.release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; err != nil && messages.TypeOf(err) != messages.ErrShuttingDown {
+		t.Fatalf("the Wait in flight: %v", err)
+	}
 }

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"runtime/debug"
 	"strconv"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -40,6 +41,18 @@ func newLocation(rt *Runtime, svc *locations.Services) *location {
 
 // Receive implements actor.Actor.
 func (l *location) Receive(ctx actor.Context) {
+	// A panic here (a Locations factory or a Store bug) must not restart
+	// this actor: a restart stops every Session actor beneath it while
+	// their drains run on. The command fails instead.
+	defer func() {
+		if p := recover(); p != nil {
+			err := messages.Errorf(messages.ErrInternal, "actors: %T: panic: %v", ctx.Message(), p)
+			l.rt.cfg.Logger.Error().Err(err).Str("stack", string(debug.Stack())).Msg("command panicked")
+			if ctx.Sender() != nil {
+				ctx.Respond(&messages.ErrorReply{Error: *err})
+			}
+		}
+	}()
 	switch msg := ctx.Message().(type) {
 	case *sessionIdle:
 		c, ok := l.sessions[msg.sid]

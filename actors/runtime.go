@@ -359,14 +359,29 @@ func (rt *Runtime) request(ctx context.Context, cmd any, timeout time.Duration) 
 		res, err = f.Result()
 		close(done)
 	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	abandon := func() {
 		// Complete the future ourselves so the helper goroutine ends now;
 		// the actor's late reply then goes to a dead letter.
 		rt.system.Root.Send(f.PID(), requestAbandoned{})
 		<-done
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		abandon()
 		return nil, ctx.Err()
+	case <-rt.execStopped:
+		// Shutdown stopped the router with this command still on its way:
+		// protoactor drops messages to stopped actors without a reply.
+		select {
+		case <-done:
+		default:
+			abandon()
+			if _, ok := cmd.(*messages.Interrupt); ok {
+				return &messages.InterruptReply{}, nil // every Session was interrupted
+			}
+			return nil, messages.Errorf(messages.ErrShuttingDown, "sessiond is shutting down")
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("actors: %T: %w", cmd, err)

@@ -57,6 +57,11 @@ func (s *session) Receive(ctx actor.Context) {
 		if !s.c.busy() {
 			ctx.Send(ctx.Parent(), &sessionIdle{sid: s.sid, pid: ctx.Self(), received: s.received})
 		}
+		// protoactor turns the timer off when it fires. The Location may
+		// refuse the stop (a message to this actor is in flight), and if
+		// that message starts no drain nothing else would turn it on again:
+		// the actor would never passivate.
+		ctx.SetReceiveTimeout(s.rt.cfg.IdleTimeout)
 	case *actor.Stopping:
 		if s.cancel != nil {
 			s.cancel(interruptReason{messages.ReasonShutdown})
