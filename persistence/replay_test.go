@@ -26,15 +26,7 @@ func TestReplayEquivalence(t *testing.T) {
 	}
 	dst := openBolt(t, persistence.Options{})
 	for _, s := range sessions {
-		var evs []messages.Event
-		for item, err := range src.Log(ctx, s.ID, -1, false) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if item.Event != nil {
-				evs = append(evs, *item.Event)
-			}
-		}
+		evs := logEvents(t, src, s.ID)
 		// Replay in several commits to exercise cross-commit projector state.
 		for len(evs) > 0 {
 			n := min(len(evs), 7)
@@ -232,17 +224,8 @@ func TestReplayFragmentWithEmptyMetadata(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var evs []messages.Event
-	for item, err := range src.Log(ctx, s.ID, -1, false) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if item.Event != nil {
-			evs = append(evs, *item.Event)
-		}
-	}
 	dst := openBolt(t, persistence.Options{})
-	if err := dst.Restore(ctx, evs); err != nil {
+	if err := dst.Restore(ctx, logEvents(t, src, s.ID)); err != nil {
 		t.Fatal(err)
 	}
 	live, err := src.Message(ctx, s.ID, asst)
@@ -256,4 +239,19 @@ func TestReplayFragmentWithEmptyMetadata(t *testing.T) {
 	if !reflect.DeepEqual(live, replayed) || string(live.Parts[0].ProviderMetadata) != `{"a":1}` {
 		t.Fatalf("live %+v, replayed %+v", live.Parts, replayed.Parts)
 	}
+}
+
+// logEvents returns a Session's whole log.
+func logEvents(t *testing.T, st persistence.Store, sid messages.SessionID) []messages.Event {
+	t.Helper()
+	var evs []messages.Event
+	for item, err := range st.Log(context.Background(), sid, -1, false) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if item.Event != nil {
+			evs = append(evs, *item.Event)
+		}
+	}
+	return evs
 }
