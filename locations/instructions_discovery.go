@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // agentsFileName is the ambient instruction file InstructionDiscovery reads.
@@ -136,7 +138,7 @@ func (d InstructionDiscovery) Observe(ctx context.Context) (Observation, error) 
 			continue
 		}
 		seen[real] = true
-		b, err := os.ReadFile(real)
+		b, err := readInstructionFile(real)
 		if err != nil {
 			return Observation{}, fmt.Errorf("locations: read %s: %w", c.path, err)
 		}
@@ -147,6 +149,33 @@ func (d InstructionDiscovery) Observe(ctx context.Context) (Observation, error) 
 		sections = append(sections, "Instructions from "+c.path+":\n"+text)
 	}
 	return Available(strings.Join(sections, "\n\n")), nil
+}
+
+// maxInstructionFile bounds one AGENTS.md: its text goes into every
+// request's privileged instructions.
+const maxInstructionFile = 1 << 20
+
+// readInstructionFile reads a regular file of at most maxInstructionFile
+// bytes. Anything else is an error (the source is unavailable): a named
+// pipe or a device would block the read, and with it the step boundary,
+// beyond the reach of cancellation.
+func readInstructionFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", info.Mode().Type())
+	}
+	if info.Size() > maxInstructionFile {
+		return nil, fmt.Errorf("%d bytes, more than the %d an instruction file may have", info.Size(), maxInstructionFile)
+	}
+	return io.ReadAll(io.LimitReader(f, maxInstructionFile+1))
 }
 
 // canonicalDir returns dir made absolute with every symlink resolved. An

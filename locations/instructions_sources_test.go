@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -268,6 +269,26 @@ func TestInstructionDiscoveryHonoursContext(t *testing.T) {
 	_, err := InstructionDiscovery{Dir: filepath.Join(root, "repo")}.Observe(ctx)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+// TestInstructionDiscoveryReadsOnlyRegularFiles checks that an AGENTS.md
+// that is not a regular file (a named pipe, whose read would block the
+// step boundary beyond cancellation) or is too large makes the source
+// unavailable instead of hanging or flooding every request.
+func TestInstructionDiscoveryReadsOnlyRegularFiles(t *testing.T) {
+	root := instrTree(t, map[string]string{"repo/.git/": "", "big/.git/": ""})
+	if err := syscall.Mkfifo(filepath.Join(root, "repo", "AGENTS.md"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "big", "AGENTS.md"), make([]byte, maxInstructionFile+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]string{"repo": "not a regular file", "big": "more than the"} {
+		_, err := InstructionDiscovery{Dir: filepath.Join(root, dir)}.Observe(context.Background())
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", dir, err)
+		}
 	}
 }
 
