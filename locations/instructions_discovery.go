@@ -146,7 +146,7 @@ func (d InstructionDiscovery) Observe(ctx context.Context) (Observation, error) 
 		if strings.TrimSpace(text) == "" {
 			continue
 		}
-		sections = append(sections, "Instructions from "+c.path+":\n"+text)
+		sections = append(sections, discoveryHeader+c.path+":\n"+text)
 	}
 	return Available(strings.Join(sections, "\n\n")), nil
 }

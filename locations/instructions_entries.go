@@ -37,7 +37,7 @@ func (e InstructionEntries) Observe(ctx context.Context) (Observation, error) {
 	slices.Sort(keys)
 	sections := make([]string, len(keys))
 	for i, k := range keys {
-		sections[i] = fmt.Sprintf("Instruction entry %q:\n%s", k, strings.TrimRight(entries[k], " \t\r\n"))
+		sections[i] = fmt.Sprintf(entryHeader+"%q:\n%s", k, strings.TrimRight(entries[k], " \t\r\n"))
 	}
 	return Available(strings.Join(sections, "\n\n")), nil
 }

@@ -3,6 +3,7 @@ package locations
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/sessiond/sessiond/messages"
@@ -93,8 +94,8 @@ const (
 // Without a checkpoint, a complete observation initializes the baseline and
 // an incomplete one blocks. With a checkpoint, an unavailable source keeps
 // its applied value; unchanged values are a no-op; changed values are one
-// update. An update in which some source went from non-empty to empty is a
-// confirmed removal: its text restates the complete remaining aggregate and
+// update. An update in which some source went from non-empty to empty, or
+// lost one of its sections (lostSection), is a confirmed removal: its text restates the complete remaining aggregate and
 // supersedes everything earlier, or revokes all instructions when nothing
 // remains.
 func Reconcile(cp *persistence.Checkpoint, obs Observed) Decision {
@@ -113,7 +114,7 @@ func Reconcile(cp *persistence.Checkpoint, obs Observed) Decision {
 	for _, k := range obs.Keys() {
 		if prev, now := cp.Applied[k], applied[k]; prev != now {
 			changed = append(changed, k)
-			removal = removal || now == ""
+			removal = removal || now == "" || lostSection(prev, now)
 		}
 	}
 	// A key the combination no longer names contributes nothing: dropping a
@@ -145,6 +146,42 @@ func Reconcile(cp *persistence.Checkpoint, obs Observed) Decision {
 	}
 	d.Text = b.String()
 	return d
+}
+
+// Headers of the sections the aggregate sources render, one per AGENTS.md
+// file and one per instruction entry.
+const (
+	discoveryHeader = "Instructions from "
+	entryHeader     = "Instruction entry "
+)
+
+// lostSection reports whether an aggregate source's value prev had a
+// section that now lacks: removing one AGENTS.md of two, or one entry of
+// several, is a confirmed partial removal even though the source still
+// contributes something.
+func lostSection(prev, now string) bool {
+	have := sections(now)
+	for _, h := range sections(prev) {
+		if !slices.Contains(have, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// sections returns the section headers of a rendered value: the first
+// lines of its blank-line-separated blocks that name a file or an entry.
+// (A file's own text could hold such a line too; at worst that makes an
+// update restate every instruction.)
+func sections(v string) []string {
+	var out []string
+	for block := range strings.SplitSeq(v, "\n\n") {
+		line, _, _ := strings.Cut(block, "\n")
+		if (strings.HasPrefix(line, discoveryHeader) || strings.HasPrefix(line, entryHeader)) && strings.HasSuffix(line, ":") {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 // RenderBaseline returns the full instruction text for an applied record:

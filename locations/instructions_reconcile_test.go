@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -304,5 +306,53 @@ func TestDecisionKindString(t *testing.T) {
 		if got := k.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", k, got, want)
 		}
+	}
+}
+
+// TestReconcilePartialRemovalWithinASource checks that removing one
+// AGENTS.md of two, or one instruction entry of two, is a confirmed
+// removal although the source still contributes: the update restates the
+// complete remaining instructions, superseding everything earlier, while
+// an edit that keeps every section stays an update of that source.
+func TestReconcilePartialRemovalWithinASource(t *testing.T) {
+	root := instrTree(t, map[string]string{"repo/.git/": "", "repo/AGENTS.md": "root rule", "repo/sub/AGENTS.md": "never use tabs"})
+	sub := filepath.Join(root, "repo", "sub")
+	discovery := InstructionDiscovery{Dir: sub}
+	observe := func() SourceResult {
+		t.Helper()
+		o, err := discovery.Observe(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return SourceResult{Key: SourceAgents, Observation: o}
+	}
+	entries := func(m map[string]string) SourceResult {
+		t.Helper()
+		o, err := InstructionEntries{Lookup: func(context.Context) (map[string]string, error) { return m, nil }}.Observe(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return SourceResult{Key: SourceEntries, Observation: o}
+	}
+	before := instrObserved(observe(), entries(map[string]string{"a": "be brief", "b": "use go"}))
+	cp := instrCheckpoint(before.Merge(nil))
+
+	if err := os.Remove(filepath.Join(sub, "AGENTS.md")); err != nil {
+		t.Fatal(err)
+	}
+	d := Reconcile(cp, instrObserved(observe(), entries(map[string]string{"a": "be brief", "b": "use go"})))
+	if d.UpdateKind != messages.InstructionsRemoval || !strings.HasPrefix(d.Text, supersedeIntro) ||
+		!strings.Contains(d.Text, "root rule") || !strings.Contains(d.Text, "be brief") || strings.Contains(d.Text, "never use tabs") {
+		t.Fatalf("one AGENTS.md of two removed: %s %q", d.UpdateKind, d.Text)
+	}
+
+	d = Reconcile(cp, instrObserved(before.Results[0], entries(map[string]string{"a": "be brief"})))
+	if d.UpdateKind != messages.InstructionsRemoval || strings.Contains(d.Text, "use go") || !strings.Contains(d.Text, "never use tabs") {
+		t.Fatalf("one entry of two removed: %s %q", d.UpdateKind, d.Text)
+	}
+
+	d = Reconcile(cp, instrObserved(before.Results[0], entries(map[string]string{"a": "be very brief", "b": "use go"})))
+	if d.UpdateKind != messages.InstructionsUpdate || !strings.HasPrefix(d.Text, updateIntro) {
+		t.Fatalf("an entry edited: %s %q", d.UpdateKind, d.Text)
 	}
 }
