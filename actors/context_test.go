@@ -356,3 +356,29 @@ func TestManualCompactionDuringContinuation(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestAutomaticCompactionKeepsThePromptItAnswers checks that the prompt an
+// automatic compaction folds behind its boundary (it runs after its step
+// promoted the prompt) still reaches the step that answers it, with its
+// attachments: the summary holds only its text.
+func TestAutomaticCompactionKeepsThePromptItAnswers(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.AutoCompact, c.CompactionBuffer = true, 199990 }})
+	h.Model.Reply(script.Text("a1"))
+	h.Model.Reply(script.Text("## Objective\nx"))
+	h.Model.Reply(script.Text("a2"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	h.PromptWith(persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "describe this image",
+		Files: []messages.File{{Mime: "image/png", URL: "data:image/png;base64,AAAA"}}}})
+	h.WaitIdle(sid)
+	if n := count(h, sid, messages.TypeCompactionEnded); n != 1 {
+		t.Fatalf("want one automatic compaction, got %d: %v", n, h.Types(sid))
+	}
+	msgs := h.Request(3).Messages
+	if len(msgs) != 2 || !strings.HasPrefix(msgs[0].Parts[0].Text, "<summary>") || msgs[1].Role != llm.RoleUser ||
+		!slices.ContainsFunc(msgs[1].Parts, func(p llm.Part) bool { return p.Kind == llm.PartFile }) {
+		t.Fatalf("the step after the compaction got %+v", msgs)
+	}
+	h.CheckReplay()
+}

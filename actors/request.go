@@ -289,10 +289,29 @@ func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lower
 	for checkpoint != nil && start < len(msgs) && msgs[start].Seq < checkpoint.StartedSeq {
 		start++
 	}
+	// Prompts not yet answered when the compaction started (an automatic
+	// one runs after its step promoted them, an overflow one after the
+	// attempt that failed) stay after the checkpoint as they are: the
+	// summary holds their text, but not their attachments.
+	var carried []int
+	for i := start - 1; checkpoint != nil && i >= 0; i-- {
+		m := &msgs[i]
+		if m.Compaction == checkpoint || (m.Role == persistence.RoleAssistant && m.Error != nil) {
+			continue
+		}
+		if m.Role != persistence.RoleUser {
+			break
+		}
+		carried = append(carried, i)
+	}
+	slices.Reverse(carried)
 	cache.update(msgs, model)
 	n := 0
 	if checkpoint != nil {
 		n++
+	}
+	for _, i := range carried {
+		n += len(cache.per[i])
 	}
 	for _, l := range cache.per[start:] {
 		n += len(l)
@@ -304,6 +323,9 @@ func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lower
 			text += "\n\nRecent context before the summary point:\n" + checkpoint.Recent
 		}
 		out = append(out, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: text}}})
+	}
+	for _, i := range carried {
+		out = append(out, cache.per[i]...)
 	}
 	for _, l := range cache.per[start:] {
 		out = append(out, l...)
