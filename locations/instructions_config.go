@@ -18,7 +18,8 @@ var ErrInvalidInstructionsConfig = errors.New("locations: invalid instructions c
 type InstructionsConfig struct {
 	// Dir is the Location directory. Required and absolute.
 	Dir string
-	// Getenv reads XDG_CONFIG_HOME and SESSIOND_DISABLE_PROJECT_CONFIG;
+	// Getenv reads XDG_CONFIG_HOME and the disable switches of project
+	// AGENTS.md files (NewInstructionDiscovery);
 	// os.Getenv in production. Nil reads nothing.
 	Getenv func(string) string
 	// Home is the user's home directory, the fallback for the global

@@ -26,6 +26,9 @@ const (
 	// EnvDisableProjectConfig, when true ("1"), turns off project
 	// AGENTS.md files; the global file still applies.
 	EnvDisableProjectConfig = "SESSIOND_DISABLE_PROJECT_CONFIG"
+	// EnvDisableProjectConfigSEED is the name SEED.md gives the same
+	// switch; either turns project files off.
+	EnvDisableProjectConfigSEED = "OPENCODE_DISABLE_PROJECT_CONFIG"
 )
 
 // InstructionDiscovery is the source of ambient AGENTS.md instructions, one
@@ -55,14 +58,15 @@ type InstructionDiscovery struct {
 
 // NewInstructionDiscovery returns the discovery source for Location
 // directory dir, taking XDG_CONFIG_HOME and SESSIOND_DISABLE_PROJECT_CONFIG
-// from getenv (os.Getenv in production; nil reads nothing) and the fallback
+// (or OPENCODE_DISABLE_PROJECT_CONFIG) from getenv (os.Getenv in production; nil reads nothing) and the fallback
 // home directory from home.
 func NewInstructionDiscovery(dir string, getenv func(string) string, home string) InstructionDiscovery {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
 	disable, _ := strconv.ParseBool(getenv(EnvDisableProjectConfig))
-	return InstructionDiscovery{Dir: dir, ConfigHome: getenv(EnvConfigHome), Home: home, DisableProject: disable}
+	seed, _ := strconv.ParseBool(getenv(EnvDisableProjectConfigSEED))
+	return InstructionDiscovery{Dir: dir, ConfigHome: getenv(EnvConfigHome), Home: home, DisableProject: disable || seed}
 }
 
 // Key implements Source.

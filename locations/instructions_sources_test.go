@@ -162,6 +162,15 @@ func TestInstructionDiscovery(t *testing.T) {
 			want: func(root string) string { return instrSection(filepath.Join(root, "cfg/sessiond/AGENTS.md"), "global") },
 		},
 		{
+			name:  "SEED's name for the disable flag works too",
+			files: map[string]string{"cfg/sessiond/AGENTS.md": "global", "repo/.git/": "", "repo/AGENTS.md": "project"},
+			discovery: func(root string) InstructionDiscovery {
+				env := map[string]string{EnvConfigHome: filepath.Join(root, "cfg"), EnvDisableProjectConfigSEED: "1"}
+				return NewInstructionDiscovery(filepath.Join(root, "repo"), func(k string) string { return env[k] }, "")
+			},
+			want: func(root string) string { return instrSection(filepath.Join(root, "cfg/sessiond/AGENTS.md"), "global") },
+		},
+		{
 			name:  "environment read through getenv",
 			files: map[string]string{"cfg/sessiond/AGENTS.md": "global", "repo/.git/": "", "repo/AGENTS.md": "project"},
 			discovery: func(root string) InstructionDiscovery {
