@@ -254,12 +254,7 @@ func TestManualCompactionInterruptedByACrash(t *testing.T) {
 	if pend, err := h2.Store.Pending(h2.Ctx(), sid); err != nil || len(pend) != 0 || h2.Model.Count() != 1 {
 		t.Fatalf("after the crash: %d requests, pending %+v (%v): %v", h2.Model.Count(), pend, err, h2.Types(sid)[len(kept):])
 	}
-	var failed *messages.CompactionFailed
-	for _, ev := range h2.Events(sid) {
-		if p, ok := ev.Data.(*messages.CompactionFailed); ok {
-			failed = p
-		}
-	}
+	failed := lastOf[*messages.CompactionFailed](h2, sid)
 	if failed == nil || failed.Error.Type != messages.ErrAborted {
 		t.Fatalf("the interrupted compaction was not settled as aborted: %+v", failed)
 	}

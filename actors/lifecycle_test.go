@@ -43,12 +43,7 @@ func TestToolPanicBecomesUnknownFailure(t *testing.T) {
 	sid := h.Session()
 	h.Prompt(sid, "go")
 	h.WaitIdle(sid)
-	var failed *messages.ToolFailed
-	for _, ev := range h.Events(sid) {
-		if p, ok := ev.Data.(*messages.ToolFailed); ok {
-			failed = p
-		}
-	}
+	failed := lastOf[*messages.ToolFailed](h, sid)
 	if failed == nil || failed.Error.Type != messages.ErrUnknown || !strings.Contains(failed.Error.Message, "kaboom") {
 		t.Fatalf("panic settlement %+v", failed)
 	}

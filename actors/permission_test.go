@@ -55,12 +55,7 @@ func TestRejectedPermissionEndsStepWithoutContinuation(t *testing.T) {
 	if req.Permission != tools.PermissionBash || req.SessionID != sid {
 		t.Fatalf("ask %+v", req)
 	}
-	var failed *messages.ToolFailed
-	for _, ev := range h.Events(sid) {
-		if f, ok := ev.Data.(*messages.ToolFailed); ok {
-			failed = f
-		}
-	}
+	failed := lastOf[*messages.ToolFailed](h, sid)
 	if failed == nil || failed.Error.Type != messages.ErrPermissionRejected {
 		t.Fatalf("tool failure %+v", failed)
 	}

@@ -34,6 +34,18 @@ func count(h *actortest.Harness, sid messages.SessionID, typ string) int {
 	return n
 }
 
+// lastOf returns the payload of the Session's last event of type P, or
+// nil when it has none.
+func lastOf[P messages.Payload](h *actortest.Harness, sid messages.SessionID) P {
+	var last P
+	for _, ev := range h.Events(sid) {
+		if p, ok := ev.Data.(P); ok {
+			last = p
+		}
+	}
+	return last
+}
+
 // userTexts returns the texts of the user messages of a request.
 func userTexts(req llm.Request) []string {
 	var out []string

@@ -311,7 +311,7 @@ func decodeEnvelope(dec *msgpack.Decoder) (Event, error) {
 	if err := dec.Decode(&ev.Durable); err != nil {
 		return ev, err
 	}
-	if err := checkDurability(ev); err != nil {
+	if err := checkDurability(ev, isDurable); err != nil {
 		return ev, err
 	}
 	if err := dec.Decode(&ev.Location); err != nil {
@@ -349,7 +349,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("messages: event %s data: %w", raw.ID, err)
 	}
 	ev := Event{ID: raw.ID, Created: raw.Created, Type: raw.Type, Durable: raw.Durable, Location: raw.Location, Data: p}
-	if err := checkDurability(ev); err != nil {
+	if err := checkDurability(ev, IsDurable(ev.Type)); err != nil {
 		return err
 	}
 	*e = ev
@@ -357,13 +357,14 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 }
 
 // checkDurability refuses an event whose durable section disagrees with
-// its type: readers of the log take a durable event's seq from it (a
-// missing one would stop a Log tail), and a live-only event has none.
-func checkDurability(ev Event) error {
+// its type (durableType: whether it is a durable one): readers of the log
+// take a durable event's seq from it (a missing one would stop a Log
+// tail), and a live-only event has none.
+func checkDurability(ev Event, durableType bool) error {
 	switch has := ev.Durable != nil; {
-	case has && !IsDurable(ev.Type):
+	case has && !durableType:
 		return Errorf(ErrInvalid, "messages: event %s: live-only type %s with a durable section", ev.ID, ev.Type)
-	case !has && IsDurable(ev.Type):
+	case !has && durableType:
 		return Errorf(ErrInvalid, "messages: event %s: durable type %s without its durable section", ev.ID, ev.Type)
 	}
 	return nil
