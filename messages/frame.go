@@ -9,8 +9,10 @@ import (
 // errFrame reports msgpack whose declared sizes do not fit its bytes.
 var errFrame = errors.New("malformed msgpack")
 
-// checkFrame walks the first msgpack value of b and fails when any length
-// or element count it declares exceeds the bytes that remain. The msgpack
+// checkFrame walks the msgpack value b holds and fails when any length or
+// element count it declares exceeds the bytes that remain, or when bytes
+// follow the value (a stored value is exactly one value; the decoder would
+// ignore the rest, so a row with garbage appended would read as valid). The msgpack
 // decoder allocates a declared length before reading it (a 5-byte bin32
 // header asks for 4 GiB) and presizes slices by their declared count, so a
 // corrupt stored value must be refused before it reaches the decoder.
@@ -129,6 +131,9 @@ func checkFrame(b []byte) error {
 		if err != nil {
 			return err
 		}
+	}
+	if pos != len(b) {
+		return fmt.Errorf("%w: %d bytes after the value", errFrame, len(b)-pos)
 	}
 	return nil
 }

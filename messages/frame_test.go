@@ -72,6 +72,8 @@ func TestCheckFrameRefusesOversizedDeclarations(t *testing.T) {
 		"never used":      "\xc1",
 		"envelope":        "\x97\x01\xc6\xc6\xc6\xc61",
 		"nested cut":      "\x92\x91\x93\xc0",
+		"trailing byte":   "\x91\xc0\xc0",
+		"two values":      "\xa1a\xa1b",
 	} {
 		if err := checkFrame([]byte(b)); !errors.Is(err, errFrame) {
 			t.Errorf("%s: %v, want errFrame", name, err)
@@ -79,6 +81,18 @@ func TestCheckFrameRefusesOversizedDeclarations(t *testing.T) {
 	}
 	if _, err := UnmarshalEvent([]byte("\x97\x01\xc6\xc6\xc6\xc61")); !errors.Is(err, errFrame) {
 		t.Errorf("UnmarshalEvent of a 3 GiB bin header: %v", err)
+	}
+	// A stored event with a byte appended is corrupt, not the event.
+	golden := readGolden(t, "testdata/golden/session.created.1.hex")
+	if _, err := UnmarshalEvent(golden); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := UnmarshalEvent(append(golden, 0xc0)); !errors.Is(err, errFrame) {
+		t.Errorf("UnmarshalEvent with a trailing byte: %v, want errFrame", err)
+	}
+	var v any
+	if err := Unmarshal([]byte("\xa1a\xa1b"), &v); !errors.Is(err, errFrame) {
+		t.Errorf("Unmarshal of two values: %v, want errFrame", err)
 	}
 }
 
