@@ -34,7 +34,7 @@
 // rate_limit_error and HTTP 429 are provider.rate-limit with RetryAfter from
 // retry-after-ms or retry-after; overloaded_error, api_error, 5xx and 529 are
 // provider.internal, also when they arrive as an in-stream error event after
-// a 200; authentication_error, permission_error, 401 and 403 are
+// a 200; authentication_error, permission_error, billing_error, 401 and 403 are
 // provider.auth; timeout_error, a cut stream, a reset connection and a
 // timeout are provider.transport; a prompt that is too long is
 // provider.context-overflow; other 4xx are provider.invalid-request;

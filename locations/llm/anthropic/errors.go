@@ -38,7 +38,7 @@ func apiError(e *sdk.Error, now time.Time) *llm.Error {
 		lerr.Type = messages.ErrProviderInternal
 	case t == sdk.ErrorTypeRateLimitError:
 		lerr.Type = messages.ErrProviderRateLimit
-	case t == sdk.ErrorTypeAuthenticationError || t == sdk.ErrorTypePermissionError:
+	case t == sdk.ErrorTypeAuthenticationError || t == sdk.ErrorTypePermissionError || t == sdk.ErrorTypeBillingError:
 		lerr.Type = messages.ErrProviderAuth
 	case t == sdk.ErrorTypeTimeoutError:
 		lerr.Type = messages.ErrProviderTransport

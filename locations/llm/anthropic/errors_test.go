@@ -45,6 +45,7 @@ func TestHTTPErrors(t *testing.T) {
 		{"503 without body", 503, hdr("Content-Type", "text/plain"), "upstream connect error", messages.ErrProviderInternal, 0, "upstream connect error"},
 		{"401", 401, nil, apiErr("authentication_error", "invalid x-api-key"), messages.ErrProviderAuth, 0, "invalid x-api-key"},
 		{"403", 403, nil, apiErr("permission_error", "Your API key does not have permission"), messages.ErrProviderAuth, 0, "permission"},
+		{"402 billing_error", 402, nil, apiErr("billing_error", "Your credit balance is too low"), messages.ErrProviderAuth, 0, "credit balance"},
 		{"prompt too long", 400, nil, apiErr("invalid_request_error", "prompt is too long: 208310 tokens > 200000 maximum"),
 			messages.ErrProviderContextOverflow, 0, "prompt is too long"},
 		{"input and max_tokens exceed limit", 400, nil,
@@ -78,6 +79,7 @@ func TestStreamErrors(t *testing.T) {
 		{"overloaded", apiErr("overloaded_error", "Overloaded"), messages.ErrProviderInternal},
 		{"api_error", apiErr("api_error", "Internal server error"), messages.ErrProviderInternal},
 		{"rate limit", apiErr("rate_limit_error", "slow down"), messages.ErrProviderRateLimit},
+		{"billing", apiErr("billing_error", "Your credit balance is too low"), messages.ErrProviderAuth},
 		{"unknown type", apiErr("brand_new_error", "?"), messages.ErrProviderInternal},
 		{"prompt too long", apiErr("invalid_request_error", "prompt is too long: 2 tokens > 1 maximum"), messages.ErrProviderContextOverflow},
 	} {

@@ -31,7 +31,9 @@
 // retry-after; 5xx is provider.internal; 401 and 403 are provider.auth; the
 // error code context_length_exceeded (and llama.cpp's error type
 // exceed_context_size_error) is provider.context-overflow; the code
-// content_filter (Azure) is provider.content-filter; other 4xx are
+// content_filter (Azure) is provider.content-filter; insufficient_quota
+// (a 429 of an account without credit, which no retry fixes) is
+// provider.auth; other 4xx are
 // provider.invalid-request. An error object inside the stream is classified
 // from its type and code (a numeric code, which vLLM and llama.cpp send, is
 // read as an HTTP status). A stream that ends before any finish reason, a

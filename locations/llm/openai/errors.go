@@ -20,6 +20,9 @@ const (
 	codeContextLength = "context_length_exceeded" // OpenAI
 	typeContextSize   = "exceed_context_size_error"
 	codeContentFilter = "content_filter" // Azure OpenAI prompt filtering
+	// codeQuota comes with a 429 when the account has no credit left: it
+	// is not a rate limit, and retrying it only delays the failure.
+	codeQuota = "insufficient_quota"
 )
 
 // errorBody is the part of an OpenAI-style error object that classification
@@ -113,6 +116,8 @@ func statusError(status int, header http.Header, body errorBody, now time.Time) 
 		lerr.Type = messages.ErrProviderContextOverflow
 	case body.Code == codeContentFilter:
 		lerr.Type = messages.ErrProviderContentFilter
+	case body.Code == codeQuota || body.Type == codeQuota:
+		lerr.Type = messages.ErrProviderAuth
 	case status == http.StatusBadRequest && (body.Code == "" || body.Code == "400") && vllmOverflow(body.Message):
 		lerr.Type = messages.ErrProviderContextOverflow
 	case status != 0:

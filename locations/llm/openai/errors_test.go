@@ -39,6 +39,9 @@ func TestHTTPErrors(t *testing.T) {
 		{"429 retry-after date", 429, hdr("retry-after", fixedNow.Add(90*time.Second).Format(http.TimeFormat)),
 			openaiErr("slow down", "requests", `"rate_limit_exceeded"`), messages.ErrProviderRateLimit, 90 * time.Second, "slow down"},
 		{"429 without header", 429, nil, openaiErr("slow down", "requests", "null"), messages.ErrProviderRateLimit, 0, "slow down"},
+		{"429 insufficient_quota", 429, hdr("retry-after", "3"),
+			openaiErr("You exceeded your current quota, please check your plan and billing details.", "insufficient_quota", `"insufficient_quota"`),
+			messages.ErrProviderAuth, 0, "exceeded your current quota"},
 		{"500", 500, nil, openaiErr("The server had an error", "server_error", "null"), messages.ErrProviderInternal, 0, "The server had an error"},
 		{"503 with retry-after", 503, hdr("retry-after", "2"), openaiErr("overloaded", "server_error", "null"), messages.ErrProviderInternal, 2 * time.Second, "overloaded"},
 		{"529", 529, nil, `{"error":{"message":"overloaded"}}`, messages.ErrProviderInternal, 0, "overloaded"},
@@ -85,6 +88,7 @@ func TestStreamErrors(t *testing.T) {
 		{"unknown type", `{"error":{"message":"boom","type":"weird","code":null}}`, messages.ErrProviderInternal, 0},
 		{"overflow code", `{"error":{"message":"too long","type":"invalid_request_error","code":"context_length_exceeded"}}`, messages.ErrProviderContextOverflow, 0},
 		{"rate limit type", `{"error":{"message":"slow","type":"rate_limit_error","code":null}}`, messages.ErrProviderRateLimit, 0},
+		{"quota", `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, messages.ErrProviderAuth, 0},
 		{"vLLM numeric code", `{"error":{"object":"error","message":"busy","type":"ServiceUnavailableError","param":null,"code":503}}`, messages.ErrProviderInternal, 503},
 		{"numeric 429", `{"error":{"message":"slow","type":"TooManyRequests","code":429}}`, messages.ErrProviderRateLimit, 429},
 	} {
