@@ -393,6 +393,95 @@ func TestRetryTiming(t *testing.T) {
 	if len(assistants) != 1 || assistants[0].Attempts != 3 || assistants[0].Retry != nil || assistants[0].Finish != "stop" {
 		t.Fatalf("assistants %+v", assistants)
 	}
+	// Attempts are one-based: each retry names the attempt it schedules,
+	// and that attempt's step.started carries the same number.
+	var started, scheduled []int
+	for _, ev := range h.Events(sid) {
+		switch p := ev.Data.(type) {
+		case *messages.StepStarted:
+			started = append(started, p.Attempt)
+		case *messages.RetryScheduled:
+			scheduled = append(scheduled, p.Attempt)
+		}
+	}
+	if !slices.Equal(started, []int{1, 2, 3}) || !slices.Equal(scheduled, []int{2, 3}) {
+		t.Fatalf("step attempts %v, retries scheduled for %v", started, scheduled)
+	}
+	h.CheckReplay()
+}
+
+// TestRetryProjectedUntilInterrupted: a scheduled retry shows on the
+// assistant message during its delay, and interruption clears it without
+// running the attempt.
+func TestRetryProjectedUntilInterrupted(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Fail(rateLimit(0)))
+	h.Model.Default(script.Text("unexpected"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	if err := h.Clock.BlockUntil(h.Ctx(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if m := lastAssistant(t, h, sid); m.Retry == nil || m.Retry.Attempt != 2 || m.Retry.Error.Type != messages.ErrProviderRateLimit {
+		t.Fatalf("no retry projected during the delay: %+v", m)
+	}
+	if err := h.Runtime.Interrupt(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.Clock.Advance(time.Minute)
+	h.WaitIdle(sid)
+	if r := lastOf[*messages.ExecutionInterrupted](h, sid); r == nil || r.Reason != messages.ReasonUser || h.Model.Count() != 1 {
+		t.Fatalf("%d requests, %v", h.Model.Count(), h.Types(sid))
+	}
+	if m := lastAssistant(t, h, sid); m.Retry != nil {
+		t.Fatalf("retry survived interruption: %+v", m.Retry)
+	}
+	h.CheckReplay()
+}
+
+// TestStaleRetryAfterACrash: a retry a dead process scheduled is history.
+// It starts nothing by itself, and the next busy period's first
+// step.started clears it although that step writes another message.
+func TestStaleRetryAfterACrash(t *testing.T) {
+	h := actortest.New(t)
+	sid := h.Session()
+	old := messages.MessageID("msg_00000000000000000000000001")
+	rl := messages.Error{Type: messages.ErrProviderRateLimit, Message: "slow"}
+	if _, err := h.Store.Append(h.Ctx(), sid,
+		&messages.ExecutionStarted{SessionID: sid},
+		&messages.StepStarted{SessionID: sid, AssistantMessageID: old, Attempt: 1},
+		&messages.StepFailed{SessionID: sid, AssistantMessageID: old, Error: rl},
+		&messages.RetryScheduled{SessionID: sid, AssistantMessageID: old, Attempt: 2, At: 1, Error: rl},
+	); err != nil {
+		t.Fatal(err)
+	}
+	before := len(h.Events(sid))
+	if err := h.Runtime.Wake(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	if n := len(h.Events(sid)); n != before || h.Model.Count() != 0 {
+		t.Fatalf("a stale retry started work: %d requests, %v", h.Model.Count(), h.Types(sid)[before:])
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	h.Tools.Add("block", func(ctx context.Context, _ locations.ToolCall) (string, error) {
+		close(started)
+		<-release
+		return "ok", nil
+	})
+	h.Model.Reply(script.ToolCall("c1", "block", `{}`))
+	h.Model.Reply(script.Text("done"))
+	h.Prompt(sid, "go")
+	<-started // the new step has started; its busy period has not ended
+	m, err := h.Store.Message(h.Ctx(), sid, old)
+	close(release)
+	h.WaitIdle(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Retry != nil {
+		t.Fatalf("after the next step.started, %s still projects retry %+v", old, *m.Retry)
+	}
 	h.CheckReplay()
 }
 
@@ -487,6 +576,14 @@ func TestContentFilter(t *testing.T) {
 	m := lastAssistant(t, h, sid)
 	if m.Error == nil || m.Error.Type != messages.ErrProviderContentFilter || m.Parts[0].Text != "half an ans" {
 		t.Fatalf("assistant %+v", m)
+	}
+	// A response filtered before any content still has its failed message.
+	h.Model.Reply(script.Finish(llm.FinishContentFilter, messages.Tokens{}))
+	h.Prompt(sid, "again")
+	h.WaitIdle(sid)
+	m = lastAssistant(t, h, sid)
+	if m.Error == nil || m.Error.Type != messages.ErrProviderContentFilter || len(m.Parts) != 0 || m.Open || m.Completed == 0 {
+		t.Fatalf("contentless filtered assistant %+v", m)
 	}
 	h.CheckReplay()
 }

@@ -85,7 +85,10 @@ func (w *wtx) project(ev messages.Event) error {
 		// instance interrupted during its delay).
 		return w.clearRetry(sid, "")
 	case *messages.StepStarted:
-		if err := w.clearRetry(sid, p.AssistantMessageID); err != nil {
+		// Any retry of the Session is cleared, whichever message it belongs
+		// to: one left by a dead process names a message the next busy
+		// period does not reuse.
+		if err := w.clearRetry(sid, ""); err != nil {
 			return err
 		}
 		return w.stepStarted(ev, p)
