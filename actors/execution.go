@@ -70,15 +70,7 @@ func (e *execution) Receive(ctx actor.Context) {
 	}
 	sess, err := e.rt.cfg.Store.Get(context.Background(), sid)
 	if err != nil {
-		switch ctx.Message().(type) {
-		case *messages.Interrupt:
-			// Interrupting a missing Session is a no-op.
-			ctx.Respond(&messages.InterruptReply{})
-		case *messages.Wait:
-			ctx.Respond(&messages.WaitReply{})
-		default:
-			ctx.Respond(&messages.ErrorReply{Error: *messages.AsError(err, messages.ErrInternal)})
-		}
+		e.refuse(ctx, err)
 		return
 	}
 	key := sess.Location.Key()
@@ -86,7 +78,9 @@ func (e *execution) Receive(ctx actor.Context) {
 	if !ok {
 		svc, err := e.rt.cfg.Locations.Get(sess.Location)
 		if err != nil {
-			ctx.Respond(&messages.ErrorReply{Error: messages.Error{Type: messages.ErrInternal, Message: err.Error()}})
+			// No Location actor means no Session actor: nothing of this
+			// Session runs here (its directory may have been removed).
+			e.refuse(ctx, err)
 			return
 		}
 		e.next++
@@ -99,4 +93,18 @@ func (e *execution) Receive(ctx actor.Context) {
 		e.locations[key] = pid
 	}
 	ctx.Forward(pid)
+}
+
+// refuse answers a command whose Session has no actor and cannot get one
+// (it is missing, or its Location cannot be built). Interrupt and wait
+// are no-ops then, as for an idle Session; the rest fail with err.
+func (e *execution) refuse(ctx actor.Context, err error) {
+	switch ctx.Message().(type) {
+	case *messages.Interrupt:
+		ctx.Respond(&messages.InterruptReply{})
+	case *messages.Wait:
+		ctx.Respond(&messages.WaitReply{})
+	default:
+		ctx.Respond(&messages.ErrorReply{Error: *messages.AsError(err, messages.ErrInternal)})
+	}
 }

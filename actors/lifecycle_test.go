@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -317,5 +318,35 @@ func TestShutdownAnswersCommandsInFlight(t *testing.T) {
 	}
 	if err := <-waited; err != nil && messages.TypeOf(err) != messages.ErrShuttingDown {
 		t.Fatalf("the Wait in flight: %v", err)
+	}
+}
+
+// TestUnbuildableLocationIsIdle: a Session whose Location cannot be built
+// (its directory was removed) has no actor, so interrupt and wait are the
+// no-ops they are for any idle Session; a wake fails with the build's own
+// error type rather than internal.
+func TestUnbuildableLocationIsIdle(t *testing.T) {
+	gone := filepath.Join(t.TempDir(), "removed")
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
+		built := c.Locations
+		c.Locations = locations.NewManager(func(loc messages.Location) (*locations.Services, error) {
+			if loc.Directory == gone {
+				return nil, messages.Errorf(messages.ErrInvalid, "location.directory: lstat %s: no such file or directory", gone)
+			}
+			return built.Get(loc)
+		})
+	}})
+	s, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: gone}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Runtime.Interrupt(h.Ctx(), s.ID); err != nil {
+		t.Errorf("interrupt: %v", err)
+	}
+	if err := h.Runtime.Wait(h.Ctx(), s.ID); err != nil {
+		t.Errorf("wait: %v", err)
+	}
+	if err := h.Runtime.Wake(h.Ctx(), s.ID); messages.TypeOf(err) != messages.ErrInvalid {
+		t.Errorf("wake: %v, want invalid", err)
 	}
 }
