@@ -499,6 +499,9 @@ func (w *wtx) closeStep(m *Message) error {
 		if p.Tool != nil && (p.Tool.State == ToolPending || p.Tool.State == ToolRunning) {
 			return messages.Errorf(messages.ErrInvalid, "step of %s closed before tool call %q settled", m.ID, p.Tool.CallID)
 		}
+		if (p.Kind == PartText || p.Kind == PartReasoning) && !p.Ended {
+			return messages.Errorf(messages.ErrInvalid, "step of %s closed before %s %d ended", m.ID, p.Kind, p.Ordinal)
+		}
 	}
 	m.Open = false
 	return w.del(bucketData, strKey(m.SessionID, kOpen, string(m.ID)))
@@ -551,6 +554,9 @@ func fragmentStarted(kind string, ordinal int, meta []byte) func(*Message) error
 
 func fragmentEnded(kind string, ordinal int, text string, meta []byte) func(*Message) error {
 	return func(m *Message) error {
+		if err := requireOpen(m); err != nil {
+			return err
+		}
 		for i := range m.Parts {
 			p := &m.Parts[i]
 			if p.Kind == kind && p.Ordinal == ordinal {

@@ -488,9 +488,14 @@ func testStepInvariants(t *testing.T, open Factory) {
 	wantType(t, app(&messages.StepEnded{SessionID: sid, AssistantMessageID: m, Finish: "stop"}), messages.ErrInvalid)
 	must(t, app(&messages.ToolFailed{SessionID: sid, AssistantMessageID: m, CallID: "c1", Error: messages.Error{Type: messages.ErrAborted, Message: "x"}}))
 	wantType(t, app(&messages.ToolSucceeded{SessionID: sid, AssistantMessageID: m, CallID: "c1"}), messages.ErrAlreadyPublished)
+	// Nor while a fragment is open.
+	must(t, app(&messages.ReasoningStarted{SessionID: sid, AssistantMessageID: m, Ordinal: 0}))
+	wantType(t, app(&messages.StepFailed{SessionID: sid, AssistantMessageID: m, Error: messages.Error{Type: messages.ErrAborted}}), messages.ErrInvalid)
+	must(t, app(&messages.ReasoningEnded{SessionID: sid, AssistantMessageID: m, Ordinal: 0, Text: "r"}))
 	must(t, app(&messages.StepFailed{SessionID: sid, AssistantMessageID: m, Error: messages.Error{Type: messages.ErrAborted}}))
-	// Exactly one terminal per step.
+	// Exactly one terminal per step, and nothing of the step after it.
 	wantType(t, app(&messages.StepEnded{SessionID: sid, AssistantMessageID: m}), messages.ErrInvalid)
+	wantType(t, app(&messages.TextEnded{SessionID: sid, AssistantMessageID: m, Ordinal: 0, Text: "late"}), messages.ErrInvalid)
 	// callID is unique only within its assistant message.
 	m2 := messages.MessageID("msg_b")
 	must(t, app(&messages.StepStarted{SessionID: sid, AssistantMessageID: m2, Attempt: 1}))
