@@ -15,12 +15,14 @@ import (
 // compact replaces the active model representation of history with a
 // checkpoint: a structured rolling summary plus token-bounded recent
 // context. The full transcript stays durable. A failure settles the row
-// (and a manual barrier) without moving the history boundary.
-func (r *runner) compact(ctx context.Context, sess persistence.Session, agent locations.Agent, reason string, id messages.MessageID) error {
-	fail := func(t messages.ErrorType, msg string) error {
+// (and a manual barrier) without moving the history boundary. It reports
+// whether this compaction completed (another one, such as a manual request
+// admitted meanwhile, may sit after it in history).
+func (r *runner) compact(ctx context.Context, sess persistence.Session, agent locations.Agent, reason string, id messages.MessageID) (bool, error) {
+	fail := func(t messages.ErrorType, msg string) (bool, error) {
 		_, err := r.append(ctx, &messages.CompactionFailed{SessionID: r.sid, Reason: reason, InputID: id,
 			Error: messages.Error{Type: t, Message: msg}})
-		return err
+		return false, err
 	}
 	if reason == messages.CompactionManual {
 		// A manual compaction still running here ran in a process that
@@ -29,14 +31,14 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 		// longer queued) and hold every prompt behind the barrier forever.
 		m, err := r.store.Message(ctx, r.sid, id)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if m.Compaction != nil && m.Compaction.State == persistence.CompactionRunning {
-			return fail(messages.ErrAborted, "Compaction interrupted: the process running it stopped")
+			return fail(messages.ErrAborted, compactionOrphaned)
 		}
 	}
 	if _, err := r.append(ctx, &messages.CompactionStarted{SessionID: r.sid, Reason: reason, InputID: id}); err != nil {
-		return err
+		return false, err
 	}
 	r.metrics.compaction(reason)
 	model, provider, err := r.svc.Model(sess.Model, agent)
@@ -45,13 +47,12 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 	}
 	msgs, err := r.history(ctx)
 	if err != nil {
-		return errors.Join(err, fail(messages.ErrCompactionFailed, err.Error()))
+		_, ferr := fail(messages.ErrCompactionFailed, err.Error())
+		return false, errors.Join(err, ferr)
 	}
 	previous := ""
-	for _, m := range msgs {
-		if m.Compaction != nil && m.Compaction.State == persistence.CompactionCompleted {
-			previous = m.Compaction.Summary
-		}
+	if ck, _ := activeCheckpoint(msgs); ck != nil {
+		previous = ck.Summary
 	}
 	req := llm.Request{Model: model.Ref, System: []string{compactionPrompt(previous)}, ToolChoice: llm.ToolChoiceNone,
 		MaxOutputTokens: model.Output, CacheKey: string(r.sid)}
@@ -78,10 +79,10 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 	}
 	switch {
 	case ctx.Err() != nil:
-		if err := fail(messages.ErrAborted, "Compaction interrupted"); err != nil {
-			return err
+		if _, err := fail(messages.ErrAborted, "Compaction interrupted"); err != nil {
+			return false, err
 		}
-		return errInterrupted
+		return false, errInterrupted
 	case streamErr != nil:
 		return fail(messages.ErrCompactionFailed, streamErr.Error())
 	case !finished || strings.TrimSpace(text.String()) == "":
@@ -95,12 +96,44 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 		Text: normalizeSummary(text.String()), Recent: recentContext(msgs, r.keepTokens)}}
 	baseline, err := r.rebaseline(ctx)
 	if err != nil {
-		return errors.Join(err, fail(messages.ErrCompactionFailed, err.Error()))
+		_, ferr := fail(messages.ErrCompactionFailed, err.Error())
+		return false, errors.Join(err, ferr)
 	}
 	if baseline != nil {
 		ended = append(ended, baseline)
 	}
-	_, err = r.append(ctx, ended...)
+	if _, err := r.append(ctx, ended...); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// compactionOrphaned is the error message of a compaction whose process
+// died.
+const compactionOrphaned = "Compaction interrupted: the process running it stopped"
+
+// failInterruptedCompactions settles the automatic and overflow
+// compactions a dead process left running, as interrupted: drains are
+// serialized, so none of them still runs, and their rows would show a
+// compaction in progress forever. (A manual one is settled with its
+// barrier, when compact comes to it.) It reads history, which the step
+// about to run reads anyway.
+func (r *runner) failInterruptedCompactions(ctx context.Context) error {
+	msgs, err := r.history(ctx)
+	if err != nil {
+		return err
+	}
+	var ps []messages.Payload
+	for _, m := range msgs {
+		if c := m.Compaction; c != nil && c.State == persistence.CompactionRunning && c.Reason != messages.CompactionManual {
+			ps = append(ps, &messages.CompactionFailed{SessionID: r.sid, Reason: c.Reason, InputID: m.ID,
+				Error: messages.Error{Type: messages.ErrAborted, Message: compactionOrphaned}})
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	_, err = r.append(ctx, ps...)
 	return err
 }
 
@@ -157,24 +190,9 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// lastCompactionCompleted reports whether the newest compaction row
-// completed.
-func (r *runner) lastCompactionCompleted(ctx context.Context) (bool, error) {
-	msgs, err := r.history(ctx)
-	if err != nil {
-		return false, err
-	}
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if c := msgs[i].Compaction; c != nil {
-			return c.State == persistence.CompactionCompleted, nil
-		}
-	}
-	return false, nil
-}
-
 // needsCompaction reports whether a request exceeds the model's context
 // window minus the reserve (the larger of the output allowance and the
-// configured buffer) while older complete steps exist to fold away.
+// configured buffer) while complete steps exist to fold away.
 func needsCompaction(req llm.Request, model llm.Model, buffer int, msgs []persistence.Message) bool {
 	if model.Context <= 0 {
 		return false
@@ -183,7 +201,10 @@ func needsCompaction(req llm.Request, model llm.Model, buffer int, msgs []persis
 	if estimateTokens(req) <= model.Context-reserve {
 		return false
 	}
-	for _, m := range msgs {
+	// Only steps after the active checkpoint's boundary are left to fold:
+	// right after a compaction another one would summarize nothing new.
+	_, start := activeCheckpoint(msgs)
+	for _, m := range msgs[start:] {
 		if m.Role == persistence.RoleAssistant && !m.Open && m.Error == nil {
 			return true
 		}
@@ -205,5 +226,6 @@ func (r *runner) autoCompaction(ctx context.Context, sess persistence.Session, a
 	if !needsCompaction(req, model, r.compactionBuffer, msgs) {
 		return nil
 	}
-	return r.compact(ctx, sess, agent, messages.CompactionAuto, r.ids.Message())
+	_, err = r.compact(ctx, sess, agent, messages.CompactionAuto, r.ids.Message())
+	return err
 }

@@ -228,11 +228,29 @@ func TestManualCompactionInterruptedByACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.WaitIdle(sid)
-	// The store as a process killed right after compaction.started left it.
+	h2, kept := crashedAt(t, h, sid, messages.TypeCompactionStarted)
+	h2.Model.Default(script.Text("answer"))
+	h2.Prompt(sid, "two")
+	h2.WaitIdle(sid)
+	if pend, err := h2.Store.Pending(h2.Ctx(), sid); err != nil || len(pend) != 0 || h2.Model.Count() != 1 {
+		t.Fatalf("after the crash: %d requests, pending %+v (%v): %v", h2.Model.Count(), pend, err, h2.Types(sid)[kept:])
+	}
+	failed := lastOf[*messages.CompactionFailed](h2, sid)
+	if failed == nil || failed.Error.Type != messages.ErrAborted {
+		t.Fatalf("the interrupted compaction was not settled as aborted: %+v", failed)
+	}
+	h2.CheckReplay()
+}
+
+// crashedAt returns a harness over the store a process killed right after
+// committing the Session's first event of type typ would have left, and
+// how many events that store holds.
+func crashedAt(t *testing.T, h *actortest.Harness, sid messages.SessionID, typ string) (*actortest.Harness, int) {
+	t.Helper()
 	var kept []messages.Event
 	for _, ev := range h.Events(sid) {
 		kept = append(kept, ev)
-		if ev.Type == messages.TypeCompactionStarted {
+		if ev.Type == typ {
 			break
 		}
 	}
@@ -247,18 +265,171 @@ func TestManualCompactionInterruptedByACrash(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	h2 := actortest.New(t, actortest.Options{StorePath: path})
-	h2.Model.Default(script.Text("answer"))
-	h2.Prompt(sid, "two")
-	h2.WaitIdle(sid)
-	if pend, err := h2.Store.Pending(h2.Ctx(), sid); err != nil || len(pend) != 0 || h2.Model.Count() != 1 {
-		t.Fatalf("after the crash: %d requests, pending %+v (%v): %v", h2.Model.Count(), pend, err, h2.Types(sid)[len(kept):])
+	return actortest.New(t, actortest.Options{StorePath: path}), len(kept)
+}
+
+// TestAutomaticCompactionInterruptedByACrash: an automatic compaction a
+// dead process left running is settled as aborted by the next drain, not
+// shown running forever.
+func TestAutomaticCompactionInterruptedByACrash(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.AutoCompact, c.CompactionBuffer = true, 199990 }})
+	h.Model.Reply(script.Text("a1"))
+	h.Model.Reply(script.Text("## Objective\nx"))
+	h.Model.Reply(script.Text("a2"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	row := lastOf[*messages.CompactionStarted](h, sid)
+	if row == nil || row.Reason != messages.CompactionAuto {
+		t.Fatalf("no automatic compaction: %v", h.Types(sid))
 	}
-	failed := lastOf[*messages.CompactionFailed](h2, sid)
-	if failed == nil || failed.Error.Type != messages.ErrAborted {
-		t.Fatalf("the interrupted compaction was not settled as aborted: %+v", failed)
+	h2, kept := crashedAt(t, h, sid, messages.TypeCompactionStarted)
+	h2.Model.Default(script.Text("answer"))
+	h2.Prompt(sid, "three")
+	h2.WaitIdle(sid)
+	m, err := h2.Store.Message(h2.Ctx(), sid, row.InputID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Compaction.State != persistence.CompactionFailed || m.Compaction.Error.Type != messages.ErrAborted {
+		t.Fatalf("the dead process's compaction after a later drain: %+v; events %v", *m.Compaction, h2.Types(sid)[kept:])
 	}
 	h2.CheckReplay()
+}
+
+// TestManualCompactionAfterAnAutomaticOne: a manual compaction requested
+// during a continuation in which an automatic one then ran finishes last,
+// though its row sits earlier: later requests use its checkpoint, and the
+// steps between the two do not survive its boundary.
+func TestManualCompactionAfterAnAutomaticOne(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.AutoCompact, c.CompactionBuffer = true, 195000 }})
+	started, release := make(chan string, 1), make(chan struct{})
+	h.Tools.Add("slow", func(ctx context.Context, call locations.ToolCall) (string, error) {
+		out, err := blocking(started, release)(ctx, call)
+		return out + strings.Repeat("x", 40000), err
+	})
+	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	h.Model.Reply(script.Text("## Objective\nAUTO-SUMMARY"))
+	h.Model.Reply(script.Text("finished"))
+	h.Model.Reply(script.Text("## Objective\nMANUAL-SUMMARY"))
+	h.Model.Reply(script.Text("answer two"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	<-started
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	h.WaitIdle(sid)
+	var reasons []string
+	for _, ev := range h.Events(sid) {
+		if e, ok := ev.Data.(*messages.CompactionEnded); ok {
+			reasons = append(reasons, e.Reason)
+		}
+	}
+	if !slices.Equal(reasons, []string{messages.CompactionAuto, messages.CompactionManual}) {
+		t.Fatalf("compactions %v: %v", reasons, h.Types(sid))
+	}
+	if sys := h.Request(4).System[0]; !strings.Contains(sys, "AUTO-SUMMARY") {
+		t.Fatalf("the manual compaction did not update the automatic summary: %q", sys)
+	}
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	msgs := h.Request(5).Messages
+	if len(msgs) != 2 || !strings.Contains(msgs[0].Parts[0].Text, "MANUAL-SUMMARY") || userTexts(h.Request(5))[1] != "two" {
+		t.Fatalf("the request after the manual compaction: %+v", msgs)
+	}
+	h.CheckReplay()
+}
+
+// TestManualCompactionAdmittedDuringAnOverflowOne: the overflow
+// compaction's own outcome decides the retry, not the newest compaction
+// row, which a manual request admitted meanwhile adds.
+func TestManualCompactionAdmittedDuringAnOverflowOne(t *testing.T) {
+	h := actortest.New(t)
+	g := script.NewGate()
+	h.Model.Reply(script.Text("earlier"))
+	h.Model.Reply(script.Fail(&llm.Error{Type: messages.ErrProviderContextOverflow, Message: "too long"}))
+	h.Model.Reply(script.Text("## Objective\n"), script.Hold(g), script.Text("summary"))
+	h.Model.Default(script.Text("fits now"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	h.Prompt(sid, "two")
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	g.Release()
+	h.WaitIdle(sid)
+	if f := lastOf[*messages.ExecutionFailed](h, sid); f != nil {
+		t.Fatalf("the step failed after its overflow compaction completed: %+v\n%v", f, h.Types(sid))
+	}
+	// The retried attempt answered, and the manual barrier ran after it.
+	if m := lastOf[*messages.CompactionEnded](h, sid); m == nil || m.Reason != messages.CompactionManual || count(h, sid, messages.TypeStepEnded) != 2 {
+		t.Fatalf("events %v", h.Types(sid))
+	}
+	if pend, err := h.Store.Pending(h.Ctx(), sid); err != nil || len(pend) != 0 {
+		t.Fatalf("pending after idle: %+v %v", pend, err)
+	}
+	h.CheckReplay()
+}
+
+// TestNoAutomaticCompactionWithoutNewSteps: right after a compaction no
+// complete step is left to fold, so an over-budget request does not
+// compact again.
+func TestNoAutomaticCompactionWithoutNewSteps(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.AutoCompact, c.CompactionBuffer = true, 199990 }})
+	h.Model.Reply(script.Text("a1"))
+	h.Model.Reply(script.Text("## Objective\nmanual"))
+	h.Model.Default(script.Text("## Objective\nagain"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	if n := count(h, sid, messages.TypeCompactionEnded); n != 1 {
+		t.Fatalf("%d compactions: %v", n, h.Types(sid))
+	}
+	// The next turn has a complete step after the boundary, and compacts.
+	h.Prompt(sid, "three")
+	h.WaitIdle(sid)
+	if n := count(h, sid, messages.TypeCompactionEnded); n != 2 {
+		t.Fatalf("%d compactions: %v", n, h.Types(sid))
+	}
+	h.CheckReplay()
+}
+
+// TestManualCompactionCarriesNoEarlierPrompt: a turn that failed before a
+// manual compaction is the summary's; its prompt does not reappear after
+// the checkpoint as if unanswered.
+func TestManualCompactionCarriesNoEarlierPrompt(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Text("partial"), script.Fail(&llm.Error{Type: messages.ErrProviderUnknown, Message: "boom"}))
+	h.Model.Reply(script.Text("## Objective\nsummary"))
+	h.Model.Reply(script.Text("answer two"))
+	sid := h.Session()
+	h.Prompt(sid, "delete the old branch")
+	h.WaitIdle(sid)
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	got := userTexts(h.Request(3))
+	if len(got) != 2 || !strings.HasPrefix(got[0], "<summary>") || got[1] != "two" {
+		t.Fatalf("user messages after the manual compaction: %q", got)
+	}
+	h.CheckReplay()
 }
 
 // commitRecorder records the payload types of each commit.

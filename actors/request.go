@@ -276,33 +276,30 @@ func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lower
 	if cache == nil {
 		cache = &lowered{}
 	}
-	start := 0
-	var checkpoint *persistence.Compaction
-	for i, m := range msgs {
-		if m.Compaction != nil && m.Compaction.State == persistence.CompactionCompleted {
-			start, checkpoint = i+1, m.Compaction
-		}
-	}
-	// The summary covers everything before the compaction started; a
-	// manual one's row sits earlier, at its admission, and the steps in
-	// between must not survive the boundary natively.
-	for checkpoint != nil && start < len(msgs) && msgs[start].Seq < checkpoint.StartedSeq {
-		start++
-	}
-	// Prompts not yet answered when the compaction started (an automatic
-	// one runs after its step promoted them, an overflow one after the
-	// attempt that failed) stay after the checkpoint as they are: the
-	// summary holds their text, but not their attachments.
+	checkpoint, start := activeCheckpoint(msgs)
+	// Prompts not yet answered when the compaction started stay after the
+	// checkpoint as they are: the summary holds their text, but not their
+	// attachments. An automatic compaction runs after its step promoted
+	// them; an overflow one after the attempt that failed, which is
+	// skipped. A manual one runs once every promoted prompt was answered,
+	// and carries none: the prompts of earlier turns, failed ones
+	// included, are the summary's.
 	var carried []int
-	for i := start - 1; checkpoint != nil && i >= 0; i-- {
-		m := &msgs[i]
-		if m.Compaction == checkpoint || (m.Role == persistence.RoleAssistant && m.Error != nil) {
-			continue
+	if checkpoint != nil && checkpoint.Reason != messages.CompactionManual {
+		skipFailed := checkpoint.Reason == messages.CompactionOverflow
+	walk:
+		for i := start - 1; i >= 0; i-- {
+			m := &msgs[i]
+			switch {
+			case m.Compaction != nil:
+			case skipFailed && m.Role == persistence.RoleAssistant && m.Error != nil:
+				skipFailed = false
+			case m.Role == persistence.RoleUser:
+				carried = append(carried, i)
+			default:
+				break walk
+			}
 		}
-		if m.Role != persistence.RoleUser {
-			break
-		}
-		carried = append(carried, i)
 	}
 	slices.Reverse(carried)
 	cache.update(msgs, model)
@@ -331,6 +328,40 @@ func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lower
 		out = append(out, l...)
 	}
 	return out
+}
+
+// activeCheckpoint returns the checkpoint history is lowered from, the
+// completed compaction that started last, and the index of the first
+// message after its boundary (nil and 0 when no compaction completed).
+// Compactions run one at a time, so it is also the one that ended last;
+// it is not always the newest row: a manual compaction's row sits at its
+// admission, and an automatic one may run between its admission and its
+// start. The summary covers everything before the start, so the messages
+// in between do not survive the boundary either.
+func activeCheckpoint(msgs []persistence.Message) (*persistence.Compaction, int) {
+	var ck *persistence.Compaction
+	at, from := -1, int64(-1)
+	for i := range msgs {
+		c := msgs[i].Compaction
+		if c == nil || c.State != persistence.CompactionCompleted {
+			continue
+		}
+		started := c.StartedSeq
+		if started == 0 { // a row stored before StartedSeq existed
+			started = msgs[i].Seq
+		}
+		if started > from {
+			ck, at, from = c, i, started
+		}
+	}
+	if ck == nil {
+		return nil, 0
+	}
+	start := at + 1
+	for start < len(msgs) && msgs[start].Seq < from {
+		start++
+	}
+	return ck, start
 }
 
 // lowered caches the lowered form of each history message for as long as

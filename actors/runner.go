@@ -255,6 +255,11 @@ func (r *runner) drain(ctx context.Context, force bool) error {
 		if len(pending) == 0 && !continuation && !force {
 			return nil
 		}
+		if first {
+			if err := r.failInterruptedCompactions(ctx); err != nil {
+				return err
+			}
+		}
 		if err := r.prepareInstructions(ctx); err != nil {
 			return err
 		}
@@ -268,7 +273,7 @@ func (r *runner) drain(ctx context.Context, force bool) error {
 		// A pending compaction runs before the Session would otherwise
 		// become idle, and blocks every unpromoted prompt until settled.
 		if barrier != nil && !continuation {
-			if err := r.compact(ctx, sess, agent, messages.CompactionManual, barrier.ID); err != nil {
+			if _, err := r.compact(ctx, sess, agent, messages.CompactionManual, barrier.ID); err != nil {
 				return err
 			}
 			continue
@@ -420,10 +425,7 @@ func (r *runner) step(ctx context.Context, sess persistence.Session, agent locat
 				// One overflow-triggered compaction, then the same logical
 				// step with one remaining physical attempt.
 				overflowCompacted = true
-				if err := r.compact(ctx, sess, agent, messages.CompactionOverflow, r.ids.Message()); err != nil {
-					return false, err
-				}
-				if ok, err := r.lastCompactionCompleted(ctx); err != nil || !ok {
+				if ok, err := r.compact(ctx, sess, agent, messages.CompactionOverflow, r.ids.Message()); err != nil || !ok {
 					return false, firstErr(err, e.Typed())
 				}
 				// The retried attempt answers after the compaction boundary, so it
