@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/actors/actortest"
@@ -150,6 +151,41 @@ func TestInstructionsBaselineAndUpdate(t *testing.T) {
 	cp, ok, err := h.Store.Checkpoint(h.Ctx(), sid)
 	if err != nil || !ok || !strings.Contains(cp.Applied["agents"], "Use spaces.") {
 		t.Fatalf("applied not advanced: %+v %v", cp, err)
+	}
+	h.CheckReplay()
+}
+
+// TestRetryAttemptPreparesInstructions: a retried attempt is a step of its
+// own, and observes instructions that changed during its backoff.
+func TestRetryAttemptPreparesInstructions(t *testing.T) {
+	dir := t.TempDir()
+	agents := filepath.Join(dir, "AGENTS.md")
+	if err := os.WriteFile(agents, []byte("Use tabs."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Dir: dir, Getenv: func(string) string { return "" }}})
+	h.Dir = dir
+	h.Model.Reply(script.Fail(rateLimit(0)))
+	h.Model.Reply(script.Text("ok"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	if err := h.Clock.BlockUntil(h.Ctx(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(agents, []byte("Use spaces."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.Clock.Advance(2 * time.Second)
+	h.WaitIdle(sid)
+	evs := h.Events(sid)
+	typeAt := func(typ string) int { return slices.IndexFunc(evs, func(ev messages.Event) bool { return ev.Type == typ }) }
+	if u, r := typeAt(messages.TypeInstructionsUpdated), typeAt(messages.TypeRetryScheduled); r < 0 || u < r {
+		t.Fatalf("no update after the retry was scheduled: %v", h.Types(sid))
+	}
+	msgs := h.Request(2).Messages
+	last := msgs[len(msgs)-1]
+	if last.Role != llm.RoleSystem || !strings.Contains(last.Parts[0].Text, "Use spaces.") {
+		t.Fatalf("the retried attempt did not see the change: %+v", msgs)
 	}
 	h.CheckReplay()
 }

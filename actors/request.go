@@ -458,12 +458,37 @@ func estimateTokens(req llm.Request) int {
 	for _, m := range req.Messages {
 		for _, p := range m.Parts {
 			n += len(p.Text) + len(p.Output) + len(p.Input)
+			if p.File != nil {
+				n += fileChars(p.File)
+			}
 		}
 	}
 	for _, t := range req.Tools {
 		n += len(t.Description) + len(t.InputSchema)
 	}
 	return n/4 + 1
+}
+
+// imageChars is what an image counts in the estimate: providers bill an
+// image by its pixels, capped around 1,600 tokens, not by its bytes.
+const imageChars = 1600 * 4
+
+// fileChars is an attachment's share of the estimate, in characters: an
+// image counts imageChars; another inline file (a PDF, text) its decoded
+// size, whose text the provider extracts; a file by reference, whose size
+// is unknown here, counts as an image.
+func fileChars(f *messages.File) int {
+	data, inline := strings.CutPrefix(f.URL, "data:")
+	if strings.HasPrefix(f.Mime, "image/") || !inline {
+		return imageChars
+	}
+	if _, payload, ok := strings.Cut(data, ","); ok {
+		if strings.Contains(data[:len(data)-len(payload)], ";base64") {
+			return len(payload) * 3 / 4
+		}
+		return len(payload)
+	}
+	return 0
 }
 
 // summaryHeadings is the fixed heading order of a compaction summary.

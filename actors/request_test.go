@@ -1,10 +1,13 @@
 package actors
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
+	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
 )
@@ -64,5 +67,31 @@ func TestLoweredCacheMatchesFreshLowering(t *testing.T) {
 	// the checkpoint as it is, attachments and all.
 	if got := lowerWith(hist, a, &c); len(got) != 4 || got[0].Parts[0].Text != "<summary>\nsum\n</summary>" || got[1].Parts[0].Text != "more" {
 		t.Fatalf("compaction checkpoint not first, then the unanswered prompt: %+v", got)
+	}
+}
+
+// TestEstimateCountsAttachments: the compaction estimate counts what an
+// attachment adds to the request, an image at a provider's cost, an
+// inline document at its decoded size.
+func TestEstimateCountsAttachments(t *testing.T) {
+	text := llm.Part{Kind: llm.PartText, Text: "read this"}
+	with := func(f messages.File) int {
+		return estimateTokens(llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{text, {Kind: llm.PartFile, File: &f}}}}})
+	}
+	base := estimateTokens(llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{text}}}})
+	pdf := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("%PDF page text ", 70000))) // 1,050,000 bytes
+	for _, tc := range []struct {
+		name string
+		file messages.File
+		want int
+	}{
+		{"inline pdf", messages.File{Mime: "application/pdf", URL: "data:application/pdf;base64," + pdf}, 1050000 / 4},
+		{"inline text", messages.File{Mime: "text/plain", URL: "data:text/plain," + strings.Repeat("a", 4000)}, 1000},
+		{"inline image", messages.File{Mime: "image/png", URL: "data:image/png;base64," + pdf}, 1600},
+		{"remote file", messages.File{Mime: "application/pdf", URL: "https://example.com/spec.pdf"}, 1600},
+	} {
+		if got := with(tc.file) - base; got < tc.want-1 || got > tc.want+1 {
+			t.Errorf("%s adds %d tokens, want about %d", tc.name, got, tc.want)
+		}
 	}
 }
