@@ -178,7 +178,9 @@ func TestRetryAttemptPreparesInstructions(t *testing.T) {
 	h.Clock.Advance(2 * time.Second)
 	h.WaitIdle(sid)
 	evs := h.Events(sid)
-	typeAt := func(typ string) int { return slices.IndexFunc(evs, func(ev messages.Event) bool { return ev.Type == typ }) }
+	typeAt := func(typ string) int {
+		return slices.IndexFunc(evs, func(ev messages.Event) bool { return ev.Type == typ })
+	}
 	if u, r := typeAt(messages.TypeInstructionsUpdated), typeAt(messages.TypeRetryScheduled); r < 0 || u < r {
 		t.Fatalf("no update after the retry was scheduled: %v", h.Types(sid))
 	}
