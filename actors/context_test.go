@@ -23,7 +23,8 @@ func TestSelectionAppliesAtNextStep(t *testing.T) {
 	h := actortest.New(t)
 	started, release := make(chan string, 1), make(chan struct{})
 	h.Tools.Add("slow", blocking(started, release))
-	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	h.Model.Reply(script.Reasoning("pondering").WithMetadata(`{"signature":"r"}`), script.Text("calling").WithMetadata(`{"id":"t"}`),
+		script.ToolCall("c1", "slow", `{}`).WithMetadata(`{"id":"c"}`))
 	h.Model.Reply(script.Text("done"))
 	sid := h.Session()
 	h.Prompt(sid, "go")
@@ -43,13 +44,22 @@ func TestSelectionAppliesAtNextStep(t *testing.T) {
 	if first.Model.ID != "demo" || second.Model.ID != "other" || second.System[0] != "You plan." {
 		t.Fatalf("models %s -> %s, system %q", first.Model.ID, second.Model.ID, second.System[0])
 	}
-	// The model switch suppresses provider-native replay of the first step.
+	// The model switch suppresses provider-native replay of the first step:
+	// no metadata on its reasoning, text or call, and its reasoning is
+	// ordinary text.
+	var texts []string
 	for _, m := range second.Messages {
 		for _, p := range m.Parts {
-			if p.ProviderMetadata != nil {
-				t.Fatalf("provider metadata replayed across a model switch: %+v", p)
+			if p.ProviderMetadata != nil || p.Kind == llm.PartReasoning {
+				t.Fatalf("provider-native state replayed across a model switch: %+v", p)
+			}
+			if m.Role == llm.RoleAssistant && p.Kind == llm.PartText {
+				texts = append(texts, p.Text)
 			}
 		}
+	}
+	if !slices.Equal(texts, []string{"pondering", "calling"}) {
+		t.Fatalf("assistant text after the switch %q", texts)
 	}
 	h.CheckReplay()
 }

@@ -513,19 +513,34 @@ func TestRetryExhaustion(t *testing.T) {
 }
 
 func TestNoRetryAfterDurableOutput(t *testing.T) {
-	h := actortest.New(t)
-	h.Model.Reply(script.PartialText("partial"), script.Fail(&llm.Error{Type: messages.ErrProviderTransport, Message: "reset"}))
-	sid := h.Session()
-	h.Prompt(sid, "go")
-	h.WaitIdle(sid)
-	if h.Model.Count() != 1 || len(retryAts(h, sid)) != 0 {
-		t.Fatalf("retried after durable output: %v", h.Types(sid))
+	reset := script.Fail(&llm.Error{Type: messages.ErrProviderTransport, Message: "reset"})
+	for _, tc := range []struct {
+		name   string
+		output script.Step
+	}{
+		{"text", script.PartialText("partial")},
+		{"reasoning", script.Reasoning("thinking")},
+		{"tool input and call", script.ToolCall("c1", "nope", `{}`)},
+		{"tool call alone", script.Event(llm.Event{Kind: llm.ToolCall, CallID: "c1", Name: "nope", Input: []byte(`{}`)})},
+		{"hosted call", script.Event(llm.Event{Kind: llm.ToolCall, CallID: "h1", Name: "web_search", Input: []byte(`{}`), Executed: true})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := actortest.New(t)
+			h.Model.Reply(tc.output, reset)
+			h.Model.Default(script.Text("retried"))
+			sid := h.Session()
+			h.Prompt(sid, "go")
+			h.WaitIdle(sid)
+			if h.Model.Count() != 1 || len(retryAts(h, sid)) != 0 {
+				t.Fatalf("retried after durable output: %v", h.Types(sid))
+			}
+			m := lastAssistant(t, h, sid)
+			if len(m.Parts) == 0 || m.Error.Type != messages.ErrProviderTransport {
+				t.Fatalf("the output must stay visible: %+v", m)
+			}
+			h.CheckReplay()
+		})
 	}
-	m := lastAssistant(t, h, sid)
-	if m.Parts[0].Text != "partial" || m.Error.Type != messages.ErrProviderTransport {
-		t.Fatalf("partial text must stay visible: %+v", m)
-	}
-	h.CheckReplay()
 }
 
 func TestRetriesConsumeAllowance(t *testing.T) {

@@ -448,6 +448,10 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 	e := newHarnessEnv(t, nil)
 	e.do("GET", "/api/nope", nil).wantError(t, http.StatusNotFound, messages.ErrNotFound)
 	e.do("GET", "/", nil).wantError(t, http.StatusNotFound, messages.ErrNotFound)
+	// The dedicated init route is gone (SEED.md): initialization is part
+	// of the first drain.
+	sid := e.createSession()
+	e.do("POST", "/api/session/"+string(sid)+"/init", nil).wantError(t, http.StatusNotFound, messages.ErrNotFound)
 	r := e.do("DELETE", "/api/session", nil)
 	r.wantError(t, http.StatusMethodNotAllowed, errMethodNotAllowed)
 	if allow := r.header.Get("Allow"); allow != "GET, HEAD, POST" {
