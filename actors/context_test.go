@@ -2,11 +2,13 @@ package actors_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -198,6 +200,57 @@ func TestRetryAttemptPreparesInstructions(t *testing.T) {
 	last := msgs[len(msgs)-1]
 	if last.Role != llm.RoleSystem || !strings.Contains(last.Parts[0].Text, "Use spaces.") {
 		t.Fatalf("the retried attempt did not see the change: %+v", msgs)
+	}
+	h.CheckReplay()
+}
+
+// switchSource is an instruction source that can be made unavailable.
+type switchSource struct {
+	key  string
+	down atomic.Bool
+}
+
+func (s *switchSource) Key() string { return s.key }
+
+func (s *switchSource) Observe(context.Context) (locations.Observation, error) {
+	if s.down.Load() {
+		return locations.Unavailable(errors.New("skills directory unreadable")), nil
+	}
+	return locations.Available("Skill: deploy."), nil
+}
+
+// TestUnavailableSourceAtFirstObservation: with a source unavailable, no
+// baseline exists and none can be made complete, so the model is not
+// called and the prompt stays pending; the busy period fails with the
+// instructions error, so a client sees why. Once the source is back, the
+// next wake baselines and answers the same prompt.
+func TestUnavailableSourceAtFirstObservation(t *testing.T) {
+	skills := &switchSource{key: locations.SourceSkills}
+	skills.down.Store(true)
+	dir := t.TempDir()
+	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Dir: dir, Skills: skills}})
+	h.Dir = dir
+	h.Model.Default(script.Text("ok"))
+	sid := h.Session()
+	admitted := h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	if h.Model.Count() != 0 || count(h, sid, messages.TypeInstructionsBaselined) != 0 {
+		t.Fatalf("ran without a complete baseline: %v", h.Types(sid))
+	}
+	f := lastOf[*messages.ExecutionFailed](h, sid)
+	if f == nil || f.Error.Type != messages.ErrInstructions || !strings.Contains(f.Error.Message, locations.SourceSkills) {
+		t.Fatalf("busy period %+v: %v", f, h.Types(sid))
+	}
+	if pend, err := h.Store.Pending(h.Ctx(), sid); err != nil || len(pend) != 1 || pend[0].ID != admitted.ID {
+		t.Fatalf("pending %+v %v", pend, err)
+	}
+	skills.down.Store(false)
+	if err := h.Runtime.Wake(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	if h.Model.Count() != 1 || !slices.ContainsFunc(h.Request(1).System, func(s string) bool { return strings.Contains(s, "Skill: deploy.") }) {
+		t.Fatalf("after the source came back: %d requests, %v", h.Model.Count(), h.Types(sid))
 	}
 	h.CheckReplay()
 }

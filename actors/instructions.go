@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/messages"
@@ -43,7 +44,9 @@ func (r *runner) prepareInstructions(ctx context.Context) error {
 	}
 	d := locations.Reconcile(cpp, obs)
 	if d.Kind == locations.DecisionBlocked {
-		return d.Err
+		// The prompt stays pending; the busy period is recorded, so that
+		// its execution.failed tells clients why nothing answers it.
+		return errors.Join(d.Err, r.begin(ctx))
 	}
 	switch d.Kind {
 	case locations.DecisionBaseline:

@@ -123,6 +123,19 @@ func (r *runner) append(ctx context.Context, ps ...messages.Payload) ([]messages
 	return r.commitLocked(ctx, ps...)
 }
 
+// begin commits the busy period's session.execution.started.1 when
+// nothing has yet, for a drain that stops with an error before its first
+// other commit: its terminal then says why.
+func (r *runner) begin(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return nil
+	}
+	_, err := r.commitLocked(ctx, &messages.ExecutionStarted{SessionID: r.sid})
+	return err
+}
+
 func (r *runner) commitLocked(ctx context.Context, ps ...messages.Payload) ([]messages.Event, error) {
 	if len(r.buf) > 0 {
 		ps = append(r.buf, ps...)
@@ -139,7 +152,7 @@ func (r *runner) commitLocked(ctx context.Context, ps ...messages.Payload) ([]me
 		return nil, nil
 	}
 	shift := 0
-	if !r.started {
+	if _, begins := ps[0].(*messages.ExecutionStarted); !r.started && !begins {
 		ps = append([]messages.Payload{&messages.ExecutionStarted{SessionID: r.sid}}, ps...)
 		shift = 1
 	}
