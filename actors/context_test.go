@@ -582,6 +582,48 @@ func TestCompactionRebaselinesInTheSameCommit(t *testing.T) {
 	t.Fatalf("no compaction ended: %v", rec.commits)
 }
 
+// TestRebaselineRestatesWhatWasApplied: the baseline a compaction writes
+// renders the current sources, and one unavailable at that moment is
+// restated from the value last applied instead of dropped.
+func TestRebaselineRestatesWhatWasApplied(t *testing.T) {
+	dir := t.TempDir()
+	agents := filepath.Join(dir, "AGENTS.md")
+	if err := os.WriteFile(agents, []byte("Use tabs."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	skills := &switchSource{key: locations.SourceSkills}
+	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Dir: dir, Skills: skills,
+		Getenv: func(string) string { return "" }}})
+	h.Dir = dir
+	h.Model.Reply(script.Text("a1"))
+	h.Model.Reply(script.Text("## Objective\nx"))
+	h.Model.Reply(script.Text("a2"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	if err := os.WriteFile(agents, []byte("Use spaces."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	skills.down.Store(true)
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	req := h.Request(3)
+	sys := strings.Join(req.System, "\n")
+	if !strings.Contains(sys, "Use spaces.") || strings.Contains(sys, "Use tabs.") || !strings.Contains(sys, "Skill: deploy.") {
+		t.Fatalf("the baseline after the compaction: %q", req.System)
+	}
+	for _, m := range req.Messages {
+		if m.Role == llm.RoleSystem {
+			t.Fatalf("a chronological update survived the rebaseline: %+v", req.Messages)
+		}
+	}
+	h.CheckReplay()
+}
+
 // TestManualCompactionDuringContinuation checks that the steps run between
 // a manual compaction's admission (where its row sits) and its start, which
 // its summary covers, do not survive the boundary as provider-native
