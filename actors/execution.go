@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"runtime/debug"
 	"strconv"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -43,15 +42,7 @@ func (e *execution) Receive(ctx actor.Context) {
 	// A panic here (a Locations factory or a Store bug) must not restart
 	// this actor: a restart stops every Session actor beneath it while
 	// their drains run on. The command fails instead.
-	defer func() {
-		if p := recover(); p != nil {
-			err := messages.Errorf(messages.ErrInternal, "actors: %T: panic: %v", ctx.Message(), p)
-			e.rt.cfg.Logger.Error().Err(err).Str("stack", string(debug.Stack())).Msg("command panicked")
-			if ctx.Sender() != nil {
-				ctx.Respond(&messages.ErrorReply{Error: *err})
-			}
-		}
-	}()
+	defer e.rt.recoverCommand(ctx)
 	switch msg := ctx.Message().(type) {
 	case *actor.Stopped:
 		close(e.rt.execStopped)

@@ -19,3 +19,13 @@ func MirrorChecks() (int64, string) {
 
 // Closing reports whether Shutdown has begun.
 func (rt *Runtime) Closing() bool { return rt.closing.Load() }
+
+// SetSessionFault makes every Session actor call f with each message it
+// receives (nil: none), so a test can make the actor panic.
+func SetSessionFault(f func(msg any)) {
+	if f == nil {
+		sessionFault.Store(nil)
+		return
+	}
+	sessionFault.Store(&f)
+}

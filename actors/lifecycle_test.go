@@ -350,3 +350,49 @@ func TestUnbuildableLocationIsIdle(t *testing.T) {
 		t.Errorf("wake: %v, want invalid", err)
 	}
 }
+
+// TestSessionActorPanicKeepsItsDrain: a command that panics in a Session
+// actor fails alone. Restarted, the actor would lose its running drain: an
+// interrupt would answer at once while the drain ran on, and its end would
+// leave the Session unable to run again.
+func TestSessionActorPanicKeepsItsDrain(t *testing.T) {
+	h := actortest.New(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	h.Tools.Add("slow", func(ctx context.Context, _ locations.ToolCall) (string, error) {
+		close(started)
+		select {
+		case <-release:
+			return "done", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+	defer close(release)
+	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	h.Model.Default(script.Text("ok"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	<-started
+	actors.SetSessionFault(func(msg any) {
+		if _, ok := msg.(*messages.Wait); ok {
+			panic("session bug")
+		}
+	})
+	err := h.Runtime.Wait(h.Ctx(), sid)
+	actors.SetSessionFault(nil)
+	if messages.TypeOf(err) != messages.ErrInternal || !strings.Contains(err.Error(), "session bug") {
+		t.Fatalf("wait on the panicking actor: %v", err)
+	}
+	if err := h.Runtime.Interrupt(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	if r := lastOf[*messages.ExecutionInterrupted](h, sid); r == nil || r.Reason != messages.ReasonUser {
+		t.Fatalf("interrupt answered before the drain ended: %v", h.Types(sid))
+	}
+	h.Prompt(sid, "again")
+	h.WaitIdle(sid)
+	if h.Model.Count() != 2 || len(h.Runtime.Active()) != 0 {
+		t.Fatalf("after the panic: %d requests, active %v: %v", h.Model.Count(), h.Runtime.Active(), h.Types(sid))
+	}
+	h.CheckReplay()
+}

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"runtime/debug"
 	"strconv"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -44,15 +43,7 @@ func (l *location) Receive(ctx actor.Context) {
 	// A panic here (a Locations factory or a Store bug) must not restart
 	// this actor: a restart stops every Session actor beneath it while
 	// their drains run on. The command fails instead.
-	defer func() {
-		if p := recover(); p != nil {
-			err := messages.Errorf(messages.ErrInternal, "actors: %T: panic: %v", ctx.Message(), p)
-			l.rt.cfg.Logger.Error().Err(err).Str("stack", string(debug.Stack())).Msg("command panicked")
-			if ctx.Sender() != nil {
-				ctx.Respond(&messages.ErrorReply{Error: *err})
-			}
-		}
-	}()
+	defer l.rt.recoverCommand(ctx)
 	switch msg := ctx.Message().(type) {
 	case *sessionIdle:
 		c, ok := l.sessions[msg.sid]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -435,4 +436,19 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 		rt.system.Shutdown()
 	})
 	return err
+}
+
+// recoverCommand, deferred by the Receive of the router, Location and
+// Session actors, turns a panic into a failed command (logged, and
+// answered with an internal error when the sender waits) instead of a
+// supervisor restart: a restart stops or rebuilds actors whose drains
+// run on, out of reach of interrupts.
+func (rt *Runtime) recoverCommand(ctx actor.Context) {
+	if p := recover(); p != nil {
+		err := messages.Errorf(messages.ErrInternal, "actors: %T: panic: %v", ctx.Message(), p)
+		rt.cfg.Logger.Error().Err(err).Str("stack", string(debug.Stack())).Msg("command panicked")
+		if ctx.Sender() != nil {
+			ctx.Respond(&messages.ErrorReply{Error: *err})
+		}
+	}
 }

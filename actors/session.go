@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -45,8 +46,19 @@ func newSession(rt *Runtime, svc *locations.Services, sid messages.SessionID) *s
 	return &session{rt: rt, svc: svc, sid: sid}
 }
 
+// sessionFault, when a test sets it, sees each message a Session actor
+// receives before it is handled, and may panic to stand in for a bug.
+var sessionFault atomic.Pointer[func(any)]
+
 // Receive implements actor.Actor.
 func (s *session) Receive(ctx actor.Context) {
+	// A restart would build a new coordinator beside a drain still running
+	// for the old one: nothing could interrupt it, and its end would leave
+	// the new coordinator closing for good.
+	defer s.rt.recoverCommand(ctx)
+	if f := sessionFault.Load(); f != nil {
+		(*f)(ctx.Message())
+	}
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		s.rt.live.Add(1)
