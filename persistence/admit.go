@@ -107,6 +107,11 @@ func (s *Bolt) Admit(ctx context.Context, req Admission) (Admitted, bool, error)
 	if err := s.validatePrompt(req.Prompt, req.Delivery); err != nil {
 		return Admitted{}, false, err
 	}
+	if len(req.Prompt.Files) == 0 {
+		// As stored (the encoding omits an empty list), so the first
+		// receipt equals a retry's, which is read back.
+		req.Prompt.Files = nil
+	}
 	var out Admitted
 	var done bool
 	if supplied {

@@ -11,7 +11,13 @@
 //     projector error rolls the whole Append back.
 //   - Projections are a pure function of the log: replaying every event into
 //     an empty store reproduces them byte for byte (Restore, tested for every
-//     event type).
+//     event type). Two buckets are not projections but state kept beside the
+//     logs, written by their own operations, and a store rebuilt from its
+//     logs must copy them: instruction entries (an instruction source, like
+//     AGENTS.md files on disk; their changes reach the log as
+//     session.instructions.updated.1 when observed) and saved approvals
+//     (per project, not per Session, so no Session's log could hold them).
+//     DESIGN.md §4 lists both among the projections; no event carries them.
 //   - Message IDs are unique across all Sessions (the global ids bucket),
 //     whether they name inbox inputs, assistant, system or compaction rows.
 //   - Values returned by the store are copies; bbolt and memtable memory

@@ -154,10 +154,19 @@ func testAdmitIdempotent(t *testing.T, open Factory) {
 	if !reflect.DeepEqual(a, b) {
 		t.Fatalf("exact reuse receipts differ:\n%+v\n%+v", a, b)
 	}
+	// An empty attachment list is no attachments, on the first receipt too.
+	noFiles := persistence.Admission{ID: "msg_nofiles", SessionID: sid, Prompt: messages.Prompt{Text: "x", Files: []messages.File{}}}
+	c, _, err := st.Admit(ctx, noFiles)
+	must(t, err)
+	d, _, err := st.Admit(ctx, noFiles)
+	must(t, err)
+	if !reflect.DeepEqual(c, d) {
+		t.Fatalf("exact reuse receipts differ:\n%#v\n%#v", c.Prompt, d.Prompt)
+	}
 	w, err := st.Watermark(ctx, sid)
 	must(t, err)
-	if w != 2 {
-		t.Fatalf("watermark %d after two admissions and a retry, want 2", w)
+	if w != 3 {
+		t.Fatalf("watermark %d after three admissions and two retries, want 3", w)
 	}
 	// The facade schedules a wake on every exact retry unless resume=false.
 	no := false
