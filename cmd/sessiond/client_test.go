@@ -8,7 +8,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -338,5 +341,46 @@ func TestPrintJSON(t *testing.T) {
 	}
 	if err := a.printJSON([]byte(`{"other": 1}`), "data"); err == nil {
 		t.Fatal("a body without data printed")
+	}
+}
+
+// TestURLAddr: a URL names the daemon for clients, which still take the
+// configuration's token with it; run, which dials nothing, ignores it;
+// serve, which listens, refuses it.
+func TestURLAddr(t *testing.T) {
+	var mu sync.Mutex
+	var auth []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		_, _ = w.Write([]byte(`{"data":{}}`))
+	}))
+	defer srv.Close()
+	data := t.TempDir()
+	file := filepath.Join(data, ConfigFileName)
+	if err := os.WriteFile(file, []byte(`{"token": "s3cret"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"SESSIOND_DATA": data}
+	for _, args := range [][]string{
+		{"active", "--addr", srv.Listener.Addr().String()},
+		{"active", "--addr", srv.URL},
+		{"active", "--addr", srv.URL, "--config", file},
+	} {
+		if code, _, errOut := runApp(t, env, args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+	if !slices.Equal(auth, []string{"Bearer s3cret", "Bearer s3cret", "Bearer s3cret"}) {
+		t.Fatalf("Authorization headers %q", auth)
+	}
+	urlEnv := map[string]string{"SESSIOND_DATA": t.TempDir(), "SESSIOND_ADDR": "https://sd.example"}
+	if code, _, errOut := runApp(t, urlEnv, "run", "--yes", "--dir", t.TempDir(), "hello"); code != 0 {
+		t.Fatalf("run with a URL in SESSIOND_ADDR: exit %d: %s", code, errOut)
+	}
+	code, _, errOut := runApp(t, urlEnv, "serve")
+	if code == 0 || !strings.Contains(errOut, `addr: "https://sd.example": want host:port to listen on`) {
+		t.Fatalf("serve with a URL address: exit %d: %s", code, errOut)
 	}
 }

@@ -488,8 +488,24 @@ func (c *Config) validate() error {
 	return c.Limits.fill(d.Limits)
 }
 
-// checkAddr checks a listen address.
+// checkAddr checks addr as the daemon's address: a listen address
+// host:port, or (for clients only, see checkListen) an http(s) URL.
 func checkAddr(addr string) error {
+	if strings.Contains(addr, "://") {
+		u, err := url.Parse(addr)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fieldErrorf("addr", "%q: want host:port or an http(s) URL", addr)
+		}
+		return nil
+	}
+	return checkListen(addr)
+}
+
+// checkListen checks a listen address.
+func checkListen(addr string) error {
+	if strings.Contains(addr, "://") {
+		return fieldErrorf("addr", "%q: want host:port to listen on, not a URL", addr)
+	}
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fieldErrorf("addr", "%q: want host:port", addr)

@@ -318,6 +318,8 @@ func TestLoadConfigErrors(t *testing.T) {
 			`addr: "localhost:http": want a port number from 0 to 65535`},
 		{"port out of range", `{"addr": ":65536"}`, nil,
 			`addr: ":65536": want a port number from 0 to 65535`},
+		{"URL of another scheme", `{"addr": "ftp://sd.example"}`, nil,
+			`addr: "ftp://sd.example": want host:port or an http(s) URL`},
 		{"token with a space", `{"token": "a b"}`, nil,
 			"token: use printable ASCII without spaces"},
 		{"empty root", `{"roots": ["/a", ""]}`, nil,

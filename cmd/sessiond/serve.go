@@ -54,6 +54,11 @@ func runServe(ctx context.Context, a *app, c *command, args []string) int {
 		return a.usageError(c, "%v", err)
 	}
 	cfg, err := sf.load(a, overrides{"SESSIOND_ADDR": *addr, "SESSIOND_TOKEN": *token})
+	if err == nil {
+		// A URL names the daemon for clients; the daemon listens on
+		// host:port.
+		err = checkListen(cfg.Addr)
+	}
 	if err != nil {
 		return a.fail(c, err)
 	}
