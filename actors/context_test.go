@@ -167,9 +167,12 @@ func TestInstructionsBaselineAndUpdate(t *testing.T) {
 	h.CheckReplay()
 }
 
-// TestRetryAttemptPreparesInstructions: a retried attempt is a step of its
-// own, and observes instructions that changed during its backoff.
-func TestRetryAttemptPreparesInstructions(t *testing.T) {
+// TestRetryObservesInstructionsAtTheNextBoundary: instructions are
+// observed at step boundaries, before promotion. A retried attempt is the
+// same logical step, reusing its assistant message (whose row keeps its
+// place), so a change during its backoff is observed at the boundary after
+// it, and history stays chronological: the update follows the answer.
+func TestRetryObservesInstructionsAtTheNextBoundary(t *testing.T) {
 	dir := t.TempDir()
 	agents := filepath.Join(dir, "AGENTS.md")
 	if err := os.WriteFile(agents, []byte("Use tabs."), 0o644); err != nil {
@@ -177,8 +180,10 @@ func TestRetryAttemptPreparesInstructions(t *testing.T) {
 	}
 	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Dir: dir, Getenv: func(string) string { return "" }}})
 	h.Dir = dir
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "echoed", nil })
 	h.Model.Reply(script.Fail(rateLimit(0)))
-	h.Model.Reply(script.Text("ok"))
+	h.Model.Reply(script.ToolCall("c1", "echo", `{}`))
+	h.Model.Reply(script.Text("done"))
 	sid := h.Session()
 	h.Prompt(sid, "go")
 	if err := h.Clock.BlockUntil(h.Ctx(), 1); err != nil {
@@ -189,17 +194,19 @@ func TestRetryAttemptPreparesInstructions(t *testing.T) {
 	}
 	h.Clock.Advance(2 * time.Second)
 	h.WaitIdle(sid)
-	evs := h.Events(sid)
-	typeAt := func(typ string) int {
-		return slices.IndexFunc(evs, func(ev messages.Event) bool { return ev.Type == typ })
+	roles := func(r llm.Request) (out []llm.Role) {
+		for _, m := range r.Messages {
+			out = append(out, m.Role)
+		}
+		return out
 	}
-	if u, r := typeAt(messages.TypeInstructionsUpdated), typeAt(messages.TypeRetryScheduled); r < 0 || u < r {
-		t.Fatalf("no update after the retry was scheduled: %v", h.Types(sid))
+	retry, next := h.Request(2), h.Request(3)
+	if !slices.Equal(roles(retry), []llm.Role{llm.RoleUser}) {
+		t.Fatalf("the retry saw %v", roles(retry))
 	}
-	msgs := h.Request(2).Messages
-	last := msgs[len(msgs)-1]
-	if last.Role != llm.RoleSystem || !strings.Contains(last.Parts[0].Text, "Use spaces.") {
-		t.Fatalf("the retried attempt did not see the change: %+v", msgs)
+	if got := roles(next); !slices.Equal(got, []llm.Role{llm.RoleUser, llm.RoleAssistant, llm.RoleTool, llm.RoleSystem}) ||
+		!strings.Contains(next.Messages[3].Parts[0].Text, "Use spaces.") {
+		t.Fatalf("the step after the retry got %v: %+v", got, next.Messages)
 	}
 	h.CheckReplay()
 }

@@ -27,7 +27,9 @@ func (r *runner) observeInstructions(ctx context.Context) (*locations.Instructio
 // the first complete observation initializes the checkpoint; later changes
 // publish one chronological update that advances the applied record in the
 // same commit. An initial unavailable source stops execution with the
-// prompt still pending.
+// prompt still pending. A retried attempt is not a boundary: it reuses its
+// step's assistant message, whose row keeps its place in history, so an
+// update published before it would be replayed after its answer.
 func (r *runner) prepareInstructions(ctx context.Context) error {
 	_, obs, ok, err := r.observeInstructions(ctx)
 	if err != nil || !ok {

@@ -400,14 +400,6 @@ func (r *runner) step(ctx context.Context, sess persistence.Session, agent locat
 				return false, err
 			}
 		}
-		if attempt > 1 {
-			// Every attempt is a step of its own, and every step attempt
-			// prepares instructions first (the first did at its boundary):
-			// a source that changed during the backoff reaches the retry.
-			if err := r.prepareInstructions(ctx); err != nil {
-				return false, err
-			}
-		}
 		r.queue(&messages.StepStarted{SessionID: r.sid, AssistantMessageID: asst, Agent: agent.Name, Model: model.Ref, Attempt: attempt})
 		req, err := r.request(ctx, agent, model, final)
 		if err != nil {

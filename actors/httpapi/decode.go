@@ -211,8 +211,14 @@ func parseLog(q url.Values, lastEventID string) (logQuery, error) {
 		return l, err
 	}
 	if ok {
-		if l.Follow, err = strconv.ParseBool(follow); err != nil {
-			return l, invalid("follow: want true or false, got %q", clip(follow))
+		// The four values the API documents, not all strconv.ParseBool
+		// takes ("T", "False", ...).
+		switch follow {
+		case "true", "1":
+			l.Follow = true
+		case "false", "0":
+		default:
+			return l, invalid("follow: want true, false, 1 or 0, got %q", clip(follow))
 		}
 	}
 	return l, nil

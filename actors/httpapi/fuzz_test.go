@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -137,6 +138,9 @@ func FuzzLogQuery(f *testing.F) {
 		}
 		if l.After < -1 {
 			t.Fatalf("accepted %+v", l)
+		}
+		if v, ok := q["follow"]; ok && !slices.Contains([]string{"true", "false", "1", "0"}, v[0]) {
+			t.Fatalf("accepted follow=%q", v[0])
 		}
 		want := int64(-1)
 		if v, ok := q["after"]; ok {

@@ -72,6 +72,14 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 				t.Errorf("%s %s: no 401 response", rt.method, rt.path)
 			}
 		}
+		// Every route refuses browser requests it does not allow.
+		if _, ok := op.Responses["403"]; !ok {
+			t.Errorf("%s %s: no 403 response", rt.method, rt.path)
+		}
+	}
+	// Create and model selection answer 400 model.not-found too.
+	if inv := string(doc.Components.Responses["Invalid"]); !strings.Contains(inv, "`model.not-found`") {
+		t.Errorf("the Invalid response leaves out model.not-found: %s", inv)
 	}
 	ids := map[string]bool{}
 	refs := regexp.MustCompile(`"\$ref": "#/components/(\w+)/(\w+)"`)

@@ -110,7 +110,8 @@ func TestLogWithoutFollow(t *testing.T) {
 	check(e.stream(base+"?after=5", "Last-Event-ID", "1"), 6)
 	check(e.stream(base+"?after="+itoa(total+10)), total)
 
-	for q, param := range map[string]string{"?after=-2": "after", "?after=x": "after", "?follow=maybe": "follow", "?after=1&after=2": "after"} {
+	for q, param := range map[string]string{"?after=-2": "after", "?after=x": "after", "?follow=maybe": "follow", "?follow=T": "follow",
+		"?follow=False": "follow", "?after=1&after=2": "after"} {
 		m := e.do("GET", base+q, nil).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
 		if !strings.HasPrefix(m.Message, param+":") {
 			t.Errorf("%s: message %q", q, m.Message)
