@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -165,9 +166,29 @@ func (t *turns) assistantBlock(p llm.Part) (sdk.ContentBlockParamUnion, bool) {
 			t.seen[p.Name] = true
 			t.toolNames = append(t.toolNames, p.Name)
 		}
-		return sdk.NewToolUseBlock(p.CallID, wire.ToolInput(string(p.Input)), p.Name), true
+		return sdk.NewToolUseBlock(p.CallID, toolUseInput(p.Input), p.Name), true
 	}
 	return sdk.ContentBlockParamUnion{}, false
+}
+
+// toolUseInput returns a call's arguments as the object tool_use.input must
+// be. Arguments that are not an object (a call cut off by max_tokens, or
+// another model's malformed output, which the runner keeps as a JSON string
+// and answers with a validation error) are sent under invalid_input, so
+// the model still sees what it sent: the API refuses any other input, and
+// it would refuse every later request of the Session with it.
+func toolUseInput(raw json.RawMessage) json.RawMessage {
+	in := wire.ToolInput(string(raw))
+	if t := bytes.TrimSpace(in); t[0] == '{' {
+		return in
+	}
+	text := string(raw)
+	var s string
+	if json.Unmarshal(in, &s) == nil {
+		text = s
+	}
+	b, _ := json.Marshal(map[string]string{"invalid_input": text}) // a map of strings always marshals
+	return b
 }
 
 // lowerFile lowers an attachment: images and PDFs natively, from a data: URL

@@ -126,10 +126,16 @@ func TestLoweringVariants(t *testing.T) {
 			{Kind: llm.PartToolCall, CallID: "t1", Name: "bash", Input: json.RawMessage(`{"command":"ls"}`)},
 			{Kind: llm.PartToolCall, CallID: "t2", Name: "read", Input: json.RawMessage(`{}`)},
 			{Kind: llm.PartToolCall, CallID: "t3", Name: "bash"},
+			// Arguments cut off by max_tokens, kept as a JSON string, and
+			// an array: tool_use.input is an object or the API refuses it.
+			{Kind: llm.PartToolCall, CallID: "t4", Name: "bash", Input: json.RawMessage(`"{\"command\": \"ls -"`)},
+			{Kind: llm.PartToolCall, CallID: "t5", Name: "bash", Input: json.RawMessage(`[1]`)},
 		}},
 		{Role: llm.RoleTool, Parts: []llm.Part{
 			{Kind: llm.PartToolResult, CallID: "t1", Output: ""},
 			{Kind: llm.PartToolResult, CallID: "t3", Output: "x"},
+			{Kind: llm.PartToolResult, CallID: "t4", Output: "bad", IsError: true},
+			{Kind: llm.PartToolResult, CallID: "t5", Output: "bad", IsError: true},
 		}},
 		{Role: llm.RoleSystem, Parts: []llm.Part{text("You have reached the maximum number of steps.")}},
 	}
@@ -148,11 +154,15 @@ func TestLoweringVariants(t *testing.T) {
 			    {"role":"assistant","content":[
 			      {"type":"tool_use","id":"t1","name":"bash","input":{"command":"ls"}},
 			      {"type":"tool_use","id":"t2","name":"read","input":{}},
-			      {"type":"tool_use","id":"t3","name":"bash","input":{}}]},
+			      {"type":"tool_use","id":"t3","name":"bash","input":{}},
+			      {"type":"tool_use","id":"t4","name":"bash","input":{"invalid_input":"{\"command\": \"ls -"}},
+			      {"type":"tool_use","id":"t5","name":"bash","input":{"invalid_input":"[1]"}}]},
 			    {"role":"user","content":[
 			      {"type":"tool_result","tool_use_id":"t1"},
 			      {"type":"tool_result","tool_use_id":"t2","is_error":true,"content":[{"type":"text","text":"Tool result missing: the tool call was interrupted before it produced a result."}]},
 			      {"type":"tool_result","tool_use_id":"t3","content":[{"type":"text","text":"x"}]},
+			      {"type":"tool_result","tool_use_id":"t4","is_error":true,"content":[{"type":"text","text":"bad"}]},
+			      {"type":"tool_result","tool_use_id":"t5","is_error":true,"content":[{"type":"text","text":"bad"}]},
 			      {"type":"text","text":"<system-reminder>\nYou have reached the maximum number of steps.\n</system-reminder>","cache_control":{"type":"ephemeral"}}]}],
 			  "tools":[
 			    {"name":"bash","description":"Not available in this step.","input_schema":{"type":"object"}},

@@ -101,14 +101,18 @@ func lowerUser(parts []llm.Part) (oa.ChatCompletionMessageParamUnion, bool) {
 	return oa.UserMessage(content), len(content) > 0
 }
 
-// lowerFile sends an image as an image_url part (data: URLs are passed
-// through as the API takes them) and any other file as a text note.
+// lowerFile sends an image the API can fetch (a data: or http(s) URL,
+// data: passed through as the API takes it) as an image_url part, and any
+// other file as a text note: the API refuses other URLs (file://), and
+// would refuse every later request of the Session with them.
 func lowerFile(f messages.File) oa.ChatCompletionContentPartUnionParam {
 	mediaType := f.Mime
-	if mt, _, ok := wire.DataURL(f.URL); ok {
+	mt, _, inline := wire.DataURL(f.URL)
+	if inline {
 		mediaType = mt
 	}
-	if wire.IsImage(mediaType) && f.URL != "" {
+	fetchable := inline || strings.HasPrefix(f.URL, "https://") || strings.HasPrefix(f.URL, "http://")
+	if wire.IsImage(mediaType) && fetchable {
 		return oa.ImageContentPart(oa.ChatCompletionContentPartImageImageURLParam{URL: f.URL})
 	}
 	return oa.TextContentPart(wire.FileNote(f))

@@ -27,6 +27,8 @@ func richRequest() llm.Request {
 				file("image/png", "dot.png", "data:image/png;base64,iVBORw0KGgo="),
 				file("text/plain", "notes.txt", "data:text/plain;base64,aGVsbG8gbm90ZXM="),
 				file("application/pdf", "spec.pdf", "https://example.com/spec.pdf"),
+				file("image/jpeg", "cat.jpg", "https://example.com/cat.jpg"),
+				file("image/png", "shot.png", "file:///tmp/project/shot.png"),
 			}},
 			{Role: llm.RoleAssistant, Parts: []llm.Part{
 				{Kind: llm.PartReasoning, Text: "my own thoughts", ProviderMetadata: json.RawMessage(`{"native":true}`)},
@@ -78,7 +80,9 @@ const richWant = `{
       {"type": "text", "text": "Look at this"},
       {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
       {"type": "text", "text": "<file name=\"notes.txt\" type=\"text/plain\">\nhello notes\n</file>"},
-      {"type": "text", "text": "[Attached file \"spec.pdf\" (application/pdf) at https://example.com/spec.pdf]"}
+      {"type": "text", "text": "[Attached file \"spec.pdf\" (application/pdf) at https://example.com/spec.pdf]"},
+      {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
+      {"type": "text", "text": "[Attached file \"shot.png\" (image/png) at file:///tmp/project/shot.png]"}
     ]},
     {"role": "assistant", "content": "Let me check.", "tool_calls": [
       {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a.go\"}"}},
