@@ -136,15 +136,17 @@ func (r *reader) run(ctx context.Context, call *CallContext, in ReadInput) (Resu
 		return Result{}, err
 	}
 	shown := displayPath(res)
-	if !res.Exists {
-		return Result{}, fmt.Errorf("read %s: no such file or directory", shown)
-	}
+	// Authorize before looking: whether a path the agent may not read
+	// exists is itself something it may not learn.
 	if err := call.Ask(ctx, Request{
 		Permission: PermissionRead,
 		Patterns:   []string{res.Path},
 		Metadata:   mustJSON(map[string]string{"path": shown}),
 	}); err != nil {
 		return Result{}, err
+	}
+	if !res.Exists {
+		return Result{}, fmt.Errorf("read %s: no such file or directory", shown)
 	}
 	root, err := os.OpenRoot(res.Base)
 	if err != nil {

@@ -337,6 +337,12 @@ func TestReadAuthorizesTheCanonicalPath(t *testing.T) {
 	if errorType(t, err) != messages.ErrPermissionRejected {
 		t.Fatalf("got %v, want permission.rejected via the canonical path", err)
 	}
+	// A denied path that does not exist is denied too: the answer must not
+	// tell which denied paths exist.
+	_, err = h2.call(context.Background(), t, "read", ReadInput{Path: "missing.env"})
+	if errorType(t, err) != messages.ErrPermissionRejected {
+		t.Fatalf("missing denied file: %v, want permission.rejected", err)
+	}
 }
 
 func TestReadReference(t *testing.T) {
