@@ -698,3 +698,41 @@ func TestAutomaticCompactionKeepsThePromptItAnswers(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestBaseInstructionsFollowTheProviderFamily: without an agent prompt, a
+// request starts from its model's provider-family baseline, chosen at each
+// step from the selected model.
+func TestBaseInstructionsFollowTheProviderFamily(t *testing.T) {
+	h := actortest.New(t)
+	catalog, err := llm.NewCatalog([]llm.ProviderSpec{
+		{ID: "anthropic", Type: llm.ProviderAnthropic, HasCredentials: true, Models: map[string]llm.ModelSpec{"claude": {}}},
+		{ID: "openai", Type: llm.ProviderOpenAI, HasCredentials: true, Models: map[string]llm.ModelSpec{"gpt": {}}},
+		{ID: "script", Type: llm.ProviderScript},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Services.Catalog = catalog
+	h.Services.DefaultModel = messages.ModelRef{ProviderID: "anthropic", ID: "claude"}
+	h.Model.Default(script.Text("ok"))
+	sid := h.Session()
+	var systems []string
+	for _, ref := range []messages.ModelRef{{ProviderID: "anthropic", ID: "claude"}, {ProviderID: "openai", ID: "gpt"}, {ProviderID: "script", ID: "demo"}} {
+		if err := h.Runtime.SelectModel(h.Ctx(), sid, ref); err != nil {
+			t.Fatal(err)
+		}
+		h.Prompt(sid, "hi")
+		h.WaitIdle(sid)
+		req := h.Request(h.Model.Count())
+		if req.Model != ref {
+			t.Fatalf("request for %v", req.Model)
+		}
+		systems = append(systems, req.System[0])
+	}
+	if systems[0] == systems[1] || systems[1] == systems[2] || systems[0] == systems[2] {
+		t.Fatalf("one baseline for different families: %q", systems)
+	}
+	if !strings.Contains(systems[1], "JSON object matching its schema") {
+		t.Fatalf("the OpenAI-family baseline: %q", systems[1])
+	}
+}

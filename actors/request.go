@@ -14,9 +14,35 @@ import (
 	"github.com/sessiond/sessiond/persistence"
 )
 
-// defaultSystemPrompt is used when the agent has no prompt of its own.
-const defaultSystemPrompt = "You are a capable software engineering agent running inside sessiond. " +
+// basePrompt is the system text a request starts from when the agent has
+// no prompt of its own: one baseline per provider family, since models of
+// different families follow different conventions for tools and answers.
+func basePrompt(family llm.ProviderType) string {
+	switch family {
+	case llm.ProviderAnthropic:
+		return anthropicBasePrompt
+	case llm.ProviderOpenAI:
+		return openaiBasePrompt
+	}
+	return genericBasePrompt
+}
+
+const genericBasePrompt = "You are a capable software engineering agent running inside sessiond. " +
 	"Work step by step, use the available tools to inspect and change the project, and report what you did."
+
+// anthropicBasePrompt is the baseline of Claude models: they call tools
+// well and in parallel, and are best told to keep answers short and to
+// check their work.
+const anthropicBasePrompt = "You are a software engineering agent running inside sessiond, working in the user's project. " +
+	"Use the tools to read the code before you change it; when several tool calls do not depend on each other, make them in the same response. " +
+	"Keep your answers short and concrete: say what you changed and how you checked it, and stop when the task is done."
+
+// openaiBasePrompt is the baseline of OpenAI and OpenAI-compatible models
+// (GPT and the open models local servers serve), which need the contract
+// of function calls said plainly.
+const openaiBasePrompt = "You are a software engineering agent running inside sessiond, working in the user's project. " +
+	"Act through the provided functions: call one with arguments that are a JSON object matching its schema, then wait for its result before relying on it. " +
+	"Inspect files before editing them, make the smallest change that does the job, and finish with a brief report of what you did."
 
 // finalStepReminder is sent on the last step of an agent's allowance, when
 // tools are withdrawn.
@@ -244,7 +270,7 @@ func (r *runner) request(ctx context.Context, agent locations.Agent, model llm.M
 	req := llm.Request{Model: model.Ref, ToolChoice: llm.ToolChoiceAuto, MaxOutputTokens: model.Output, CacheKey: string(r.sid)}
 	prompt := agent.Prompt
 	if prompt == "" {
-		prompt = defaultSystemPrompt
+		prompt = basePrompt(model.Family)
 	}
 	req.System = append(req.System, prompt)
 	if cp, ok, err := r.checkpoint(ctx); err != nil {

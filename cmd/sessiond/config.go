@@ -99,7 +99,8 @@ type ModelConfig struct {
 
 // AgentConfig configures one agent.
 type AgentConfig struct {
-	// Prompt is extra system prompt text for the agent.
+	// Prompt replaces the base system text a request starts with (by
+	// default the selected model's provider-family baseline).
 	Prompt string `json:"prompt"`
 	// Model overrides Config.Model for the agent's Sessions.
 	Model string `json:"model"`

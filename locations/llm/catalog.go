@@ -110,6 +110,7 @@ func NewCatalog(specs []ProviderSpec) (*Catalog, error) {
 			if err != nil {
 				return nil, err
 			}
+			m.Family = spec.Type
 			cp.spec.Models[id] = ms
 			cp.models[id] = m
 		}
@@ -208,7 +209,9 @@ func (c *Catalog) Resolve(ref messages.ModelRef) (Model, error) {
 	}
 	if p.spec.Type == ProviderScript && len(p.models) == 0 {
 		// newModel cannot fail for a valid ID with zero limits.
-		return newModel("", ref, ModelSpec{})
+		m, err := newModel("", ref, ModelSpec{})
+		m.Family = ProviderScript
+		return m, err
 	}
 	known := "it has no models configured"
 	if len(p.ids) > 0 {

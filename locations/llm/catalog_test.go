@@ -120,7 +120,7 @@ func TestModelDefaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := llm.Model{Ref: messages.ModelRef{ProviderID: "p", ID: "m"}, Context: tt.context, Output: tt.output, Prices: tt.spec.Prices}
+			want := llm.Model{Ref: messages.ModelRef{ProviderID: "p", ID: "m"}, Family: llm.ProviderOpenAI, Context: tt.context, Output: tt.output, Prices: tt.spec.Prices}
 			if m != want {
 				t.Errorf("model = %+v, want %+v", m, want)
 			}
@@ -164,13 +164,13 @@ func TestResolve(t *testing.T) {
 		wantErr string
 	}{
 		{ref: messages.ModelRef{ProviderID: "openai", ID: "gpt-4o"},
-			want: llm.Model{Ref: messages.ModelRef{ProviderID: "openai", ID: "gpt-4o"}, Context: 128000, Output: 16384, Prices: llm.Prices{Input: 2.5, Output: 10}}},
+			want: llm.Model{Ref: messages.ModelRef{ProviderID: "openai", ID: "gpt-4o"}, Family: llm.ProviderOpenAI, Context: 128000, Output: 16384, Prices: llm.Prices{Input: 2.5, Output: 10}}},
 		{ref: messages.ModelRef{ProviderID: "openrouter", ID: "meta/llama"},
-			want: llm.Model{Ref: messages.ModelRef{ProviderID: "openrouter", ID: "meta/llama"}, Context: 65536, Output: llm.DefaultOutput}},
+			want: llm.Model{Ref: messages.ModelRef{ProviderID: "openrouter", ID: "meta/llama"}, Family: llm.ProviderOpenAI, Context: 65536, Output: llm.DefaultOutput}},
 		{ref: messages.ModelRef{ProviderID: "demo", ID: "anything/at all"},
-			want: llm.Model{Ref: messages.ModelRef{ProviderID: "demo", ID: "anything/at all"}, Context: llm.DefaultContext, Output: llm.DefaultOutput}},
+			want: llm.Model{Ref: messages.ModelRef{ProviderID: "demo", ID: "anything/at all"}, Family: llm.ProviderScript, Context: llm.DefaultContext, Output: llm.DefaultOutput}},
 		{ref: messages.ModelRef{ProviderID: "pinned", ID: "fixed"},
-			want: llm.Model{Ref: messages.ModelRef{ProviderID: "pinned", ID: "fixed"}, Context: 1000, Output: 100}},
+			want: llm.Model{Ref: messages.ModelRef{ProviderID: "pinned", ID: "fixed"}, Family: llm.ProviderScript, Context: 1000, Output: 100}},
 		{ref: messages.ModelRef{},
 			wantErr: `model.not-found: model "": want provider/model`},
 		{ref: messages.ModelRef{ProviderID: "openai"},

@@ -269,6 +269,9 @@ func (p Prices) Cost(u messages.Tokens) float64 {
 // Model describes one model of a provider in the catalog.
 type Model struct {
 	Ref messages.ModelRef
+	// Family is the type of the provider serving it, which picks the base
+	// instructions a request starts from.
+	Family ProviderType
 	// Context is the context window in tokens.
 	Context int
 	// Output is the maximum output tokens.
