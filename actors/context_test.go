@@ -318,6 +318,15 @@ func TestOverflowRetryAnswersAfterTheBoundary(t *testing.T) {
 	if !call || !result {
 		t.Fatalf("the retried attempt's tool call (%v) or result (%v) is missing from the next request: %+v", call, result, h.Request(5).Messages)
 	}
+	// The rebuilt step carries its prompt after the checkpoint, verbatim,
+	// and the checkpoint its recent context; the failed attempt is gone.
+	got := userTexts(h.Request(4))
+	if len(got) != 2 || !strings.HasPrefix(got[0], "<summary>") || got[1] != "two" {
+		t.Fatalf("the rebuilt step's user messages: %q", got)
+	}
+	if !strings.Contains(got[0], "Recent context before the summary point:\nuser: one\nassistant: earlier") {
+		t.Fatalf("the checkpoint lacks its recent context: %q", got[0])
+	}
 	h.CheckReplay()
 }
 

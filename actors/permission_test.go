@@ -3,6 +3,7 @@ package actors_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sessiond/sessiond/actors/actortest"
@@ -18,11 +19,17 @@ import (
 // "always" replies are saved in the harness store.
 func realTools(t *testing.T, h *actortest.Harness, rules tools.Ruleset) *tools.Pending {
 	t.Helper()
+	return realAgentTools(t, h, map[string]tools.Ruleset{"build": rules})
+}
+
+// realAgentTools is realTools with the rules of each agent.
+func realAgentTools(t *testing.T, h *actortest.Harness, rules map[string]tools.Ruleset) *tools.Pending {
+	t.Helper()
 	asked := make(chan *messages.PermissionAsked, 16)
 	pending := tools.NewPending(tools.PendingConfig{OnAsked: func(a *messages.PermissionAsked) { asked <- a }})
 	build := locations.NewBuilder(locations.BuildConfig{Catalog: h.Services.Catalog, DefaultModel: h.Services.DefaultModel,
 		Providers: map[string]llm.Provider{"script": h.Model}, Agents: h.Agents,
-		Rules: map[string]tools.Ruleset{"build": rules}, Approvals: locations.NewApprovals(h.Store), Asker: pending,
+		Rules: rules, Approvals: locations.NewApprovals(h.Store), Asker: pending,
 		Builtins: tools.BuiltinConfig{Read: tools.DefaultReadConfig(), Bash: tools.DefaultBashConfig(), ApplyPatch: tools.DefaultApplyPatchConfig()}})
 	svc, err := build(messages.Location{Directory: h.Dir})
 	if err != nil {
@@ -94,4 +101,39 @@ func mustCanon(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestToolsFollowTheSelectedAgent: a Session's tools are listed and run
+// under its selected agent's rules, not the default agent's: a "plan"
+// Session does not see bash, and a bash call it makes anyway is refused
+// although "build" allows bash.
+func TestToolsFollowTheSelectedAgent(t *testing.T) {
+	h := actortest.New(t)
+	realAgentTools(t, h, map[string]tools.Ruleset{
+		"build": {{Permission: "*", Pattern: "*", Action: tools.Allow}},
+		"plan":  {{Permission: "*", Pattern: "*", Action: tools.Allow}, {Permission: tools.PermissionBash, Pattern: "*", Action: tools.Deny}},
+	})
+	h.Model.Reply(script.ToolCall("c1", "bash", `{"command":"touch made-it"}`))
+	h.Model.Default(script.Text("done"))
+	sid := h.Session()
+	if err := h.Runtime.SelectAgent(h.Ctx(), sid, "plan"); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "run it")
+	h.WaitIdle(sid)
+	for _, d := range h.Request(1).Tools {
+		if d.Name == "bash" {
+			t.Fatalf("the plan agent was offered bash: %+v", h.Request(1).Tools)
+		}
+	}
+	if len(h.Request(1).Tools) == 0 {
+		t.Fatal("the plan agent was offered no tools")
+	}
+	failed := lastOf[*messages.ToolFailed](h, sid)
+	if failed == nil || !strings.Contains(failed.Error.Message, "not available to agent plan") {
+		t.Fatalf("bash under plan settled as %+v", failed)
+	}
+	if _, err := os.Stat(filepath.Join(h.Dir, "made-it")); !os.IsNotExist(err) {
+		t.Fatal("bash ran under the build agent's rules")
+	}
 }

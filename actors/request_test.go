@@ -51,8 +51,16 @@ func TestLoweredCacheMatchesFreshLowering(t *testing.T) {
 	hist = append(hist, user(9, "more"))
 	check("settled and grown", hist, a)
 	got := lowerWith(hist, a, &c)
-	if got[1].Parts[0].Kind != "reasoning" || got[1].Parts[1].ProviderMetadata == nil {
+	if got[1].Parts[0].Kind != "reasoning" || got[1].Parts[1].ProviderMetadata == nil || got[1].Parts[2].ProviderMetadata == nil {
 		t.Fatalf("same-model replay lost native parts: %+v", got[1])
+	}
+	// A failed step of the same model replays nothing provider-native.
+	failed := asst(2, a, "looking", true)
+	failed.Error = &messages.Error{Type: messages.ErrProviderInternal, Message: "x"}
+	for _, p := range lower([]persistence.Message{failed}, a)[0].Parts {
+		if p.Kind == "reasoning" || p.ProviderMetadata != nil {
+			t.Fatalf("a failed step replayed native state: %+v", p)
+		}
 	}
 	check("model switch", hist, b)
 	if got := lowerWith(hist, b, &c); got[1].Parts[0].Kind != "text" || got[1].Parts[0].ProviderMetadata != nil {

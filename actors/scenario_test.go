@@ -603,6 +603,49 @@ func TestContentFilter(t *testing.T) {
 	h.CheckReplay()
 }
 
+// TestHostedCallsAreNotRunHere: a call the provider executed is recorded,
+// never run locally even when a local tool has its name, and settled
+// without a result; a local call's provider metadata is recorded with it.
+func TestHostedCallsAreNotRunHere(t *testing.T) {
+	h := actortest.New(t)
+	var runs atomic.Int32
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { runs.Add(1); return "echoed", nil })
+	h.Model.Reply(script.Event(llm.Event{Kind: llm.ToolCall, CallID: "h1", Name: "echo", Input: []byte(`{}`), Executed: true,
+		ProviderMetadata: []byte(`{"hosted":1}`)}), script.ToolCall("c1", "echo", `{}`).WithMetadata(`{"local":1}`))
+	h.Model.Reply(script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the local tool ran %d times, want once (for the local call only)", n)
+	}
+	calls := map[string]*messages.ToolCalled{}
+	settled := map[string]messages.Payload{}
+	for _, ev := range h.Events(sid) {
+		switch p := ev.Data.(type) {
+		case *messages.ToolCalled:
+			calls[p.CallID] = p
+		case *messages.ToolSucceeded:
+			settled[p.CallID] = p
+		case *messages.ToolFailed:
+			settled[p.CallID] = p
+		}
+	}
+	if c := calls["h1"]; c == nil || !c.Executed || string(c.ProviderMetadata) != `{"hosted":1}` {
+		t.Fatalf("hosted call recorded as %+v", c)
+	}
+	if c := calls["c1"]; c == nil || c.Executed || string(c.ProviderMetadata) != `{"local":1}` {
+		t.Fatalf("local call recorded as %+v", c)
+	}
+	if f, ok := settled["h1"].(*messages.ToolFailed); !ok || f.Error.Type != messages.ErrToolResultMissing {
+		t.Fatalf("hosted call settled as %+v", settled["h1"])
+	}
+	if _, ok := settled["c1"].(*messages.ToolSucceeded); !ok {
+		t.Fatalf("local call settled as %+v", settled["c1"])
+	}
+	h.CheckReplay()
+}
+
 func TestUnknownToolLetsTheModelContinue(t *testing.T) {
 	h := actortest.New(t)
 	h.Model.Reply(script.ToolCall("c1", "nope", `{}`))
