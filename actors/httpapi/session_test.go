@@ -113,6 +113,27 @@ func TestPromptAndActive(t *testing.T) {
 	}
 }
 
+// TestExactRetryWakes: an exact retry of an admission made with
+// resume=false wakes the Session unless it too says resume=false.
+func TestExactRetryWakes(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	e.model.Default(script.Text("ran"))
+	sid := e.createSession()
+	body := map[string]any{"id": "msg_r", "prompt": map[string]any{"text": "hi"}, "resume": false}
+	e.prompt(sid, body)
+	e.prompt(sid, body) // an exact retry that still says resume=false
+	e.waitIdle(sid)
+	if e.model.Count() != 0 {
+		t.Fatalf("resume=false ran the model")
+	}
+	delete(body, "resume")
+	e.prompt(sid, body)
+	e.waitIdle(sid)
+	if e.model.Count() != 1 {
+		t.Fatalf("the exact retry did not wake the Session: %d requests", e.model.Count())
+	}
+}
+
 func TestPromptErrors(t *testing.T) {
 	e := newHarnessEnv(t, nil)
 	sid := e.createSession()
