@@ -241,3 +241,63 @@ func fileHas(path, content string) bool {
 	b, err := os.ReadFile(path)
 	return err == nil && string(b) == content
 }
+
+// TestServeAppliesTheConfiguration: what the configuration file sets
+// reaches the running daemon: the token, the CORS origins, the body and
+// prompt limits and the inbox backlog.
+func TestServeAppliesTheConfiguration(t *testing.T) {
+	data := t.TempDir()
+	cfg := `{"token": "tok", "cors": ["http://localhost:5173"],
+	  "limits": {"bodyBytes": 4096, "promptBytes": 100, "inboxBacklog": 1}}`
+	if err := os.WriteFile(filepath.Join(data, ConfigFileName), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, addr := serveDaemon(t, testEnv(t, "SESSIOND_DATA", data))
+	defer srv.stop()
+	base := "http://" + addr
+	do := func(method, path, body string, header ...string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	auth := []string{"Authorization", "Bearer tok", "Content-Type", "application/json"}
+	if res := do("GET", "/api/session", ""); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without the token: %d", res.StatusCode)
+	}
+	res := do("OPTIONS", "/api/session", "", "Origin", "http://localhost:5173", "Access-Control-Request-Method", "POST")
+	if res.Header.Get("Access-Control-Allow-Origin") != "http://localhost:5173" {
+		t.Fatalf("preflight from the configured origin: %d %v", res.StatusCode, res.Header)
+	}
+	dir, _ := json.Marshal(t.TempDir())
+	if res := do("POST", "/api/session", `{"id": "ses_cfg", "location": {"directory": `+string(dir)+`}}`, auth...); res.StatusCode != http.StatusOK {
+		t.Fatalf("create: %d", res.StatusCode)
+	}
+	prompt := func(text string) int {
+		return do("POST", "/api/session/ses_cfg/prompt", `{"prompt": {"text": "`+text+`"}, "resume": false}`, auth...).StatusCode
+	}
+	for _, tc := range []struct {
+		name string
+		text string
+		want int
+	}{
+		{"a body over bodyBytes", strings.Repeat("a", 5000), http.StatusRequestEntityTooLarge},
+		{"a prompt over promptBytes", strings.Repeat("a", 101), http.StatusRequestEntityTooLarge},
+		{"the first prompt", "one", http.StatusOK},
+		{"a prompt over the inbox backlog", "two", http.StatusTooManyRequests},
+	} {
+		if got := prompt(tc.text); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
