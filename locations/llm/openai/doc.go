@@ -42,9 +42,13 @@
 //
 // # Request lowering
 //
-// System parts become one leading system message; RoleSystem messages in
-// history become system messages in place. User file parts become image_url
-// parts for images and text notes otherwise. Assistant tool calls become
+// System parts become one leading system message. A RoleSystem message in
+// history becomes user text wrapped in <system-reminder>…</system-reminder>,
+// and consecutive user messages are merged: the chat templates of open
+// models, which compatible servers apply, refuse a system message anywhere
+// but first, and some refuse two user turns in a row. User file parts
+// become image_url parts for images the API can fetch (data: and http(s)
+// URLs) and text notes otherwise. Assistant tool calls become
 // tool_calls followed by one tool message per call (paired by call ID, see
 // wire.PairToolResults); an error result is prefixed with "Error: " since the
 // API has no error flag. Chat Completions has no input field for reasoning:

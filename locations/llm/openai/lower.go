@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 
 	oa "github.com/openai/openai-go/v3"
@@ -25,7 +26,7 @@ func lower(req llm.Request, legacyMaxTokens bool) (oa.ChatCompletionNewParams, e
 	if sys := joinNonEmpty(req.System); sys != "" {
 		params.Messages = append(params.Messages, oa.SystemMessage(sys))
 	}
-	for _, m := range wire.PairToolResults(req.Messages) {
+	for _, m := range userTurns(wire.PairToolResults(req.Messages)) {
 		params.Messages = appendMessage(params.Messages, m)
 	}
 	for _, t := range req.Tools {
@@ -51,13 +52,34 @@ func lower(req llm.Request, legacyMaxTokens bool) (oa.ChatCompletionNewParams, e
 	return params, nil
 }
 
+// userTurns rewrites history for the chat templates of open models, which
+// compatible servers (vLLM, llama.cpp) apply: many refuse a system message
+// anywhere but first, and some two user messages in a row. A chronological
+// system message becomes user text wrapped in <system-reminder> (as the
+// Anthropic adapter sends it), and consecutive user messages are merged
+// into one.
+func userTurns(msgs []llm.Message) []llm.Message {
+	out := make([]llm.Message, 0, len(msgs))
+	for _, m := range msgs {
+		if m.Role == llm.RoleSystem {
+			text := joinText(m.Parts)
+			if text == "" {
+				continue
+			}
+			m = llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: "<system-reminder>\n" + text + "\n</system-reminder>"}}}
+		}
+		if n := len(out); n > 0 && m.Role == llm.RoleUser && out[n-1].Role == llm.RoleUser {
+			out[n-1].Parts = append(slices.Clip(out[n-1].Parts), m.Parts...)
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
 // appendMessage lowers one (already paired) history message.
 func appendMessage(out []oa.ChatCompletionMessageParamUnion, m llm.Message) []oa.ChatCompletionMessageParamUnion {
 	switch m.Role {
-	case llm.RoleSystem:
-		if text := joinText(m.Parts); text != "" {
-			out = append(out, oa.SystemMessage(text))
-		}
 	case llm.RoleUser:
 		if u, ok := lowerUser(m.Parts); ok {
 			out = append(out, u)

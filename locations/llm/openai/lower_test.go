@@ -12,12 +12,14 @@ import (
 // okReply is a minimal successful stream.
 var okReply = ssetest.Reply{Chunks: []string{sse(chunk(`{"content":"ok"}`, "stop"), done)}}
 
+func text(s string) llm.Part { return llm.Part{Kind: llm.PartText, Text: s} }
+
+func file(mime, name, url string) llm.Part {
+	return llm.Part{Kind: llm.PartFile, File: &messages.File{Mime: mime, Filename: name, URL: url}}
+}
+
 // richRequest exercises every lowering rule.
 func richRequest() llm.Request {
-	text := func(s string) llm.Part { return llm.Part{Kind: llm.PartText, Text: s} }
-	file := func(mime, name, url string) llm.Part {
-		return llm.Part{Kind: llm.PartFile, File: &messages.File{Mime: mime, Filename: name, URL: url}}
-	}
 	return llm.Request{
 		Model:  messages.ModelRef{ProviderID: "openai", ID: "gpt-test"},
 		System: []string{"You are sessiond.", "", "Be brief."},
@@ -90,8 +92,7 @@ const richWant = `{
     ]},
     {"role": "tool", "tool_call_id": "call_1", "content": "Error: no such file"},
     {"role": "tool", "tool_call_id": "call_2", "content": "a.go\nb.go"},
-    {"role": "system", "content": "Instructions changed."},
-    {"role": "user", "content": "thanks"},
+    {"role": "user", "content": "<system-reminder>\nInstructions changed.\n</system-reminder>\n\nthanks"},
     {"role": "assistant", "content": "another model's thoughts\n\nDone.", "tool_calls": [
       {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
     ]},
@@ -166,4 +167,27 @@ func wantJSON(t *testing.T, got []byte, want string) {
 	if g, w := canon(got), canon([]byte(want)); g != w {
 		t.Fatalf("request body:\n%s\nwant:\n%s", g, w)
 	}
+}
+
+// TestUserTurns: two user messages in a row become one turn, and a
+// reminder with nothing after it stands as its own user turn.
+func TestUserTurns(t *testing.T) {
+	req := llm.Request{Model: messages.ModelRef{ProviderID: "openai", ID: "gpt-test"}, Messages: []llm.Message{
+		{Role: llm.RoleUser, Parts: []llm.Part{text("first steer")}},
+		{Role: llm.RoleUser, Parts: []llm.Part{text("second steer"), file("image/png", "a.png", "data:image/png;base64,iVBORw0KGgo=")}},
+		{Role: llm.RoleAssistant, Parts: []llm.Part{text("ok")}},
+		{Role: llm.RoleSystem, Parts: []llm.Part{text("Instructions changed.")}},
+	}}
+	_, srv, err := run(t, req, okReply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSON(t, srv.LastBody(), `{"model": "gpt-test", "stream": true, "stream_options": {"include_usage": true},
+	  "messages": [
+	    {"role": "user", "content": [
+	      {"type": "text", "text": "first steer"},
+	      {"type": "text", "text": "second steer"},
+	      {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]},
+	    {"role": "assistant", "content": "ok"},
+	    {"role": "user", "content": "<system-reminder>\nInstructions changed.\n</system-reminder>"}]}`)
 }
