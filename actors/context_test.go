@@ -359,6 +359,14 @@ func TestManualCompactionInterruptedByACrash(t *testing.T) {
 	h2.CheckReplay()
 }
 
+// autoCompacting returns a harness whose runner compacts automatically
+// once a request leaves less than buffer tokens of the script model's
+// 200,000-token window: 199990 compacts before every step with history to
+// fold.
+func autoCompacting(t *testing.T, buffer int) *actortest.Harness {
+	return actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.AutoCompact, c.CompactionBuffer = true, buffer }})
+}
+
 // crashedAt returns a harness over the store a process killed right after
 // committing the Session's first event of type typ would have left, and
 // how many events that store holds.
@@ -389,7 +397,7 @@ func crashedAt(t *testing.T, h *actortest.Harness, sid messages.SessionID, typ s
 // dead process left running is settled as aborted by the next drain, not
 // shown running forever.
 func TestAutomaticCompactionInterruptedByACrash(t *testing.T) {
-	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.AutoCompact, c.CompactionBuffer = true, 199990 }})
+	h := autoCompacting(t, 199990)
 	h.Model.Reply(script.Text("a1"))
 	h.Model.Reply(script.Text("## Objective\nx"))
 	h.Model.Reply(script.Text("a2"))
@@ -421,7 +429,7 @@ func TestAutomaticCompactionInterruptedByACrash(t *testing.T) {
 // though its row sits earlier: later requests use its checkpoint, and the
 // steps between the two do not survive its boundary.
 func TestManualCompactionAfterAnAutomaticOne(t *testing.T) {
-	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.AutoCompact, c.CompactionBuffer = true, 195000 }})
+	h := autoCompacting(t, 195000)
 	started, release := make(chan string, 1), make(chan struct{})
 	h.Tools.Add("slow", func(ctx context.Context, call locations.ToolCall) (string, error) {
 		out, err := blocking(started, release)(ctx, call)
@@ -500,7 +508,7 @@ func TestManualCompactionAdmittedDuringAnOverflowOne(t *testing.T) {
 // complete step is left to fold, so an over-budget request does not
 // compact again.
 func TestNoAutomaticCompactionWithoutNewSteps(t *testing.T) {
-	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.AutoCompact, c.CompactionBuffer = true, 199990 }})
+	h := autoCompacting(t, 199990)
 	h.Model.Reply(script.Text("a1"))
 	h.Model.Reply(script.Text("## Objective\nmanual"))
 	h.Model.Default(script.Text("## Objective\nagain"))
@@ -687,7 +695,7 @@ func TestManualCompactionDuringContinuation(t *testing.T) {
 // promoted the prompt) still reaches the step that answers it, with its
 // attachments: the summary holds only its text.
 func TestAutomaticCompactionKeepsThePromptItAnswers(t *testing.T) {
-	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.AutoCompact, c.CompactionBuffer = true, 199990 }})
+	h := autoCompacting(t, 199990)
 	h.Model.Reply(script.Text("a1"))
 	h.Model.Reply(script.Text("## Objective\nx"))
 	h.Model.Reply(script.Text("a2"))

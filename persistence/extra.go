@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/messages"
 )
@@ -31,7 +32,7 @@ func (s *Bolt) OpenSteps(ctx context.Context, sid messages.SessionID) ([]Message
 
 // validateKey checks an instruction entry key or approval part.
 func validateKey(field, k string) error {
-	if k == "" || len(k) > 200 || strings.ContainsRune(k, 0) {
+	if k == "" || utf8.RuneCountInString(k) > 200 || strings.ContainsRune(k, 0) {
 		return messages.Errorf(messages.ErrInvalid, "%s: want 1 to 200 characters without NUL", field)
 	}
 	return nil

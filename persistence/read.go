@@ -1,8 +1,11 @@
 package persistence
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
+	"strings"
 
 	"github.com/sessiond/sessiond/messages"
 )
@@ -72,6 +75,11 @@ func (s *Bolt) List(ctx context.Context) ([]Session, error) {
 			out = append(out, r)
 		}
 		return nil
+	})
+	// The bucket is keyed by ID, and supplied IDs sort anywhere: order by
+	// creation time, then ID for Sessions created in the same millisecond.
+	slices.SortStableFunc(out, func(a, b Session) int {
+		return cmp.Or(cmp.Compare(a.Created, b.Created), strings.Compare(string(a.ID), string(b.ID)))
 	})
 	return out, err
 }

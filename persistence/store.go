@@ -21,7 +21,8 @@ type Store interface {
 	CreateSession(ctx context.Context, req CreateSession) (s Session, created bool, err error)
 	// Get returns one Session, or an error of type session.not-found.
 	Get(ctx context.Context, id messages.SessionID) (Session, error)
-	// List returns every Session in ID (creation) order.
+	// List returns every Session in creation order (by creation time, then
+	// ID).
 	List(ctx context.Context) ([]Session, error)
 
 	// Admit records a prompt in the Session inbox, idempotently on its ID.

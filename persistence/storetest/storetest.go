@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ func Run(t *testing.T, open Factory) {
 	}{
 		{"CreateGeneratedSuppliedReuse", testCreate},
 		{"CreateBadInput", testCreateBadInput},
+		{"ListInCreationOrder", testListOrder},
 		{"AdmitIdempotent", testAdmitIdempotent},
 		{"AdmitConcurrentRetries", testAdmitConcurrentRetries},
 		{"AdmitConflicts", testAdmitConflicts},
@@ -112,6 +114,30 @@ func testCreate(t *testing.T, open Factory) {
 	must(t, err)
 	if len(h.Data) != 1 || h.Data[0].Type != messages.TypeSessionCreated {
 		t.Fatalf("history after reuse: %+v", h.Data)
+	}
+}
+
+// testListOrder: List orders by creation time, whatever the IDs, and
+// Sessions created in the same millisecond by ID.
+func testListOrder(t *testing.T, open Factory) {
+	var now atomic.Int64
+	now.Store(1000)
+	st := open(t, persistence.Options{Clock: func() time.Time { return time.UnixMilli(now.Load()) }})
+	create := func(id messages.SessionID, at int64) messages.SessionID {
+		now.Store(at)
+		s, _, err := st.CreateSession(ctx, persistence.CreateSession{ID: id, Location: loc()})
+		must(t, err)
+		return s.ID
+	}
+	want := []messages.SessionID{create("ses_zeta", 1000), create("ses_alpha", 2000), create("", 3000), create("ses_beta", 3000)}
+	list, err := st.List(ctx)
+	must(t, err)
+	var got []messages.SessionID
+	for _, s := range list {
+		got = append(got, s.ID)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("list order %v, want %v", got, want)
 	}
 }
 
@@ -835,6 +861,10 @@ func testEntriesApprovals(t *testing.T, open Factory) {
 	_, err = st.Entries(ctx, "ses_missing")
 	wantType(t, err, messages.ErrSessionNotFound)
 	wantType(t, st.PutEntry(ctx, sid, "", "v"), messages.ErrInvalid)
+	// Keys are counted in characters: 200 of two bytes each are one too.
+	must(t, st.PutEntry(ctx, sid, strings.Repeat("é", 200), "v"))
+	wantType(t, st.PutEntry(ctx, sid, strings.Repeat("é", 201), "v"), messages.ErrInvalid)
+	must(t, st.DeleteEntry(ctx, sid, strings.Repeat("é", 200)))
 	must(t, st.SaveApproval(ctx, "/p", "bash", []string{"ls *", "git status"}))
 	ok, err := st.Approved(ctx, "/p", "bash", "git status")
 	must(t, err)
