@@ -103,11 +103,15 @@ func (c *coordinator) next() bool {
 	return false
 }
 
-// done records that the busy period's terminal event is committed.
+// done records that the busy period's terminal event is committed. A
+// follow-up still registered then came during a drain that failed (a
+// failed drain ends its busy period without asking next): it starts a
+// fresh busy period, as a wake during closing does.
 func (c *coordinator) done() effect {
 	e := effect{releaseInterrupts: true}
+	followUp := c.followUp && c.interrupting == ""
 	c.phase, c.interrupting, c.followUp = phaseIdle, "", false
-	if c.restart {
+	if c.restart || followUp {
 		c.phase = phaseRunning
 		e.start, e.force = true, c.restartForce
 		c.restart, c.restartForce = false, false

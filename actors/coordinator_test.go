@@ -56,6 +56,14 @@ func TestCoordinator(t *testing.T) {
 			{in: "run", want: effect{replyNow: true}},
 			{in: "done", want: effect{releaseInterrupts: true, start: true, force: true}},
 		}},
+		{"a wake during a drain that fails starts a fresh busy period", []step{
+			{in: "wake", want: effect{start: true}},
+			{in: "wake"},
+			// the drain failed: no next, straight to its terminal
+			{in: "done", want: effect{releaseInterrupts: true, start: true}},
+			{in: "next", next: false},
+			{in: "done", want: effect{releaseInterrupts: true, releaseWaits: true}},
+		}},
 		{"idle interrupt and wait answer at once", []step{
 			{in: "interrupt", want: effect{replyNow: true}},
 			{in: "wait", want: effect{replyNow: true}},

@@ -61,7 +61,13 @@ func (e *execution) Receive(ctx actor.Context) {
 	}
 	sess, err := e.rt.cfg.Store.Get(context.Background(), sid)
 	if err != nil {
-		e.refuse(ctx, err)
+		if messages.TypeOf(err) == messages.ErrSessionNotFound {
+			e.refuse(ctx, err)
+		} else {
+			// A Session the store cannot read now may be running: an
+			// interrupt or wait must not pretend it is idle.
+			ctx.Respond(&messages.ErrorReply{Error: *messages.AsError(err, messages.ErrInternal)})
+		}
 		return
 	}
 	key := sess.Location.Key()

@@ -396,3 +396,40 @@ func TestSessionActorPanicKeepsItsDrain(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// failingGet fails the store's Get while fail is set.
+type failingGet struct {
+	persistence.Store
+	fail *atomic.Bool
+}
+
+func (f failingGet) Get(ctx context.Context, id messages.SessionID) (persistence.Session, error) {
+	if f.fail.Load() {
+		return persistence.Session{}, errors.New("transient read error")
+	}
+	return f.Store.Get(ctx, id)
+}
+
+// TestStoreErrorIsNotIdle: when the store cannot read a Session, interrupt
+// and wait fail instead of answering as for an idle Session, which it may
+// not be.
+func TestStoreErrorIsNotIdle(t *testing.T) {
+	fail := new(atomic.Bool)
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store = failingGet{c.Store, fail} }})
+	g := script.NewGate()
+	h.Model.Reply(script.Hold(g), script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	fail.Store(true)
+	ierr := h.Runtime.Interrupt(h.Ctx(), sid)
+	werr := h.Runtime.Wait(h.Ctx(), sid)
+	fail.Store(false)
+	g.Release()
+	h.WaitIdle(sid)
+	if messages.TypeOf(ierr) != messages.ErrInternal || messages.TypeOf(werr) != messages.ErrInternal {
+		t.Fatalf("with the store failing, interrupt: %v; wait: %v", ierr, werr)
+	}
+}

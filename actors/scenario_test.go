@@ -780,3 +780,24 @@ func TestSteerBatchCap(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestWakeDuringAFailingDrain: a prompt admitted while the drain is
+// failing is answered by a fresh busy period, not left pending.
+func TestWakeDuringAFailingDrain(t *testing.T) {
+	h := actortest.New(t)
+	g := script.NewGate()
+	h.Model.Reply(script.Hold(g), script.Fail(llm.Errorf(messages.ErrProviderInvalidRequest, "bad request")))
+	h.Model.Reply(script.Text("second answer"))
+	sid := h.Session()
+	h.Prompt(sid, "first")
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "second")
+	g.Release()
+	h.WaitIdle(sid)
+	if h.Model.Count() != 2 || count(h, sid, messages.TypeExecutionFailed) != 1 || count(h, sid, messages.TypeExecutionSucceeded) != 1 {
+		t.Fatalf("the prompt admitted during the failing drain: %d requests, %v", h.Model.Count(), h.Types(sid))
+	}
+	h.CheckReplay()
+}
