@@ -433,3 +433,26 @@ func TestStoreErrorIsNotIdle(t *testing.T) {
 		t.Fatalf("with the store failing, interrupt: %v; wait: %v", ierr, werr)
 	}
 }
+
+// TestPassivationUnderLoad: Sessions that go idle and passivate every
+// millisecond between prompts answer every prompt. Under -race it also
+// checks the idle timer: protoactor's receive timeout, used before, wrote
+// the actor context from its timer goroutine.
+func TestPassivationUnderLoad(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.IdleTimeout = time.Millisecond }})
+	h.Model.Default(script.Text("ok"))
+	var wg sync.WaitGroup
+	for range 4 {
+		sid := h.Session()
+		wg.Go(func() {
+			for range 30 {
+				h.Prompt(sid, "p")
+				h.WaitIdle(sid)
+			}
+		})
+	}
+	wg.Wait()
+	if h.Model.Count() != 120 {
+		t.Fatalf("%d of 120 prompts answered", h.Model.Count())
+	}
+}

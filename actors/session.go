@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -27,6 +28,33 @@ type session struct {
 	interruptWaiters []*actor.PID
 	waitWaiters      []*actor.PID
 	received         uint64
+
+	// The idle timer, armed while no busy period runs. protoactor's
+	// receive timeout is not used: its timer goroutine writes the actor
+	// context's fields while the actor runs (a data race,
+	// asynkron/protoactor-go#1139). This one only sends idleTick, which
+	// counts only when its generation is still current.
+	idle    *time.Timer
+	idleGen uint64
+}
+
+// idleTick reports that the idle timer of generation gen fired.
+type idleTick struct{ gen uint64 }
+
+// armIdle (re)starts the idle timer.
+func (s *session) armIdle(ctx actor.Context) {
+	s.stopIdle()
+	gen, self, root := s.idleGen, ctx.Self(), s.rt.system.Root
+	s.idle = time.AfterFunc(s.rt.cfg.IdleTimeout, func() { root.Send(self, &idleTick{gen: gen}) })
+}
+
+// stopIdle stops the idle timer; a tick already sent is stale.
+func (s *session) stopIdle() {
+	if s.idle != nil {
+		s.idle.Stop()
+		s.idle = nil
+	}
+	s.idleGen++
 }
 
 // Internal messages between a Session actor and its drain.
@@ -62,18 +90,21 @@ func (s *session) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		s.rt.live.Add(1)
-		ctx.SetReceiveTimeout(s.rt.cfg.IdleTimeout)
+		s.armIdle(ctx)
 	case *actor.Stopped:
+		s.stopIdle()
 		s.rt.live.Add(-1)
-	case *actor.ReceiveTimeout:
+	case *idleTick:
+		if msg.gen != s.idleGen {
+			return // re-armed or stopped since
+		}
 		if !s.c.busy() {
 			ctx.Send(ctx.Parent(), &sessionIdle{sid: s.sid, pid: ctx.Self(), received: s.received})
 		}
-		// protoactor turns the timer off when it fires. The Location may
-		// refuse the stop (a message to this actor is in flight), and if
-		// that message starts no drain nothing else would turn it on again:
-		// the actor would never passivate.
-		ctx.SetReceiveTimeout(s.rt.cfg.IdleTimeout)
+		// The Location may refuse the stop (a message to this actor is in
+		// flight), and if that message starts no drain nothing else would
+		// arm the timer again: the actor would never passivate.
+		s.armIdle(ctx)
 	case *actor.Stopping:
 		if s.cancel != nil {
 			s.cancel(interruptReason{messages.ReasonShutdown})
@@ -120,7 +151,7 @@ func (s *session) Receive(ctx actor.Context) {
 		s.rt.cfg.Metrics.active(-1)
 		s.apply(ctx, s.c.done())
 		if !s.c.busy() {
-			ctx.SetReceiveTimeout(s.rt.cfg.IdleTimeout)
+			s.armIdle(ctx)
 		}
 	}
 }
@@ -150,7 +181,7 @@ func (s *session) apply(ctx actor.Context, e effect) {
 // start begins a busy period: it registers the Session as active and spawns
 // the drain child.
 func (s *session) start(ctx actor.Context, force bool) {
-	ctx.CancelReceiveTimeout()
+	s.stopIdle()
 	dctx, cancel := context.WithCancelCause(context.Background())
 	s.cancel = cancel
 	s.rt.active.Store(s.sid, struct{}{})
