@@ -16,6 +16,9 @@ type execution struct {
 	rt        *Runtime
 	locations map[string]*actor.PID
 	next      int
+	// stopping: Shutdown is stopping the actors. A stopping actor still
+	// receives commands, but a child spawned now would never be stopped.
+	stopping bool
 }
 
 func newExecution(rt *Runtime) *execution {
@@ -44,6 +47,9 @@ func (e *execution) Receive(ctx actor.Context) {
 	// their drains run on. The command fails instead.
 	defer e.rt.recoverCommand(ctx)
 	switch msg := ctx.Message().(type) {
+	case *actor.Stopping:
+		e.stopping = true
+		return
 	case *actor.Stopped:
 		close(e.rt.execStopped)
 		return
@@ -62,7 +68,7 @@ func (e *execution) Receive(ctx actor.Context) {
 	sess, err := e.rt.cfg.Store.Get(context.Background(), sid)
 	if err != nil {
 		if messages.TypeOf(err) == messages.ErrSessionNotFound {
-			e.refuse(ctx, err)
+			refuse(ctx, err)
 		} else {
 			// A Session the store cannot read now may be running: an
 			// interrupt or wait must not pretend it is idle.
@@ -72,12 +78,16 @@ func (e *execution) Receive(ctx actor.Context) {
 	}
 	key := sess.Location.Key()
 	pid, ok := e.locations[key]
+	if !ok && e.stopping {
+		refuse(ctx, errStoppingActors)
+		return
+	}
 	if !ok {
 		svc, err := e.rt.cfg.Locations.Get(sess.Location)
 		if err != nil {
 			// No Location actor means no Session actor: nothing of this
 			// Session runs here (its directory may have been removed).
-			e.refuse(ctx, err)
+			refuse(ctx, err)
 			return
 		}
 		e.next++
@@ -92,10 +102,15 @@ func (e *execution) Receive(ctx actor.Context) {
 	ctx.Forward(pid)
 }
 
+// errStoppingActors answers commands that reach actors Shutdown is
+// stopping.
+var errStoppingActors = messages.Errorf(messages.ErrShuttingDown, "sessiond is shutting down")
+
 // refuse answers a command whose Session has no actor and cannot get one
-// (it is missing, or its Location cannot be built). Interrupt and wait
-// are no-ops then, as for an idle Session; the rest fail with err.
-func (e *execution) refuse(ctx actor.Context, err error) {
+// (it is missing, its Location cannot be built, or its parent is
+// stopping). Interrupt and wait are no-ops then, as for an idle Session;
+// the rest fail with err.
+func refuse(ctx actor.Context, err error) {
 	switch ctx.Message().(type) {
 	case *messages.Interrupt:
 		ctx.Respond(&messages.InterruptReply{})

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
@@ -454,5 +455,38 @@ func TestPassivationUnderLoad(t *testing.T) {
 	wg.Wait()
 	if h.Model.Count() != 120 {
 		t.Fatalf("%d of 120 prompts answered", h.Model.Count())
+	}
+}
+
+// TestCommandsWhileActorsStop: a command that reaches the actors while
+// Shutdown stops them spawns nothing (a Session actor spawned then would
+// never be stopped, and Shutdown would wait for it to its deadline): an
+// interrupt of a Session without an actor is the no-op it is when idle.
+func TestCommandsWhileActorsStop(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Default(script.Text("hi"))
+	a, b := h.Session(), h.Session() // one Location; b has no actor yet
+	h.Prompt(a, "go")
+	h.WaitIdle(a)
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	actors.SetSessionFault(func(msg any) {
+		if _, ok := msg.(*actor.Stopping); ok {
+			once.Do(func() { close(reached); <-release })
+		}
+	})
+	defer actors.SetSessionFault(nil)
+	done := make(chan error, 1)
+	go func() { done <- h.Runtime.Shutdown(h.Ctx()) }()
+	<-reached // a's actor is stopping, so its Location is too
+	if err := h.Runtime.Interrupt(h.Ctx(), b); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("shutdown: %v (live Session actors: %d)", err, h.Runtime.Live())
+	}
+	if n := h.Runtime.Live(); n != 0 {
+		t.Fatalf("%d Session actors live after shutdown", n)
 	}
 }

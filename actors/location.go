@@ -19,6 +19,8 @@ type location struct {
 	// messages forwarded to it, so passivation never drops one in flight.
 	sessions map[messages.SessionID]*child
 	gen      int
+	// stopping: see execution.stopping.
+	stopping bool
 }
 
 type child struct {
@@ -45,6 +47,9 @@ func (l *location) Receive(ctx actor.Context) {
 	// their drains run on. The command fails instead.
 	defer l.rt.recoverCommand(ctx)
 	switch msg := ctx.Message().(type) {
+	case *actor.Stopping:
+		l.stopping = true
+		return
 	case *sessionIdle:
 		c, ok := l.sessions[msg.sid]
 		if ok && c.pid.Equal(msg.pid) && c.sent == msg.received {
@@ -67,6 +72,10 @@ func (l *location) Receive(ctx actor.Context) {
 		return
 	}
 	c, ok := l.sessions[sid]
+	if !ok && l.stopping {
+		refuse(ctx, errStoppingActors)
+		return
+	}
 	if !ok {
 		l.gen++
 		// The lock-free mailbox is cheaper to allocate; Session actors see

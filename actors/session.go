@@ -36,6 +36,9 @@ type session struct {
 	// counts only when its generation is still current.
 	idle    *time.Timer
 	idleGen uint64
+	// stopping: see execution.stopping. A stopping Session starts no
+	// drain: its context would not be cancelled.
+	stopping bool
 }
 
 // idleTick reports that the idle timer of generation gen fired.
@@ -94,6 +97,11 @@ func (s *session) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		s.stopIdle()
 		s.rt.live.Add(-1)
+		// Callers still waiting would wait for a reply no one sends.
+		for _, w := range append(s.interruptWaiters, s.waitWaiters...) {
+			ctx.Send(w, &messages.ErrorReply{Error: *errStoppingActors})
+		}
+		s.interruptWaiters, s.waitWaiters = nil, nil
 	case *idleTick:
 		if msg.gen != s.idleGen {
 			return // re-armed or stopped since
@@ -106,15 +114,24 @@ func (s *session) Receive(ctx actor.Context) {
 		// arm the timer again: the actor would never passivate.
 		s.armIdle(ctx)
 	case *actor.Stopping:
+		s.stopping = true
 		if s.cancel != nil {
 			s.cancel(interruptReason{messages.ReasonShutdown})
 		}
 	case *messages.Wake:
 		s.received++
+		if s.stopping {
+			refuse(ctx, errStoppingActors)
+			return
+		}
 		s.apply(ctx, s.c.wake())
 		ctx.Respond(&messages.WakeReply{})
 	case *messages.Run:
 		s.received++
+		if s.stopping {
+			refuse(ctx, errStoppingActors)
+			return
+		}
 		e := s.c.run()
 		s.apply(ctx, e)
 		ctx.Respond(&messages.RunReply{Joined: e.joined})
@@ -158,6 +175,12 @@ func (s *session) Receive(ctx actor.Context) {
 
 // apply performs a coordinator effect.
 func (s *session) apply(ctx actor.Context, e effect) {
+	if e.start && s.stopping {
+		// A restart after the busy period that Stopping cancelled: nothing
+		// starts, and everyone waiting is answered.
+		s.c = coordinator{}
+		e = effect{releaseInterrupts: true, releaseWaits: true}
+	}
 	if e.cancel != "" && s.cancel != nil {
 		s.cancel(interruptReason{e.cancel})
 	}
