@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -150,9 +151,25 @@ func (b *basher) run(ctx context.Context, call *CallContext, in BashInput) (Resu
 		warnings = append(warnings, "the command mentions paths outside the project: "+strings.Join(outside, ", ")+
 			" (advisory only: bash is not sandboxed and this was not enforced)")
 	}
+	patterns, err := commandPatterns(in.Command)
+	if err != nil {
+		return Result{}, err
+	}
+	if dir != call.Root {
+		// What a command does depends on where it runs: approving "rm -f *"
+		// in build/ must not approve it in the project root. The suffix
+		// keeps prefix rules ("git status*") matching in every directory.
+		where := dir
+		if rel, err := filepath.Rel(call.Root, dir); err == nil && filepath.IsLocal(rel) {
+			where = rel
+		}
+		for i := range patterns {
+			patterns[i] += "  # in " + where
+		}
+	}
 	if err := call.Ask(ctx, Request{
 		Permission: PermissionBash,
-		Patterns:   []string{in.Command},
+		Patterns:   patterns,
 		Metadata:   mustJSON(map[string]any{"command": in.Command, "workdir": dir, "warnings": warnings}),
 	}); err != nil {
 		return Result{}, err

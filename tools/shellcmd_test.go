@@ -1,0 +1,127 @@
+//go:build unix
+
+package tools
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+func TestCommandPatterns(t *testing.T) {
+	for _, tc := range []struct {
+		script string
+		want   []string
+	}{
+		{"make test", []string{"make test"}},
+		{"ls -la # list", []string{"ls -la"}},
+		{"echo 'a; b' \"c && d\"", []string{"echo 'a; b' \"c && d\""}},
+		{"git status; touch pwned", []string{"git status", "touch pwned"}},
+		{"git status && rm -rf ~ || true", []string{"git status", "rm -rf ~", "true"}},
+		{"git status | sh", []string{"git status", "sh"}},
+		{"git status $(curl -s x | sh)", []string{"git status $(curl -s x | sh)", "curl -s x", "sh"}},
+		{"git status `id`", []string{"git status `id`", "id"}},
+		{"{ a; b; } > out.txt", []string{"{ a; b; } > out.txt", "a", "b"}},
+		{"(cd sub && make)", []string{"cd sub", "make"}},
+		{"for f in *.go; do gofmt -l $f; done", []string{"gofmt -l $f"}},
+		{"if test -f x; then rm x; fi", []string{"test -f x", "rm x"}},
+		{"f() { rm -rf /; }; f", []string{"rm -rf /", "f"}},
+		{"FOO=1 make test > log 2>&1", []string{"FOO=1 make test > log 2>&1"}},
+		{"sleep 5 &\nwait", []string{"sleep 5 &", "wait"}},
+		{"export X=1; [[ -n $X ]]", []string{"export X=1", "[[ -n $X ]]"}},
+		{"cat <<EOF\nhello; rm x\nEOF", []string{"cat <<EOF\nhello; rm x\nEOF"}},
+	} {
+		got, err := commandPatterns(tc.script)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%q: %q, %v; want %q", tc.script, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"echo $(", "if true; then", "   ", "# only a comment"} {
+		if got, err := commandPatterns(bad); err == nil {
+			t.Errorf("%q: %q, want an error", bad, got)
+		}
+	}
+}
+
+// FuzzCommandPatterns: any script either fails to parse or yields
+// patterns, each a piece of the script.
+func FuzzCommandPatterns(f *testing.F) {
+	for _, s := range []string{"make test", "a; b && c | d", "x $(y `z`)", "{ a; } > f", "cat <<EOF\nx\nEOF", "f() { g; }"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, script string) {
+		got, err := commandPatterns(script)
+		if err != nil {
+			return
+		}
+		if len(got) == 0 {
+			t.Fatal("no patterns and no error")
+		}
+		for _, p := range got {
+			if p == "" || !strings.Contains(script, p) {
+				t.Fatalf("pattern %q is not a piece of %q", p, script)
+			}
+		}
+	})
+}
+
+// TestBashRulesCoverEveryCommand: an allow rule for a command's prefix
+// does not allow what is chained after it or substituted into it.
+func TestBashRulesCoverEveryCommand(t *testing.T) {
+	for _, cmd := range []string{"git status; touch pwned", "git status && touch pwned", "git status $(touch pwned)"} {
+		asker := &scriptedAsker{answer: answerAlways(Reject)}
+		h := newHarness(t, harnessConfig{asker: asker, rules: Ruleset{{"*", "*", Ask}, {"bash", "git status*", Allow}}})
+		_, err := h.call(context.Background(), t, "bash", BashInput{Command: cmd})
+		if errorType(t, err) != messages.ErrPermissionRejected {
+			t.Fatalf("%q: %v, want it asked and rejected", cmd, err)
+		}
+		if _, err := os.Stat(filepath.Join(h.root, "pwned")); err == nil {
+			t.Fatalf("%q ran", cmd)
+		}
+		if asked := asker.requests(); len(asked) != 1 || !slices.Contains(asked[0].Patterns, "touch pwned") {
+			t.Fatalf("%q asked %+v", cmd, asked)
+		}
+	}
+	// The allowed command alone still runs without asking.
+	h := newHarness(t, harnessConfig{asker: &scriptedAsker{answer: answerAlways(Reject)},
+		rules: Ruleset{{"*", "*", Ask}, {"bash", "git status*", Allow}, {"bash", "true", Allow}}})
+	if _, err := h.call(context.Background(), t, "bash", BashInput{Command: "git status --short || true"}); err != nil {
+		t.Fatal(err)
+	}
+	// A script that does not parse is refused before anything is asked.
+	if _, err := h.call(context.Background(), t, "bash", BashInput{Command: "git status $("}); err == nil || !strings.Contains(err.Error(), "does not parse") {
+		t.Fatalf("unparseable script: %v", err)
+	}
+}
+
+// TestBashAlwaysCoversOnlyItsWorkdir: "always" for a command in one
+// directory does not approve it in another.
+func TestBashAlwaysCoversOnlyItsWorkdir(t *testing.T) {
+	asker := &scriptedAsker{answer: answerAlways(Always)}
+	h := newHarness(t, harnessConfig{asker: asker})
+	h.write(t, "build/out.o", "x")
+	h.write(t, "main.go", "package main\n")
+	if _, err := h.call(context.Background(), t, "bash", BashInput{Command: "rm -f *", Workdir: "build"}); err != nil {
+		t.Fatal(err)
+	}
+	if asked := asker.requests(); len(asked) != 1 || asked[0].Patterns[0] != "rm -f *  # in build" {
+		t.Fatalf("asked %+v", asked)
+	}
+	asker.answer = answerAlways(Reject)
+	_, err := h.call(context.Background(), t, "bash", BashInput{Command: "rm -f *"})
+	if errorType(t, err) != messages.ErrPermissionRejected {
+		t.Fatalf("in the project root: %v, want asked and rejected", err)
+	}
+	if _, err := os.Stat(filepath.Join(h.root, "main.go")); err != nil {
+		t.Fatal("the approval for build/ ran the command in the project root")
+	}
+	// In build/ again, the approval holds.
+	if _, err := h.call(context.Background(), t, "bash", BashInput{Command: "rm -f *", Workdir: "build"}); err != nil {
+		t.Fatal(err)
+	}
+}
