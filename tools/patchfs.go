@@ -3,6 +3,7 @@ package tools
 import (
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -54,11 +55,14 @@ func (rootFS) read(base, rel string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	defer r.Close()
-	f, err := r.Open(rel)
+	f, fi, err := openNoBlock(r, rel)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	}
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, err

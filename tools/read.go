@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/messages"
@@ -153,11 +155,11 @@ func (r *reader) run(ctx context.Context, call *CallContext, in ReadInput) (Resu
 		return Result{}, fmt.Errorf("read %s: %v", shown, describeErr(err))
 	}
 	defer root.Close()
-	// Stat before opening: opening a FIFO would block.
-	fi, err := root.Stat(res.Rel)
+	f, fi, err := openNoBlock(root, res.Rel)
 	if err != nil {
 		return Result{}, fmt.Errorf("read %s: %v", shown, describeErr(err))
 	}
+	defer f.Close()
 	offset, limit := in.Offset, in.Limit
 	if offset == 0 {
 		offset = 1
@@ -172,11 +174,6 @@ func (r *reader) run(ctx context.Context, call *CallContext, in ReadInput) (Resu
 	default:
 		return Result{}, fmt.Errorf("read %s: not a regular file or directory (%s)", shown, fi.Mode().Type())
 	}
-	f, err := root.Open(res.Rel)
-	if err != nil {
-		return Result{}, fmt.Errorf("read %s: %v", shown, describeErr(err))
-	}
-	defer f.Close()
 	br := bufio.NewReaderSize(f, readBufferSize)
 	if isBinary(br) {
 		return r.readBinary(br, shown, fi.Size())
@@ -295,4 +292,22 @@ func mustJSON(v any) json.RawMessage {
 		panic(fmt.Sprintf("tools: marshal %T: %v", v, err))
 	}
 	return b
+}
+
+// openNoBlock opens rel for reading without blocking, and returns it with
+// what it is. A stat before an open would leave a window in which the path
+// becomes a FIFO (another process swapping it in), whose blocking open no
+// cancellation ends; opening non-blocking and asking the descriptor closes
+// it. Only the caller can tell what kinds it takes.
+func openNoBlock(root *os.Root, rel string) (*os.File, fs.FileInfo, error) {
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/messages"
@@ -437,5 +439,43 @@ func TestReadCancelledWhileSkipping(t *testing.T) {
 	_, err = readTextPage(ctx, bufio.NewReader(f), pageLimits{offset: 60000, limit: 10, maxLine: 100, maxPage: 1000})
 	if err != context.Canceled {
 		t.Fatalf("got %v, want context.Canceled", err)
+	}
+}
+
+// TestOpenNoBlockDoesNotWaitForAFIFO: the open read and apply_patch use
+// returns at once for a FIFO without a writer (a path swapped to one
+// after a stat would otherwise block in open, past any cancellation), and
+// apply_patch refuses to read one.
+func TestOpenNoBlockDoesNotWaitForAFIFO(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	done := make(chan error, 1)
+	go func() {
+		f, fi, err := openNoBlock(root, "fifo")
+		if err == nil {
+			f.Close()
+			if fi.Mode().Type() != fs.ModeNamedPipe {
+				err = fmt.Errorf("mode %v", fi.Mode())
+			}
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("opening a FIFO blocked")
+	}
+	if _, err := (rootFS{}).read(dir, "fifo", 1<<20); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("apply_patch's read of a FIFO: %v", err)
 	}
 }
