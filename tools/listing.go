@@ -52,16 +52,24 @@ func (r *reader) listDir(root *os.Root, res Resolved, shown string, offset, limi
 	if offset > total {
 		return Result{}, fmt.Errorf("read %s: offset %d is beyond the end of the directory, which has %d entries; use an offset from 1 to %d", shown, offset, total, total)
 	}
-	end := min(offset-1+limit, total)
-	page := entries[offset-1 : end]
+	// A page ends at limit entries or at the page budget, whichever comes
+	// first (names of 255 bytes, quoted, make a 2,000-entry page megabytes),
+	// but holds at least one entry.
+	end := offset - 1
 	var b strings.Builder
-	for _, e := range page {
-		b.WriteString(showName(e.name))
+	for _, e := range entries[offset-1 : min(offset-1+limit, total)] {
+		line := showName(e.name)
 		if e.isDir {
-			b.WriteByte('/')
+			line += "/"
 		}
+		if end >= offset && b.Len()+len(line)+1 > r.cfg.MaxPageBytes {
+			break
+		}
+		b.WriteString(line)
 		b.WriteByte('\n')
+		end++
 	}
+	page := entries[offset-1 : end]
 	next := 0
 	if end < total {
 		next = end + 1

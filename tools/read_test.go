@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -440,6 +441,21 @@ func TestReadCancelledWhileSkipping(t *testing.T) {
 	if err != context.Canceled {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
+	// Within one endless line too (the rest of a huge or sparse file).
+	_, err = readTextPage(ctx, bufio.NewReader(endless{}), pageLimits{offset: 1, limit: 10, maxLine: 100, maxPage: 1000})
+	if err != context.Canceled {
+		t.Fatalf("in an endless line: got %v, want context.Canceled", err)
+	}
+}
+
+// endless reads as one line that never ends.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	return len(p), nil
 }
 
 // TestOpenNoBlockDoesNotWaitForAFIFO: the open read and apply_patch use
@@ -477,5 +493,33 @@ func TestOpenNoBlockDoesNotWaitForAFIFO(t *testing.T) {
 	}
 	if _, err := (rootFS{}).read(dir, "fifo", 1<<20); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Fatalf("apply_patch's read of a FIFO: %v", err)
+	}
+}
+
+// TestReadDirectoryPageBudget: a listing page ends at the page budget as
+// well as at its entry limit, with a cursor to the rest, and still shows
+// one entry when that alone is over the budget.
+func TestReadDirectoryPageBudget(t *testing.T) {
+	h := newHarness(t, harnessConfig{rules: allowAll, builtins: BuiltinConfig{Read: ReadConfig{MaxPageBytes: 16}}})
+	for _, f := range []string{"aaaa", "bbbb", "cccc", "dddd", strings.Repeat("e", 40)} {
+		h.write(t, "d/"+f, "x")
+	}
+	var pages []string
+	for offset := 1; offset != 0; {
+		res, err := h.call(context.Background(), t, "read", ReadInput{Path: "d", Offset: offset})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta ReadMetadata
+		if err := json.Unmarshal(res.Metadata, &meta); err != nil {
+			t.Fatal(err)
+		}
+		listed, _, _ := strings.Cut(res.Output, "\n\n(")
+		pages = append(pages, listed)
+		offset = meta.Next
+	}
+	want := []string{"aaaa\nbbbb\ncccc", "dddd", strings.Repeat("e", 40)}
+	if !slices.Equal(pages, want) {
+		t.Fatalf("pages %q, want %q", pages, want)
 	}
 }

@@ -62,7 +62,7 @@ func readTextPage(ctx context.Context, br *bufio.Reader, lim pageLimits) (textPa
 	}
 	size := 0
 	for len(page.lines) < lim.limit {
-		line, dropped, ok, err := readLine(br, lim.maxLine)
+		line, dropped, ok, err := readLine(ctx, br, lim.maxLine)
 		if err != nil {
 			return page, err
 		}
@@ -145,11 +145,16 @@ var newline = []byte{'\n'}
 // readLine reads one line, keeping at most max bytes of it (cut at a rune
 // boundary) and counting the rest in dropped. The line ending ("\n" or
 // "\r\n") is neither kept nor counted. ok is false at the end of the input.
-func readLine(br *bufio.Reader, max int) (line []byte, dropped int, ok bool, err error) {
+// A line can be the rest of a huge (or sparse) file, so ctx is checked
+// every ctxCheckChunks buffers.
+func readLine(ctx context.Context, br *bufio.Reader, max int) (line []byte, dropped int, ok bool, err error) {
 	seen := 0
 	newline := false
 	var last byte // last content byte, to recognise a "\r\n" ending
-	for {
+	for chunk := 0; ; chunk++ {
+		if chunk%ctxCheckChunks == 0 && ctx.Err() != nil {
+			return nil, 0, false, ctx.Err()
+		}
 		frag, ferr := br.ReadSlice('\n')
 		seen += len(frag)
 		if ferr == nil {
