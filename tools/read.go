@@ -135,6 +135,14 @@ type reader struct {
 func (r *reader) run(ctx context.Context, call *CallContext, in ReadInput) (Result, error) {
 	res, err := call.Paths.Resolve(in.Path)
 	if err != nil {
+		// Some resolution errors tell what is on disk ("x is a file"): a
+		// path the rules deny gets the denial instead, as when it exists.
+		if lexical, ok := call.Paths.Lexical(in.Path); ok {
+			if aerr := call.Ask(ctx, Request{Permission: PermissionRead, Patterns: []string{lexical},
+				Metadata: mustJSON(map[string]string{"path": in.Path})}); aerr != nil {
+				return Result{}, aerr
+			}
+		}
 		return Result{}, err
 	}
 	shown := displayPath(res)

@@ -346,6 +346,19 @@ func TestReadAuthorizesTheCanonicalPath(t *testing.T) {
 	if errorType(t, err) != messages.ErrPermissionRejected {
 		t.Fatalf("missing denied file: %v, want permission.rejected", err)
 	}
+	// Nor what resolving a denied path finds on the way ("x is a file").
+	h3 := newHarness(t, harnessConfig{rules: Ruleset{{"read", "*", Allow}, {"read", "*/secret/*", Deny}}})
+	h3.write(t, "secret/prod-db-password", "hunter2\n")
+	for _, p := range []string{"secret/staging-db-password/x", "secret/prod-db-password/x"} {
+		if _, err := h3.call(context.Background(), t, "read", ReadInput{Path: p}); errorType(t, err) != messages.ErrPermissionRejected {
+			t.Fatalf("%s: %v, want permission.rejected", p, err)
+		}
+	}
+	// An allowed path still gets the resolution's own error.
+	h3.write(t, "notes", "x")
+	if _, err := h3.call(context.Background(), t, "read", ReadInput{Path: "notes/x"}); err == nil || !strings.Contains(err.Error(), "notes is a file") {
+		t.Fatalf("allowed path through a file: %v", err)
+	}
 }
 
 func TestReadReference(t *testing.T) {

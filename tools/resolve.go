@@ -168,11 +168,13 @@ func within(base, p string) bool {
 	return strings.HasPrefix(p, base+string(filepath.Separator))
 }
 
-// Resolve resolves a tool path. The path need not exist; Resolved.Exists
-// says whether it does. Errors are *PathError values.
-func (r *Resolver) Resolve(p string) (Resolved, error) {
-	fail := func(err error, detail string) (Resolved, error) {
-		return Resolved{}, &PathError{Path: p, Err: err, Detail: detail}
+// lexical checks the shape of a tool path and splits it into the directory
+// it is relative to (the root or a reference's), the reference's name, and
+// the cleaned rest, without looking at the file system beyond the
+// reference.
+func (r *Resolver) lexical(p string) (base, ref, clean string, err error) {
+	fail := func(err error, detail string) (string, string, string, error) {
+		return "", "", "", &PathError{Path: p, Err: err, Detail: detail}
 	}
 	switch {
 	case p == "":
@@ -182,7 +184,7 @@ func (r *Resolver) Resolve(p string) (Resolved, error) {
 	case filepath.IsAbs(p):
 		return fail(ErrAbsolutePath, "")
 	}
-	base, ref, rest := r.root, "", p
+	base, rest := r.root, p
 	if name, tail, ok := strings.Cut(strings.TrimPrefix(p, "@"), "/"); strings.HasPrefix(p, "@") {
 		if !ok {
 			tail = "."
@@ -196,9 +198,33 @@ func (r *Resolver) Resolve(p string) (Resolved, error) {
 			return fail(ErrUnknownReference, r.describeReferences())
 		}
 	}
-	clean := filepath.Clean(rest)
+	clean = filepath.Clean(rest)
 	if clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
 		return fail(ErrPathEscape, "")
+	}
+	return base, ref, clean, nil
+}
+
+// Lexical returns the path p names before anything on disk is looked at
+// (no symbolic link followed), for a permission check that must not depend
+// on what exists; ok is false when p's shape alone is refused.
+func (r *Resolver) Lexical(p string) (path string, ok bool) {
+	base, _, clean, err := r.lexical(p)
+	if err != nil {
+		return "", false
+	}
+	return filepath.Join(base, clean), true
+}
+
+// Resolve resolves a tool path. The path need not exist; Resolved.Exists
+// says whether it does. Errors are *PathError values.
+func (r *Resolver) Resolve(p string) (Resolved, error) {
+	fail := func(err error, detail string) (Resolved, error) {
+		return Resolved{}, &PathError{Path: p, Err: err, Detail: detail}
+	}
+	base, ref, clean, err := r.lexical(p)
+	if err != nil {
+		return Resolved{}, err
 	}
 	res := Resolved{Input: p, Base: base, Reference: ref, Exists: true}
 	cur, parent := base, base
