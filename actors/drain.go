@@ -45,7 +45,7 @@ func (d *drain) Receive(ctx actor.Context) {
 // run is the busy period's goroutine.
 func (d *drain) run(self *actor.PID) {
 	root := d.rt.system.Root
-	r := &runner{sid: d.sid, store: d.rt.cfg.Store, svc: d.svc, bus: d.rt.cfg.Bus, clock: d.rt.cfg.Clock,
+	r := &runner{sid: d.sid, order: d.rt.orderLock(d.sid), store: d.rt.cfg.Store, svc: d.svc, bus: d.rt.cfg.Bus, clock: d.rt.cfg.Clock,
 		ids: d.rt.cfg.IDs, log: d.rt.cfg.Logger, steerBatch: d.rt.cfg.SteerBatch, metrics: d.rt.cfg.Metrics,
 		autoCompact: d.rt.cfg.AutoCompact, compactionBuffer: d.rt.cfg.CompactionBuffer, keepTokens: d.rt.cfg.KeepTokens,
 		liveHold: d.rt.cfg.LiveHold, bndAt: -1}

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
 )
 
 // holdForever makes every live event wait for the next durability point,
@@ -140,4 +142,92 @@ func TestHeldDeltaFlushesWhenModelStalls(t *testing.T) {
 	g.Release()
 	h.WaitIdle(sid)
 	h.CheckReplay()
+}
+
+// orderProbe holds the publication of one admission (the read-back of its
+// event) until released, and reports the runner's commits.
+type orderProbe struct {
+	persistence.Store
+	armed     atomic.Bool
+	entered   chan struct{}
+	release   chan struct{}
+	committed chan struct{}
+}
+
+func (s *orderProbe) History(ctx context.Context, id messages.SessionID, q persistence.Query) (persistence.Page[messages.Event], error) {
+	page, err := s.Store.History(ctx, id, q)
+	if err == nil && q.Limit == 1 && len(page.Data) == 1 {
+		if p, ok := page.Data[0].Data.(*messages.PromptAdmitted); ok && p.Prompt.Text == "steer" && s.armed.CompareAndSwap(true, false) {
+			close(s.entered)
+			<-s.release
+		}
+	}
+	return page, err
+}
+
+func (s *orderProbe) Commit(ctx context.Context, id messages.SessionID, ps ...messages.Payload) (persistence.Committed, error) {
+	c, err := s.Store.Commit(ctx, id, ps...)
+	select {
+	case s.committed <- struct{}{}:
+	default:
+	}
+	return c, err
+}
+
+// TestBusGetsDurableEventsInOrder: an admission committed while the runner
+// runs is published before the runner's later commits, although it
+// commits and publishes outside the runner.
+func TestBusGetsDurableEventsInOrder(t *testing.T) {
+	probe := &orderProbe{entered: make(chan struct{}), release: make(chan struct{}), committed: make(chan struct{}, 1)}
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { probe.Store = c.Store; c.Store = probe }})
+	g := script.NewGate()
+	h.Model.Reply(script.Hold(g), script.Text("one"))
+	h.Model.Reply(script.Text("two"))
+	sid := h.Session()
+	sub := h.Runtime.Bus().Subscribe(4096, actors.SessionFilter(sid))
+	defer sub.Close()
+	h.Prompt(sid, "first")
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	probe.armed.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.Runtime.Prompt(context.Background(), persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "steer"}})
+		done <- err
+	}()
+	<-probe.entered // the steer is committed, its publication held
+	for len(probe.committed) > 0 {
+		<-probe.committed
+	}
+	g.Release()
+	// Let the runner commit past the steer if it can; with the order lock
+	// it cannot until the publication is released.
+	select {
+	case <-probe.committed:
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(probe.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	last := int64(-1)
+	for {
+		select {
+		case ev := <-sub.C:
+			if ev.Durable == nil {
+				continue
+			}
+			if ev.Durable.Seq <= last {
+				t.Fatalf("the bus published durable seq %d (%s) after seq %d", ev.Durable.Seq, ev.Type, last)
+			}
+			last = ev.Durable.Seq
+		default:
+			if last < 8 {
+				t.Fatalf("only up to seq %d published", last)
+			}
+			return
+		}
+	}
 }

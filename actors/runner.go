@@ -38,7 +38,10 @@ var errInterrupted = errors.New("actors: interrupted")
 // the drain goroutine; its methods run on that goroutine, except the hold
 // timer's flush of the outbox, which mu serializes.
 type runner struct {
-	sid   messages.SessionID
+	sid messages.SessionID
+	// order is the Session's order lock (Runtime.order), held from each
+	// commit until its events are published.
+	order *sync.Mutex
 	store persistence.Store
 	svc   *locations.Services
 	bus   *Bus
@@ -155,6 +158,10 @@ func (r *runner) commitLocked(ctx context.Context, ps ...messages.Payload) ([]me
 	if _, begins := ps[0].(*messages.ExecutionStarted); !r.started && !begins {
 		ps = append([]messages.Payload{&messages.ExecutionStarted{SessionID: r.sid}}, ps...)
 		shift = 1
+	}
+	if r.order != nil {
+		r.order.Lock()
+		defer r.order.Unlock()
 	}
 	// Commits must land even while the drain is being cancelled: settlement
 	// and terminal events are exactly what interruption writes.

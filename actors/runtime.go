@@ -103,6 +103,11 @@ type Runtime struct {
 
 	active sync.Map // messages.SessionID -> struct{}
 	live   atomic.Int64
+	// order holds a *sync.Mutex per Session that writers hold from a
+	// commit until its events are published on the bus: admissions and
+	// selections commit outside the runner, and the bus must still get a
+	// Session's durable events in seq order.
+	order sync.Map // messages.SessionID -> *sync.Mutex
 	// execStopped closes when the execution router (and so every actor
 	// below it) has stopped.
 	execStopped chan struct{}
@@ -178,8 +183,31 @@ func (rt *Runtime) Create(ctx context.Context, req persistence.CreateSession) (p
 	return s, created, err
 }
 
+// orderLock returns the Session's order mutex (see Runtime.order).
+func (rt *Runtime) orderLock(sid messages.SessionID) *sync.Mutex {
+	if mu, ok := rt.order.Load(sid); ok {
+		return mu.(*sync.Mutex)
+	}
+	mu, _ := rt.order.LoadOrStore(sid, new(sync.Mutex))
+	return mu.(*sync.Mutex)
+}
+
+// forgetOrder drops a passivated Session's order mutex when no writer
+// holds it. (A writer that looked it up but has not locked it yet keeps
+// the old one; the next writer gets a new one: its publication may then
+// overtake that writer's, which only this rare interleaving allows.)
+func (rt *Runtime) forgetOrder(sid messages.SessionID) {
+	if v, ok := rt.order.Load(sid); ok {
+		if mu := v.(*sync.Mutex); mu.TryLock() {
+			rt.order.Delete(sid)
+			mu.Unlock()
+		}
+	}
+}
+
 // publishEvent forwards one durable event written outside a drain
-// (creation, admission) to the live bus so /api/event sees it.
+// (creation, admission) to the live bus so /api/event sees it. The caller
+// holds the Session's order lock.
 func (rt *Runtime) publishEvent(ctx context.Context, sid messages.SessionID, seq int64) {
 	p, err := rt.cfg.Store.History(ctx, sid, persistence.Query{After: seq - 1, Limit: 1})
 	if err == nil && len(p.Data) == 1 {
@@ -190,14 +218,17 @@ func (rt *Runtime) publishEvent(ctx context.Context, sid messages.SessionID, seq
 // Prompt is sessions.prompt: durable admission, then a wake unless resume
 // is false (also on an exact retry).
 func (rt *Runtime) Prompt(ctx context.Context, req persistence.PromptRequest) (persistence.Admitted, error) {
+	mu := rt.orderLock(req.SessionID)
+	mu.Lock()
 	res, err := persistence.Prompt(ctx, rt.cfg.Store, req)
-	if err != nil {
-		return persistence.Admitted{}, err
-	}
-	if res.Created {
+	if err == nil && res.Created {
 		// Only a new admission is news: retries publish nothing.
 		rt.cfg.Metrics.Admitted()
 		rt.publishEvent(ctx, req.SessionID, res.Admitted.AdmittedSeq)
+	}
+	mu.Unlock()
+	if err != nil {
+		return persistence.Admitted{}, err
 	}
 	if res.Wake {
 		if err := rt.Wake(ctx, req.SessionID); err != nil {
@@ -210,12 +241,15 @@ func (rt *Runtime) Prompt(ctx context.Context, req persistence.PromptRequest) (p
 // Compact admits one coalesced manual compaction barrier and wakes the
 // Session.
 func (rt *Runtime) Compact(ctx context.Context, sid messages.SessionID) (persistence.Input, error) {
+	mu := rt.orderLock(sid)
+	mu.Lock()
 	in, created, err := rt.cfg.Store.AdmitCompaction(ctx, sid)
+	if err == nil && created {
+		rt.publishEvent(ctx, sid, in.AdmittedSeq)
+	}
+	mu.Unlock()
 	if err != nil {
 		return in, err
-	}
-	if created {
-		rt.publishEvent(ctx, sid, in.AdmittedSeq)
 	}
 	return in, rt.Wake(ctx, sid)
 }
@@ -280,6 +314,9 @@ func (rt *Runtime) services(ctx context.Context, sid messages.SessionID) (*locat
 }
 
 func (rt *Runtime) appendOutside(ctx context.Context, sid messages.SessionID, p messages.Payload) error {
+	mu := rt.orderLock(sid)
+	mu.Lock()
+	defer mu.Unlock()
 	evs, err := rt.cfg.Store.Append(ctx, sid, p)
 	for _, ev := range evs {
 		rt.cfg.Bus.Publish(ev)
