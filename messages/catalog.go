@@ -428,10 +428,13 @@ type UsageUpdated struct {
 
 // PermissionAsked is a live-only question a tool asks before acting.
 type PermissionAsked struct {
-	SessionID          SessionID       `json:"sessionID"`
-	RequestID          string          `json:"requestID"`
-	Permission         string          `json:"permission"`
-	Patterns           []string        `json:"patterns"`
+	SessionID  SessionID `json:"sessionID"`
+	RequestID  string    `json:"requestID"`
+	Permission string    `json:"permission"`
+	Patterns   []string  `json:"patterns"`
+	// Where is the directory the call acts in when an approval depends on
+	// it (bash's workdir outside the Session's directory root).
+	Where              string          `json:"where,omitempty"`
 	Metadata           json.RawMessage `json:"metadata,omitempty"`
 	AssistantMessageID MessageID       `json:"assistantMessageID,omitempty"`
 	CallID             string          `json:"callID,omitempty"`

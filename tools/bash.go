@@ -94,8 +94,9 @@ type BashMetadata struct {
 
 // NewBash returns the bash built-in. Bash is not sandboxed: the command
 // runs with the daemon user's full file system, process and network
-// authority. Permission "bash" (pattern: the command; "always" approves
-// exactly that command) guards every call, and a workdir outside the
+// authority. Permission "bash" (patterns: each simple command of the
+// script, see commandPatterns; "always" approves exactly those commands,
+// in that workdir) guards every call, and a workdir outside the
 // Location additionally needs "external_directory" (pattern: "<dir>/*";
 // "always" approves the directory and everything beneath it); mentions of
 // outside paths in the command only produce advisory warnings.
@@ -151,25 +152,23 @@ func (b *basher) run(ctx context.Context, call *CallContext, in BashInput) (Resu
 		warnings = append(warnings, "the command mentions paths outside the project: "+strings.Join(outside, ", ")+
 			" (advisory only: bash is not sandboxed and this was not enforced)")
 	}
-	patterns, err := commandPatterns(in.Command)
+	patterns, err := commandPatterns(b.cfg.Shell, in.Command)
 	if err != nil {
 		return Result{}, err
 	}
+	// What a command does depends on where it runs: approving "rm -f *" in
+	// build/ must not approve it in the project root (Request.Where).
+	where := ""
 	if dir != call.Root {
-		// What a command does depends on where it runs: approving "rm -f *"
-		// in build/ must not approve it in the project root. The suffix
-		// keeps prefix rules ("git status*") matching in every directory.
-		where := dir
+		where = dir
 		if rel, err := filepath.Rel(call.Root, dir); err == nil && filepath.IsLocal(rel) {
 			where = rel
-		}
-		for i := range patterns {
-			patterns[i] += "  # in " + where
 		}
 	}
 	if err := call.Ask(ctx, Request{
 		Permission: PermissionBash,
 		Patterns:   patterns,
+		Where:      where,
 		Metadata:   mustJSON(map[string]any{"command": in.Command, "workdir": dir, "warnings": warnings}),
 	}); err != nil {
 		return Result{}, err

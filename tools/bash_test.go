@@ -223,7 +223,7 @@ func TestBashExternalWorkdirNeedsPermission(t *testing.T) {
 	}
 	asked := asker.requests()
 	if len(asked) != 2 || asked[0].Permission != PermissionExternalDirectory || asked[0].Patterns[0] != canonOutside+"/*" ||
-		asked[1].Permission != PermissionBash || asked[1].Patterns[0] != "pwd  # in "+canonOutside {
+		asked[1].Permission != PermissionBash || asked[1].Patterns[0] != "pwd" || asked[1].Where != canonOutside {
 		t.Fatalf("asked %+v", asked)
 	}
 	// A workdir inside the Location asks only for bash.

@@ -49,8 +49,10 @@
 //     apply_patch's reports.
 //   - bash: runs `bash -c` (or sh) in the Location or a workdir. Bash is
 //     NOT sandboxed: the command has the daemon user's full file system,
-//     process and network authority. Permission bash (pattern: the command,
-//     default ask) guards every call; a workdir outside the Location also
+//     process and network authority. Permission bash (patterns: each
+//     simple command of the script, parsed as the shell reads it; default
+//     ask) guards every call; "always" approves those commands in that
+//     workdir only. A workdir outside the Location also
 //     needs external_directory. Mentions of outside paths only produce
 //     advisory warnings. The command runs in its own process group, which
 //     is killed on timeout, cancellation and when the shell exits. A

@@ -19,12 +19,9 @@ type dirEntry struct {
 // res.Rel under root: directories first, then alphabetical order (case
 // folded, ties by bytes). A symbolic link to a directory inside the root
 // counts as a directory.
-func (r *reader) listDir(root *os.Root, res Resolved, shown string, offset, limit int) (Result, error) {
-	d, err := root.Open(res.Rel)
-	if err != nil {
-		return Result{}, fmt.Errorf("read %s: %v", shown, describeErr(err))
-	}
-	defer d.Close()
+// d is the directory, already opened (see openNoBlock): opening its path
+// again would reopen the window in which a FIFO can be swapped in.
+func (r *reader) listDir(root *os.Root, d *os.File, res Resolved, shown string, offset, limit int) (Result, error) {
 	des, err := d.ReadDir(-1)
 	if err != nil {
 		return Result{}, fmt.Errorf("read %s: %v", shown, describeErr(err))

@@ -45,8 +45,23 @@ type Request struct {
 	// starts with "ls " and ends with ".txt". A tool sets Always only to
 	// approve more on purpose, such as a directory and everything in it.
 	Always []string `json:"always,omitempty"`
+	// Where is the directory the call acts in, when that matters to what
+	// an approval covers (bash's workdir, relative to the Session's
+	// directory when inside it). Rules still match Patterns alone, so a
+	// deny rule holds in every directory; saved approvals are looked up,
+	// and by default saved, for each pattern followed by "  # in <Where>",
+	// so approving "rm -f *" in build/ does not approve it elsewhere.
+	Where string `json:"where,omitempty"`
 	// Metadata is optional detail for the user interface (a JSON object).
 	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+// approvalPattern is what saved approvals are matched against for pat.
+func (r Request) approvalPattern(pat string) string {
+	if r.Where == "" {
+		return pat
+	}
+	return pat + "  # in " + r.Where
 }
 
 // Asked returns the live permission.asked payload announcing r.
@@ -56,6 +71,7 @@ func (r Request) Asked() *messages.PermissionAsked {
 		RequestID:          r.ID,
 		Permission:         r.Permission,
 		Patterns:           slices.Clone(r.Patterns),
+		Where:              r.Where,
 		Metadata:           r.Metadata,
 		AssistantMessageID: r.AssistantMessageID,
 		CallID:             r.CallID,
@@ -163,7 +179,7 @@ func (p *Permissions) Check(ctx context.Context, req Request, extra Ruleset) err
 	if len(req.Always) == 0 {
 		req.Always = make([]string, len(req.Patterns))
 		for i, pat := range req.Patterns {
-			req.Always[i] = LiteralPattern(pat)
+			req.Always[i] = LiteralPattern(req.approvalPattern(pat))
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -184,7 +200,7 @@ func (p *Permissions) Check(ctx context.Context, req Request, extra Ruleset) err
 		}
 	}
 	for _, pat := range pending {
-		ok, err := p.approvals.Approved(ctx, p.project, req.Permission, pat)
+		ok, err := p.approvals.Approved(ctx, p.project, req.Permission, req.approvalPattern(pat))
 		if err != nil {
 			if ctx.Err() != nil {
 				return aborted(req)

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -136,9 +137,18 @@ func (r *reader) run(ctx context.Context, call *CallContext, in ReadInput) (Resu
 	res, err := call.Paths.Resolve(in.Path)
 	if err != nil {
 		// Some resolution errors tell what is on disk ("x is a file"): a
-		// path the rules deny gets the denial instead, as when it exists.
+		// path the rules deny gets the denial instead, as when it exists,
+		// checked both as written and as far as it resolved (through
+		// links, as rules on canonical paths expect).
+		var patterns []string
 		if lexical, ok := call.Paths.Lexical(in.Path); ok {
-			if aerr := call.Ask(ctx, Request{Permission: PermissionRead, Patterns: []string{lexical},
+			patterns = append(patterns, lexical)
+		}
+		if pe, ok := errors.AsType[*PathError](err); ok && pe.Near != "" && !slices.Contains(patterns, pe.Near) {
+			patterns = append(patterns, pe.Near)
+		}
+		if len(patterns) > 0 {
+			if aerr := call.Ask(ctx, Request{Permission: PermissionRead, Patterns: patterns,
 				Metadata: mustJSON(map[string]string{"path": in.Path})}); aerr != nil {
 				return Result{}, aerr
 			}
@@ -177,7 +187,7 @@ func (r *reader) run(ctx context.Context, call *CallContext, in ReadInput) (Resu
 	}
 	switch {
 	case fi.IsDir():
-		return r.listDir(root, res, shown, offset, limit)
+		return r.listDir(root, f, res, shown, offset, limit)
 	case fi.Mode().IsRegular():
 	default:
 		return Result{}, fmt.Errorf("read %s: not a regular file or directory (%s)", shown, fi.Mode().Type())

@@ -354,6 +354,15 @@ func TestReadAuthorizesTheCanonicalPath(t *testing.T) {
 			t.Fatalf("%s: %v, want permission.rejected", p, err)
 		}
 	}
+	// Nor through a link to a denied directory.
+	if err := os.Symlink("secret", filepath.Join(h3.root, "alias")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"alias/staging-db-password/x", "alias/prod-db-password/x"} {
+		if _, err := h3.call(context.Background(), t, "read", ReadInput{Path: p}); errorType(t, err) != messages.ErrPermissionRejected {
+			t.Fatalf("%s: %v, want permission.rejected", p, err)
+		}
+	}
 	// An allowed path still gets the resolution's own error.
 	h3.write(t, "notes", "x")
 	if _, err := h3.call(context.Background(), t, "read", ReadInput{Path: "notes/x"}); err == nil || !strings.Contains(err.Error(), "notes is a file") {

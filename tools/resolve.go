@@ -60,6 +60,11 @@ type PathError struct {
 	Err error
 	// Detail adds specifics, such as the configured reference names.
 	Detail string
+	// Near is, when resolution failed on the way (a component that is a
+	// file, a broken link), the path as far as it resolved on disk (links
+	// followed) with the rest of the input joined to it: what a permission
+	// check that must not depend on the failure uses.
+	Near string
 }
 
 // Error implements error.
@@ -233,6 +238,12 @@ func (r *Resolver) Resolve(p string) (Resolved, error) {
 		comps = strings.Split(clean, string(filepath.Separator))
 	}
 	for i, c := range comps {
+		// A failure from here on says something about the disk: it carries
+		// where resolution got to.
+		fail := func(err error, detail string) (Resolved, error) {
+			near := filepath.Join(append([]string{cur}, comps[i:]...)...)
+			return Resolved{}, &PathError{Path: p, Err: err, Detail: detail, Near: near}
+		}
 		parent = cur
 		next := filepath.Join(cur, c)
 		fi, err := os.Lstat(next)

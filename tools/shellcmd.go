@@ -2,6 +2,7 @@ package tools
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -22,12 +23,41 @@ import (
 // quoting, here-documents and functions. A script it cannot parse is
 // refused rather than asked for as one opaque string, which a prefix rule
 // could allow whole.
-func commandPatterns(script string) ([]string, error) {
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(script), "")
-	if err != nil {
-		return nil, fmt.Errorf("bash: the command does not parse as a shell script, so its parts cannot be checked against the permission rules: %v", err)
+func commandPatterns(shell, script string) ([]string, error) {
+	// Shells split some scripts differently (bash reads $'…' as one word,
+	// dash as "$" and a quote), so the script is parsed as the shell that
+	// runs it will read it; one not known here is parsed both as bash and
+	// as POSIX sh, and every command either finds is asked for.
+	var langs []syntax.LangVariant
+	switch strings.TrimSuffix(filepath.Base(shell), ".exe") {
+	case "bash":
+		langs = []syntax.LangVariant{syntax.LangBash}
+	case "sh", "dash", "ash", "posh":
+		langs = []syntax.LangVariant{syntax.LangPOSIX}
+	case "mksh", "ksh":
+		langs = []syntax.LangVariant{syntax.LangMirBSDKorn}
+	case "zsh":
+		langs = []syntax.LangVariant{syntax.LangZsh}
+	default:
+		langs = []syntax.LangVariant{syntax.LangBash, syntax.LangPOSIX}
 	}
 	var out []string
+	for _, lang := range langs {
+		f, err := syntax.NewParser(syntax.Variant(lang)).Parse(strings.NewReader(script), "")
+		if err != nil {
+			return nil, fmt.Errorf("bash: the command does not parse as a %s script, so its parts cannot be checked against the permission rules: %v", lang, err)
+		}
+		out = appendCommands(out, script, f)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("bash: the command has nothing to run")
+	}
+	return out, nil
+}
+
+// appendCommands appends the simple commands of f, parsed from script, to
+// out (see commandPatterns).
+func appendCommands(out []string, script string, f *syntax.File) []string {
 	add := func(n syntax.Node) {
 		text := strings.TrimSpace(script[n.Pos().Offset():n.End().Offset()])
 		text = strings.TrimSpace(strings.TrimSuffix(text, ";"))
@@ -50,8 +80,5 @@ func commandPatterns(script string) ([]string, error) {
 		}
 		return true
 	})
-	if len(out) == 0 {
-		return nil, fmt.Errorf("bash: the command has nothing to run")
-	}
-	return out, nil
+	return out
 }

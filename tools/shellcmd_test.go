@@ -36,13 +36,13 @@ func TestCommandPatterns(t *testing.T) {
 		{"export X=1; [[ -n $X ]]", []string{"export X=1", "[[ -n $X ]]"}},
 		{"cat <<EOF\nhello; rm x\nEOF", []string{"cat <<EOF\nhello; rm x\nEOF"}},
 	} {
-		got, err := commandPatterns(tc.script)
+		got, err := commandPatterns("bash", tc.script)
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("%q: %q, %v; want %q", tc.script, got, err, tc.want)
 		}
 	}
 	for _, bad := range []string{"echo $(", "if true; then", "   ", "# only a comment"} {
-		if got, err := commandPatterns(bad); err == nil {
+		if got, err := commandPatterns("bash", bad); err == nil {
 			t.Errorf("%q: %q, want an error", bad, got)
 		}
 	}
@@ -55,7 +55,7 @@ func FuzzCommandPatterns(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, script string) {
-		got, err := commandPatterns(script)
+		got, err := commandPatterns("bash", script)
 		if err != nil {
 			return
 		}
@@ -109,7 +109,7 @@ func TestBashAlwaysCoversOnlyItsWorkdir(t *testing.T) {
 	if _, err := h.call(context.Background(), t, "bash", BashInput{Command: "rm -f *", Workdir: "build"}); err != nil {
 		t.Fatal(err)
 	}
-	if asked := asker.requests(); len(asked) != 1 || asked[0].Patterns[0] != "rm -f *  # in build" {
+	if asked := asker.requests(); len(asked) != 1 || asked[0].Patterns[0] != "rm -f *" || asked[0].Where != "build" {
 		t.Fatalf("asked %+v", asked)
 	}
 	asker.answer = answerAlways(Reject)
@@ -123,5 +123,38 @@ func TestBashAlwaysCoversOnlyItsWorkdir(t *testing.T) {
 	// In build/ again, the approval holds.
 	if _, err := h.call(context.Background(), t, "bash", BashInput{Command: "rm -f *", Workdir: "build"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCommandPatternsFollowTheShell: the script is split as the shell that
+// runs it reads it; for a shell not known here, as bash and as POSIX sh.
+func TestCommandPatternsFollowTheShell(t *testing.T) {
+	script := `echo $'\'; touch pwned #'` // bash: one echo; dash: echo, then touch
+	for _, tc := range []struct {
+		shell string
+		want  []string
+	}{
+		{"/bin/bash", []string{`echo $'\'; touch pwned #'`}},
+		{"/bin/sh", []string{`echo $'\'`, "touch pwned"}},
+		{"dash", []string{`echo $'\'`, "touch pwned"}},
+		{"/opt/bin/fish", []string{`echo $'\'; touch pwned #'`, `echo $'\'`, "touch pwned"}},
+	} {
+		got, err := commandPatterns(tc.shell, script)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q, %v; want %q", tc.shell, got, err, tc.want)
+		}
+	}
+}
+
+// TestBashDenyRulesHoldInEveryWorkdir: the workdir scopes approvals, not
+// rules: an exact deny rule still denies in another directory.
+func TestBashDenyRulesHoldInEveryWorkdir(t *testing.T) {
+	h := newHarness(t, harnessConfig{rules: Ruleset{{"bash", "touch *", Allow}, {"bash", "touch pwned", Deny}}})
+	h.write(t, "sub/keep", "")
+	for _, wd := range []string{"", "sub"} {
+		_, err := h.call(context.Background(), t, "bash", BashInput{Command: "touch pwned", Workdir: wd})
+		if errorType(t, err) != messages.ErrPermissionRejected {
+			t.Fatalf("workdir %q: %v, want denied", wd, err)
+		}
 	}
 }

@@ -323,7 +323,11 @@ func (t *transcript) next() {
 	}
 	t.asking, t.queue = t.queue[0], t.queue[1:]
 	t.endLine()
-	t.printf(t.prompts, "allow %s %s? [y]es once / [a]lways / [n]o: ", t.asking.Permission, quotePatterns(t.asking.Patterns))
+	where := ""
+	if t.asking.Where != "" {
+		where = fmt.Sprintf(" in %q", t.asking.Where)
+	}
+	t.printf(t.prompts, "allow %s %s%s? [y]es once / [a]lways / [n]o: ", t.asking.Permission, quotePatterns(t.asking.Patterns), where)
 }
 
 // answerLine answers the open question with a line typed on the terminal.

@@ -78,10 +78,10 @@ func (r *transcriptRig) durable(ps ...messages.Payload) {
 }
 
 // ask asks a question as a tool would and returns the answer's channel.
-func (r *transcriptRig) ask(ctx context.Context, permission, pattern string) <-chan error {
+func (r *transcriptRig) ask(ctx context.Context, permission, pattern string, where ...string) <-chan error {
 	ch := make(chan error, 1)
 	r.wg.Go(func() {
-		ans, err := r.pending.Ask(ctx, tools.Request{SessionID: r.sid, Permission: permission, Patterns: []string{pattern}})
+		ans, err := r.pending.Ask(ctx, tools.Request{SessionID: r.sid, Permission: permission, Patterns: []string{pattern}, Where: strings.Join(where, "")})
 		if err == nil && ans.Reply != tools.Once && ans.Reply != tools.Always {
 			err = errors.New(string(ans.Reply) + ": " + ans.Message)
 		}
@@ -191,6 +191,14 @@ func TestTranscriptTerminal(t *testing.T) {
 		t.Fatalf("third = %s", got)
 	}
 	eventually(t, "the withdrawal", func() bool { return strings.Contains(r.prompts.String(), "(reject: cancelled: context ended)") }, r.prompts.String)
+
+	// A command run in another directory says where.
+	inBuild := r.ask(context.Background(), "bash", "make", "build")
+	eventually(t, "the question with a directory", func() bool { return strings.Contains(r.prompts.String(), `allow bash "make" in "build"?`) }, r.prompts.String)
+	lines <- "y"
+	if got := answer(t, inBuild); got != "once" {
+		t.Fatalf("in build = %s", got)
+	}
 
 	// The end of input rejects what is asked from then on.
 	fourth := r.ask(context.Background(), "bash", "rm x")

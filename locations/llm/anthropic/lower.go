@@ -184,8 +184,8 @@ func toolUseInput(raw json.RawMessage) json.RawMessage {
 	}
 	text := string(raw)
 	var s string
-	if json.Unmarshal(in, &s) == nil {
-		text = s
+	if bytes.HasPrefix(bytes.TrimSpace(in), []byte(`"`)) && json.Unmarshal(in, &s) == nil {
+		text = s // the raw text of malformed arguments, kept as a string
 	}
 	b, _ := json.Marshal(map[string]string{"invalid_input": text}) // a map of strings always marshals
 	return b

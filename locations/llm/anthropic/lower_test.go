@@ -129,7 +129,7 @@ func TestLoweringVariants(t *testing.T) {
 			// Arguments cut off by max_tokens, kept as a JSON string, and
 			// an array: tool_use.input is an object or the API refuses it.
 			{Kind: llm.PartToolCall, CallID: "t4", Name: "bash", Input: json.RawMessage(`"{\"command\": \"ls -"`)},
-			{Kind: llm.PartToolCall, CallID: "t5", Name: "bash", Input: json.RawMessage(`[1]`)},
+			{Kind: llm.PartToolCall, CallID: "t5", Name: "bash", Input: json.RawMessage(`null`)},
 		}},
 		{Role: llm.RoleTool, Parts: []llm.Part{
 			{Kind: llm.PartToolResult, CallID: "t1", Output: ""},
@@ -156,7 +156,7 @@ func TestLoweringVariants(t *testing.T) {
 			      {"type":"tool_use","id":"t2","name":"read","input":{}},
 			      {"type":"tool_use","id":"t3","name":"bash","input":{}},
 			      {"type":"tool_use","id":"t4","name":"bash","input":{"invalid_input":"{\"command\": \"ls -"}},
-			      {"type":"tool_use","id":"t5","name":"bash","input":{"invalid_input":"[1]"}}]},
+			      {"type":"tool_use","id":"t5","name":"bash","input":{"invalid_input":"null"}}]},
 			    {"role":"user","content":[
 			      {"type":"tool_result","tool_use_id":"t1"},
 			      {"type":"tool_result","tool_use_id":"t2","is_error":true,"content":[{"type":"text","text":"Tool result missing: the tool call was interrupted before it produced a result."}]},
