@@ -232,3 +232,42 @@ func TestCloseAnswersEverySubmitter(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCloseEndsABusyTail: a Log whose consumer is busy, mid-replay, when
+// the store closes ends with ErrClosed, as an idle tail does, not with
+// whatever the next read on the closed database fails with.
+func TestCloseEndsABusyTail(t *testing.T) {
+	st, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := newSession(t, st)
+	for range logPage + 88 { // more than one replay page
+		if _, err := st.Append(context.Background(), sid, &messages.ExecutionStarted{SessionID: sid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make(chan error, 1)
+	inYield, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		for item, err := range st.Log(context.Background(), sid, -1, true) {
+			if err != nil {
+				got <- err
+				return
+			}
+			if item.Event != nil && item.Event.Durable.Seq == 10 {
+				close(inYield)
+				<-release
+			}
+		}
+		got <- errors.New("the log ended without an error")
+	}()
+	<-inYield
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-got; !errors.Is(err, ErrClosed) {
+		t.Fatalf("the tail ended with %v, want ErrClosed", err)
+	}
+}

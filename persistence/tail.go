@@ -90,9 +90,21 @@ func (s *Bolt) Log(ctx context.Context, id messages.SessionID, after int64, foll
 			return
 		}
 		cursor := after
+		// read reads the next n events after cursor. A store closed
+		// meanwhile ends the log with ErrClosed, whatever the read failed
+		// with, as for a tail that was idle.
+		read := func(n int) ([]messages.Event, error) {
+			evs, err := s.readLog(id, cursor, n)
+			select {
+			case <-s.tails.closed:
+				return nil, ErrClosed
+			default:
+			}
+			return evs, err
+		}
 		// Replay up to the watermark.
 		for cursor < watermark {
-			evs, err := s.readLog(id, cursor, min(logPage, int(watermark-cursor)))
+			evs, err := read(min(logPage, int(watermark-cursor)))
 			if err != nil {
 				yield(LogItem{}, err)
 				return
@@ -126,7 +138,7 @@ func (s *Bolt) Log(ctx context.Context, id messages.SessionID, after int64, foll
 			case <-dirty:
 			}
 			for {
-				evs, err := s.readLog(id, cursor, logPage)
+				evs, err := read(logPage)
 				if err != nil {
 					yield(LogItem{}, err)
 					return
