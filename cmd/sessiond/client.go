@@ -190,7 +190,8 @@ func (c *client) streamLog(ctx context.Context, sid string, opts logOptions, out
 	last := opts.After
 	delay := opts.Retry
 	connected, outage := false, false
-	stalled := 0 // streams in a row that brought no new event
+	printedSynced := false // the marker is printed once, after the replay
+	stalled := 0           // streams in a row that brought no new event
 	onOpen := func() {
 		if outage {
 			notify(fmt.Sprintf("reconnected; resuming after seq %d", last))
@@ -206,7 +207,8 @@ func (c *client) streamLog(ctx context.Context, sid string, opts logOptions, out
 			q.Set("follow", "true")
 		}
 		before := last
-		opened, n, synced, err := c.streamOnce(ctx, "/api/session/"+url.PathEscape(sid)+"/log", q, connected, &last, onOpen, out)
+		opened, n, synced, err := c.streamOnce(ctx, "/api/session/"+url.PathEscape(sid)+"/log", q, connected, printedSynced, &last, onOpen, out)
+		printedSynced = printedSynced || synced
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -268,8 +270,10 @@ func incompleteLog(last int64, streams int, err error) error {
 // streamOnce reads one SSE response, printing each event's data and
 // advancing *last past every event with an id. It calls onOpen once the
 // server accepted the stream, and reports whether it did, how many events
-// it read and whether one was the log.synced marker.
-func (c *client) streamOnce(ctx context.Context, path string, q url.Values, resume bool, last *int64, onOpen func(), out io.Writer) (opened bool, n int, synced bool, err error) {
+// it read and whether one was the log.synced marker, which it prints only
+// when hideSynced is false (a resumed stream has its own marker; the reader
+// has seen one).
+func (c *client) streamOnce(ctx context.Context, path string, q url.Values, resume, hideSynced bool, last *int64, onOpen func(), out io.Writer) (opened bool, n int, synced bool, err error) {
 	req, err := c.request(ctx, http.MethodGet, path, q, nil)
 	if err != nil {
 		return false, 0, false, err
@@ -303,8 +307,11 @@ func (c *client) streamOnce(ctx context.Context, path string, q url.Values, resu
 		if ev.Data == "" {
 			return nil
 		}
-		if ev.ID == "" {
-			synced = synced || isSynced(ev.Data)
+		if ev.ID == "" && isSynced(ev.Data) {
+			synced = true
+			if hideSynced {
+				return nil
+			}
 		}
 		if _, err := fmt.Fprintln(out, ev.Data); err != nil {
 			return &writeError{err}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -382,5 +383,41 @@ func TestURLAddr(t *testing.T) {
 	code, _, errOut := runApp(t, urlEnv, "serve")
 	if code == 0 || !strings.Contains(errOut, `addr: "https://sd.example": want host:port to listen on`) {
 		t.Fatalf("serve with a URL address: exit %d: %s", code, errOut)
+	}
+}
+
+// TestStreamLogPrintsTheMarkerOnce: a follow that reconnects after the
+// marker gets a fresh one from the server, which is not printed again.
+func TestStreamLogPrintsTheMarkerOnce(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		if n.Add(1) == 1 {
+			fmt.Fprint(w, "id: 0\ndata: {\"seq\":0}\n\ndata: {\"type\":\"log.synced\",\"seq\":0}\n\nid: 1\ndata: {\"seq\":1}\n\n")
+			return // the connection drops while following
+		}
+		fmt.Fprint(w, "data: {\"type\":\"log.synced\",\"seq\":1}\n\nid: 2\ndata: {\"seq\":2}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	c, err := newClient(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- c.streamLog(ctx, "ses_1", logOptions{After: -1, Follow: true, Retry: time.Millisecond}, out)
+	}()
+	eventually(t, "seq 2", func() bool { return strings.Contains(out.String(), `{"seq":2}`) }, out.String)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if want := "{\"seq\":0}\n{\"type\":\"log.synced\",\"seq\":0}\n{\"seq\":1}\n{\"seq\":2}\n"; out.String() != want {
+		t.Fatalf("output:\n%s\nwant:\n%s", out.String(), want)
 	}
 }
