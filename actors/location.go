@@ -57,7 +57,6 @@ func (l *location) Receive(ctx actor.Context) {
 			// next message spawns a fresh actor under a new name.
 			delete(l.sessions, msg.sid)
 			ctx.Stop(c.pid)
-			l.rt.forgetOrder(msg.sid)
 		}
 		return
 	case *actor.Terminated:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"maps"
 	"runtime/debug"
 	"slices"
@@ -103,11 +104,15 @@ type Runtime struct {
 
 	active sync.Map // messages.SessionID -> struct{}
 	live   atomic.Int64
-	// order holds a *sync.Mutex per Session that writers hold from a
-	// commit until its events are published on the bus: admissions and
-	// selections commit outside the runner, and the bus must still get a
-	// Session's durable events in seq order.
-	order sync.Map // messages.SessionID -> *sync.Mutex
+	// order is striped per Session: writers hold a Session's stripe from a
+	// commit until its events are published on the bus, since admissions
+	// and selections commit outside the runner and the bus must still get
+	// a Session's durable events in seq order. Stripes, not a mutex per
+	// Session, so an idle or passivated Session costs nothing; with 4,096
+	// of them two busy Sessions rarely share one (sharing only serializes
+	// their commits).
+	order     [4096]sync.Mutex
+	orderSeed maphash.Seed
 	// execStopped closes when the execution router (and so every actor
 	// below it) has stopped.
 	execStopped chan struct{}
@@ -123,7 +128,7 @@ func New(cfg Config) (*Runtime, error) {
 	opts := append([]actor.ConfigOption{
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return NewSlogLogger(cfg.Logger) }),
 	}, cfg.ActorOptions...)
-	rt := &Runtime{cfg: cfg, system: actor.NewActorSystem(opts...), execStopped: make(chan struct{})}
+	rt := &Runtime{cfg: cfg, system: actor.NewActorSystem(opts...), execStopped: make(chan struct{}), orderSeed: maphash.MakeSeed()}
 	pid, err := rt.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newExecution(rt) }), "execution")
 	if err != nil {
 		return nil, fmt.Errorf("actors: spawn execution router: %w", err)
@@ -183,26 +188,9 @@ func (rt *Runtime) Create(ctx context.Context, req persistence.CreateSession) (p
 	return s, created, err
 }
 
-// orderLock returns the Session's order mutex (see Runtime.order).
+// orderLock returns the Session's order stripe (see Runtime.order).
 func (rt *Runtime) orderLock(sid messages.SessionID) *sync.Mutex {
-	if mu, ok := rt.order.Load(sid); ok {
-		return mu.(*sync.Mutex)
-	}
-	mu, _ := rt.order.LoadOrStore(sid, new(sync.Mutex))
-	return mu.(*sync.Mutex)
-}
-
-// forgetOrder drops a passivated Session's order mutex when no writer
-// holds it. (A writer that looked it up but has not locked it yet keeps
-// the old one; the next writer gets a new one: its publication may then
-// overtake that writer's, which only this rare interleaving allows.)
-func (rt *Runtime) forgetOrder(sid messages.SessionID) {
-	if v, ok := rt.order.Load(sid); ok {
-		if mu := v.(*sync.Mutex); mu.TryLock() {
-			rt.order.Delete(sid)
-			mu.Unlock()
-		}
-	}
+	return &rt.order[maphash.String(rt.orderSeed, string(sid))%uint64(len(rt.order))]
 }
 
 // publishEvent forwards one durable event written outside a drain
