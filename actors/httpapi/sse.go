@@ -62,6 +62,13 @@ func (s *sseWriter) event(id int64, data []byte) error {
 	return err
 }
 
+// named writes one message of event type name, which an EventSource
+// delivers only to listeners of that name (not to onmessage).
+func (s *sseWriter) named(name string, data []byte) error {
+	_, err := s.w.Write([]byte("event: " + name + "\ndata: " + string(data) + "\n\n"))
+	return err
+}
+
 // comment writes a comment line, which clients ignore (heartbeats).
 func (s *sseWriter) comment(text string) error {
 	_, err := s.w.Write([]byte(": " + text + "\n\n"))
@@ -213,7 +220,8 @@ func (a *api) writeLogFrame(r *http.Request, sse *sseWriter, f logFrame) bool {
 // (deltas, permission asks and replies, durable lifecycle) as "data:"
 // messages without ids. A subscriber that falls behind is cut off by the
 // Bus, never slowing the runner; its stream then ends with a ": dropped"
-// comment and the client should resynchronize from the durable log.
+// comment and an "event: dropped" message, and the client should
+// resynchronize from the durable log.
 func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 	var filter func(messages.Event) bool
 	if v, ok, err := single(r.URL.Query(), "sessionID"); err != nil {
@@ -258,7 +266,10 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 			if !ok && sub.Dropped() {
+				// The comment for eyes and curl; the named event for
+				// EventSource, which never delivers comments.
 				_ = sse.comment("dropped: subscriber fell behind; resynchronize from the log")
+				_ = sse.named("dropped", []byte(`{"type":"dropped","message":"subscriber fell behind; resynchronize from the log"}`))
 			}
 			if err := sse.flush(); err != nil || !ok {
 				return

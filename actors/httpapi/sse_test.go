@@ -409,7 +409,8 @@ func TestSlowEventSubscriberCutOff(t *testing.T) {
 	wg.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !strings.HasSuffix(w.body.String(), ": dropped: subscriber fell behind; resynchronize from the log\n\n") {
+	if !strings.HasSuffix(w.body.String(), ": dropped: subscriber fell behind; resynchronize from the log\n\n"+
+		"event: dropped\ndata: {\"type\":\"dropped\",\"message\":\"subscriber fell behind; resynchronize from the log\"}\n\n") {
 		tail := w.body.String()
 		t.Fatalf("stream did not end with the drop notice: …%s", tail[max(0, len(tail)-200):])
 	}
