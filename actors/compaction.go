@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/locations/llm"
@@ -151,7 +152,13 @@ func recentContext(msgs []persistence.Message, keep int) string {
 			continue
 		}
 		if len(line) > budget {
-			line = line[len(line)-budget:]
+			// Keep the tail, from a character boundary: stored text must be
+			// UTF-8, or the JSON clients read differs from what is stored.
+			cut := len(line) - budget
+			for cut < len(line) && !utf8.RuneStart(line[cut]) {
+				cut++
+			}
+			line = line[cut:]
 		}
 		budget -= len(line)
 		lines = append(lines, line)
@@ -186,6 +193,9 @@ func renderMessage(m persistence.Message) string {
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n-- // not within a character
 	}
 	return s[:n] + "…"
 }

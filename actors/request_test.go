@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/messages"
@@ -100,6 +101,22 @@ func TestEstimateCountsAttachments(t *testing.T) {
 	} {
 		if got := with(tc.file) - base; got < tc.want-1 || got > tc.want+1 {
 			t.Errorf("%s adds %d tokens, want about %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRecentContextIsText: the recent context of a checkpoint cuts text at
+// character boundaries, so the stored event is UTF-8 and JSON serves it
+// as stored.
+func TestRecentContextIsText(t *testing.T) {
+	msgs := []persistence.Message{
+		{Role: persistence.RoleUser, Prompt: &messages.Prompt{Text: strings.Repeat("€", 10)}},
+		{Role: persistence.RoleAssistant, Parts: []persistence.Part{{Kind: persistence.PartText, Text: "ok"},
+			{Kind: persistence.PartTool, Tool: &persistence.ToolPart{Name: "read", Input: json.RawMessage(`{}`), Output: strings.Repeat("€", 200)}}}},
+	}
+	for keep := 1; keep <= 200; keep++ {
+		if recent := recentContext(msgs, keep); !utf8.ValidString(recent) {
+			t.Fatalf("keep %d: not UTF-8: %q", keep, recent)
 		}
 	}
 }

@@ -146,7 +146,9 @@ func (d InstructionDiscovery) Observe(ctx context.Context) (Observation, error) 
 		if err != nil {
 			return Observation{}, fmt.Errorf("locations: read %s: %w", c.path, err)
 		}
-		text := strings.TrimRight(string(b), " \t\r\n")
+		// Instructions are stored in events as text: a file in another
+		// encoding would otherwise be stored as bytes JSON cannot carry.
+		text := strings.ToValidUTF8(strings.TrimRight(string(b), " \t\r\n"), "\uFFFD")
 		if strings.TrimSpace(text) == "" {
 			continue
 		}

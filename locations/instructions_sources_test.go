@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unicode/utf8"
 	"time"
 
 	"github.com/sessiond/sessiond/messages"
@@ -298,6 +299,19 @@ func TestInstructionDiscoveryReadsOnlyRegularFiles(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v", dir, err)
 		}
+	}
+}
+
+// TestInstructionDiscoveryIsText: a file in another encoding is observed
+// as UTF-8 text (invalid bytes replaced), since events store text.
+func TestInstructionDiscoveryIsText(t *testing.T) {
+	root := instrTree(t, map[string]string{"repo/.git/": "", "repo/AGENTS.md": "caf\xe9 rules"})
+	obs, err := InstructionDiscovery{Dir: filepath.Join(root, "repo")}.Observe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := obs.Value(); !utf8.ValidString(v) || !strings.Contains(v, "caf\uFFFD rules") {
+		t.Fatalf("observed %q", v)
 	}
 }
 
