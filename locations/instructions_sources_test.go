@@ -9,8 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
