@@ -68,6 +68,10 @@ func tuneProcs(getenv func(string) string) {
 }
 
 func main() {
+	// A closed stdout (run … | head -1) must be a write error the commands
+	// handle (run interrupts its Session and records why), not the signal
+	// that kills a Go program writing to a broken pipe on fd 1 or 2.
+	signal.Ignore(syscall.SIGPIPE)
 	tuneGC(os.Getenv)
 	tuneProcs(os.Getenv)
 	ctx, stop := notifySignals()

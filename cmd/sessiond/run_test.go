@@ -6,12 +6,14 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
 )
 
 // writeFile writes content to dir/name and returns the path.
@@ -224,5 +226,50 @@ func TestRunUsage(t *testing.T) {
 	r = sessiond(t, testEnv(t), nil, "run", "--bogus", "x")
 	if r.code != exitUsage || !strings.Contains(r.stderr, "flag provided but not defined: -bogus") {
 		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+}
+
+// TestRunSurvivesAClosedStdout: run … | head -1 closes run's stdout while
+// it runs. The write fails (EPIPE) instead of SIGPIPE killing the process
+// mid busy period, and the Session still ends with its terminal event.
+func TestRunSurvivesAClosedStdout(t *testing.T) {
+	cfgDir := t.TempDir()
+	writeFile(t, cfgDir, "s.json", `{"responses":[{"steps":[{"text":"first"},{"delayMs":300},{"text":"second"},{"finish":"stop"}]}]}`)
+	cfg := writeFile(t, cfgDir, "c.json", `{"providers":{"s":{"type":"script","file":"s.json"}},"model":"s/x"}`)
+	data := t.TempDir()
+	cmd := exec.Command(binary(t), "run", "--config", cfg, "--data", data, "--dir", t.TempDir(), "hi")
+	cmd.Env = testEnv(t)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	_ = out.(*os.File).Close() // as head -1 exits
+	_ = cmd.Wait()
+	if ws := cmd.ProcessState.Sys().(syscall.WaitStatus); ws.Signaled() || ws.ExitStatus() != 0 {
+		t.Fatalf("run ended with %v\n%s", cmd.ProcessState, stderr.String())
+	}
+	st, err := persistence.Open(filepath.Join(data, "sessiond.db"), persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sessions, err := st.List(t.Context())
+	if err != nil || len(sessions) != 1 {
+		t.Fatalf("sessions %+v %v", sessions, err)
+	}
+	h, err := st.History(t.Context(), sessions[0].ID, persistence.Query{After: -1, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := h.Data[len(h.Data)-1].Type; last != messages.TypeExecutionSucceeded {
+		t.Fatalf("the Session's last event is %s", last)
 	}
 }
