@@ -421,3 +421,16 @@ func TestStreamLogPrintsTheMarkerOnce(t *testing.T) {
 		t.Fatalf("output:\n%s\nwant:\n%s", out.String(), want)
 	}
 }
+
+// TestClientWithoutHome: with no data directory in the environment a
+// client command still dials the built-in address; it needs no data.
+func TestClientWithoutHome(t *testing.T) {
+	code, _, errOut := runApp(t, map[string]string{}, "active")
+	if strings.Contains(errOut, "no data directory") || (code != 0 && !strings.Contains(errOut, "127.0.0.1:4096")) {
+		t.Fatalf("exit %d: %s", code, errOut) // (exit 0 when a daemon happens to listen there)
+	}
+	// A daemon needs one.
+	if code, _, errOut := runApp(t, map[string]string{}, "serve"); code != 1 || !strings.Contains(errOut, "no data directory") {
+		t.Fatalf("serve: exit %d: %s", code, errOut)
+	}
+}

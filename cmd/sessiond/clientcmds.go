@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -39,12 +41,13 @@ func (f *clientFlags) client(a *app) (*client, error) {
 	env := a.env(overrides{"SESSIOND_ADDR": f.addr, "SESSIOND_TOKEN": f.token})
 	cfg, err := LoadConfig(f.config, env)
 	if err != nil {
-		if f.config != "" || env("SESSIOND_ADDR") == "" {
+		if f.config != "" || (env("SESSIOND_ADDR") == "" && !errors.Is(err, errNoDataDir)) {
 			return nil, err
 		}
-		// The address is known; a configuration that does not load (no
-		// home directory, a daemon-only mistake) need not stop a client.
-		cfg = Config{Addr: env("SESSIOND_ADDR"), Token: env("SESSIOND_TOKEN")}
+		// The address is known, or the built-in one serves: a
+		// configuration that does not load (no home directory, a
+		// daemon-only mistake) need not stop a client.
+		cfg = Config{Addr: cmp.Or(env("SESSIOND_ADDR"), builtinConfig().Addr), Token: env("SESSIOND_TOKEN")}
 	}
 	return newClient(cfg.Addr, cfg.Token)
 }

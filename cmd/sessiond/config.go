@@ -447,7 +447,7 @@ func (c *Config) validate() error {
 		return err
 	}
 	if c.Data == "" {
-		return fieldErrorf("data", "no data directory; set SESSIOND_DATA, XDG_DATA_HOME or HOME")
+		return errNoDataDir
 	}
 	for _, r := range c.Token {
 		if r <= ' ' || r >= 0x7f {
@@ -488,6 +488,10 @@ func (c *Config) validate() error {
 	}
 	return c.Limits.fill(d.Limits)
 }
+
+// errNoDataDir is the configuration error of an environment that names no
+// data directory; client commands, which need none, go on without it.
+var errNoDataDir = fieldErrorf("data", "no data directory; set SESSIOND_DATA, XDG_DATA_HOME or HOME")
 
 // checkAddr checks addr as the daemon's address: a listen address
 // host:port, or (for clients only, see checkListen) an http(s) URL.
