@@ -287,6 +287,11 @@ func TestClientCommands(t *testing.T) {
 				"resume": false, "id": "msg_9"}, `{"id":"msg_9"}` + "\n"},
 		{[]string{"history", "ses_1", "--after", "4", "--limit", "2"}, 200, `{"data":[],"hasMore":false}`,
 			"GET", "/api/session/ses_1/history", "after=4&limit=2", nil, `{"data":[],"hasMore":false}` + "\n"},
+		// Set values go as set, for the server to refuse: --limit 0 is not "unset".
+		{[]string{"history", "ses_1", "--limit", "0"}, 200, `{"data":[],"hasMore":false}`,
+			"GET", "/api/session/ses_1/history", "limit=0", nil, `{"data":[],"hasMore":false}` + "\n"},
+		{[]string{"history", "ses_1"}, 200, `{"data":[],"hasMore":false}`,
+			"GET", "/api/session/ses_1/history", "", nil, `{"data":[],"hasMore":false}` + "\n"},
 		{[]string{"active"}, 200, `{"data":{}}`, "GET", "/api/session/active", "", nil, "{}\n"},
 		{[]string{"interrupt", "ses_1"}, 204, "", "POST", "/api/session/ses_1/interrupt", "", nil, ""},
 		{[]string{"permissions"}, 200, `{"data":[]}`, "GET", "/api/permission", "", nil, "[]\n"},

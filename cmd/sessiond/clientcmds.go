@@ -320,13 +320,17 @@ func runHistory(ctx context.Context, a *app, c *command, args []string) int {
 	if len(pos) != 1 {
 		return a.usageError(c, "want exactly one Session ID")
 	}
+	// What the user set is sent as set, for the server to check: a value
+	// that means "unset" here (--limit 0) must not pass silently.
 	q := url.Values{}
-	if *after >= 0 {
-		q.Set("after", strconv.FormatInt(*after, 10))
-	}
-	if *limit != 0 {
-		q.Set("limit", strconv.Itoa(*limit))
-	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "after":
+			q.Set("after", strconv.FormatInt(*after, 10))
+		case "limit":
+			q.Set("limit", strconv.Itoa(*limit))
+		}
+	})
 	return a.clientCall(ctx, c, cf, http.MethodGet, sessionPath(pos[0], "/history"), q, nil, "")
 }
 
