@@ -324,6 +324,11 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 // records the flush holds stay intact until bbolt has them.
 func (s *Bolt) startFlush() error {
 	s.barrier()
+	// A batch whose fdatasync failed is in the memtable but was answered
+	// as failed: it must neither reach readers nor be flushed into bbolt.
+	if err := s.fatal(); err != nil {
+		return err
+	}
 	if flushHook != nil {
 		flushHook("start", s)
 	}

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
+	"math"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -81,7 +84,11 @@ type wal struct {
 // the first, which also guards the bbolt file against a second sessiond.
 func openWAL(path string, lockTimeout func() bool) (*wal, error) {
 	w := &wal{}
+	created := false
 	for i, name := range []string{path + "-wal", path + "-wal2"} {
+		if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+			created = true
+		}
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
 			w.close()
@@ -101,7 +108,26 @@ func openWAL(path string, lockTimeout func() bool) (*wal, error) {
 		}
 		w.files[i].end = st.Size()
 	}
+	if created {
+		// The files' directory entries must be durable before a commit in
+		// them is acknowledged: fdatasync of a file does not promise its
+		// name (POSIX), and a log lost that way would be started over.
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			w.close()
+			return nil, err
+		}
+	}
 	return w, nil
+}
+
+// syncDir makes the entries of directory dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 func lock(f *os.File, name string, lockTimeout func() bool) error {
@@ -242,6 +268,11 @@ func (w *wal) extend(i int, size int64) error {
 // that fails the error wraps errWALTorn, after which the log must not be
 // appended to again.
 func (w *wal) append(payload []byte) (uint64, error) {
+	if len(payload) > math.MaxUint32 {
+		// The header holds a 32-bit length: a longer record would be read
+		// back as garbage, and recovery would drop it and all after it.
+		return 0, fmt.Errorf("persistence: a log record of %d bytes is over the 4 GiB a record can hold", len(payload))
+	}
 	need := int64(walRecordHead + len(payload))
 	if w.off+need > w.files[w.cur].end {
 		if err := w.extend(w.cur, w.off+need+walExtend); err != nil {

@@ -923,3 +923,48 @@ func TestPromotionsLeaveNoTombstones(t *testing.T) {
 		t.Fatalf("pending %v (%v)", p, err)
 	}
 }
+
+// TestFailedSyncStartsNoFlush: a batch whose fdatasync fails and whose
+// record takes the log past FlushBytes does not start a flush, which would
+// publish the memtable holding it to readers and write it into bbolt,
+// although its caller was told it failed.
+func TestFailedSyncStartsNoFlush(t *testing.T) {
+	var armed atomic.Bool
+	syncFault = func() error {
+		if armed.CompareAndSwap(true, false) { // EIO once, as Linux reports it
+			return errors.New("injected EIO")
+		}
+		return nil
+	}
+	var flushes atomic.Int32
+	flushHook = func(stage string, s *Bolt) {
+		if stage == "start" {
+			flushes.Add(1)
+		}
+	}
+	defer func() { syncFault, flushHook = nil, nil }()
+	const flushBytes = 64 << 10
+	st, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{FlushBytes: flushBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sid := newSession(t, st)
+	text := strings.Repeat("x", 2048)
+	for st.wal.size() < flushBytes-2048 { // the writer is idle between calls
+		if _, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: text}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := flushes.Load()
+	armed.Store(true) // the next record crosses FlushBytes
+	if _, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: text}}); err == nil || !strings.Contains(err.Error(), "injected EIO") {
+		t.Fatalf("admission whose sync failed: %v", err)
+	}
+	if err := st.Close(); err == nil { // waits for the writer
+		t.Fatal("close after a failed sync reported nothing")
+	}
+	if n := flushes.Load(); n != before {
+		t.Fatalf("%d flushes started after the failed sync", n-before)
+	}
+}
