@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -234,7 +235,9 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 			s.closeFiles()
 		}
 	}()
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+	_, statErr := os.Stat(path)
+	created := w.created || errors.Is(statErr, os.ErrNotExist)
+	if errors.Is(statErr, os.ErrNotExist) {
 		for i := range w.files {
 			if _, ok := w.readHeader(i); ok {
 				return nil, fmt.Errorf("%w: %s has no database file beside it", errWALCorrupt, w.files[i].f.Name())
@@ -260,6 +263,14 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if created {
+		// The new files' directory entries must be durable before a commit
+		// in them is acknowledged: fdatasync of a file does not promise its
+		// name (POSIX), and a log lost that way would be started over.
+		if err = syncDir(filepath.Dir(path)); err != nil {
+			return nil, err
+		}
 	}
 	var applied, last uint64
 	err = s.db.Update(func(tx *bolt.Tx) error {

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -76,8 +75,10 @@ type wal struct {
 	cur    int    // file receiving records
 	off    int64  // where the next record goes in cur
 	next   uint64 // number the next record must carry
-	chain  uint32 // checksum of the last record in cur (its seed before any)
-	buf    []byte
+	// created: Open created a log file, whose name is not durable yet.
+	created bool
+	chain   uint32 // checksum of the last record in cur (its seed before any)
+	buf     []byte
 }
 
 // openWAL opens (creating) both log files and takes an exclusive lock on
@@ -108,15 +109,7 @@ func openWAL(path string, lockTimeout func() bool) (*wal, error) {
 		}
 		w.files[i].end = st.Size()
 	}
-	if created {
-		// The files' directory entries must be durable before a commit in
-		// them is acknowledged: fdatasync of a file does not promise its
-		// name (POSIX), and a log lost that way would be started over.
-		if err := syncDir(filepath.Dir(path)); err != nil {
-			w.close()
-			return nil, err
-		}
-	}
+	w.created = created
 	return w, nil
 }
 
