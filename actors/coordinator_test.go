@@ -112,6 +112,10 @@ func TestRetryDelay(t *testing.T) {
 	if got := retryDelay(1, 5e9).Milliseconds(); got != 5000 {
 		t.Errorf("retryAfter 5 s: %d ms", got)
 	}
+	// A provider's retry-after is capped: 1e300 s would park the Session.
+	if got := retryDelay(1, 1<<62); got != maxRetryAfter {
+		t.Errorf("retry after 1<<62 ns: %v, want %v", got, maxRetryAfter)
+	}
 }
 
 func TestNormalizeSummary(t *testing.T) {

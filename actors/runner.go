@@ -22,12 +22,16 @@ import (
 const (
 	maxAttempts = 5
 	retryBase   = 2 * time.Second
+	// maxRetryAfter caps what a provider's retry-after can ask for: a
+	// header of 1e300 seconds (a proxy's mistake) would otherwise park the
+	// Session, busy, until someone interrupts it.
+	maxRetryAfter = 10 * time.Minute
 )
 
 // retryDelay returns the delay before attempt+1 after attempt failed.
 func retryDelay(attempt int, retryAfter time.Duration) time.Duration {
 	d := retryBase << (attempt - 1)
-	return max(d, retryAfter)
+	return max(d, min(retryAfter, maxRetryAfter))
 }
 
 // errInterrupted marks a drain that stopped because its context was

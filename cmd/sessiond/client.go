@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/messages"
 )
@@ -53,7 +54,7 @@ func baseURL(addr string) (*url.URL, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("--addr %q: want host:port or an http(s) URL", addr)
 		}
-		u.Path = strings.TrimSuffix(u.Path, "/")
+		u.Path = strings.TrimRight(u.Path, "/")
 		return u, nil
 	}
 	host, port, err := net.SplitHostPort(addr)
@@ -139,7 +140,11 @@ func responseError(status int, body []byte) error {
 	}
 	msg := strings.TrimSpace(string(body))
 	if len(msg) > 200 {
-		msg = msg[:200] + "…"
+		cut := 200
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut-- // not within a character
+		}
+		msg = msg[:cut] + "…"
 	}
 	if msg == "" {
 		msg = http.StatusText(status)

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestBaseURL(t *testing.T) {
@@ -29,6 +30,8 @@ func TestBaseURL(t *testing.T) {
 		"example.com:80":            "http://example.com:80",
 		"https://sd.example/":       "https://sd.example",
 		"http://10.0.0.1:4096/base": "http://10.0.0.1:4096/base",
+		"http://h:1//":              "http://h:1",
+		"http://h:1/base//":         "http://h:1/base",
 	} {
 		u, err := baseURL(addr)
 		if err != nil || u.String() != want {
@@ -437,5 +440,15 @@ func TestClientWithoutHome(t *testing.T) {
 	// A daemon needs one.
 	if code, _, errOut := runApp(t, map[string]string{}, "serve"); code != 1 || !strings.Contains(errOut, "no data directory") {
 		t.Fatalf("serve: exit %d: %s", code, errOut)
+	}
+}
+
+// TestResponseErrorIsText: a long error body that is not the API's
+// envelope is cut at a character boundary.
+func TestResponseErrorIsText(t *testing.T) {
+	err := responseError(502, []byte("0"+strings.Repeat("é", 150)))
+	ae, ok := err.(*apiError)
+	if !ok || !utf8.ValidString(ae.Message) || !strings.HasSuffix(ae.Message, "é…") || len(ae.Message) > 200+len("…") {
+		t.Fatalf("%#v", err)
 	}
 }

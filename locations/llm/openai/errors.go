@@ -66,10 +66,12 @@ func apiError(e *oa.Error, now time.Time) *llm.Error {
 	var header http.Header
 	if e.Response != nil {
 		header = e.Response.Header
-		if body == (errorBody{}) && e.Response.Body != nil {
+		// A body the SDK parsed leniently can give a type or code without a
+		// message; the body itself then says more than the status text.
+		if body.Message == "" && e.Response.Body != nil {
 			if b, err := io.ReadAll(io.LimitReader(e.Response.Body, 1<<20)); err == nil {
 				var bare errorBody
-				if json.Unmarshal(b, &bare) == nil {
+				if json.Unmarshal(b, &bare) == nil && bare != (errorBody{}) {
 					body = bare
 				}
 				if body.Message == "" {

@@ -45,6 +45,7 @@ func TestHTTPErrors(t *testing.T) {
 		{"500", 500, nil, openaiErr("The server had an error", "server_error", "null"), messages.ErrProviderInternal, 0, "The server had an error"},
 		{"503 with retry-after", 503, hdr("retry-after", "2"), openaiErr("overloaded", "server_error", "null"), messages.ErrProviderInternal, 2 * time.Second, "overloaded"},
 		{"529", 529, nil, `{"error":{"message":"overloaded"}}`, messages.ErrProviderInternal, 0, "overloaded"},
+		{"529 without a message", 529, nil, `{"error":{"code":"overloaded"}}`, messages.ErrProviderInternal, 0, `"code":"overloaded"`},
 		{"401", 401, nil, openaiErr("Incorrect API key provided", "invalid_request_error", `"invalid_api_key"`), messages.ErrProviderAuth, 0, "Incorrect API key"},
 		{"403", 403, nil, openaiErr("Project does not have access", "invalid_request_error", `"model_not_found"`), messages.ErrProviderAuth, 0, "Project does not"},
 		{"context_length_exceeded", 400, nil,
