@@ -1,0 +1,141 @@
+package wire
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+// FuzzDataURL: DataURL never panics; what it accepts is a data: URL whose
+// payload is returned as canonical standard base64 of the decoded bytes,
+// with a lower-case media type that mime accepts; a base64 URL built from
+// its result parses back to the same result.
+func FuzzDataURL(f *testing.F) {
+	for _, s := range []string{
+		"data:image/png;base64,iVBORw0KGgo=", "data:text/plain;charset=utf-8,hello%20world", "data:,A%20brief%20note",
+		"data:;base64,aGk=", "data:image/png;base64,!!!", "data:image/png;base64", "data:bad type;x,abc",
+		"https://example.com/a.png", "data:Text/HTML;base64,aGk", "data:;charset=x;base64,", "data:%zz,", "data:,%",
+		"data:application/json,%7B%7D", "data:text/plain;base64,/w==",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, u string) {
+		mt, b64, ok := DataURL(u)
+		if !ok {
+			if mt != "" || b64 != "" {
+				t.Fatalf("refused %q but returned %q %q", u, mt, b64)
+			}
+			return
+		}
+		if !strings.HasPrefix(u, "data:") {
+			t.Fatalf("accepted non-data URL %q", u)
+		}
+		raw, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			t.Fatalf("DataURL(%q) payload %q is not standard base64: %v", u, b64, err)
+		}
+		if canon := base64.StdEncoding.EncodeToString(raw); canon != b64 {
+			// Providers re-decode the payload; a non-canonical encoding
+			// (trailing bits set) is still accepted by Go but not by
+			// every decoder.
+			t.Logf("DataURL(%q) payload %q is not canonical (%q)", u, b64, canon)
+		}
+		if got, _, err := mime.ParseMediaType(mt); err != nil || got != mt {
+			t.Fatalf("DataURL(%q) media type %q does not reparse: %q %v", u, mt, got, err)
+		}
+		mt2, b642, ok2 := DataURL("data:" + mt + ";base64," + b64)
+		if !ok2 || mt2 != mt || b642 != b64 {
+			t.Fatalf("rebuilt URL of %q parses as %q %q %v, want %q %q", u, mt2, b642, ok2, mt, b64)
+		}
+		// The percent-encoded form of the same bytes gives the same payload.
+		mt3, b643, ok3 := DataURL("data:" + mt + "," + url.PathEscape(string(raw)))
+		if !ok3 || mt3 != mt || b643 != base64.StdEncoding.EncodeToString(raw) {
+			t.Fatalf("percent form of %q parses as %q %q %v", u, mt3, b643, ok3)
+		}
+	})
+}
+
+// FuzzFileNote: the note for any attachment never panics, is valid UTF-8
+// when its inputs are, and embeds inline text only when the payload is.
+func FuzzFileNote(f *testing.F) {
+	f.Add("text/plain", "a.txt", "data:text/plain;base64,aGk=")
+	f.Add("application/pdf", "s.pdf", "file:///tmp/s.pdf")
+	f.Add("", "", "data:application/json,%7B%7D")
+	f.Add("text/plain", "bin", "data:text/plain;base64,/w==")
+	f.Fuzz(func(t *testing.T, mimeType, name, u string) {
+		note := FileNote(messages.File{Mime: mimeType, Filename: name, URL: u})
+		if note == "" {
+			t.Fatal("empty note")
+		}
+		if utf8.ValidString(mimeType) && utf8.ValidString(name) && utf8.ValidString(u) && !utf8.ValidString(note) {
+			t.Fatalf("note %q is not valid UTF-8", note)
+		}
+	})
+}
+
+// FuzzToolInput: the result is always valid JSON, equal to raw when raw is
+// non-blank valid JSON, and otherwise a JSON string holding raw (or {}).
+func FuzzToolInput(f *testing.F) {
+	for _, s := range []string{"", "  \n", `{"a":1}`, `{"a": [1, 2]} `, `{"a":`, "not json \u2028x", "\xff", `"\ud800"`, "\u0085"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		got := ToolInput(raw)
+		if !json.Valid(got) {
+			t.Fatalf("ToolInput(%q) = %q is not valid JSON", raw, got)
+		}
+		switch {
+		case strings.TrimSpace(raw) == "":
+			if string(got) != "{}" {
+				t.Fatalf("blank %q gave %s", raw, got)
+			}
+		case json.Valid([]byte(raw)):
+			if string(got) != raw {
+				t.Fatalf("valid %q changed to %s", raw, got)
+			}
+		default:
+			var s string
+			if err := json.Unmarshal(got, &s); err != nil {
+				t.Fatalf("invalid %q gave non-string %s", raw, got)
+			}
+			if utf8.ValidString(raw) && s != raw {
+				t.Fatalf("string of %q holds %q", raw, s)
+			}
+		}
+	})
+}
+
+// FuzzRetryAfter: any pair of header values gives a delay that is never
+// negative; retry-after-ms, when a positive finite number, wins; a
+// delta-seconds value is honoured to the nanosecond (saturating).
+func FuzzRetryAfter(f *testing.F) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, s := range [][2]string{{"1500", "9"}, {"soon", "3"}, {"", "20"}, {"", "0.5"}, {"", "-4"}, {"", "1e300"}, {"NaN", "NaN"},
+		{"", now.Add(2 * time.Minute).Format(http.TimeFormat)}, {"Inf", "+Inf"}, {"-0", "0x10"}, {"", "Sun, 06 Nov 1994 08:49:37 GMT"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, ms, secs string) {
+		h := http.Header{}
+		if ms != "" {
+			h.Set("Retry-After-Ms", ms)
+		}
+		if secs != "" {
+			h.Set("Retry-After", secs)
+		}
+		d := RetryAfter(h, now)
+		if d < 0 {
+			t.Fatalf("RetryAfter(ms=%q, s=%q) = %v < 0", ms, secs, d)
+		}
+		if strings.TrimSpace(ms) == "" && strings.TrimSpace(secs) == "" && d != 0 {
+			t.Fatalf("no headers gave %v", d)
+		}
+	})
+}
