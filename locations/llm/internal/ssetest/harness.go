@@ -2,6 +2,7 @@ package ssetest
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/messages"
 )
 
 // MustStream streams req from p and fails tb when the stream breaks the
@@ -120,4 +122,43 @@ func rawRead(b *testing.B, srv *Server, path, body string) {
 	if res.StatusCode != http.StatusOK {
 		b.Fatal(res.Status)
 	}
+}
+
+// FuzzHTTPError is the body of an adapter's fuzz target for HTTP error
+// responses: newProvider builds the adapter over transport, and every
+// status 400-599 with any body and any Retry-After-Ms and Retry-After
+// headers must give no event and one *llm.Error with that status, a known
+// type, a message (from the body, else the status text, which is "" only
+// for statuses like 520), and a delay only when retryable and never
+// negative.
+func FuzzHTTPError(f *testing.F, newProvider func(t *testing.T, transport http.RoundTripper) llm.Provider, req llm.Request) {
+	f.Fuzz(func(t *testing.T, status uint16, body, ms, secs string) {
+		code := 400 + int(status)%200
+		h := http.Header{"Content-Type": {"application/json"}}
+		if ms != "" {
+			h.Set("Retry-After-Ms", ms)
+		}
+		if secs != "" {
+			h.Set("Retry-After", secs)
+		}
+		p := newProvider(t, &Transport{Status: code, Header: h, Chunks: []string{body}})
+		events, err := MustStream(t, p, req)
+		if len(events) != 0 {
+			t.Fatalf("status %d gave %d events", code, len(events))
+		}
+		var le *llm.Error
+		if !errors.As(err, &le) {
+			t.Fatalf("status %d: error %T %v", code, err, err)
+		}
+		switch {
+		case le.StatusCode != code:
+			t.Fatalf("status %d reported as %d (%v)", code, le.StatusCode, le)
+		case le.Message == "" && (strings.TrimSpace(body) != "" || http.StatusText(code) != ""):
+			t.Fatalf("status %d: empty message for body %q", code, body)
+		case le.Type == "" || le.Type == messages.ErrProviderUnknown:
+			t.Fatalf("status %d: untyped error %+v", code, le)
+		case le.RetryAfter < 0 || (le.RetryAfter > 0 && !le.Retryable()):
+			t.Fatalf("status %d: retry after %v for %s", code, le.RetryAfter, le.Type)
+		}
+	})
 }
