@@ -240,7 +240,7 @@ func (r *Resolver) Resolve(p string) (Resolved, error) {
 	for i, c := range comps {
 		// A failure from here on says something about the disk: it carries
 		// where resolution got to.
-		fail := func(err error, detail string) (Resolved, error) {
+		failNear := func(err error, detail string) (Resolved, error) {
 			near := filepath.Join(append([]string{cur}, comps[i:]...)...)
 			return Resolved{}, &PathError{Path: p, Err: err, Detail: detail, Near: near}
 		}
@@ -256,11 +256,11 @@ func (r *Resolver) Resolve(p string) (Resolved, error) {
 					parent = filepath.Dir(cur)
 				}
 			case errors.Is(err, syscall.ENAMETOOLONG):
-				return fail(ErrInvalidPath, "a name is longer than the file system allows")
+				return failNear(ErrInvalidPath, "a name is longer than the file system allows")
 			case errors.Is(err, syscall.ENOTDIR):
-				return fail(ErrNotDirectory, fmt.Sprintf("%s is a file", filepath.Join(comps[:i]...)))
+				return failNear(ErrNotDirectory, fmt.Sprintf("%s is a file", filepath.Join(comps[:i]...)))
 			default:
-				return fail(ErrInvalidPath, describeErr(err))
+				return failNear(ErrInvalidPath, describeErr(err))
 			}
 			break
 		}
@@ -272,17 +272,17 @@ func (r *Resolver) Resolve(p string) (Resolved, error) {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				if lexical, ok := linkTarget(next); ok && !within(base, lexical) {
-					return fail(ErrSymlinkEscape, "")
+					return failNear(ErrSymlinkEscape, "")
 				}
-				return fail(ErrInvalidPath, fmt.Sprintf("%s is a symbolic link to a missing target", filepath.Join(comps[:i+1]...)))
+				return failNear(ErrInvalidPath, fmt.Sprintf("%s is a symbolic link to a missing target", filepath.Join(comps[:i+1]...)))
 			}
 			if errors.Is(err, syscall.ENAMETOOLONG) {
-				return fail(ErrInvalidPath, "a name is longer than the file system allows")
+				return failNear(ErrInvalidPath, "a name is longer than the file system allows")
 			}
-			return fail(ErrInvalidPath, describeErr(err))
+			return failNear(ErrInvalidPath, describeErr(err))
 		}
 		if !within(base, target) {
-			return fail(ErrSymlinkEscape, "")
+			return failNear(ErrSymlinkEscape, "")
 		}
 		cur = target
 	}
