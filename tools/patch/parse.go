@@ -3,6 +3,7 @@ package patch
 import (
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/sessiond/sessiond/tools/internal/runes"
 )
@@ -267,14 +268,16 @@ func (p *parser) parseUpdate(raw string) (Op, error) {
 }
 
 // parseAnchor returns the anchor text of a "@@" header. A unified-diff
-// range header contributes only the text after its closing "@@".
+// range header contributes only the text after its closing "@@". Trailing
+// white space is dropped, including a "\r" left by a "\r\r\n" ending, so a
+// header of only white space has no anchor, as a bare "@@" has none.
 func parseAnchor(header string) string {
 	rest := strings.TrimPrefix(header, "@@")
 	trimmed := strings.TrimSpace(rest)
 	if r, ok := unifiedRange(trimmed); ok {
 		return strings.TrimSpace(r)
 	}
-	return strings.TrimRight(strings.TrimPrefix(rest, " "), " \t")
+	return strings.TrimRightFunc(strings.TrimPrefix(rest, " "), unicode.IsSpace)
 }
 
 // unifiedRange reports whether s starts with "-a[,b] +c[,d] @@" and returns

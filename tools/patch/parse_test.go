@@ -70,6 +70,8 @@ func TestParseHunkDetails(t *testing.T) {
 		{"trailing bare blanks separate hunks", "@@\n a\n\n\n@@\n b", []Hunk{{Line: 3, Lines: []Line{{Context, "a"}}}, {Line: 7, Lines: []Line{{Context, "b"}}}}},
 		{"blank before end of file is context", "@@\n a\n\n*** End of File", []Hunk{{Line: 3, EndOfFile: true, Lines: []Line{{Context, "a"}, {Context, ""}}}}},
 		{"space-only line is context with text", "@@\n a\n  \n b", []Hunk{{Line: 3, Lines: []Line{{Context, "a"}, {Context, " "}, {Context, "b"}}}}},
+		{"white-space-only anchor is none", "@@ \t\r\r\n a", []Hunk{{Line: 3, Lines: []Line{{Context, "a"}}}}},
+		{"anchor loses a stray carriage return", "@@ x\r\r\n a", []Hunk{{Anchor: "x", Line: 3, Lines: []Line{{Context, "a"}}}}},
 		{"leading blank before header ignored", "\n@@ x\n a", []Hunk{{Anchor: "x", Line: 4, Lines: []Line{{Context, "a"}}}}},
 		{"marker-like content", "@@\n-*** End Patch\n+*** Not a marker", []Hunk{{Line: 3, Lines: []Line{{Remove, "*** End Patch"}, {Insert, "*** Not a marker"}}}}},
 	}
