@@ -18,6 +18,7 @@ import (
 type drain struct {
 	rt      *Runtime
 	svc     *locations.Services
+	locKey  string // see place
 	sid     messages.SessionID
 	session *actor.PID
 	ctx     context.Context
@@ -45,7 +46,7 @@ func (d *drain) Receive(ctx actor.Context) {
 // run is the busy period's goroutine.
 func (d *drain) run(self *actor.PID) {
 	root := d.rt.system.Root
-	r := &runner{sid: d.sid, order: d.rt.orderLock(d.sid), store: d.rt.cfg.Store, svc: d.svc, bus: d.rt.cfg.Bus, clock: d.rt.cfg.Clock,
+	r := &runner{sid: d.sid, locKey: d.locKey, order: d.rt.orderLock(d.sid), store: d.rt.cfg.Store, svc: d.svc, bus: d.rt.cfg.Bus, clock: d.rt.cfg.Clock,
 		ids: d.rt.cfg.IDs, log: d.rt.cfg.Logger, steerBatch: d.rt.cfg.SteerBatch, metrics: d.rt.cfg.Metrics,
 		autoCompact: d.rt.cfg.AutoCompact, compactionBuffer: d.rt.cfg.CompactionBuffer, keepTokens: d.rt.cfg.KeepTokens,
 		liveHold: d.rt.cfg.LiveHold, bndAt: -1}
@@ -59,6 +60,8 @@ func (d *drain) run(self *actor.PID) {
 	if r.settleLive() {
 		var terminal messages.Payload = &messages.ExecutionSucceeded{SessionID: d.sid}
 		switch {
+		case errors.Is(err, errSuperseded) && d.ctx.Err() == nil:
+			terminal = &messages.ExecutionInterrupted{SessionID: d.sid, Reason: messages.ReasonSuperseded}
 		case errors.Is(err, errInterrupted) || (err != nil && d.ctx.Err() != nil):
 			terminal = &messages.ExecutionInterrupted{SessionID: d.sid, Reason: reasonOf(d.ctx)}
 		case err != nil:
@@ -67,7 +70,7 @@ func (d *drain) run(self *actor.PID) {
 		if _, aerr := r.append(ctx, terminal); aerr != nil {
 			d.rt.cfg.Logger.Error().Err(aerr).Str("session", string(d.sid)).Msg("commit busy-period terminal")
 		}
-	} else if err != nil && !errors.Is(err, errInterrupted) {
+	} else if err != nil && !errors.Is(err, errInterrupted) && !errors.Is(err, errSuperseded) {
 		d.rt.cfg.Logger.Warn().Err(err).Str("session", string(d.sid)).Msg("drain failed before writing anything")
 	}
 	root.Send(d.session, &drainDone{pid: self})

@@ -36,6 +36,8 @@ func sessionOf(msg any) (messages.SessionID, bool) {
 		return m.SessionID, true
 	case *messages.Wait:
 		return m.SessionID, true
+	case *messages.Move:
+		return m.SessionID, true
 	}
 	return "", false
 }
@@ -82,6 +84,13 @@ func (e *execution) Receive(ctx actor.Context) {
 		refuse(ctx, errStoppingActors)
 		return
 	}
+	if m, isMove := ctx.Message().(*messages.Move); isMove && (!ok || m.Location.Key() == key) {
+		// No Location actor means no Session actor, so nothing of this
+		// Session runs here: the move commits at once (the old Location
+		// need not be buildable: its directory may be gone).
+		e.rt.move(ctx, m)
+		return
+	}
 	if !ok {
 		svc, err := e.rt.cfg.Locations.Get(sess.Location)
 		if err != nil {
@@ -91,7 +100,7 @@ func (e *execution) Receive(ctx actor.Context) {
 			return
 		}
 		e.next++
-		pid, err = ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newLocation(e.rt, svc) }),
+		pid, err = ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newLocation(e.rt, svc, key) }),
 			"location-"+strconv.Itoa(e.next))
 		if err != nil {
 			ctx.Respond(&messages.ErrorReply{Error: messages.Error{Type: messages.ErrInternal, Message: err.Error()}})
@@ -111,12 +120,20 @@ var errStoppingActors = messages.Errorf(messages.ErrShuttingDown, "sessiond is s
 // stopping). Interrupt and wait are no-ops then, as for an idle Session;
 // the rest fail with err.
 func refuse(ctx actor.Context, err error) {
-	switch ctx.Message().(type) {
+	refuseTo(ctx, ctx.Message(), ctx.Sender(), err)
+}
+
+// refuseTo answers msg, received from sender, as refuse does.
+func refuseTo(ctx actor.Context, msg any, sender *actor.PID, err error) {
+	if sender == nil {
+		return // sent without a reply address (a wake after a move)
+	}
+	switch msg.(type) {
 	case *messages.Interrupt:
-		ctx.Respond(&messages.InterruptReply{})
+		ctx.Send(sender, &messages.InterruptReply{})
 	case *messages.Wait:
-		ctx.Respond(&messages.WaitReply{})
+		ctx.Send(sender, &messages.WaitReply{})
 	default:
-		ctx.Respond(&messages.ErrorReply{Error: *messages.AsError(err, messages.ErrInternal)})
+		ctx.Send(sender, &messages.ErrorReply{Error: *messages.AsError(err, messages.ErrInternal)})
 	}
 }

@@ -13,14 +13,23 @@ import (
 // service set. It restarts a crashed Session actor (protoactor's default
 // one-for-one strategy) and passivates idle ones.
 type location struct {
-	rt  *Runtime
-	svc *locations.Services
+	rt *Runtime
+	at *place
 	// sessions maps a Session to its live actor and the number of protocol
 	// messages forwarded to it, so passivation never drops one in flight.
 	sessions map[messages.SessionID]*child
 	gen      int
 	// stopping: see execution.stopping.
 	stopping bool
+}
+
+// place is a Location as its actors know it: its service set and the key
+// of the Location it was built for. The Location actor's Sessions share
+// it; the runner fences each step against the key (a Session moved
+// elsewhere must not take another step here).
+type place struct {
+	svc *locations.Services
+	key string
 }
 
 type child struct {
@@ -36,8 +45,8 @@ type sessionIdle struct {
 	received uint64
 }
 
-func newLocation(rt *Runtime, svc *locations.Services) *location {
-	return &location{rt: rt, svc: svc, sessions: map[messages.SessionID]*child{}}
+func newLocation(rt *Runtime, svc *locations.Services, key string) *location {
+	return &location{rt: rt, at: &place{svc: svc, key: key}, sessions: map[messages.SessionID]*child{}}
 }
 
 // Receive implements actor.Actor.
@@ -76,12 +85,16 @@ func (l *location) Receive(ctx actor.Context) {
 		refuse(ctx, errStoppingActors)
 		return
 	}
+	if m, isMove := ctx.Message().(*messages.Move); isMove && !ok {
+		l.rt.move(ctx, m) // no Session actor: nothing of it runs here
+		return
+	}
 	if !ok {
 		l.gen++
 		// The lock-free mailbox is cheaper to allocate; Session actors see
 		// little traffic, so its lower peak throughput does not matter and
 		// thousands of idle actors stay small.
-		pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newSession(l.rt, l.svc, sid) },
+		pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newSession(l.rt, l.at, sid) },
 			actor.WithMailbox(actor.UnboundedLockfree())), string(sid)+"-"+strconv.Itoa(l.gen))
 		if err != nil {
 			ctx.Respond(&messages.ErrorReply{Error: messages.Error{Type: messages.ErrInternal, Message: err.Error()}})

@@ -38,11 +38,17 @@ func retryDelay(attempt int, retryAfter time.Duration) time.Duration {
 // cancelled.
 var errInterrupted = errors.New("actors: interrupted")
 
+// errSuperseded ends a drain whose Session moved to another Location: its
+// busy period ends as interrupted with reason superseded.
+var errSuperseded error = interruptReason{messages.ReasonSuperseded}
+
 // runner executes drains of one Session. It is created per busy period by
 // the drain goroutine; its methods run on that goroutine, except the hold
 // timer's flush of the outbox, which mu serializes.
 type runner struct {
 	sid messages.SessionID
+	// locKey is the key of the Location this runner runs at (see place).
+	locKey string
 	// order is the Session's order lock (Runtime.order), held from each
 	// commit until its events are published.
 	order *sync.Mutex
@@ -267,6 +273,12 @@ func (r *runner) drain(ctx context.Context, force bool) error {
 			return err
 		}
 		sess, pending := b.Session, b.Pending
+		// The fence (SEED.md): a Session moved to another Location takes
+		// no further step here. Moves through the actors end the busy
+		// period first; this catches one committed around them.
+		if sess.Location.Key() != r.locKey {
+			return errSuperseded
+		}
 		agent := r.svc.Agent(sess.Agent)
 		if first {
 			allowance = agent.Steps

@@ -312,6 +312,68 @@ func (rt *Runtime) appendOutside(ctx context.Context, sid messages.SessionID, p 
 	return err
 }
 
+// Move is sessions.move: it moves the Session to loc and returns the moved
+// Session. A busy period running at the old Location is interrupted with
+// reason superseded first (its tools settle as for any interrupt), and the
+// move resets the instruction checkpoint, so the next run starts from a
+// complete baseline at loc. The destination must be a Location this
+// process can build, and must configure the Session's agent and resolve its
+// model. Pending inputs stay pending; a wake or resume runs them at loc.
+// Moving to the Session's own Location is a no-op.
+func (rt *Runtime) Move(ctx context.Context, sid messages.SessionID, loc messages.Location) (persistence.Session, error) {
+	if err := persistence.ValidateLocation(loc); err != nil {
+		return persistence.Session{}, err
+	}
+	sess, err := rt.cfg.Store.Get(ctx, sid)
+	if err != nil {
+		return persistence.Session{}, err
+	}
+	if sess.Location.Key() == loc.Key() {
+		return sess, nil
+	}
+	svc, err := rt.cfg.Locations.Get(loc)
+	if err != nil {
+		return persistence.Session{}, err
+	}
+	if err := checkAgent(svc, sess.Agent); err != nil {
+		return persistence.Session{}, err
+	}
+	if sess.Model != (messages.ModelRef{}) {
+		if _, err := svc.Catalog.Resolve(sess.Model); err != nil {
+			return persistence.Session{}, err
+		}
+	}
+	if _, err := rt.request(ctx, &messages.Move{SessionID: sid, Location: loc}, 0); err != nil {
+		return persistence.Session{}, err
+	}
+	return rt.cfg.Store.Get(ctx, sid)
+}
+
+// move commits m for an actor that knows nothing of the Session runs in
+// this process, and answers the sender. It blocks the actor for one
+// commit; moves are rare.
+func (rt *Runtime) move(ctx actor.Context, m *messages.Move) {
+	if err := rt.commitMove(m); err != nil {
+		ctx.Respond(&messages.ErrorReply{Error: *messages.AsError(err, messages.ErrInternal)})
+		return
+	}
+	ctx.Respond(&messages.MoveReply{})
+}
+
+// commitMove commits session.moved.1 unless the Session is at m's Location
+// already (a move that another one overtook).
+func (rt *Runtime) commitMove(m *messages.Move) error {
+	ctx := context.Background()
+	sess, err := rt.cfg.Store.Get(ctx, m.SessionID)
+	if err != nil {
+		return err
+	}
+	if sess.Location.Key() == m.Location.Key() {
+		return nil
+	}
+	return rt.appendOutside(ctx, m.SessionID, &messages.SessionMoved{SessionID: m.SessionID, Location: m.Location})
+}
+
 // Wake reports durable inbox work to the Session's actor.
 func (rt *Runtime) Wake(ctx context.Context, sid messages.SessionID) error {
 	_, err := rt.request(ctx, &messages.Wake{SessionID: sid}, rt.cfg.CommandTimeout)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/messages"
 )
 
@@ -17,7 +16,7 @@ import (
 // actor's goroutine, and interrupt and wait callers are answered later.
 type session struct {
 	rt  *Runtime
-	svc *locations.Services
+	at  *place
 	sid messages.SessionID
 
 	c     coordinator
@@ -39,6 +38,28 @@ type session struct {
 	// stopping: see execution.stopping. A stopping Session starts no
 	// drain: its context would not be cancelled.
 	stopping bool
+	// moved: the Session is at another Location now; every command goes
+	// back to the router, which routes it there.
+	moved bool
+	// move is a move waiting for the busy period it superseded to end.
+	move *pendingMove
+}
+
+// pendingMove is a Move waiting for its Session's busy period to end, with
+// the commands that arrived meanwhile: they are routed afresh once the
+// move is committed (or failed), so none runs at the old Location.
+type pendingMove struct {
+	msg    *messages.Move
+	sender *actor.PID
+	stash  []stashed
+	// wake and run carry a follow-up the superseding interrupt cleared:
+	// inputs admitted before the move still get their wake.
+	wake, run bool
+}
+
+type stashed struct {
+	msg    any
+	sender *actor.PID
 }
 
 // idleTick reports that the idle timer of generation gen fired.
@@ -73,8 +94,8 @@ type interruptReason struct{ reason string }
 
 func (r interruptReason) Error() string { return "interrupted: " + r.reason }
 
-func newSession(rt *Runtime, svc *locations.Services, sid messages.SessionID) *session {
-	return &session{rt: rt, svc: svc, sid: sid}
+func newSession(rt *Runtime, at *place, sid messages.SessionID) *session {
+	return &session{rt: rt, at: at, sid: sid}
 }
 
 // sessionFault, when a test sets it, sees each message a Session actor
@@ -90,6 +111,9 @@ func (s *session) Receive(ctx actor.Context) {
 	if f := sessionFault.Load(); f != nil {
 		(*f)(ctx.Message())
 	}
+	if s.reroute(ctx) {
+		return
+	}
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		s.rt.live.Add(1)
@@ -102,6 +126,13 @@ func (s *session) Receive(ctx actor.Context) {
 			ctx.Send(w, &messages.ErrorReply{Error: *errStoppingActors})
 		}
 		s.interruptWaiters, s.waitWaiters = nil, nil
+		if mv := s.move; mv != nil {
+			s.move = nil
+			ctx.Send(mv.sender, &messages.ErrorReply{Error: *errStoppingActors})
+			for _, c := range mv.stash {
+				refuseTo(ctx, c.msg, c.sender, errStoppingActors)
+			}
+		}
 	case *idleTick:
 		if msg.gen != s.idleGen {
 			return // re-armed or stopped since
@@ -148,6 +179,22 @@ func (s *session) Receive(ctx actor.Context) {
 			s.interruptWaiters = append(s.interruptWaiters, ctx.Sender())
 		}
 		s.apply(ctx, e)
+	case *messages.Move:
+		s.received++
+		if s.stopping {
+			refuse(ctx, errStoppingActors)
+			return
+		}
+		s.move = &pendingMove{msg: msg, sender: ctx.Sender()}
+		if !s.c.busy() {
+			s.finishMove(ctx)
+			return
+		}
+		// Supersede the busy period; the move commits once it has ended
+		// (drainDone).
+		s.move.wake = s.c.followUp || s.c.restart
+		s.move.run = s.c.restartForce
+		s.apply(ctx, s.c.interrupt(messages.ReasonSuperseded))
 	case *messages.Wait:
 		s.received++
 		if s.c.wait().replyNow {
@@ -167,6 +214,9 @@ func (s *session) Receive(ctx actor.Context) {
 		s.rt.active.Delete(s.sid)
 		s.rt.cfg.Metrics.active(-1)
 		s.apply(ctx, s.c.done())
+		if s.move != nil && !s.c.busy() && !s.stopping {
+			s.finishMove(ctx)
+		}
 		if !s.c.busy() {
 			s.armIdle(ctx)
 		}
@@ -211,13 +261,13 @@ func (s *session) start(ctx actor.Context, force bool) {
 	s.rt.cfg.Metrics.active(1)
 	self := ctx.Self()
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &drain{rt: s.rt, svc: s.svc, sid: s.sid, session: self, ctx: dctx, force: force}
+		return &drain{rt: s.rt, svc: s.at.svc, locKey: s.at.key, sid: s.sid, session: self, ctx: dctx, force: force}
 	}), "drain")
 	if err != nil {
 		// The previous drain child has not finished stopping; spawn under a
 		// generated name instead.
 		pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-			return &drain{rt: s.rt, svc: s.svc, sid: s.sid, session: self, ctx: dctx, force: force}
+			return &drain{rt: s.rt, svc: s.at.svc, locKey: s.at.key, sid: s.sid, session: self, ctx: dctx, force: force}
 		}))
 	}
 	s.drain = pid
@@ -230,4 +280,56 @@ func reasonOf(ctx context.Context) string {
 		return r.reason
 	}
 	return messages.ReasonUser
+}
+
+// reroute takes the protocol commands that must not run here: after a
+// move it sends them back to the router, and while a move waits it keeps
+// them for later (see pendingMove). An interrupt during a move joins the
+// superseding one. It reports whether it took the current message.
+func (s *session) reroute(ctx actor.Context) bool {
+	if !s.moved && s.move == nil {
+		return false
+	}
+	if _, ok := sessionOf(ctx.Message()); !ok {
+		return false
+	}
+	if _, ok := ctx.Message().(*messages.Interrupt); ok && !s.moved {
+		return false
+	}
+	s.received++
+	if s.moved {
+		ctx.Forward(s.rt.exec)
+	} else {
+		s.move.stash = append(s.move.stash, stashed{msg: ctx.Message(), sender: ctx.Sender()})
+	}
+	return true
+}
+
+// finishMove commits the waiting move of an idle Session, answers it, and
+// routes the commands that waited for it afresh. A moved actor asks its
+// Location to passivate it at once.
+func (s *session) finishMove(ctx actor.Context) {
+	mv := s.move
+	s.move = nil
+	var reply any = &messages.MoveReply{}
+	if err := s.rt.commitMove(mv.msg); err != nil {
+		reply = &messages.ErrorReply{Error: *messages.AsError(err, messages.ErrInternal)}
+	} else {
+		s.moved = true
+	}
+	// The router gets these before the mover hears back, so whatever the
+	// mover sends next is handled after them.
+	switch {
+	case mv.run:
+		ctx.Send(s.rt.exec, &messages.Run{SessionID: s.sid})
+	case mv.wake:
+		ctx.Send(s.rt.exec, &messages.Wake{SessionID: s.sid})
+	}
+	for _, c := range mv.stash {
+		ctx.RequestWithCustomSender(s.rt.exec, c.msg, c.sender)
+	}
+	ctx.Send(mv.sender, reply)
+	if s.moved {
+		ctx.Send(ctx.Parent(), &sessionIdle{sid: s.sid, pid: ctx.Self(), received: s.received})
+	}
 }

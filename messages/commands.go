@@ -46,6 +46,19 @@ type Wait struct {
 // WaitReply answers Wait.
 type WaitReply struct{}
 
+// Move moves a Session to another Location. A busy period running at the
+// old Location is interrupted with reason superseded, and session.moved.1
+// is committed once it has ended; commands that arrive meanwhile are
+// handled at the new Location afterwards. A move to the Location the
+// Session has is a no-op.
+type Move struct {
+	SessionID SessionID
+	Location  Location
+}
+
+// MoveReply answers Move once the move is committed (or was a no-op).
+type MoveReply struct{}
+
 // ErrorReply answers a command that failed.
 type ErrorReply struct {
 	Error Error

@@ -16,7 +16,7 @@ func (s *Bolt) CreateSession(ctx context.Context, req CreateSession) (Session, b
 	} else if err := req.ID.Validate(); err != nil {
 		return Session{}, false, err
 	}
-	if err := validateLocation(req.Location); err != nil {
+	if err := ValidateLocation(req.Location); err != nil {
 		return Session{}, false, err
 	}
 	ev := messages.Event{ID: s.opts.IDs.Event(), Created: s.opts.Clock().UnixMilli(), Type: messages.TypeSessionCreated,
@@ -46,7 +46,9 @@ func (s *Bolt) CreateSession(ctx context.Context, req CreateSession) (Session, b
 	return out, created, err
 }
 
-func validateLocation(l messages.Location) error {
+// ValidateLocation checks a Location's fields: an absolute directory and,
+// when set, a valid workspace ID.
+func ValidateLocation(l messages.Location) error {
 	if l.Directory == "" {
 		return messages.Errorf(messages.ErrInvalid, "location.directory: required")
 	}

@@ -22,7 +22,7 @@ func DecodeCreateSession(b []byte) (CreateSession, error) {
 			return req, err
 		}
 	}
-	return req, validateLocation(req.Location)
+	return req, ValidateLocation(req.Location)
 }
 
 // DecodePromptRequest decodes a sessions.prompt request body strictly. The

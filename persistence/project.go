@@ -27,6 +27,9 @@ func (w *wtx) project(ev messages.Event) error {
 	case *messages.ModelSelected:
 		return w.updateSession(sid, func(s *Session) { s.Model = p.Model })
 	case *messages.SessionMoved:
+		if err := ValidateLocation(p.Location); err != nil {
+			return err
+		}
 		if err := w.updateSession(sid, func(s *Session) { s.Location = p.Location }); err != nil {
 			return err
 		}

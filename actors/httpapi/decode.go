@@ -51,6 +51,20 @@ type agentBody struct {
 	Agent string `json:"agent"`
 }
 
+// moveBody is POST /api/session/{id}/move.
+type moveBody struct {
+	Location messages.Location `json:"location"`
+}
+
+// decodeMove decodes a move's destination.
+func decodeMove(body []byte) (messages.Location, error) {
+	var b moveBody
+	if err := decodeStrict(body, &b); err != nil {
+		return b.Location, err
+	}
+	return b.Location, persistence.ValidateLocation(b.Location)
+}
+
 // replyBody is POST /api/permission/{requestID}/reply.
 type replyBody struct {
 	Reply   tools.Reply `json:"reply"`

@@ -37,6 +37,7 @@ var routes = []route{
 	{method: http.MethodPost, path: "/api/session/{id}/interrupt", handle: (*api).interrupt},
 	{method: http.MethodPost, path: "/api/session/{id}/agent", handle: (*api).selectAgent},
 	{method: http.MethodPost, path: "/api/session/{id}/model", handle: (*api).selectModel},
+	{method: http.MethodPost, path: "/api/session/{id}/move", handle: (*api).move},
 	{method: http.MethodGet, path: "/api/session/{id}/history", handle: (*api).history},
 	{method: http.MethodGet, path: "/api/session/{id}/log", handle: (*api).logStream},
 	{method: http.MethodGet, path: "/api/session/{id}/message", handle: (*api).listMessages},

@@ -202,6 +202,40 @@ func (a *api) selectModel(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// move is POST /api/session/{id}/move {location}: sessions.move. It answers
+// the moved Session once a busy period it superseded (reason superseded)
+// has ended and the move is committed; 503 when the Server shuts down
+// first.
+func (a *api) move(w http.ResponseWriter, r *http.Request) {
+	sid, err := sessionID(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	body, err := a.readBody(w, r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	loc, err := decodeMove(body)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if loc.Directory, err = a.checkRoots(loc.Directory); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	ctx, cancel := a.withStop(r)
+	defer cancel()
+	s, err := a.cfg.Runtime.Move(ctx, sid, loc)
+	if err != nil {
+		a.fail(w, r, cause(ctx, err))
+		return
+	}
+	a.data(w, r, s)
+}
+
 // command runs a Session command and answers 204.
 func (a *api) command(w http.ResponseWriter, r *http.Request, run func(*http.Request, messages.SessionID) error) {
 	sid, err := sessionID(r)

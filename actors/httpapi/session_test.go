@@ -7,6 +7,8 @@ import (
 	"github.com/sessiond/sessiond/actors/actortest"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -345,6 +347,57 @@ func TestSelectAgentAndModel(t *testing.T) {
 	}
 	e.do("POST", "/api/session/ses_missing/agent", map[string]string{"agent": "plan"}).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
 	e.do("POST", "/api/session/ses_missing/model", map[string]string{"providerID": "script", "id": "demo"}).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
+}
+
+// TestMove: POST /api/session/{id}/move answers the moved Session (the
+// directory in canonical form inside a root), refuses bad bodies and
+// destinations outside every root without writing anything, and a moved
+// Session runs at its new Location.
+func TestMove(t *testing.T) {
+	root := t.TempDir()
+	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+	for _, d := range []string{a, b} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := newHarnessEnv(t, func(c *ServerConfig) { c.API.Roots = []string{root} })
+	s := dataOf[persistence.Session](t, e.do("POST", "/api/session", map[string]any{"location": map[string]string{"directory": a}}))
+	base := "/api/session/" + string(s.ID)
+	before := len(e.allEvents(s.ID))
+	for body, status := range map[string]int{
+		`{}`:                               http.StatusBadRequest,
+		`{"location":{"directory":"rel"}}`: http.StatusBadRequest,
+		`{"location":{"directory":"/tmp"},"x":1}`: http.StatusBadRequest,
+		`nope`: http.StatusBadRequest,
+		`{"location":{"directory":"` + root + `/missing"}}`: http.StatusBadRequest,
+		`{"location":{"directory":"` + t.TempDir() + `"}}`:  http.StatusForbidden,
+	} {
+		r := e.do("POST", base+"/move", body)
+		if r.status != status {
+			t.Errorf("%s: status %d, want %d (%s)", body, r.status, status, r.body)
+		}
+	}
+	if after := len(e.allEvents(s.ID)); after != before {
+		t.Fatalf("refused moves wrote %d events", after-before)
+	}
+	e.do("POST", "/api/session/ses_missing/move", map[string]any{"location": map[string]string{"directory": b}}).
+		wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
+
+	moved := dataOf[persistence.Session](t, e.do("POST", base+"/move", map[string]any{"location": map[string]string{"directory": b + "/../b"}}))
+	if canon, _ := filepath.EvalSymlinks(b); moved.ID != s.ID || moved.Location.Directory != canon {
+		t.Fatalf("moved Session %+v, want %s at %s", moved, s.ID, canon)
+	}
+	if got := dataOf[persistence.Session](t, e.do("GET", base, nil)); got.Location != moved.Location {
+		t.Fatalf("GET after the move: %+v", got.Location)
+	}
+	e.model.Reply(script.Text("hello from b"))
+	e.prompt(s.ID, map[string]any{"prompt": map[string]string{"text": "hi"}})
+	e.waitIdle(s.ID)
+	evs := e.allEvents(s.ID)
+	if last := evs[len(evs)-1].Type; last != messages.TypeExecutionSucceeded {
+		t.Fatalf("last event after the move %s", last)
+	}
 }
 
 func TestHistoryAndMessages(t *testing.T) {

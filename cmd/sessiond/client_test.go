@@ -284,6 +284,8 @@ func TestClientCommands(t *testing.T) {
 			"POST", "/api/session", "", map[string]any{"location": map[string]any{"directory": dir}, "agent": "plan",
 				"model": map[string]any{"providerID": "p", "id": "m/x"}}, `{"id":"ses_1"}` + "\n"},
 		{[]string{"session", "list"}, 200, `{"data":[]}`, "GET", "/api/session", "", nil, "[]\n"},
+		{[]string{"session", "move", "ses_1", "--dir", dir}, 200, `{"data":{"id":"ses_1"}}`,
+			"POST", "/api/session/ses_1/move", "", map[string]any{"location": map[string]any{"directory": dir}}, `{"id":"ses_1"}` + "\n"},
 		{[]string{"session", "get", "ses_1"}, 200, `{"data": {"id": "ses_1"}}`, "GET", "/api/session/ses_1", "", nil, `{"id":"ses_1"}` + "\n"},
 		{[]string{"prompt", "ses_1", "fix", "the", "bug", "--delivery", "queue", "--no-resume", "--id", "msg_9"}, 200, `{"data":{"id":"msg_9"}}`,
 			"POST", "/api/session/ses_1/prompt", "", map[string]any{"prompt": map[string]any{"text": "fix the bug"}, "delivery": "queue",

@@ -88,13 +88,14 @@ func sessionPath(id, suffix string) string {
 
 var sessionCommand = &command{
 	name:     "session",
-	synopsis: "create --dir D | list | get ID",
-	summary:  "create, list or show Sessions of a running daemon",
+	synopsis: "create --dir D | list | get ID | move ID --dir D",
+	summary:  "create, list, show or move Sessions of a running daemon",
 	help: `
 session create makes a Session whose Location is --dir (default the current
 directory) and prints it; with --id it returns the existing Session of that
 ID instead of creating a second one. session list prints every Session,
-session get one. Output is the JSON of the API's data field.
+session get one. session move gives Session ID the Location --dir and prints
+it. Output is the JSON of the API's data field.
 ` + clientHelp,
 	run: runSession,
 }
@@ -120,10 +121,22 @@ var sessionGetCommand = &command{
 	help:     "Print Session ID." + clientHelp,
 }
 
+var sessionMoveCommand = &command{
+	name:     "session move",
+	synopsis: "[flags] ID --dir D",
+	summary:  "move a Session to another Location",
+	help: `
+Move Session ID to directory D (made absolute here) and print it. Work
+running at the old Location is interrupted first (reason superseded), and
+the next run starts from a complete instruction baseline at D. Inputs still
+pending stay pending; 'sessiond session get' shows the Location, and a
+resume runs them at D.` + clientHelp,
+}
+
 // runSession dispatches session's subcommands.
 func runSession(ctx context.Context, a *app, c *command, args []string) int {
 	if len(args) == 0 {
-		return a.usageError(c, "want a subcommand: create, list or get")
+		return a.usageError(c, "want a subcommand: create, list, get or move")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help":
@@ -135,8 +148,10 @@ func runSession(ctx context.Context, a *app, c *command, args []string) int {
 		return runSessionList(ctx, a, sessionListCommand, args[1:])
 	case "get":
 		return runSessionGet(ctx, a, sessionGetCommand, args[1:])
+	case "move":
+		return runSessionMove(ctx, a, sessionMoveCommand, args[1:])
 	}
-	return a.usageError(c, "unknown subcommand %q; want create, list or get", args[0])
+	return a.usageError(c, "unknown subcommand %q; want create, list, get or move", args[0])
 }
 
 func runSessionCreate(ctx context.Context, a *app, c *command, args []string) int {
@@ -177,6 +192,31 @@ func runSessionCreate(ctx context.Context, a *app, c *command, args []string) in
 		body["model"] = ref
 	}
 	return a.clientCall(ctx, c, cf, http.MethodPost, "/api/session", nil, body, "data")
+}
+
+func runSessionMove(ctx context.Context, a *app, c *command, args []string) int {
+	fs := newFlags(c)
+	var cf clientFlags
+	cf.register(fs)
+	dir := fs.String("dir", "", "the new Location directory `D` (required)")
+	pos, code, ok := a.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	switch {
+	case len(pos) == 0:
+		return a.usageError(c, "want a Session ID")
+	case len(pos) > 1:
+		return a.usageError(c, "unexpected argument %q", pos[1])
+	case *dir == "":
+		return a.usageError(c, "--dir is required")
+	}
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		return a.fail(c, err)
+	}
+	body := map[string]any{"location": messages.Location{Directory: abs}}
+	return a.clientCall(ctx, c, cf, http.MethodPost, sessionPath(pos[0], "/move"), nil, body, "data")
 }
 
 var runSessionList = plainClient(false, http.MethodGet, func(_ []string) string { return "/api/session" }, "data")

@@ -37,6 +37,7 @@ func TestHelp(t *testing.T) {
 		"session create": {"--dir D", "--id ID", "--addr HOST:PORT", "--token TOKEN"},
 		"session list":   {"--addr HOST:PORT"},
 		"session get":    {"Usage: sessiond session get [flags] ID"},
+		"session move":   {"Usage: sessiond session move [flags] ID --dir D", "superseded"},
 		"prompt":         {"--id ID", "--delivery MODE", "--no-resume"},
 		"log":            {"--after N", "--follow", "Last-Event-ID"},
 		"history":        {"--after N", "--limit N"},
@@ -60,8 +61,8 @@ func TestHelp(t *testing.T) {
 			}
 		}
 	}
-	if len(cases) != len(commands)+3 {
-		t.Errorf("%d help cases for %d commands (+3 session subcommands)", len(cases), len(commands))
+	if len(cases) != len(commands)+4 {
+		t.Errorf("%d help cases for %d commands (+4 session subcommands)", len(cases), len(commands))
 	}
 
 	// help CMD is CMD --help; -h works too.
@@ -88,7 +89,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"serve", "--nope"}, "flag provided but not defined: -nope"},
 		{[]string{"serve", "extra"}, `unexpected argument "extra"`},
-		{[]string{"session"}, "want a subcommand: create, list or get"},
+		{[]string{"session"}, "want a subcommand: create, list, get or move"},
+		{[]string{"session", "move", "ses_1"}, "--dir is required"},
+		{[]string{"session", "move", "--dir", "/tmp"}, "want a Session ID"},
+		{[]string{"session", "move", "ses_1", "ses_2", "--dir", "/tmp"}, `unexpected argument "ses_2"`},
 		{[]string{"session", "drop"}, `unknown subcommand "drop"`},
 		{[]string{"session", "get"}, "want exactly one Session ID"},
 		{[]string{"prompt", "ses_1"}, "want a Session ID and the prompt text"},
