@@ -18,6 +18,8 @@ import (
 const (
 	DefaultBodyBytes = 2 << 20
 	DefaultHeartbeat = 15 * time.Second
+	// DefaultStreamWriteTimeout is the default of Config.StreamWriteTimeout.
+	DefaultStreamWriteTimeout = 30 * time.Second
 	// eventBuffer is the Bus buffer of one /api/event subscriber: how far
 	// it may fall behind before it is cut off.
 	eventBuffer = 1024
@@ -54,6 +56,13 @@ type Config struct {
 	// Heartbeat is the interval of ": ping" comments on following streams.
 	// Default DefaultHeartbeat (15 s).
 	Heartbeat time.Duration
+	// StreamWriteTimeout bounds how long a stream (log, event) waits for
+	// its client to take one burst of frames or a heartbeat. A client that
+	// stops reading without closing the connection would otherwise hold
+	// the stream's goroutines and its store tail until Shutdown; it is cut
+	// off instead and resumes with Last-Event-ID. Default
+	// DefaultStreamWriteTimeout (30 s).
+	StreamWriteTimeout time.Duration
 	// Now timestamps request logs. Default time.Now.
 	Now func() time.Time
 }
@@ -69,6 +78,9 @@ func (c *Config) validate() ([]string, error) {
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.StreamWriteTimeout <= 0 {
+		c.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
 	if c.Now == nil {
 		c.Now = time.Now

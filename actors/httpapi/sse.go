@@ -24,6 +24,8 @@ type sseWriter struct {
 	w   http.ResponseWriter
 	rc  *http.ResponseController
 	buf []byte
+	// timeout is Config.StreamWriteTimeout (see arm).
+	timeout time.Duration
 }
 
 // startSSE writes the stream's headers and status. Server.ReadTimeout does
@@ -32,7 +34,7 @@ type sseWriter struct {
 // the headers and nothing more (ok is false): net/http drops the body of a
 // HEAD response, so its stream would never notice the client leave, and
 // would hold the client's connection forever.
-func startSSE(w http.ResponseWriter, r *http.Request) (sse *sseWriter, ok bool) {
+func (a *api) startSSE(w http.ResponseWriter, r *http.Request) (sse *sseWriter, ok bool) {
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -42,7 +44,18 @@ func startSSE(w http.ResponseWriter, r *http.Request) (sse *sseWriter, ok bool) 
 	if r.Method == http.MethodHead {
 		return nil, false
 	}
-	return &sseWriter{w: w, rc: rc}, true
+	sse = &sseWriter{w: w, rc: rc, timeout: a.cfg.StreamWriteTimeout}
+	sse.arm()
+	return sse, true
+}
+
+// arm gives the next burst of writes (and its flush) the stream's write
+// timeout: a client that takes none of it in time ends the stream, whose
+// blocked write then fails. Called before each burst.
+func (s *sseWriter) arm() {
+	// Not every ResponseWriter supports deadlines (test recorders); the
+	// stream then runs without one, as before.
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
 }
 
 // event writes one message; id < 0 writes no id line.
@@ -150,7 +163,7 @@ func (a *api) logStream(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	defer a.subscribed(streamLog)()
-	sse, ok := startSSE(w, r)
+	sse, ok := a.startSSE(w, r)
 	if !ok {
 		return
 	}
@@ -162,6 +175,7 @@ func (a *api) logStream(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case f, ok := <-frames:
+			sse.arm()
 			// Write every frame already waiting, then flush once.
 			for more := ok; more; {
 				if !a.writeLogFrame(r, sse, f) {
@@ -179,6 +193,7 @@ func (a *api) logStream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-tick:
+			sse.arm()
 			if sse.comment("ping") != nil || sse.flush() != nil {
 				return
 			}
@@ -242,7 +257,7 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 	sub := a.cfg.Runtime.Bus().Subscribe(eventBuffer, filter)
 	defer sub.Close()
 	defer a.subscribed(streamEvent)()
-	sse, ok := startSSE(w, r)
+	sse, ok := a.startSSE(w, r)
 	if !ok {
 		return
 	}
@@ -254,6 +269,7 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case ev, ok := <-sub.C:
+			sse.arm()
 			for more := ok; more; {
 				if !a.writeLive(r, sse, ev) {
 					return
@@ -275,6 +291,7 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-tick:
+			sse.arm()
 			if sse.comment("ping") != nil || sse.flush() != nil {
 				return
 			}

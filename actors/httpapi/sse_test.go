@@ -8,12 +8,19 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+
+	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/actors/actortest"
 	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
@@ -491,4 +498,129 @@ func TestShutdownEndsStreams(t *testing.T) {
 		t.Fatal("server still accepts after Shutdown")
 	}
 	g.Release()
+}
+
+// stallListener hands out connections whose writes stall, as a client that
+// stops reading (without closing) makes them once the socket buffers are
+// full: a stalled Write returns only when its write deadline passes, or
+// when the connection is closed.
+type stallListener struct {
+	net.Listener
+	stalled atomic.Bool
+}
+
+func (l *stallListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &stallConn{Conn: c, l: l, closed: make(chan struct{}), moved: make(chan struct{})}, nil
+}
+
+type stallConn struct {
+	net.Conn
+	l         *stallListener
+	mu        sync.Mutex
+	deadline  time.Time
+	moved     chan struct{} // closed when the deadline changes
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (c *stallConn) Write(b []byte) (int, error) {
+	if !c.l.stalled.Load() {
+		return c.Conn.Write(b)
+	}
+	for {
+		c.mu.Lock()
+		dl, moved := c.deadline, c.moved
+		c.mu.Unlock()
+		var expired <-chan time.Time
+		if !dl.IsZero() {
+			t := time.NewTimer(time.Until(dl))
+			defer t.Stop()
+			expired = t.C
+		}
+		select {
+		case <-expired:
+			return 0, os.ErrDeadlineExceeded
+		case <-moved:
+		case <-c.closed:
+			return 0, net.ErrClosed
+		}
+	}
+}
+
+func (c *stallConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.deadline = t
+	close(c.moved)
+	c.moved = make(chan struct{})
+	c.mu.Unlock()
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *stallConn) SetDeadline(t time.Time) error {
+	if err := c.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *stallConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+// TestStalledStreamClientsAreCutOff: a client of /log?follow or /api/event
+// that stops reading without closing its connection is cut off once a
+// write has waited StreamWriteTimeout, releasing the stream's goroutines
+// and store tail, instead of holding them until Shutdown.
+func TestStalledStreamClientsAreCutOff(t *testing.T) {
+	b := harnessBackend(t)
+	sid := b.h.Session()
+	for stream, path := range map[string]string{streamLog: "/api/session/" + string(sid) + "/log?follow=true", streamEvent: "/api/event"} {
+		t.Run(stream, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			m := actors.NewMetrics(reg)
+			srv, err := NewServer(ServerConfig{API: Config{Runtime: b.rt, Metrics: m, Gatherer: reg, Logger: zerolog.Nop(),
+				Heartbeat: 10 * time.Millisecond, StreamWriteTimeout: 50 * time.Millisecond}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			inner, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := &stallListener{Listener: inner}
+			if err := srv.Start(l); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
+				defer cancel()
+				if err := srv.Shutdown(ctx); err != nil {
+					t.Errorf("shutdown: %v", err)
+				}
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+inner.Addr().String()+path, nil)
+			tr := &http.Transport{}
+			defer tr.CloseIdleConnections()
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			subscribers := func() float64 {
+				return testutil.ToFloat64(m.Subscribers.WithLabelValues(stream))
+			}
+			if subscribers() != 1 {
+				t.Fatalf("%v subscribers while streaming", subscribers())
+			}
+			l.stalled.Store(true) // the client reads no more
+			eventually(t, "the stalled stream to end", func() bool { return subscribers() == 0 })
+		})
+	}
 }
