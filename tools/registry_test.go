@@ -253,6 +253,42 @@ func TestExecuteSettlesEveryFailure(t *testing.T) {
 	}
 }
 
+// TestIntegralNumbersDecodeAsIntegers: JSON Schema counts 2.0 and 1e1 as
+// integers, so they pass validation; the typed tool then gets them as the
+// integers they are instead of a decoding error. A fraction is refused.
+func TestIntegralNumbersDecodeAsIntegers(t *testing.T) {
+	reg := newTestRegistry(t, map[string]Ruleset{DefaultAgent: allowAll})
+	if err := reg.Register(reg.NewScope("s"), echoTool("echo", nil)); err != nil {
+		t.Fatal(err)
+	}
+	for input, want := range map[string]string{
+		`{"text":"ab","times":2.0}`: "abab",
+		`{"text":"a","times":1e1}`:  "aaaaaaaaaa",
+		`{"text":"a","times":3E0}`:  "aaa",
+		`{"times":2.00,"text":"x"}`: "xx",
+	} {
+		res, err := reg.Execute(context.Background(), Call{SessionID: "ses_1", CallID: "c1", Name: "echo", Input: json.RawMessage(input)})
+		if err != nil || res.Output != want {
+			t.Errorf("%s: %q, %v; want %q", input, res.Output, err, want)
+		}
+	}
+	if _, err := reg.Execute(context.Background(), Call{SessionID: "ses_1", CallID: "c1", Name: "echo", Input: json.RawMessage(`{"text":"a","times":2.5}`)}); err == nil {
+		t.Error("2.5 accepted as an integer")
+	}
+	for in, want := range map[string]string{
+		`{"a":[1.0,{"b":-3e2}],"c":1.5,"d":"2.0"}`: `{"a":[1,{"b":-300}],"c":1.5,"d":"2.0"}`,
+		`{"big":1e300,"n":1.0}`:                    `{"big":1e300,"n":1}`,
+	} {
+		out, ok := integralNumbers([]byte(in))
+		if !ok || string(out) != want {
+			t.Errorf("integralNumbers(%s) = %s, %v; want %s", in, out, ok, want)
+		}
+	}
+	if _, ok := integralNumbers([]byte(`{"a":1,"b":1.5}`)); ok {
+		t.Error("integralNumbers changed input without integral floats")
+	}
+}
+
 func TestExecuteCancellationDuringCallIsAborted(t *testing.T) {
 	reg := newTestRegistry(t, nil)
 	started := make(chan struct{})

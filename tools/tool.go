@@ -1,9 +1,14 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 )
 
 // Definition is what the model sees of a tool, plus the permission key the
@@ -89,8 +94,64 @@ func (t *typedTool[In]) Definition() Definition { return t.def }
 // Run decodes input and calls the handler.
 func (t *typedTool[In]) Run(ctx context.Context, call *CallContext, input json.RawMessage) (Result, error) {
 	var in In
-	if err := json.Unmarshal(input, &in); err != nil {
+	err := json.Unmarshal(input, &in)
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && strings.HasPrefix(te.Value, "number") {
+		// JSON Schema counts 1.0 and 1e2 as integers, so validation let
+		// them through, and models do write them; Go's decoder refuses
+		// them for integer fields. Decode again with every integral
+		// number written as an integer.
+		if fixed, ok := integralNumbers(input); ok {
+			in = *new(In)
+			err = json.Unmarshal(fixed, &in)
+		}
+	}
+	if err != nil {
 		return Result{}, fmt.Errorf("invalid input for %s: %v", t.def.Name, err)
 	}
 	return t.h(ctx, call, in)
+}
+
+// integralNumbers returns input with each number that has an integral
+// value within int64 but is written with a fraction or an exponent
+// rewritten as a plain integer, and whether it changed any.
+func integralNumbers(input []byte) ([]byte, bool) {
+	d := json.NewDecoder(bytes.NewReader(input))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, false
+	}
+	changed := false
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				x[k] = walk(e)
+			}
+		case []any:
+			for i, e := range x {
+				x[i] = walk(e)
+			}
+		case json.Number:
+			if !strings.ContainsAny(string(x), ".eE") {
+				return x
+			}
+			f, err := strconv.ParseFloat(string(x), 64)
+			// Beyond 2^53 a float64 no longer holds every integer exactly.
+			if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+				return x
+			}
+			changed = true
+			return json.Number(strconv.FormatInt(int64(f), 10))
+		}
+		return v
+	}
+	v = walk(v)
+	if !changed {
+		return nil, false
+	}
+	out, err := json.Marshal(v)
+	return out, err == nil
 }
