@@ -31,7 +31,15 @@ type clientFlags struct {
 
 // register adds --addr, --token and --config to fs.
 func (f *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.addr, "addr", "", "daemon address `HOST:PORT` or URL (default $SESSIOND_ADDR, else the configuration's addr)")
+	// Checked as it is parsed, so a malformed address is a usage error
+	// (exit 2) like any other bad flag value.
+	fs.Func("addr", "daemon address `HOST:PORT` or URL (default $SESSIOND_ADDR, else the configuration's addr)", func(v string) error {
+		if _, err := baseURL(v); err != nil {
+			return errors.New("want host:port or an http(s) URL")
+		}
+		f.addr = v
+		return nil
+	})
 	fs.StringVar(&f.token, "token", "", "bearer `TOKEN` (default $SESSIOND_TOKEN, else the configuration's token)")
 	fs.StringVar(&f.config, "config", "", "configuration `FILE` to read addr and token from (default <data>/sessiond.json)")
 }

@@ -102,6 +102,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"history", "--limit", "x", "ses_1"}, `invalid value "x" for flag -limit`},
 		{[]string{"run", "--model", "nomodel", "hi"}, `--model: invalid: model "nomodel": want provider/model`},
 		{[]string{"serve", "--log-level", "loud"}, `--log-level "loud"`},
+		{[]string{"active", "--addr", "foo"}, `invalid value "foo" for flag -addr: want host:port or an http(s) URL`},
+		{[]string{"log", "ses_1", "--addr", "ftp://x"}, `invalid value "ftp://x" for flag -addr`},
 	} {
 		code, out, errOut := runApp(t, nil, tt.args...)
 		if code != exitUsage || out != "" || !strings.Contains(errOut, tt.want) {
