@@ -60,6 +60,11 @@ func TestHelp(t *testing.T) {
 				t.Errorf("%s --help lacks %q:\n%s", name, w, out)
 			}
 		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Count(line, "(default ") > 1 {
+				t.Errorf("%s --help states a default twice: %q", name, line)
+			}
+		}
 	}
 	if len(cases) != len(commands)+4 {
 		t.Errorf("%d help cases for %d commands (+4 session subcommands)", len(cases), len(commands))

@@ -298,7 +298,9 @@ func (a *app) commandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 		if name != "" {
 			head += " " + name
 		}
-		if d := f.DefValue; d != "" && d != "false" && d != "0" && d != "[]" {
+		// A usage that states its default already ("(default all)") says
+		// it better than the flag's zero-like sentinel would.
+		if d := f.DefValue; d != "" && d != "false" && d != "0" && d != "[]" && !strings.Contains(usage, "(default ") {
 			usage += fmt.Sprintf(" (default %q)", d)
 		}
 		lines = append(lines, head+"\n        "+strings.ReplaceAll(usage, "\n", "\n        "))
