@@ -1,5 +1,11 @@
 package actors
 
+import (
+	"time"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
 // Every boundary the package's tests serve from a runner's mirror is
 // checked against a read of the store (see checkMirror).
 func init() { checkMirror.Store(true) }
@@ -28,4 +34,14 @@ func SetSessionFault(f func(msg any)) {
 		return
 	}
 	sessionFault.Store(&f)
+}
+
+// Held returns how many commands the router holds for sid while its move
+// settles.
+func (rt *Runtime) Held(sid messages.SessionID) int {
+	r, err := rt.system.Root.RequestFuture(rt.exec, &heldQuery{sid: sid}, 10*time.Second).Result()
+	if err != nil {
+		panic(err)
+	}
+	return r.(int)
 }

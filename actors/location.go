@@ -37,6 +37,12 @@ type child struct {
 	sent uint64
 }
 
+// sessionMoved is sent by a Session actor whose Session moved away.
+type sessionMoved struct {
+	sid messages.SessionID
+	pid *actor.PID
+}
+
 // sessionIdle is sent by a Session actor whose receive timeout fired while
 // idle; received is how many protocol messages it has handled.
 type sessionIdle struct {
@@ -68,6 +74,13 @@ func (l *location) Receive(ctx actor.Context) {
 			ctx.Stop(c.pid)
 		}
 		return
+	case *sessionMoved:
+		// The Session is elsewhere now: a later command for it here (it
+		// may move back) gets a fresh actor. The moved one stops itself.
+		if c, ok := l.sessions[msg.sid]; ok && c.pid.Equal(msg.pid) {
+			delete(l.sessions, msg.sid)
+		}
+		return
 	case *actor.Terminated:
 		for sid, c := range l.sessions {
 			if c.pid.Equal(msg.Who) {
@@ -81,12 +94,18 @@ func (l *location) Receive(ctx actor.Context) {
 		return
 	}
 	c, ok := l.sessions[sid]
+	m, isMove := ctx.Message().(*messages.Move)
 	if !ok && l.stopping {
+		if isMove {
+			l.rt.settleMove(ctx, m, ctx.Sender(), errStoppingActors, false, false)
+			return
+		}
 		refuse(ctx, errStoppingActors)
 		return
 	}
-	if m, isMove := ctx.Message().(*messages.Move); isMove && !ok {
-		l.rt.move(ctx, m) // no Session actor: nothing of it runs here
+	if isMove && !ok {
+		// No Session actor: nothing of it runs here.
+		l.rt.settleMove(ctx, m, ctx.Sender(), l.rt.commitMove(m), false, false)
 		return
 	}
 	if !ok {

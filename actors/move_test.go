@@ -4,11 +4,15 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/actors/actortest"
 	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
@@ -91,30 +95,14 @@ func TestMoveSupersedesTheRunningExecution(t *testing.T) {
 	}()
 	<-cancelled
 	// The Session actor has the move and waits for its drain: a wake and a
-	// wait that reach it now wait with it.
-	arrived := make(chan any, 4)
-	actors.SetSessionFault(func(msg any) {
-		switch m := msg.(type) {
-		case *messages.Wake:
-			if m.SessionID == sid {
-				arrived <- m
-			}
-		case *messages.Wait:
-			if m.SessionID == sid {
-				arrived <- m
-			}
-		}
-	})
-	defer actors.SetSessionFault(nil)
+	// wait sent now are held by the router until the move settles.
 	woke, waited := make(chan error, 1), make(chan error, 1)
 	go func() {
 		_, err := h.Runtime.Prompt(h.Ctx(), persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "two"}})
 		woke <- err
 	}()
 	go func() { waited <- h.Runtime.Wait(h.Ctx(), sid) }()
-	<-arrived
-	<-arrived
-	actors.SetSessionFault(nil)
+	eventually(t, "the router to hold the wake and the wait", func() bool { return h.Runtime.Held(sid) == 2 })
 	select {
 	case err := <-moved:
 		t.Fatalf("the move answered before its superseded busy period ended: %v", err)
@@ -229,13 +217,26 @@ func TestStepFenceStopsAMovedSession(t *testing.T) {
 func TestMoveRefusals(t *testing.T) {
 	gone := filepath.Join(t.TempDir(), "removed")
 	refused := filepath.Join(t.TempDir(), "refused")
+	bare := t.TempDir() // configures only the build agent and the demo model
+	catalog, err := llm.NewCatalog([]llm.ProviderSpec{{ID: "script", Type: llm.ProviderScript,
+		Models: map[string]llm.ModelSpec{"demo": {Context: 200000, Output: 8000}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
 		built := c.Locations
 		c.Locations = locations.NewManager(func(loc messages.Location) (*locations.Services, error) {
 			if loc.Directory == gone || loc.Directory == refused {
 				return nil, messages.Errorf(messages.ErrInvalid, "location.directory: lstat %s: no such file or directory", loc.Directory)
 			}
-			return built.Get(loc)
+			svc, err := built.Get(loc)
+			if err != nil || loc.Directory != bare {
+				return svc, err
+			}
+			b := *svc
+			b.Agents = map[string]locations.Agent{"build": svc.Agents["build"]}
+			b.Catalog = catalog
+			return &b, nil
 		})
 	}})
 	sid := h.Session()
@@ -259,6 +260,26 @@ func TestMoveRefusals(t *testing.T) {
 	}
 	if after := len(h.Events(sid)); after != before {
 		t.Fatalf("refused moves wrote %d events", after-before)
+	}
+	// The destination must run the Session as it is configured: its agent
+	// and its model.
+	if err := h.Runtime.SelectAgent(h.Ctx(), sid, "plan"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: bare}); messages.TypeOf(err) != messages.ErrInvalid {
+		t.Errorf("a destination without the Session's agent: %v", err)
+	}
+	if err := h.Runtime.SelectAgent(h.Ctx(), sid, "build"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Runtime.SelectModel(h.Ctx(), sid, messages.ModelRef{ProviderID: "script", ID: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: bare}); messages.TypeOf(err) != messages.ErrModelNotFound {
+		t.Errorf("a destination without the Session's model: %v", err)
+	}
+	if s, _ := h.Store.Get(h.Ctx(), sid); s.Location.Directory != h.Dir {
+		t.Fatalf("a refused move moved the Session to %q", s.Location.Directory)
 	}
 	s, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: gone}})
 	if err != nil {
@@ -316,5 +337,259 @@ func TestMoveDuringShutdown(t *testing.T) {
 	}
 	if err == nil && !slices.Contains(h.Types(sid), "session.moved") {
 		t.Fatal("the move answered success without committing")
+	}
+}
+
+// gatedStore holds the commit of the first session.moved.1 until released.
+type gatedStore struct {
+	persistence.Store
+	held, release chan struct{}
+	holding       atomic.Bool
+}
+
+func (g *gatedStore) Append(ctx context.Context, id messages.SessionID, data ...messages.Payload) ([]messages.Event, error) {
+	if _, ok := data[0].(*messages.SessionMoved); ok && g.holding.CompareAndSwap(false, true) {
+		close(g.held)
+		<-g.release
+	}
+	return g.Store.Append(ctx, id, data...)
+}
+
+// TestMoveHoldsCommandsUntilItSettles: while a move commits (here in the
+// Location actor: the Session has no actor there), a wake is held by the
+// router, not routed by the stale Location to an actor at the place the
+// Session is leaving; once the move settles it runs the prompt at the new
+// Location.
+func TestMoveHoldsCommandsUntilItSettles(t *testing.T) {
+	g := &gatedStore{held: make(chan struct{}), release: make(chan struct{})}
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { g.Store = c.Store; c.Store = g }})
+	h.Model.Reply(script.Text("other"))
+	h.Model.Reply(script.Text("two, at the new place"))
+	other := h.Session()
+	h.Prompt(other, "x") // the Location actor of h.Dir now exists
+	h.WaitIdle(other)
+	sid := h.Session() // at the same Location, without an actor
+	no := false
+	if _, err := h.Runtime.Prompt(h.Ctx(), persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "two"}, Resume: &no}); err != nil {
+		t.Fatal(err)
+	}
+	moved := make(chan error, 1)
+	go func() {
+		_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()})
+		moved <- err
+	}()
+	<-g.held
+	woke := make(chan error, 1)
+	go func() { woke <- h.Runtime.Wake(h.Ctx(), sid) }()
+	eventually(t, "the router to hold the wake", func() bool { return h.Runtime.Held(sid) == 1 })
+	close(g.release)
+	if err := <-moved; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-woke; err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	if got := typesAfter(h, sid, "session.moved"); len(got) == 0 || got[len(got)-1] != "session.execution.succeeded" {
+		t.Fatalf("the held wake did not run the prompt at the new Location: %v", h.Types(sid))
+	}
+	h.CheckReplay()
+}
+
+// TestMoveBesideAWake: a wake and a move sent together, in either order,
+// lose nothing: a wake that started a busy period the move superseded is
+// carried to the new Location, where the prompt runs.
+func TestMoveBesideAWake(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Sync: true})
+	h.Model.Default(script.Text("ran"))
+	other := h.Session()
+	h.Prompt(other, "x")
+	h.WaitIdle(other)
+	for i := range 20 {
+		sid := h.Session()
+		no := false
+		if _, err := h.Runtime.Prompt(h.Ctx(), persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "two"}, Resume: &no}); err != nil {
+			t.Fatal(err)
+		}
+		moved := make(chan error, 1)
+		go func() {
+			_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()})
+			moved <- err
+		}()
+		if err := h.Runtime.Wake(h.Ctx(), sid); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-moved; err != nil {
+			t.Fatal(err)
+		}
+		h.WaitIdle(sid)
+		if types := h.Types(sid); types[len(types)-1] != "session.execution.succeeded" {
+			t.Fatalf("round %d: the prompt did not run: %v", i, types)
+		}
+	}
+}
+
+// TestMoveBackToALocationItLeft: the actor a Session leaves behind is
+// forgotten by its Location at once, so after moving back the Session gets
+// a fresh actor there: commands are answered, not bounced between the old
+// actor and the router.
+func TestMoveBackToALocationItLeft(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Text("a1"))
+	h.Model.Reply(script.Text("back home"))
+	sid := h.Session()
+	home := messages.Location{Directory: h.Dir}
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid) // its actor at home stays until the idle timeout
+	entered, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	actors.SetSessionFault(func(msg any) {
+		if m, ok := msg.(*messages.Move); ok && m.SessionID == sid && first.CompareAndSwap(false, true) {
+			close(entered)
+			<-release
+		}
+	})
+	defer actors.SetSessionFault(nil)
+	moved := make(chan error, 1)
+	go func() {
+		_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()})
+		moved <- err
+	}()
+	<-entered
+	woke := make(chan error, 1)
+	go func() { woke <- h.Runtime.Wake(h.Ctx(), sid) }()
+	eventually(t, "the router to hold the wake", func() bool { return h.Runtime.Held(sid) == 1 })
+	close(release)
+	if err := <-moved; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-woke; err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	if _, err := h.Runtime.Move(h.Ctx(), sid, home); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "two")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.Runtime.Wait(ctx, sid); err != nil {
+		t.Fatalf("wait after moving back: %v", err)
+	}
+	if got := typesAfter(h, sid, "session.prompt.admitted"); got[len(got)-1] != "session.execution.succeeded" {
+		t.Fatalf("after moving back: %v", h.Types(sid))
+	}
+}
+
+// TestMoveCleansTheDirectory: one directory is one Location however it is
+// spelled, at creation and at a move, so a move to the Session's own
+// directory with a trailing slash supersedes nothing and writes nothing.
+func TestMoveCleansTheDirectory(t *testing.T) {
+	h := actortest.New(t)
+	started := make(chan string, 1)
+	h.Tools.Add("slow", blocking(started, make(chan struct{})))
+	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	h.Model.Default(script.Text("done"))
+	s, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: h.Dir + "/./"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Location.Directory != h.Dir {
+		t.Fatalf("created at %q, want %q", s.Location.Directory, h.Dir)
+	}
+	h.Prompt(s.ID, "one")
+	<-started
+	before := len(h.Events(s.ID))
+	moved, err := h.Runtime.Move(h.Ctx(), s.ID, messages.Location{Directory: h.Dir + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if types := h.Types(s.ID); len(types) != before || moved.Location.Directory != h.Dir {
+		t.Fatalf("a move to the Session's own directory wrote %v (at %q)", types[before:], moved.Location.Directory)
+	}
+	if err := h.Runtime.Interrupt(h.Ctx(), s.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStepFenceCoversRetries: a retry attempt is a new step, fenced like
+// the first: a move committed during the retry delay ends the busy period
+// as superseded instead of asking the model again at the old Location.
+func TestStepFenceCoversRetries(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Fail(llm.Errorf(messages.ErrProviderInternal, "overloaded")))
+	h.Model.Reply(script.Text("answered at the old place"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	if err := h.Clock.BlockUntil(h.Ctx(), 1); err != nil { // the retry delay waits
+		t.Fatal(err)
+	}
+	if _, err := h.Store.Append(h.Ctx(), sid, &messages.SessionMoved{SessionID: sid, Location: messages.Location{Directory: t.TempDir()}}); err != nil {
+		t.Fatal(err)
+	}
+	h.Clock.Advance(time.Minute)
+	eventually(t, "the busy period to end", func() bool { _, busy := h.Runtime.Active()[sid]; return !busy })
+	want := []string{"session.execution.interrupted"}
+	if got := typesAfter(h, sid, "session.moved"); !slices.Equal(got, want) || len(h.Model.Requests()) != 1 {
+		t.Fatalf("after the move: %v, want %v (%d model requests)", got, want, len(h.Model.Requests()))
+	}
+	h.CheckReplay()
+}
+
+// TestMoveContinuesTheSupersededWork: a busy period a move supersedes
+// resumes at the new Location (a run), so a turn it had started is
+// answered there without another command; a user's interrupt in progress
+// is respected (no run).
+func TestMoveContinuesTheSupersededWork(t *testing.T) {
+	h := actortest.New(t)
+	started := make(chan string, 1)
+	h.Tools.Add("slow", blocking(started, make(chan struct{})))
+	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	h.Model.Reply(script.Text("continued at the new place"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	<-started
+	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	got := typesAfter(h, sid, "session.moved")
+	if len(got) == 0 || got[0] != "session.execution.started" || got[len(got)-1] != "session.execution.succeeded" || len(h.Model.Requests()) != 2 {
+		t.Fatalf("after the move: %v (%d model requests)", got, len(h.Model.Requests()))
+	}
+	h.CheckReplay()
+}
+
+// failingMoves fails every commit of session.moved.1.
+type failingMoves struct{ persistence.Store }
+
+func (f failingMoves) Append(ctx context.Context, id messages.SessionID, data ...messages.Payload) ([]messages.Event, error) {
+	if _, ok := data[0].(*messages.SessionMoved); ok {
+		return nil, messages.Errorf(messages.ErrInternal, "injected: the disk is full")
+	}
+	return f.Store.Append(ctx, id, data...)
+}
+
+// TestMoveThatFailsToCommit: a move whose commit fails answers the error,
+// and the Session stays where it was: the superseded work and the commands
+// held meanwhile run at the old Location.
+func TestMoveThatFailsToCommit(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store = failingMoves{c.Store} }})
+	started := make(chan string, 1)
+	h.Tools.Add("slow", blocking(started, make(chan struct{})))
+	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	h.Model.Reply(script.Text("still at home"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	<-started
+	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "disk is full") {
+		t.Fatalf("move: %v, want the commit's error", err)
+	}
+	h.WaitIdle(sid)
+	if s, _ := h.Store.Get(h.Ctx(), sid); s.Location.Directory != h.Dir {
+		t.Fatalf("the Session moved to %q", s.Location.Directory)
+	}
+	if got := h.Types(sid); got[len(got)-1] != "session.execution.succeeded" || slices.Contains(got, "session.moved") {
+		t.Fatalf("after the failed move: %v", got)
 	}
 }

@@ -412,6 +412,13 @@ func (r *runner) step(ctx context.Context, sess persistence.Session, agent locat
 	asst := r.ids.Message()
 	overflowCompacted := false
 	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			// A retry is a step too: it is fenced like the first attempt
+			// (its boundary read did that).
+			if err := r.fence(ctx); err != nil {
+				return false, err
+			}
+		}
 		*allowance--
 		final := *allowance == 0
 		model, provider, err := r.svc.Model(sess.Model, agent)
@@ -508,6 +515,20 @@ func (r *runner) step(ctx context.Context, sess persistence.Session, agent locat
 		r.metrics.step("ended")
 		return out.localTools > 0 && !out.rejected, nil
 	}
+}
+
+// fence returns errSuperseded when the Session has moved away from the
+// Location this runner runs at (SEED.md: each new step is fenced against
+// the Location execution entered).
+func (r *runner) fence(ctx context.Context) error {
+	sess, err := r.store.Get(ctx, r.sid)
+	if err != nil {
+		return err
+	}
+	if sess.Location.Key() != r.locKey {
+		return errSuperseded
+	}
+	return nil
 }
 
 // toolGrace bounds how long a cancelled step waits for a tool that ignores

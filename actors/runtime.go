@@ -324,6 +324,7 @@ func (rt *Runtime) Move(ctx context.Context, sid messages.SessionID, loc message
 	if err := persistence.ValidateLocation(loc); err != nil {
 		return persistence.Session{}, err
 	}
+	loc = loc.Clean()
 	sess, err := rt.cfg.Store.Get(ctx, sid)
 	if err != nil {
 		return persistence.Session{}, err
@@ -349,15 +350,11 @@ func (rt *Runtime) Move(ctx context.Context, sid messages.SessionID, loc message
 	return rt.cfg.Store.Get(ctx, sid)
 }
 
-// move commits m for an actor that knows nothing of the Session runs in
-// this process, and answers the sender. It blocks the actor for one
-// commit; moves are rare.
-func (rt *Runtime) move(ctx actor.Context, m *messages.Move) {
-	if err := rt.commitMove(m); err != nil {
-		ctx.Respond(&messages.ErrorReply{Error: *messages.AsError(err, messages.ErrInternal)})
-		return
-	}
-	ctx.Respond(&messages.MoveReply{})
+// settleMove reports the outcome of a Move the router forwarded (err from
+// its commit, or why it was refused) to the router, which answers the
+// mover, to, and routes the commands it held meanwhile.
+func (rt *Runtime) settleMove(ctx actor.Context, m *messages.Move, to *actor.PID, err error, wake, run bool) {
+	ctx.Send(rt.exec, &moveDone{sid: m.SessionID, to: to, reply: moveReply(err), wake: wake, run: run})
 }
 
 // commitMove commits session.moved.1 unless the Session is at m's Location
@@ -534,6 +531,12 @@ func (rt *Runtime) recoverCommand(ctx actor.Context) {
 	if p := recover(); p != nil {
 		err := messages.Errorf(messages.ErrInternal, "actors: %T: panic: %v", ctx.Message(), p)
 		rt.cfg.Logger.Error().Err(err).Str("stack", string(debug.Stack())).Msg("command panicked")
+		if m, ok := ctx.Message().(*messages.Move); ok {
+			// The router holds the Session's commands until a move
+			// settles; it answers the mover.
+			rt.settleMove(ctx, m, ctx.Sender(), err, false, false)
+			return
+		}
 		if ctx.Sender() != nil {
 			ctx.Respond(&messages.ErrorReply{Error: *err})
 		}

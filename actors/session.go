@@ -38,28 +38,22 @@ type session struct {
 	// stopping: see execution.stopping. A stopping Session starts no
 	// drain: its context would not be cancelled.
 	stopping bool
-	// moved: the Session is at another Location now; every command goes
-	// back to the router, which routes it there.
+	// moved: the Session is at another Location now. The router routes
+	// nothing here any more; a command that still comes goes back to it.
 	moved bool
 	// move is a move waiting for the busy period it superseded to end.
 	move *pendingMove
 }
 
-// pendingMove is a Move waiting for its Session's busy period to end, with
-// the commands that arrived meanwhile: they are routed afresh once the
-// move is committed (or failed), so none runs at the old Location.
+// pendingMove is a Move waiting for its Session's busy period to end. The
+// router holds the Session's other commands meanwhile (execution.moving).
 type pendingMove struct {
 	msg    *messages.Move
 	sender *actor.PID
-	stash  []stashed
-	// wake and run carry a follow-up the superseding interrupt cleared:
-	// inputs admitted before the move still get their wake.
+	// wake and run are sent to the router after the move: pending inputs
+	// of the superseded busy period, and its work, go on at the new
+	// Location.
 	wake, run bool
-}
-
-type stashed struct {
-	msg    any
-	sender *actor.PID
 }
 
 // idleTick reports that the idle timer of generation gen fired.
@@ -128,14 +122,15 @@ func (s *session) Receive(ctx actor.Context) {
 		s.interruptWaiters, s.waitWaiters = nil, nil
 		if mv := s.move; mv != nil {
 			s.move = nil
-			ctx.Send(mv.sender, &messages.ErrorReply{Error: *errStoppingActors})
-			for _, c := range mv.stash {
-				refuseTo(ctx, c.msg, c.sender, errStoppingActors)
-			}
+			s.rt.settleMove(ctx, mv.msg, mv.sender, errStoppingActors, false, false)
 		}
 	case *idleTick:
 		if msg.gen != s.idleGen {
 			return // re-armed or stopped since
+		}
+		if s.moved {
+			ctx.Stop(ctx.Self()) // its Location forgot it at the move
+			return
 		}
 		if !s.c.busy() {
 			ctx.Send(ctx.Parent(), &sessionIdle{sid: s.sid, pid: ctx.Self(), received: s.received})
@@ -182,7 +177,7 @@ func (s *session) Receive(ctx actor.Context) {
 	case *messages.Move:
 		s.received++
 		if s.stopping {
-			refuse(ctx, errStoppingActors)
+			s.rt.settleMove(ctx, msg, ctx.Sender(), errStoppingActors, false, false)
 			return
 		}
 		s.move = &pendingMove{msg: msg, sender: ctx.Sender()}
@@ -192,8 +187,11 @@ func (s *session) Receive(ctx actor.Context) {
 		}
 		// Supersede the busy period; the move commits once it has ended
 		// (drainDone).
-		s.move.wake = s.c.followUp || s.c.restart
-		s.move.run = s.c.restartForce
+		// Its work goes on at the new Location: a busy period still
+		// running (not closing, not being interrupted by a user) resumes
+		// there with a run, and pending inputs get a wake in any case.
+		s.move.wake = true
+		s.move.run = s.c.restartForce || (s.c.phase == phaseRunning && s.c.interrupting == "")
 		s.apply(ctx, s.c.interrupt(messages.ReasonSuperseded))
 	case *messages.Wait:
 		s.received++
@@ -282,54 +280,31 @@ func reasonOf(ctx context.Context) string {
 	return messages.ReasonUser
 }
 
-// reroute takes the protocol commands that must not run here: after a
-// move it sends them back to the router, and while a move waits it keeps
-// them for later (see pendingMove). An interrupt during a move joins the
-// superseding one. It reports whether it took the current message.
+// reroute sends a protocol command that reaches a moved Session actor back
+// to the router, which routes it to where the Session is now. It reports
+// whether it took the current message.
 func (s *session) reroute(ctx actor.Context) bool {
-	if !s.moved && s.move == nil {
+	if !s.moved {
 		return false
 	}
 	if _, ok := sessionOf(ctx.Message()); !ok {
 		return false
 	}
-	if _, ok := ctx.Message().(*messages.Interrupt); ok && !s.moved {
-		return false
-	}
 	s.received++
-	if s.moved {
-		ctx.Forward(s.rt.exec)
-	} else {
-		s.move.stash = append(s.move.stash, stashed{msg: ctx.Message(), sender: ctx.Sender()})
-	}
+	ctx.Forward(s.rt.exec)
 	return true
 }
 
-// finishMove commits the waiting move of an idle Session, answers it, and
-// routes the commands that waited for it afresh. A moved actor asks its
-// Location to passivate it at once.
+// finishMove commits the waiting move of an idle Session and settles it
+// with the router. A moved actor leaves its Location's map at once, so a
+// command for the Session there (after it moves back) gets a fresh actor.
 func (s *session) finishMove(ctx actor.Context) {
 	mv := s.move
 	s.move = nil
-	var reply any = &messages.MoveReply{}
-	if err := s.rt.commitMove(mv.msg); err != nil {
-		reply = &messages.ErrorReply{Error: *messages.AsError(err, messages.ErrInternal)}
-	} else {
+	err := s.rt.commitMove(mv.msg)
+	if err == nil {
 		s.moved = true
+		ctx.Send(ctx.Parent(), &sessionMoved{sid: s.sid, pid: ctx.Self()})
 	}
-	// The router gets these before the mover hears back, so whatever the
-	// mover sends next is handled after them.
-	switch {
-	case mv.run:
-		ctx.Send(s.rt.exec, &messages.Run{SessionID: s.sid})
-	case mv.wake:
-		ctx.Send(s.rt.exec, &messages.Wake{SessionID: s.sid})
-	}
-	for _, c := range mv.stash {
-		ctx.RequestWithCustomSender(s.rt.exec, c.msg, c.sender)
-	}
-	ctx.Send(mv.sender, reply)
-	if s.moved {
-		ctx.Send(ctx.Parent(), &sessionIdle{sid: s.sid, pid: ctx.Self(), received: s.received})
-	}
+	s.rt.settleMove(ctx, mv.msg, mv.sender, err, mv.wake, mv.run)
 }

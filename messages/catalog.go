@@ -1,6 +1,9 @@
 package messages
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"path/filepath"
+)
 
 // Location says where a Session runs. An empty WorkspaceID means
 // implicit-local placement.
@@ -11,6 +14,16 @@ type Location struct {
 
 // Key returns the Location's cache key.
 func (l Location) Key() string { return l.WorkspaceID + "\x00" + l.Directory }
+
+// Clean returns l with its directory in lexical clean form (filepath.Clean:
+// no trailing slash, no "." or ".." elements), so that one directory has
+// one Key however a client spelled it. Symbolic links are not resolved.
+func (l Location) Clean() Location {
+	if l.Directory != "" {
+		l.Directory = filepath.Clean(l.Directory)
+	}
+	return l
+}
 
 // ModelRef names a model of a provider.
 type ModelRef struct {

@@ -19,6 +19,7 @@ func (s *Bolt) CreateSession(ctx context.Context, req CreateSession) (Session, b
 	if err := ValidateLocation(req.Location); err != nil {
 		return Session{}, false, err
 	}
+	req.Location = req.Location.Clean()
 	ev := messages.Event{ID: s.opts.IDs.Event(), Created: s.opts.Clock().UnixMilli(), Type: messages.TypeSessionCreated,
 		Durable: &messages.Durable{AggregateID: req.ID, Seq: 0, Version: 1},
 		Data:    &messages.SessionCreated{SessionID: req.ID, Location: req.Location, Title: req.Title, Agent: req.Agent, Model: req.Model}}

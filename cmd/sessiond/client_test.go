@@ -272,6 +272,10 @@ func TestClientCommands(t *testing.T) {
 	defer srv.Close()
 	env := map[string]string{"SESSIOND_ADDR": srv.URL, "SESSIOND_DATA": t.TempDir()}
 	dir := t.TempDir()
+	cwd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
 		args                []string
 		status              int
@@ -286,6 +290,8 @@ func TestClientCommands(t *testing.T) {
 		{[]string{"session", "list"}, 200, `{"data":[]}`, "GET", "/api/session", "", nil, "[]\n"},
 		{[]string{"session", "move", "ses_1", "--dir", dir}, 200, `{"data":{"id":"ses_1"}}`,
 			"POST", "/api/session/ses_1/move", "", map[string]any{"location": map[string]any{"directory": dir}}, `{"id":"ses_1"}` + "\n"},
+		{[]string{"session", "move", "ses_1", "--dir", "rel/sub"}, 200, `{"data":{"id":"ses_1"}}`,
+			"POST", "/api/session/ses_1/move", "", map[string]any{"location": map[string]any{"directory": filepath.Join(cwd, "rel/sub")}}, `{"id":"ses_1"}` + "\n"},
 		{[]string{"session", "get", "ses_1"}, 200, `{"data": {"id": "ses_1"}}`, "GET", "/api/session/ses_1", "", nil, `{"id":"ses_1"}` + "\n"},
 		{[]string{"prompt", "ses_1", "fix", "the", "bug", "--delivery", "queue", "--no-resume", "--id", "msg_9"}, 200, `{"data":{"id":"msg_9"}}`,
 			"POST", "/api/session/ses_1/prompt", "", map[string]any{"prompt": map[string]any{"text": "fix the bug"}, "delivery": "queue",

@@ -135,10 +135,8 @@ var sessionMoveCommand = &command{
 	summary:  "move a Session to another Location",
 	help: `
 Move Session ID to directory D (made absolute here) and print it. Work
-running at the old Location is interrupted first (reason superseded), and
-the next run starts from a complete instruction baseline at D. Inputs still
-pending stay pending; 'sessiond session get' shows the Location, and a
-resume runs them at D.` + clientHelp,
+running at the old Location is interrupted (reason superseded) and goes on
+at D, which starts from a complete instruction baseline.` + clientHelp,
 }
 
 // runSession dispatches session's subcommands.
