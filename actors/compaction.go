@@ -55,28 +55,46 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 	if ck, _ := activeCheckpoint(msgs); ck != nil {
 		previous = ck.Summary
 	}
-	req := llm.Request{Model: model.Ref, System: []string{compactionPrompt(previous)}, ToolChoice: llm.ToolChoiceNone,
-		MaxOutputTokens: model.Output, CacheKey: string(r.sid)}
-	req.Messages = append(lower(msgs, model.Ref), llm.Message{Role: llm.RoleUser,
-		Parts: []llm.Part{{Kind: llm.PartText, Text: "Write the checkpoint summary now."}}})
+	history := lower(msgs, model.Ref)
+	// The span to summarize may itself overflow the context (an overflow
+	// is what triggers this compaction): it is cut to fit, oldest first,
+	// and cut further each time the provider still refuses it as too
+	// long (the estimate counts characters, not the model's tokens).
+	budget := 0
+	if model.Context > 0 {
+		budget = model.Context - model.Output - compactionMargin
+	}
 	var text strings.Builder
 	var streamErr error
 	finished := false
-	for ev, err := range provider.Stream(ctx, req) {
-		if err != nil {
-			streamErr = err
-			break
-		}
-		switch ev.Kind {
-		case llm.TextDelta:
-			text.WriteString(ev.Text)
-			r.live(&messages.CompactionDelta{SessionID: r.sid, InputID: id, Delta: ev.Text})
-		case llm.StepFinish:
-			finished = true
-			if ev.Finish == llm.FinishContentFilter {
-				streamErr = llm.Errorf(messages.ErrProviderContentFilter, "content filter stopped the summary")
+	for try := 0; ; try++ {
+		req := llm.Request{Model: model.Ref, System: []string{compactionPrompt(previous)}, ToolChoice: llm.ToolChoiceNone,
+			MaxOutputTokens: model.Output, CacheKey: string(r.sid)}
+		req.Messages = fitHistory(req, history, budget)
+		sent := estimateTokens(req)
+		text.Reset()
+		streamErr, finished = nil, false
+		for ev, err := range provider.Stream(ctx, req) {
+			if err != nil {
+				streamErr = err
+				break
+			}
+			switch ev.Kind {
+			case llm.TextDelta:
+				text.WriteString(ev.Text)
+				r.live(&messages.CompactionDelta{SessionID: r.sid, InputID: id, Delta: ev.Text})
+			case llm.StepFinish:
+				finished = true
+				if ev.Finish == llm.FinishContentFilter {
+					streamErr = llm.Errorf(messages.ErrProviderContentFilter, "content filter stopped the summary")
+				}
 			}
 		}
+		var le *llm.Error
+		if try == compactionFits-1 || text.Len() > 0 || !errors.As(streamErr, &le) || le.Type != messages.ErrProviderContextOverflow {
+			break
+		}
+		budget = sent / 2 // half of what the provider refused
 	}
 	switch {
 	case ctx.Err() != nil:
@@ -107,6 +125,39 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 		return false, err
 	}
 	return true, nil
+}
+
+// compactionMargin is the room, in estimated tokens, a compaction request
+// leaves beside its input and the summary's output; compactionFits is how
+// many sizes it tries when the provider finds it too long.
+const (
+	compactionMargin = 1024
+	compactionFits   = 3
+)
+
+// fitHistory returns history, followed by the instruction to summarize,
+// cut from the oldest message on until req's estimate fits budget tokens
+// (budget <= 0: no limit). The kept history starts at a user turn, so no
+// tool result loses its call; what was cut is named in the instruction.
+func fitHistory(req llm.Request, history []llm.Message, budget int) []llm.Message {
+	ask := "Write the checkpoint summary now."
+	fits := func(msgs []llm.Message) bool {
+		req.Messages = msgs
+		return budget <= 0 || estimateTokens(req) <= budget
+	}
+	final := llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: ask}}}
+	cut := 0
+	for cut < len(history) && !fits(append(history[cut:len(history):len(history)], final)) {
+		cut++
+		for cut < len(history) && history[cut].Role != llm.RoleUser {
+			cut++
+		}
+	}
+	if cut > 0 {
+		final.Parts[0].Text = fmt.Sprintf("The %d oldest messages since the previous checkpoint did not fit and are left out; "+
+			"summarize from the previous summary and what follows. %s", cut, ask)
+	}
+	return append(history[cut:len(history):len(history)], final)
 }
 
 // compactionOrphaned is the error message of a compaction whose process

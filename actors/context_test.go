@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -752,4 +753,64 @@ func TestBaseInstructionsFollowTheProviderFamily(t *testing.T) {
 	if !strings.Contains(systems[1], "JSON object matching its schema") {
 		t.Fatalf("the OpenAI-family baseline: %q", systems[1])
 	}
+}
+
+// sizeLimited is a provider whose context holds limit characters: a longer
+// request fails as a context overflow before reaching the script.
+type sizeLimited struct {
+	next  llm.Provider
+	limit int
+	sizes *[]int
+}
+
+func (p sizeLimited) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Event, error] {
+	n := 0
+	for _, s := range req.System {
+		n += len(s)
+	}
+	for _, m := range req.Messages {
+		for _, part := range m.Parts {
+			n += len(part.Text) + len(part.Output) + len(part.Input)
+		}
+	}
+	*p.sizes = append(*p.sizes, n)
+	if n > p.limit {
+		return func(yield func(llm.Event, error) bool) {
+			yield(llm.Event{}, &llm.Error{Type: messages.ErrProviderContextOverflow, Message: "prompt is too long"})
+		}
+	}
+	return p.next.Stream(ctx, req)
+}
+
+// TestOverflowCompactionFitsItsOwnRequest: when the history overflows the
+// context, the compaction it triggers cannot send that history whole: its
+// request is cut, oldest first, until the provider takes it, the summary
+// completes, and the step it was for is answered; the Session is not left
+// failing every turn.
+func TestOverflowCompactionFitsItsOwnRequest(t *testing.T) {
+	// Recent context kept in proportion to this small context window.
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.KeepTokens = 200 }})
+	var sizes []int
+	var mu sync.Mutex
+	limited := sizeLimited{next: h.Model, limit: 6000, sizes: &sizes}
+	h.Services.Provider = func(string) (llm.Provider, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return limited, nil
+	}
+	big := strings.Repeat("lorem ipsum ", 200) // 2,400 characters a turn
+	h.Model.Reply(script.Text("a1"))
+	h.Model.Reply(script.Text("a2"))
+	h.Model.Reply(script.Text("## Objective\nKeep answering"))
+	h.Model.Reply(script.Text("a3"))
+	sid := h.Session()
+	for _, p := range []string{"one " + big, "two " + big, "three " + big} {
+		h.Prompt(sid, p)
+		h.WaitIdle(sid)
+	}
+	types := h.Types(sid)
+	if !slices.Contains(types, "session.compaction.ended") || types[len(types)-1] != "session.execution.succeeded" {
+		t.Fatalf("sizes %v\n%v", sizes, types)
+	}
+	h.CheckReplay()
 }

@@ -1,0 +1,38 @@
+package actors
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sessiond/sessiond/locations/llm"
+)
+
+// TestFitHistory: a compaction request over its budget loses its oldest
+// messages, whole turns at a time (it never starts at a tool result or an
+// assistant message), and says how many it left out; one within it, or
+// with no budget, is sent whole.
+func TestFitHistory(t *testing.T) {
+	text := func(role llm.Role, n int) llm.Message {
+		return llm.Message{Role: role, Parts: []llm.Part{{Kind: llm.PartText, Text: strings.Repeat("x", n)}}}
+	}
+	history := []llm.Message{
+		text(llm.RoleUser, 4000), text(llm.RoleAssistant, 400), text(llm.RoleTool, 4000), text(llm.RoleAssistant, 400),
+		text(llm.RoleUser, 400), text(llm.RoleAssistant, 400),
+	}
+	req := llm.Request{System: []string{"summarize"}}
+	got := fitHistory(req, history, 600) // about 2,400 characters
+	if len(got) != 3 || got[0].Role != llm.RoleUser || len(got[0].Parts[0].Text) != 400 {
+		t.Fatalf("kept %d messages starting with %s", len(got), got[0].Role)
+	}
+	if last := got[len(got)-1].Parts[0].Text; !strings.Contains(last, "The 4 oldest messages") || !strings.HasSuffix(last, "Write the checkpoint summary now.") {
+		t.Fatalf("instruction %q", last)
+	}
+	for _, budget := range []int{0, 1 << 20} {
+		if got := fitHistory(req, history, budget); len(got) != len(history)+1 || got[len(got)-1].Parts[0].Text != "Write the checkpoint summary now." {
+			t.Fatalf("budget %d: %d messages", budget, len(got))
+		}
+	}
+	if got := fitHistory(req, history, 1); len(got) != 1 {
+		t.Fatalf("nothing fits: %d messages kept", len(got))
+	}
+}
