@@ -148,8 +148,10 @@ type Admission struct {
 	Delivery messages.Delivery `json:"delivery,omitempty"`
 }
 
-// Admitted is the admission receipt. Exact retries return an equal receipt
-// (PromotedSeq is set once the input has been promoted).
+// Admitted is the admission receipt: what was admitted, where and when.
+// Exact retries return an equal receipt, also after the input has been
+// promoted (SEED.md: "the same admission receipt"); promotion is in the
+// log (session.prompt.promoted.1).
 type Admitted struct {
 	ID          messages.MessageID `json:"id"`
 	SessionID   messages.SessionID `json:"sessionID"`
@@ -157,7 +159,6 @@ type Admitted struct {
 	Delivery    messages.Delivery  `json:"delivery"`
 	AdmittedSeq int64              `json:"admittedSeq"`
 	TimeCreated int64              `json:"timeCreated"`
-	PromotedSeq *int64             `json:"promotedSeq,omitempty"`
 }
 
 // Input kinds.
@@ -183,7 +184,7 @@ type Input struct {
 // Receipt returns the admission receipt of a prompt row.
 func (in Input) Receipt() Admitted {
 	r := Admitted{ID: in.ID, SessionID: in.SessionID, Delivery: in.Delivery, AdmittedSeq: in.AdmittedSeq,
-		TimeCreated: in.TimeCreated, PromotedSeq: in.PromotedSeq}
+		TimeCreated: in.TimeCreated}
 	if in.Prompt != nil {
 		r.Prompt = *in.Prompt
 	}
