@@ -801,3 +801,70 @@ func TestWakeDuringAFailingDrain(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestNewInputResetsTheAllowance: promoting new user input resets the
+// agent's step allowance (SEED.md), so a steer promoted after step 1 of 2
+// leaves two more steps with tools instead of making step 2 the final one.
+func TestNewInputResetsTheAllowance(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Steps: 2})
+	started, release := make(chan string, 1), make(chan struct{})
+	h.Tools.Add("slow", blocking(started, release))
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "e", nil })
+	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	h.Model.Reply(script.ToolCall("c2", "echo", `{}`))
+	h.Model.Reply(script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	<-started
+	h.Prompt(sid, "steer")
+	close(release)
+	h.WaitIdle(sid)
+	second, third := h.Request(2), h.Request(3)
+	if userTexts(second)[len(userTexts(second))-1] != "steer" || len(second.Tools) == 0 || second.ToolChoice == llm.ToolChoiceNone {
+		t.Fatalf("request 2 (after the steer) is the final step: tools=%d choice=%s", len(second.Tools), second.ToolChoice)
+	}
+	if len(third.Tools) != 0 || third.ToolChoice != llm.ToolChoiceNone {
+		t.Fatalf("request 3 is not the final step: tools=%d choice=%s", len(third.Tools), third.ToolChoice)
+	}
+	h.CheckReplay()
+}
+
+// TestSecondFragmentStartFailsTheStep: a provider that opens a text block
+// before ending the one it has open breaks the stream contract: the step
+// fails as provider.unknown with the text streamed so far kept, and the busy
+// period fails.
+func TestSecondFragmentStartFailsTheStep(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Event(llm.Event{Kind: llm.TextStart}), script.Event(llm.Event{Kind: llm.TextDelta, Text: "partial"}),
+		script.Event(llm.Event{Kind: llm.TextStart}))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	evs := h.Events(sid)
+	var stepErr *messages.Error
+	for _, ev := range evs {
+		if p, ok := ev.Data.(*messages.StepFailed); ok {
+			stepErr = &p.Error
+		}
+	}
+	if stepErr == nil || stepErr.Type != messages.ErrProviderUnknown || !strings.Contains(stepErr.Message, "second text fragment") {
+		t.Fatalf("step error %+v", stepErr)
+	}
+	if last := evs[len(evs)-1].Type; last != messages.TypeExecutionFailed {
+		t.Fatalf("busy period ended with %s", last)
+	}
+	msgs, err := h.Store.Messages(h.Ctx(), sid, persistence.Query{After: -1, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := false
+	for _, m := range msgs.Data {
+		for _, p := range m.Parts {
+			kept = kept || p.Text == "partial"
+		}
+	}
+	if !kept {
+		t.Fatalf("the partial text was not kept: %+v", msgs.Data)
+	}
+	h.CheckReplay()
+}
