@@ -521,6 +521,12 @@ func (s *Bolt) closeFiles() error {
 }
 
 // fatal returns the failure after which the store accepts no more writes.
+// ErrOutcomeUnknown is wrapped into the error of a write whose log record
+// was written when the store failed before making it durable: it may or
+// may not be there after the store reopens (recovery replays what reached
+// the disk intact). Read before retrying a write that is not idempotent.
+var ErrOutcomeUnknown = errors.New("persistence: this write's outcome is unknown: its log record was written and may be replayed when the store reopens")
+
 func (s *Bolt) fatal() error {
 	s.failMu.Lock()
 	defer s.failMu.Unlock()
@@ -829,6 +835,14 @@ func (s *Bolt) syncer() {
 			}
 		}
 		if err == nil {
+			// The writer may have failed the store while this sync ran,
+			// on an fdatasync of its own of the same file: Linux reports a
+			// writeback error to one fdatasync only, so this one's success
+			// does not vouch for the pages. A failed store acknowledges
+			// nothing more.
+			err = s.fatal()
+		}
+		if err == nil {
 			for _, j := range jobs {
 				s.synced = max(s.synced, j.seq)
 			}
@@ -846,11 +860,16 @@ func (s *Bolt) syncer() {
 			if err == nil && s.opts.OnCommit != nil && len(j.ops) > 0 {
 				s.opts.OnCommit(len(j.ops), time.Since(j.start))
 			}
+			jerr := err
+			if err != nil && j.seq > 0 {
+				// Its record is in the log: the next Open may replay it.
+				jerr = fmt.Errorf("%w: %w", err, ErrOutcomeUnknown)
+			}
 			for _, o := range j.ops {
-				o.done <- err
+				o.done <- jerr
 			}
 			for _, o := range j.refused {
-				o.done <- cmp.Or(err, o.err)
+				o.done <- cmp.Or(jerr, o.err)
 			}
 		}
 		if err == nil {

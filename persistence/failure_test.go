@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -270,4 +271,123 @@ func TestCloseEndsABusyTail(t *testing.T) {
 	if err := <-got; !errors.Is(err, ErrClosed) {
 		t.Fatalf("the tail ended with %v, want ErrClosed", err)
 	}
+}
+
+// TestSyncDoesNotVouchAfterTheStoreFailed: Linux reports a writeback error
+// to one fdatasync of a file only. When the writer's own fdatasync of the
+// log (invalidating a record whose write failed) gets the error while the
+// syncer's fdatasync of the same file runs, the syncer's success does not
+// make its batch durable: the batch is answered with the failure, not
+// acknowledged.
+func TestSyncDoesNotVouchAfterTheStoreFailed(t *testing.T) {
+	var calls atomic.Int32
+	var armed atomic.Bool
+	held, second := make(chan struct{}), make(chan struct{})
+	syncFault = func() error {
+		if !armed.Load() {
+			return nil
+		}
+		switch calls.Add(1) {
+		case 1: // the syncer, for b0
+			close(held)
+			<-second
+		case 2: // the writer, invalidating b1's torn record
+			close(second)
+			return errors.New("injected EIO")
+		}
+		return nil
+	}
+	writeFault = func(f *os.File, b []byte, off int64) error {
+		if bytes.Contains(b, []byte("b1-write-fails")) {
+			return errors.New("injected write failure")
+		}
+		_, err := f.WriteAt(b, off)
+		return err
+	}
+	defer func() { syncFault, writeFault = nil, nil }()
+	st, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	sid := newSession(t, st)
+	armed.Store(true)
+	admit := func(text string) error {
+		_, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: text}})
+		return err
+	}
+	b0 := make(chan error, 1)
+	go func() { b0 <- admit("b0") }()
+	<-held
+	if err := admit("b1-write-fails"); err == nil {
+		t.Fatal("the admission whose write failed succeeded")
+	}
+	if err := <-b0; err == nil {
+		t.Fatal("b0 was acknowledged after the store failed on an fdatasync of its log file")
+	} else if !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("b0: %v, want an unknown outcome (its record is in the log)", err)
+	}
+}
+
+// TestFailedWritesOfUnknownOutcome: a write answered with a store failure
+// after its record reached the log says its outcome is unknown (the next
+// Open replays what reached the disk intact: here, everything), unlike a
+// write refused before it was logged.
+func TestFailedWritesOfUnknownOutcome(t *testing.T) {
+	var armed atomic.Bool
+	held, release := make(chan struct{}), make(chan struct{})
+	syncFault = func() error {
+		if armed.CompareAndSwap(true, false) {
+			close(held)
+			<-release
+			return errors.New("injected EIO")
+		}
+		return nil
+	}
+	defer func() { syncFault = nil }()
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sid := newSession(t, st)
+	admit := func(text string) error {
+		_, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: text}})
+		return err
+	}
+	armed.Store(true)
+	r1, r2 := make(chan error, 1), make(chan error, 1)
+	go func() { r1 <- admit("first, its sync fails") }()
+	<-held
+	go func() { r2 <- admit("second, logged behind it") }()
+	for !walHolds(path, "second, logged behind it") {
+		time.Sleep(time.Millisecond) // polling: the writer logs it while the first sync is held
+	}
+	close(release)
+	for _, ch := range []chan error{r1, r2} {
+		if err := <-ch; !errors.Is(err, ErrOutcomeUnknown) {
+			t.Fatalf("a logged write answered %v, want an unknown outcome", err)
+		}
+	}
+	if err := admit("refused"); err == nil || errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("a write refused before logging: %v", err)
+	}
+	_ = st.Close()
+	syncFault = nil
+	p, err := openAndCheck(t, path, Options{}).Pending(ctx, sid)
+	if err != nil || len(p) != 2 {
+		t.Fatalf("after reopening: %d pending, %v (both logged writes are replayed)", len(p), err)
+	}
+}
+
+// walHolds reports whether either log file of the store at path holds text.
+func walHolds(path, text string) bool {
+	for _, name := range []string{path + "-wal", path + "-wal2"} {
+		if b, err := os.ReadFile(name); err == nil && bytes.Contains(b, []byte(text)) {
+			return true
+		}
+	}
+	return false
 }
