@@ -144,31 +144,54 @@ func TestMoveSupersedesTheRunningExecution(t *testing.T) {
 	h.CheckReplay()
 }
 
-// TestMoveKeepsTheWakeItSuperseded: a steer admitted while the superseded
-// busy period ran had its wake coalesced into it; the move hands that wake
-// to the new Location, so the steer runs there without another command.
-func TestMoveKeepsTheWakeItSuperseded(t *testing.T) {
+// TestMoveRespectsAUsersInterrupt: a move that arrives while a user's
+// interrupt is settling carries no work to the new Location: a steer
+// admitted before stays pending, as after any interrupt.
+func TestMoveRespectsAUsersInterrupt(t *testing.T) {
 	h := actortest.New(t)
-	started := make(chan string, 1)
-	h.Tools.Add("slow", blocking(started, make(chan struct{})))
+	entered, cancelled, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	h.Tools.Add("slow", func(ctx context.Context, _ locations.ToolCall) (string, error) {
+		close(entered)
+		<-ctx.Done()
+		close(cancelled)
+		<-release // the interrupt cannot settle before the test lets it
+		return "", ctx.Err()
+	})
 	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
-	h.Model.Reply(script.Text("answered the steer"))
 	sid := h.Session()
 	h.Prompt(sid, "one")
-	<-started
+	<-entered
 	h.Prompt(sid, "early steer")
-	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()}); err != nil {
+	interrupted := make(chan error, 1)
+	go func() { interrupted <- h.Runtime.Interrupt(h.Ctx(), sid) }()
+	<-cancelled
+	arrived := make(chan struct{})
+	actors.SetSessionFault(func(msg any) {
+		if m, ok := msg.(*messages.Move); ok && m.SessionID == sid {
+			close(arrived)
+		}
+	})
+	defer actors.SetSessionFault(nil)
+	moved := make(chan error, 1)
+	go func() {
+		_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()})
+		moved <- err
+	}()
+	<-arrived // while the interrupt is settling
+	close(release)
+	if err := <-interrupted; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-moved; err != nil {
 		t.Fatal(err)
 	}
 	h.WaitIdle(sid)
-	got := typesAfter(h, sid, "session.moved")
-	if len(got) < 2 || got[0] != "session.execution.started" || got[len(got)-1] != "session.execution.succeeded" {
-		t.Fatalf("after the move: %v", got)
+	if got := typesAfter(h, sid, "session.moved"); len(got) != 0 || len(h.Model.Requests()) != 1 {
+		t.Fatalf("work ran after the move: %v", got)
 	}
-	if texts := userTexts(h.Request(2)); texts[len(texts)-1] != "early steer" {
-		t.Fatalf("request 2 answers %q", texts)
+	if p, err := h.Store.Pending(h.Ctx(), sid); err != nil || len(p) != 1 {
+		t.Fatalf("pending %+v, %v; want the steer", p, err)
 	}
-	h.CheckReplay()
 }
 
 // TestStepFenceStopsAMovedSession: a move committed beside the actors (here

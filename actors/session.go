@@ -188,10 +188,12 @@ func (s *session) Receive(ctx actor.Context) {
 		// Supersede the busy period; the move commits once it has ended
 		// (drainDone).
 		// Its work goes on at the new Location: a busy period still
-		// running (not closing, not being interrupted by a user) resumes
-		// there with a run, and pending inputs get a wake in any case.
-		s.move.wake = true
-		s.move.run = s.c.restartForce || (s.c.phase == phaseRunning && s.c.interrupting == "")
+		// running resumes there with a run, and a wake or run coalesced
+		// into it is carried over. A user's interrupt in progress has
+		// cleared those, and the move does not undo it.
+		running := s.c.phase == phaseRunning && s.c.interrupting == ""
+		s.move.wake = s.c.followUp || s.c.restart
+		s.move.run = running || s.c.restartForce
 		s.apply(ctx, s.c.interrupt(messages.ReasonSuperseded))
 	case *messages.Wait:
 		s.received++
