@@ -2,6 +2,8 @@ package actors
 
 import (
 	"context"
+	"runtime/debug"
+	"slices"
 	"strconv"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -42,6 +44,9 @@ type moveDone struct {
 	to        *actor.PID
 	reply     any
 	wake, run bool
+	// waits are Wait callers of the superseded busy period, routed after
+	// wake and run.
+	waits []*actor.PID
 }
 
 // heldQuery asks the router how many commands it holds for a Session
@@ -93,25 +98,57 @@ func (e *execution) Receive(ctx actor.Context) {
 		ctx.Respond(len(e.moving[msg.sid]))
 		return
 	case *moveDone:
-		held := e.moving[msg.sid]
-		delete(e.moving, msg.sid)
-		if msg.to != nil {
-			ctx.Send(msg.to, msg.reply)
-		}
-		switch {
-		case msg.run:
-			e.route(ctx, msg.sid, &messages.Run{SessionID: msg.sid}, nil)
-		case msg.wake:
-			e.route(ctx, msg.sid, &messages.Wake{SessionID: msg.sid}, nil)
-		}
-		for _, c := range held {
-			e.route(ctx, msg.sid, c.msg, c.sender) // a second Move starts holding again
-		}
+		e.settled(ctx, msg)
 		return
 	}
 	if sid, ok := sessionOf(ctx.Message()); ok {
 		e.route(ctx, sid, ctx.Message(), ctx.Sender())
 	}
+}
+
+// settled answers a settled move's mover and routes, in order, the work it
+// carries (unless a held interrupt or shutdown stops it anyway: it would
+// start and be cancelled at once), the waits of the busy period it
+// superseded, and the commands held meanwhile.
+func (e *execution) settled(ctx actor.Context, msg *moveDone) {
+	held := e.moving[msg.sid]
+	delete(e.moving, msg.sid)
+	if msg.to != nil {
+		ctx.Send(msg.to, msg.reply)
+	}
+	next := make([]stashed, 0, 1+len(msg.waits)+len(held))
+	interrupted := e.stopping || slices.ContainsFunc(held, func(c stashed) bool {
+		_, ok := c.msg.(*messages.Interrupt)
+		return ok
+	})
+	switch {
+	case interrupted:
+	case msg.run:
+		next = append(next, stashed{msg: &messages.Run{SessionID: msg.sid}})
+	case msg.wake:
+		next = append(next, stashed{msg: &messages.Wake{SessionID: msg.sid}})
+	}
+	for _, w := range msg.waits {
+		next = append(next, stashed{msg: &messages.Wait{SessionID: msg.sid}, sender: w})
+	}
+	for _, c := range append(next, held...) {
+		e.routeSafely(ctx, msg.sid, c) // a second Move starts holding again
+	}
+}
+
+// routeSafely routes one of several commands: a panic (a Store or
+// Locations bug) fails that command alone instead of dropping the rest.
+func (e *execution) routeSafely(ctx actor.Context, sid messages.SessionID, c stashed) {
+	defer func() {
+		if p := recover(); p != nil {
+			err := messages.Errorf(messages.ErrInternal, "actors: %T: panic: %v", c.msg, p)
+			e.rt.cfg.Logger.Error().Err(err).Str("stack", string(debug.Stack())).Msg("command panicked")
+			if c.sender != nil {
+				ctx.Send(c.sender, &messages.ErrorReply{Error: *err})
+			}
+		}
+	}()
+	e.route(ctx, sid, c.msg, c.sender)
 }
 
 // route sends msg, from sender, to the Session's Location actor.

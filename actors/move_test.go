@@ -619,3 +619,149 @@ func TestMoveThatFailsToCommit(t *testing.T) {
 		t.Fatalf("after the failed move: %v", got)
 	}
 }
+
+// panickyMoves panics on every commit of session.moved.1 (a Store bug).
+type panickyMoves struct{ persistence.Store }
+
+func (p panickyMoves) Append(ctx context.Context, id messages.SessionID, data ...messages.Payload) ([]messages.Event, error) {
+	if _, ok := data[0].(*messages.SessionMoved); ok {
+		panic("injected store bug")
+	}
+	return p.Store.Append(ctx, id, data...)
+}
+
+// TestMoveWhoseCommitPanics: a move whose commit panics settles with an
+// internal error, also when it commits after the busy period it superseded
+// (outside the Move's own handling): the router then releases the
+// Session's commands instead of holding them for good.
+func TestMoveWhoseCommitPanics(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store = panickyMoves{c.Store} }})
+	started := make(chan string, 1)
+	h.Tools.Add("slow", blocking(started, make(chan struct{})))
+	h.Model.Reply(script.Text("a1"))
+	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	h.Model.Default(script.Text("still at home"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid) // its actor stays: the next Move reaches it idle
+	for _, busy := range []bool{false, true} {
+		if busy {
+			h.Prompt(sid, "two")
+			<-started
+		}
+		ctx, cancel := context.WithTimeout(h.Ctx(), 10*time.Second)
+		_, err := h.Runtime.Move(ctx, sid, messages.Location{Directory: t.TempDir()})
+		timedOut := ctx.Err() != nil
+		cancel()
+		if timedOut || messages.TypeOf(err) != messages.ErrInternal {
+			t.Fatalf("busy=%v: move %v (timed out: %v)", busy, err, timedOut)
+		}
+		h.WaitIdle(sid)
+	}
+}
+
+// TestWaitFollowsTheCarriedWork: a wait caller of the busy period a move
+// supersedes is answered after the work the move carries to the new
+// Location, not as idle in between.
+func TestWaitFollowsTheCarriedWork(t *testing.T) {
+	h := actortest.New(t)
+	started := make(chan string, 1)
+	h.Tools.Add("slow", blocking(started, make(chan struct{})))
+	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	h.Model.Reply(script.Text("continued at the new place"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	<-started
+	gotWait, gotMove := make(chan struct{}), make(chan struct{})
+	var waitSeen atomic.Bool
+	actors.SetSessionFault(func(msg any) {
+		switch m := msg.(type) {
+		case *messages.Wait:
+			if m.SessionID == sid && waitSeen.CompareAndSwap(false, true) {
+				close(gotWait)
+			}
+		case *messages.Move:
+			if m.SessionID == sid {
+				close(gotMove)
+			}
+		}
+	})
+	defer actors.SetSessionFault(nil)
+	waited := make(chan []string, 1)
+	go func() {
+		if err := h.Runtime.Wait(h.Ctx(), sid); err != nil {
+			t.Error(err)
+		}
+		waited <- h.Types(sid)
+	}()
+	<-gotWait
+	moved := make(chan error, 1)
+	go func() {
+		_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()})
+		moved <- err
+	}()
+	<-gotMove
+	atWait := <-waited
+	if err := <-moved; err != nil {
+		t.Fatal(err)
+	}
+	if atWait[len(atWait)-1] != "session.execution.succeeded" {
+		t.Fatalf("the wait answered before the carried work ended: %v", atWait)
+	}
+}
+
+// TestHeldInterruptStopsTheCarriedWork: a user's interrupt sent while a move
+// waits is held with the Session's other commands; the work the move would
+// carry to the new Location is then not started at all (it would start
+// and be cancelled at once).
+func TestHeldInterruptStopsTheCarriedWork(t *testing.T) {
+	h := actortest.New(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	h.Tools.Add("stubborn", func(ctx context.Context, _ locations.ToolCall) (string, error) {
+		close(entered)
+		<-release
+		return "late", nil
+	})
+	h.Model.Reply(script.ToolCall("c1", "stubborn", `{}`))
+	h.Model.Default(script.Text("ran after the user's interrupt"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	<-entered
+	got := make(chan struct{})
+	var afterMove atomic.Bool
+	var runs atomic.Int32
+	actors.SetSessionFault(func(msg any) {
+		switch m := msg.(type) {
+		case *messages.Move:
+			if m.SessionID == sid {
+				close(got)
+				afterMove.Store(true)
+			}
+		case *messages.Run:
+			if m.SessionID == sid && afterMove.Load() {
+				runs.Add(1)
+			}
+		}
+	})
+	defer actors.SetSessionFault(nil)
+	moved := make(chan error, 1)
+	go func() {
+		_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()})
+		moved <- err
+	}()
+	<-got
+	interrupted := make(chan error, 1)
+	go func() { interrupted <- h.Runtime.Interrupt(h.Ctx(), sid) }()
+	eventually(t, "the interrupt to be held", func() bool { return h.Runtime.Held(sid) == 1 })
+	close(release)
+	if err := <-moved; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-interrupted; err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	if n := runs.Load(); n != 0 || len(typesAfter(h, sid, "session.moved")) != 0 {
+		t.Fatalf("%d runs reached the new Location after the user's interrupt: %v", n, typesAfter(h, sid, "session.moved"))
+	}
+}

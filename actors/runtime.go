@@ -357,6 +357,20 @@ func (rt *Runtime) settleMove(ctx actor.Context, m *messages.Move, to *actor.PID
 	ctx.Send(rt.exec, &moveDone{sid: m.SessionID, to: to, reply: moveReply(err), wake: wake, run: run})
 }
 
+// commitMoveSafely is commitMove with a panic (a Store bug) returned as an
+// error, for callers outside a Move's own Receive, which recoverCommand
+// does not cover: the move must settle, or the router holds the Session's
+// commands for good.
+func (rt *Runtime) commitMoveSafely(m *messages.Move) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = messages.Errorf(messages.ErrInternal, "actors: commit move: panic: %v", p)
+			rt.cfg.Logger.Error().Err(err).Str("stack", string(debug.Stack())).Msg("move panicked")
+		}
+	}()
+	return rt.commitMove(m)
+}
+
 // commitMove commits session.moved.1 unless the Session is at m's Location
 // already (a move that another one overtook).
 func (rt *Runtime) commitMove(m *messages.Move) error {

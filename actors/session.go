@@ -54,6 +54,9 @@ type pendingMove struct {
 	// of the superseded busy period, and its work, go on at the new
 	// Location.
 	wake, run bool
+	// waits are the Wait callers of the superseded busy period, routed
+	// after wake and run.
+	waits []*actor.PID
 }
 
 // idleTick reports that the idle timer of generation gen fired.
@@ -122,6 +125,9 @@ func (s *session) Receive(ctx actor.Context) {
 		s.interruptWaiters, s.waitWaiters = nil, nil
 		if mv := s.move; mv != nil {
 			s.move = nil
+			for _, w := range mv.waits {
+				ctx.Send(w, &messages.ErrorReply{Error: *errStoppingActors})
+			}
 			s.rt.settleMove(ctx, mv.msg, mv.sender, errStoppingActors, false, false)
 		}
 	case *idleTick:
@@ -213,6 +219,11 @@ func (s *session) Receive(ctx actor.Context) {
 		s.drain, s.cancel = nil, nil
 		s.rt.active.Delete(s.sid)
 		s.rt.cfg.Metrics.active(-1)
+		if s.move != nil && !s.stopping {
+			// The waits are answered where the Session goes on, after the
+			// work the move carries there: not as idle here, now.
+			s.move.waits, s.waitWaiters = s.waitWaiters, nil
+		}
 		s.apply(ctx, s.c.done())
 		if s.move != nil && !s.c.busy() && !s.stopping {
 			s.finishMove(ctx)
@@ -303,10 +314,10 @@ func (s *session) reroute(ctx actor.Context) bool {
 func (s *session) finishMove(ctx actor.Context) {
 	mv := s.move
 	s.move = nil
-	err := s.rt.commitMove(mv.msg)
+	err := s.rt.commitMoveSafely(mv.msg)
 	if err == nil {
 		s.moved = true
 		ctx.Send(ctx.Parent(), &sessionMoved{sid: s.sid, pid: ctx.Self()})
 	}
-	s.rt.settleMove(ctx, mv.msg, mv.sender, err, mv.wake, mv.run)
+	ctx.Send(s.rt.exec, &moveDone{sid: mv.msg.SessionID, to: mv.sender, reply: moveReply(err), wake: mv.wake, run: mv.run, waits: mv.waits})
 }
