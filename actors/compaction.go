@@ -60,10 +60,7 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 	// is what triggers this compaction): it is cut to fit, oldest first,
 	// and cut further each time the provider still refuses it as too
 	// long (the estimate counts characters, not the model's tokens).
-	budget := 0
-	if model.Context > 0 {
-		budget = model.Context - model.Output - compactionMargin
-	}
+	budget := compactionBudget(model)
 	var text strings.Builder
 	var streamErr error
 	finished := false
@@ -135,10 +132,23 @@ const (
 	compactionFits   = 3
 )
 
+// compactionBudget is what a compaction request's input may take of
+// model's context window, in estimated tokens: the window less the
+// summary's output and compactionMargin, at least one token when the
+// window is known (a small window must still cut), 0 (no limit) when it is
+// not.
+func compactionBudget(model llm.Model) int {
+	if model.Context <= 0 {
+		return 0
+	}
+	return max(model.Context-model.Output-compactionMargin, 1)
+}
+
 // fitHistory returns history, followed by the instruction to summarize,
 // cut from the oldest message on until req's estimate fits budget tokens
 // (budget <= 0: no limit). The kept history starts at a user turn, so no
-// tool result loses its call; what was cut is named in the instruction.
+// tool result loses its call; what was cut is named in the instruction,
+// whose few extra words compactionMargin absorbs.
 func fitHistory(req llm.Request, history []llm.Message, budget int) []llm.Message {
 	ask := "Write the checkpoint summary now."
 	fits := func(msgs []llm.Message) bool {

@@ -180,8 +180,10 @@ func (e *execution) route(ctx actor.Context, sid messages.SessionID, msg any, se
 		// Session runs here: the move commits at once (the old Location
 		// need not be buildable: its directory may be gone). A move to
 		// where the Session is commits nothing.
+		// It blocks routing for one commit; moves are rare.
+		reply := moveReply(e.rt.commitMoveSafely(m))
 		if sender != nil {
-			ctx.Send(sender, moveReply(e.rt.commitMove(m)))
+			ctx.Send(sender, reply)
 		}
 		return
 	}

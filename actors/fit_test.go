@@ -36,3 +36,20 @@ func TestFitHistory(t *testing.T) {
 		t.Fatalf("nothing fits: %d messages kept", len(got))
 	}
 }
+
+// TestCompactionBudget: a known window, however small, cuts; an unknown
+// one does not.
+func TestCompactionBudget(t *testing.T) {
+	for _, tc := range []struct {
+		context, output, want int
+	}{
+		{200000, 8000, 200000 - 8000 - compactionMargin},
+		{2048, 1024, 1},
+		{4096, 4096, 1},
+		{0, 1024, 0},
+	} {
+		if got := compactionBudget(llm.Model{Context: tc.context, Output: tc.output}); got != tc.want {
+			t.Errorf("context %d, output %d: budget %d, want %d", tc.context, tc.output, got, tc.want)
+		}
+	}
+}

@@ -97,7 +97,7 @@ func (l *location) Receive(ctx actor.Context) {
 	m, isMove := ctx.Message().(*messages.Move)
 	if !ok && l.stopping {
 		if isMove {
-			l.rt.settleMove(ctx, m, ctx.Sender(), errStoppingActors, false, false)
+			l.rt.settleMove(ctx, m, ctx.Sender(), errStoppingActors)
 			return
 		}
 		refuse(ctx, errStoppingActors)
@@ -105,7 +105,7 @@ func (l *location) Receive(ctx actor.Context) {
 	}
 	if isMove && !ok {
 		// No Session actor: nothing of it runs here.
-		l.rt.settleMove(ctx, m, ctx.Sender(), l.rt.commitMove(m), false, false)
+		l.rt.settleMove(ctx, m, ctx.Sender(), l.rt.commitMoveSafely(m))
 		return
 	}
 	if !ok {

@@ -765,3 +765,58 @@ func TestHeldInterruptStopsTheCarriedWork(t *testing.T) {
 		t.Fatalf("%d runs reached the new Location after the user's interrupt: %v", n, typesAfter(h, sid, "session.moved"))
 	}
 }
+
+// TestMoveRechecksTheAgentAtCommit: an agent selected while a move waits
+// for the busy period it supersedes was checked against the old Location;
+// the move checks the Session again when it commits, and a destination
+// that does not configure the agent refuses it there.
+func TestMoveRechecksTheAgentAtCommit(t *testing.T) {
+	bare := t.TempDir() // configures only the build agent
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
+		built := c.Locations
+		c.Locations = locations.NewManager(func(loc messages.Location) (*locations.Services, error) {
+			svc, err := built.Get(loc)
+			if err != nil || loc.Directory != bare {
+				return svc, err
+			}
+			b := *svc
+			b.Agents = map[string]locations.Agent{"build": svc.Agents["build"]}
+			return &b, nil
+		})
+	}})
+	entered, release := make(chan struct{}), make(chan struct{})
+	h.Tools.Add("stubborn", func(context.Context, locations.ToolCall) (string, error) {
+		close(entered)
+		<-release
+		return "late", nil
+	})
+	h.Model.Reply(script.ToolCall("c1", "stubborn", `{}`))
+	h.Model.Default(script.Text("ok"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	<-entered
+	arrived := make(chan struct{})
+	actors.SetSessionFault(func(msg any) {
+		if m, ok := msg.(*messages.Move); ok && m.SessionID == sid {
+			close(arrived)
+		}
+	})
+	defer actors.SetSessionFault(nil)
+	moved := make(chan error, 1)
+	go func() {
+		_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: bare})
+		moved <- err
+	}()
+	<-arrived
+	if err := h.Runtime.SelectAgent(h.Ctx(), sid, "plan"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-moved; messages.TypeOf(err) != messages.ErrInvalid {
+		t.Fatalf("move: %v, want invalid (the destination lacks the agent)", err)
+	}
+	h.WaitIdle(sid)
+	if s, _ := h.Store.Get(h.Ctx(), sid); s.Location.Directory != h.Dir || s.Agent != "plan" {
+		t.Fatalf("Session at %q with agent %q", s.Location.Directory, s.Agent)
+	}
+}

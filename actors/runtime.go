@@ -165,6 +165,7 @@ func (rt *Runtime) Bus() *Bus { return rt.cfg.Bus }
 
 // Create is sessions.create.
 func (rt *Runtime) Create(ctx context.Context, req persistence.CreateSession) (persistence.Session, bool, error) {
+	req.Location = req.Location.Clean() // as the store keeps it: one service set per directory
 	// An agent or model the Location cannot run is refused now, rather
 	// than failing (or running without rules) at the first execution.
 	if req.Agent != "" || req.Model != (messages.ModelRef{}) {
@@ -318,8 +319,8 @@ func (rt *Runtime) appendOutside(ctx context.Context, sid messages.SessionID, p 
 // move resets the instruction checkpoint, so the next run starts from a
 // complete baseline at loc. The destination must be a Location this
 // process can build, and must configure the Session's agent and resolve its
-// model. Pending inputs stay pending; a wake or resume runs them at loc.
-// Moving to the Session's own Location is a no-op.
+// model (checked again when the move commits). A busy period it superseded
+// goes on at loc. Moving to the Session's own Location is a no-op.
 func (rt *Runtime) Move(ctx context.Context, sid messages.SessionID, loc messages.Location) (persistence.Session, error) {
 	if err := persistence.ValidateLocation(loc); err != nil {
 		return persistence.Session{}, err
@@ -353,8 +354,8 @@ func (rt *Runtime) Move(ctx context.Context, sid messages.SessionID, loc message
 // settleMove reports the outcome of a Move the router forwarded (err from
 // its commit, or why it was refused) to the router, which answers the
 // mover, to, and routes the commands it held meanwhile.
-func (rt *Runtime) settleMove(ctx actor.Context, m *messages.Move, to *actor.PID, err error, wake, run bool) {
-	ctx.Send(rt.exec, &moveDone{sid: m.SessionID, to: to, reply: moveReply(err), wake: wake, run: run})
+func (rt *Runtime) settleMove(ctx actor.Context, m *messages.Move, to *actor.PID, err error) {
+	ctx.Send(rt.exec, &moveDone{sid: m.SessionID, to: to, reply: moveReply(err)})
 }
 
 // commitMoveSafely is commitMove with a panic (a Store bug) returned as an
@@ -381,6 +382,20 @@ func (rt *Runtime) commitMove(m *messages.Move) error {
 	}
 	if sess.Location.Key() == m.Location.Key() {
 		return nil
+	}
+	// Checked again: an agent or model selected while the move waited for
+	// its superseded busy period was checked against the old Location.
+	svc, err := rt.cfg.Locations.Get(m.Location)
+	if err != nil {
+		return err
+	}
+	if err := checkAgent(svc, sess.Agent); err != nil {
+		return err
+	}
+	if sess.Model != (messages.ModelRef{}) {
+		if _, err := svc.Catalog.Resolve(sess.Model); err != nil {
+			return err
+		}
 	}
 	return rt.appendOutside(ctx, m.SessionID, &messages.SessionMoved{SessionID: m.SessionID, Location: m.Location})
 }
@@ -548,7 +563,7 @@ func (rt *Runtime) recoverCommand(ctx actor.Context) {
 		if m, ok := ctx.Message().(*messages.Move); ok {
 			// The router holds the Session's commands until a move
 			// settles; it answers the mover.
-			rt.settleMove(ctx, m, ctx.Sender(), err, false, false)
+			rt.settleMove(ctx, m, ctx.Sender(), err)
 			return
 		}
 		if ctx.Sender() != nil {

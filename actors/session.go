@@ -39,7 +39,9 @@ type session struct {
 	// drain: its context would not be cancelled.
 	stopping bool
 	// moved: the Session is at another Location now. The router routes
-	// nothing here any more; a command that still comes goes back to it.
+	// nothing here any more (it held the Session's commands until the move
+	// settled, and the Location forgot this actor first); it stops at its
+	// next idle tick.
 	moved bool
 	// move is a move waiting for the busy period it superseded to end.
 	move *pendingMove
@@ -108,9 +110,6 @@ func (s *session) Receive(ctx actor.Context) {
 	if f := sessionFault.Load(); f != nil {
 		(*f)(ctx.Message())
 	}
-	if s.reroute(ctx) {
-		return
-	}
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		s.rt.live.Add(1)
@@ -128,7 +127,7 @@ func (s *session) Receive(ctx actor.Context) {
 			for _, w := range mv.waits {
 				ctx.Send(w, &messages.ErrorReply{Error: *errStoppingActors})
 			}
-			s.rt.settleMove(ctx, mv.msg, mv.sender, errStoppingActors, false, false)
+			s.rt.settleMove(ctx, mv.msg, mv.sender, errStoppingActors)
 		}
 	case *idleTick:
 		if msg.gen != s.idleGen {
@@ -183,7 +182,7 @@ func (s *session) Receive(ctx actor.Context) {
 	case *messages.Move:
 		s.received++
 		if s.stopping {
-			s.rt.settleMove(ctx, msg, ctx.Sender(), errStoppingActors, false, false)
+			s.rt.settleMove(ctx, msg, ctx.Sender(), errStoppingActors)
 			return
 		}
 		s.move = &pendingMove{msg: msg, sender: ctx.Sender()}
@@ -291,21 +290,6 @@ func reasonOf(ctx context.Context) string {
 		return r.reason
 	}
 	return messages.ReasonUser
-}
-
-// reroute sends a protocol command that reaches a moved Session actor back
-// to the router, which routes it to where the Session is now. It reports
-// whether it took the current message.
-func (s *session) reroute(ctx actor.Context) bool {
-	if !s.moved {
-		return false
-	}
-	if _, ok := sessionOf(ctx.Message()); !ok {
-		return false
-	}
-	s.received++
-	ctx.Forward(s.rt.exec)
-	return true
 }
 
 // finishMove commits the waiting move of an idle Session and settles it

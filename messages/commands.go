@@ -47,10 +47,10 @@ type Wait struct {
 type WaitReply struct{}
 
 // Move moves a Session to another Location. A busy period running at the
-// old Location is interrupted with reason superseded, and session.moved.1
-// is committed once it has ended; commands that arrive meanwhile are
-// handled at the new Location afterwards. A move to the Location the
-// Session has is a no-op.
+// old Location is interrupted with reason superseded, session.moved.1 is
+// committed once it has ended, and its work goes on at the new Location;
+// commands that arrive meanwhile are handled there afterwards. A move to
+// the Location the Session has is a no-op.
 type Move struct {
 	SessionID SessionID
 	Location  Location

@@ -520,13 +520,13 @@ func (s *Bolt) closeFiles() error {
 	return errors.Join(errs...)
 }
 
-// fatal returns the failure after which the store accepts no more writes.
 // ErrOutcomeUnknown is wrapped into the error of a write whose log record
 // was written when the store failed before making it durable: it may or
 // may not be there after the store reopens (recovery replays what reached
 // the disk intact). Read before retrying a write that is not idempotent.
 var ErrOutcomeUnknown = errors.New("persistence: this write's outcome is unknown: its log record was written and may be replayed when the store reopens")
 
+// fatal returns the failure after which the store accepts no more writes.
 func (s *Bolt) fatal() error {
 	s.failMu.Lock()
 	defer s.failMu.Unlock()
@@ -869,7 +869,7 @@ func (s *Bolt) syncer() {
 				o.done <- jerr
 			}
 			for _, o := range j.refused {
-				o.done <- cmp.Or(jerr, o.err)
+				o.done <- cmp.Or(err, o.err) // never logged: no unknown outcome
 			}
 		}
 		if err == nil {

@@ -391,3 +391,65 @@ func walHolds(path, text string) bool {
 	}
 	return false
 }
+
+// TestRefusedWriteInAFailedBatchIsNotUnknown: when the store fails before a
+// batch is durable, a write of it that was refused (and so never logged)
+// gets the failure, not an unknown outcome, while a logged one gets the
+// unknown outcome.
+func TestRefusedWriteInAFailedBatchIsNotUnknown(t *testing.T) {
+	var armed atomic.Bool
+	writing, release := make(chan struct{}), make(chan struct{})
+	writeFault = func(f *os.File, b []byte, off int64) error {
+		if armed.CompareAndSwap(true, false) {
+			close(writing)
+			<-release // hold the writer while the next batch queues
+		}
+		_, err := f.WriteAt(b, off)
+		return err
+	}
+	var failing atomic.Bool
+	syncFault = func() error {
+		if failing.Load() {
+			return errors.New("injected EIO")
+		}
+		return nil
+	}
+	defer func() { writeFault, syncFault = nil, nil }()
+	st, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	sid := newSession(t, st)
+	armed.Store(true)
+	failing.Store(true)
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "first"}})
+		first <- err
+	}()
+	<-writing
+	logged, refused := make(chan error, 1), make(chan error, 1)
+	go func() {
+		_, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "logged"}})
+		logged <- err
+	}()
+	go func() {
+		_, err := st.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: "msg_nope"})
+		refused <- err
+	}()
+	for len(st.ops) < 2 {
+		runtime.Gosched() // polling: both queue behind the held writer
+	}
+	close(release)
+	if err := <-first; !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("first: %v", err)
+	}
+	if err := <-logged; !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("logged: %v", err)
+	}
+	if err := <-refused; err == nil || errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("refused, never logged: %v", err)
+	}
+}

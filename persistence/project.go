@@ -30,7 +30,7 @@ func (w *wtx) project(ev messages.Event) error {
 		if err := ValidateLocation(p.Location); err != nil {
 			return err
 		}
-		if err := w.updateSession(sid, func(s *Session) { s.Location = p.Location }); err != nil {
+		if err := w.updateSession(sid, func(s *Session) { s.Location = p.Location.Clean() }); err != nil {
 			return err
 		}
 		return w.del(bucketData, prefix(sid, kCheckpoint))

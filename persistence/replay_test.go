@@ -255,3 +255,31 @@ func logEvents(t *testing.T, st persistence.Store, sid messages.SessionID) []mes
 	}
 	return evs
 }
+
+// TestMoveToAnInvalidLocationIsRefused: session.moved.1 is projected only
+// with a valid Location (absolute directory), and its directory is kept
+// clean; a refused one leaves the store unchanged.
+func TestMoveToAnInvalidLocationIsRefused(t *testing.T) {
+	st, err := persistence.Open(filepath.Join(t.TempDir(), "s.db"), persistence.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	s, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: "/tmp/a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, loc := range []messages.Location{{Directory: "relative"}, {}, {Directory: "/tmp", WorkspaceID: "bad"}} {
+		if _, err := st.Append(ctx, s.ID, &messages.SessionMoved{SessionID: s.ID, Location: loc}); messages.TypeOf(err) != messages.ErrInvalid {
+			t.Errorf("move to %+v: %v", loc, err)
+		}
+	}
+	if _, err := st.Append(ctx, s.ID, &messages.SessionMoved{SessionID: s.ID, Location: messages.Location{Directory: "/tmp/b/./c/"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Get(ctx, s.ID)
+	if err != nil || got.Location.Directory != "/tmp/b/c" || got.LastSeq != 1 {
+		t.Fatalf("after the moves: %+v, %v", got, err)
+	}
+}

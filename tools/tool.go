@@ -113,7 +113,8 @@ func (t *typedTool[In]) Run(ctx context.Context, call *CallContext, input json.R
 }
 
 // integralNumbers returns input with each number that has an integral
-// value within int64 but is written with a fraction or an exponent
+// value within ±2^53 (where a float64 holds every integer exactly) but is
+// written with a fraction or an exponent
 // rewritten as a plain integer, and whether it changed any.
 func integralNumbers(input []byte) ([]byte, bool) {
 	d := json.NewDecoder(bytes.NewReader(input))

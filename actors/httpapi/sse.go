@@ -49,9 +49,10 @@ func (a *api) startSSE(w http.ResponseWriter, r *http.Request) (sse *sseWriter, 
 	return sse, true
 }
 
-// arm gives the next burst of writes (and its flush) the stream's write
-// timeout: a client that takes none of it in time ends the stream, whose
-// blocked write then fails. Called before each burst.
+// arm gives the next write (and the flush after it) the stream's write
+// timeout: a client that takes nothing of it in time ends the stream, whose
+// blocked write then fails. Each frame arms it anew, so a slow client that
+// keeps reading is never cut, however long a replay burst runs.
 func (s *sseWriter) arm() {
 	// Not every ResponseWriter supports deadlines (test recorders); the
 	// stream then runs without one, as before.
@@ -60,6 +61,7 @@ func (s *sseWriter) arm() {
 
 // event writes one message; id < 0 writes no id line.
 func (s *sseWriter) event(id int64, data []byte) error {
+	s.arm()
 	s.buf = s.buf[:0]
 	if id >= 0 {
 		s.buf = append(s.buf, "id: "...)
@@ -78,12 +80,14 @@ func (s *sseWriter) event(id int64, data []byte) error {
 // named writes one message of event type name, which an EventSource
 // delivers only to listeners of that name (not to onmessage).
 func (s *sseWriter) named(name string, data []byte) error {
+	s.arm()
 	_, err := s.w.Write([]byte("event: " + name + "\ndata: " + string(data) + "\n\n"))
 	return err
 }
 
 // comment writes a comment line, which clients ignore (heartbeats).
 func (s *sseWriter) comment(text string) error {
+	s.arm()
 	_, err := s.w.Write([]byte(": " + text + "\n\n"))
 	return err
 }
@@ -175,7 +179,6 @@ func (a *api) logStream(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case f, ok := <-frames:
-			sse.arm()
 			// Write every frame already waiting, then flush once.
 			for more := ok; more; {
 				if !a.writeLogFrame(r, sse, f) {
@@ -193,7 +196,6 @@ func (a *api) logStream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-tick:
-			sse.arm()
 			if sse.comment("ping") != nil || sse.flush() != nil {
 				return
 			}
@@ -269,7 +271,6 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case ev, ok := <-sub.C:
-			sse.arm()
 			for more := ok; more; {
 				if !a.writeLive(r, sse, ev) {
 					return
@@ -291,7 +292,6 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-tick:
-			sse.arm()
 			if sse.comment("ping") != nil || sse.flush() != nil {
 				return
 			}

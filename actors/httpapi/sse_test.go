@@ -624,3 +624,25 @@ func TestStalledStreamClientsAreCutOff(t *testing.T) {
 		})
 	}
 }
+
+// TestReadingStreamClientsAreNotCutOff: the write timeout bounds a client
+// that stops reading, not a stream's age: a client that keeps reading
+// outlives StreamWriteTimeout many times over.
+func TestReadingStreamClientsAreNotCutOff(t *testing.T) {
+	e := newHarnessEnv(t, func(c *ServerConfig) {
+		c.API.Heartbeat = 5 * time.Millisecond
+		c.API.StreamWriteTimeout = 20 * time.Millisecond
+	})
+	s := e.stream("/api/event")
+	start := time.Now()
+	pings := 0
+	for time.Since(start) < 300*time.Millisecond {
+		m, err := s.next()
+		if err != nil {
+			t.Fatalf("the stream ended after %v and %d pings: %v", time.Since(start), pings, err)
+		}
+		if m.comment == "ping" {
+			pings++
+		}
+	}
+}

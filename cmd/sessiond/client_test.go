@@ -344,6 +344,11 @@ func TestClientCommands(t *testing.T) {
 	if code, _, errOut := runApp(t, env, "active", "--addr", srv.URL); code != 0 {
 		t.Fatalf("--addr: exit %d stderr %q", code, errOut)
 	}
+	// An empty --addr is unset (scripts pass --addr "$X"): the environment's.
+	env["SESSIOND_ADDR"] = srv.URL
+	if code, _, errOut := runApp(t, env, "active", "--addr", ""); code != 0 {
+		t.Fatalf("--addr \"\": exit %d stderr %q", code, errOut)
+	}
 }
 
 // TestPrintJSON indents for a terminal and compacts otherwise.

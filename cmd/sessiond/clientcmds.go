@@ -34,7 +34,8 @@ func (f *clientFlags) register(fs *flag.FlagSet) {
 	// Checked as it is parsed, so a malformed address is a usage error
 	// (exit 2) like any other bad flag value.
 	fs.Func("addr", "daemon address `HOST:PORT` or URL (default $SESSIOND_ADDR, else the configuration's addr)", func(v string) error {
-		if _, err := baseURL(v); err != nil {
+		// Empty is unset, as before: scripts pass --addr "$X".
+		if _, err := baseURL(v); err != nil && v != "" {
 			return errors.New("want host:port or an http(s) URL")
 		}
 		f.addr = v
