@@ -820,3 +820,63 @@ func TestMoveRechecksTheAgentAtCommit(t *testing.T) {
 		t.Fatalf("Session at %q with agent %q", s.Location.Directory, s.Agent)
 	}
 }
+
+// closingGate holds the first commit of a busy period's success (the drain
+// is then closing) until released.
+type closingGate struct {
+	persistence.Store
+	held, release chan struct{}
+	once          atomic.Bool
+}
+
+func (g *closingGate) Commit(ctx context.Context, id messages.SessionID, data ...messages.Payload) (persistence.Committed, error) {
+	if _, ok := data[len(data)-1].(*messages.ExecutionSucceeded); ok && g.once.CompareAndSwap(false, true) {
+		close(g.held)
+		<-g.release
+	}
+	return g.Store.Commit(ctx, id, data...)
+}
+
+// TestMoveCarriesAWakeOfAClosingBusyPeriod: a wake that arrives while a
+// busy period writes its terminal event waits to start a fresh one; a move
+// that supersedes the closing busy period carries that wake to the new
+// Location, where the prompt it was for runs.
+func TestMoveCarriesAWakeOfAClosingBusyPeriod(t *testing.T) {
+	g := &closingGate{held: make(chan struct{}), release: make(chan struct{})}
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { g.Store = c.Store; c.Store = g }})
+	h.Model.Reply(script.Text("a1"))
+	h.Model.Reply(script.Text("two, at the new place"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	<-g.held // the drain is writing session.execution.succeeded.1, under the Session's order lock
+	if _, _, err := h.Store.Admit(h.Ctx(), persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "two"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Runtime.Wake(h.Ctx(), sid); err != nil { // waits for the closing busy period
+		t.Fatal(err)
+	}
+	arrived := make(chan struct{})
+	actors.SetSessionFault(func(msg any) {
+		if m, ok := msg.(*messages.Move); ok && m.SessionID == sid {
+			close(arrived)
+		}
+	})
+	defer actors.SetSessionFault(nil)
+	moved := make(chan error, 1)
+	go func() {
+		_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()})
+		moved <- err
+	}()
+	<-arrived
+	close(g.release)
+	if err := <-moved; err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	if got := typesAfter(h, sid, "session.moved"); len(got) == 0 || got[len(got)-1] != "session.execution.succeeded" {
+		t.Fatalf("the wake was not carried: %v", h.Types(sid))
+	}
+	if texts := userTexts(h.Request(2)); texts[len(texts)-1] != "two" {
+		t.Fatalf("request 2 answers %q", texts)
+	}
+}
