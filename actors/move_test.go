@@ -880,3 +880,72 @@ func TestMoveCarriesAWakeOfAClosingBusyPeriod(t *testing.T) {
 		t.Fatalf("request 2 answers %q", texts)
 	}
 }
+
+// panickyGets panics on every Get of one Session once armed (a Store bug).
+type panickyGets struct {
+	persistence.Store
+	sid   atomic.Value // messages.SessionID
+	armed atomic.Bool
+}
+
+func (p *panickyGets) Get(ctx context.Context, id messages.SessionID) (persistence.Session, error) {
+	if p.armed.Load() && p.sid.Load() == id {
+		panic("injected store bug")
+	}
+	return p.Store.Get(ctx, id)
+}
+
+// TestHeldCommandsSurviveAPanickingRoute: when routing the commands a move
+// held panics (a Store bug), each such command fails alone, with an
+// internal error; none is left without an answer.
+func TestHeldCommandsSurviveAPanickingRoute(t *testing.T) {
+	p := &panickyGets{}
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { p.Store = c.Store; c.Store = p }})
+	entered, release := make(chan struct{}), make(chan struct{})
+	h.Tools.Add("stubborn", func(context.Context, locations.ToolCall) (string, error) {
+		close(entered)
+		<-release
+		return "late", nil
+	})
+	h.Model.Reply(script.ToolCall("c1", "stubborn", `{}`))
+	sid := h.Session()
+	p.sid.Store(sid)
+	h.Prompt(sid, "one")
+	<-entered
+	arrived := make(chan struct{})
+	actors.SetSessionFault(func(msg any) {
+		if m, ok := msg.(*messages.Move); ok && m.SessionID == sid {
+			close(arrived)
+		}
+	})
+	defer actors.SetSessionFault(nil)
+	moved := make(chan error, 1)
+	go func() {
+		_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()})
+		moved <- err
+	}()
+	<-arrived
+	waited := make(chan error, 2)
+	for range 2 {
+		go func() { waited <- h.Runtime.Wait(h.Ctx(), sid) }()
+	}
+	eventually(t, "the waits to be held", func() bool { return h.Runtime.Held(sid) == 2 })
+	p.armed.Store(true)
+	close(release)
+	ctx, cancel := context.WithTimeout(h.Ctx(), 10*time.Second)
+	defer cancel()
+	for range 2 {
+		select {
+		case err := <-waited:
+			if messages.TypeOf(err) != messages.ErrInternal {
+				t.Fatalf("held wait: %v, want internal", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("a held wait was never answered")
+		}
+	}
+	if err := <-moved; err == nil {
+		t.Fatal("the move succeeded although its commit could not read the Session")
+	}
+	p.armed.Store(false)
+}
