@@ -55,7 +55,12 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 	if ck, _ := activeCheckpoint(msgs); ck != nil {
 		previous = ck.Summary
 	}
-	history := lower(msgs, model.Ref)
+	cp, _, err := r.checkpoint(ctx)
+	if err != nil {
+		_, ferr := fail(messages.ErrCompactionFailed, err.Error())
+		return false, errors.Join(err, ferr)
+	}
+	history := lower(msgs, model.Ref, cp.BaselineSeq)
 	// The span to summarize may itself overflow the context (an overflow
 	// is what triggers this compaction): it is cut to fit, oldest first,
 	// and cut further each time the provider still refuses it as too

@@ -814,3 +814,44 @@ func TestOverflowCompactionFitsItsOwnRequest(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestModelSelectionKeepsTheBaseline: model selection changes Model
+// Context assembly but is not an instruction source; the next step uses
+// the new model with the same baseline, and no instruction event is
+// written for it.
+func TestModelSelectionKeepsTheBaseline(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "AGENTS.md"), []byte("Use tabs."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Getenv: func(string) string { return "" }}})
+	h.Dir = dir
+	h.Model.Default(script.Text("ok"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	before, ok, err := h.Store.Checkpoint(h.Ctx(), sid)
+	if err != nil || !ok {
+		t.Fatalf("no checkpoint after the first run: %v", err)
+	}
+	if err := h.Runtime.SelectModel(h.Ctx(), sid, messages.ModelRef{ProviderID: "script", ID: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	after, _, err := h.Store.Checkpoint(h.Ctx(), sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.BaselineSeq != before.BaselineSeq || after.Baseline != before.Baseline {
+		t.Fatalf("a model switch replaced the baseline: seq %d -> %d", before.BaselineSeq, after.BaselineSeq)
+	}
+	if n, m := count(h, sid, messages.TypeInstructionsBaselined), count(h, sid, messages.TypeInstructionsUpdated); n != 1 || m != 0 {
+		t.Fatalf("%d baselines and %d updates, want 1 and 0: %v", n, m, h.Types(sid))
+	}
+	second := h.Request(2)
+	if second.Model.ID != "other" || !slices.ContainsFunc(second.System, func(s string) bool { return strings.Contains(s, "Use tabs.") }) {
+		t.Fatalf("second request: model %s, system %q", second.Model.ID, second.System)
+	}
+	h.CheckReplay()
+}

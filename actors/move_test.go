@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -948,4 +949,53 @@ func TestHeldCommandsSurviveAPanickingRoute(t *testing.T) {
 		t.Fatal("the move succeeded although its commit could not read the Session")
 	}
 	p.armed.Store(false)
+}
+
+// TestMoveDropsInstructionUpdatesOfTheOldPlace: after a move the
+// destination's complete baseline is the model's instructions; the
+// chronological updates published at the old Location before it are
+// superseded by it and are not sent again (the old AGENTS.md text would
+// otherwise follow the new baseline as the latest instruction).
+func TestMoveDropsInstructionUpdatesOfTheOldPlace(t *testing.T) {
+	src := t.TempDir()
+	agents := filepath.Join(src, "AGENTS.md")
+	if err := os.WriteFile(agents, []byte("Use tabs."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Dir: t.TempDir(), Getenv: func(string) string { return "" }}})
+	h.Dir = src
+	h.Model.Default(script.Text("ok"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	if err := os.WriteFile(agents, []byte("Use spaces."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	if n := count(h, sid, messages.TypeInstructionsUpdated); n != 1 {
+		t.Fatalf("%d updates before the move, want 1: %v", n, h.Types(sid))
+	}
+	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "three")
+	h.WaitIdle(sid)
+	req := h.Request(3)
+	for _, m := range req.Messages {
+		for _, p := range m.Parts {
+			if strings.Contains(p.Text, "Use spaces.") || strings.Contains(p.Text, "Use tabs.") {
+				t.Fatalf("the old Location's instructions reached the request after the move: %s %q", m.Role, p.Text)
+			}
+		}
+	}
+	for _, s := range req.System {
+		if strings.Contains(s, "Use spaces.") || strings.Contains(s, "Use tabs.") {
+			t.Fatalf("the old Location's AGENTS.md is in the new baseline: %q", s)
+		}
+	}
+	if got := []string{req.Messages[0].Parts[0].Text, req.Messages[2].Parts[0].Text, req.Messages[4].Parts[0].Text}; !slices.Equal(got, []string{"one", "two", "three"}) {
+		t.Fatalf("prompts after the move: %q", got)
+	}
+	h.CheckReplay()
 }

@@ -273,12 +273,14 @@ func (r *runner) request(ctx context.Context, agent locations.Agent, model llm.M
 		prompt = basePrompt(model.Family)
 	}
 	req.System = append(req.System, prompt)
-	if cp, ok, err := r.checkpoint(ctx); err != nil {
+	cp, ok, err := r.checkpoint(ctx)
+	if err != nil {
 		return llm.Request{}, err
-	} else if ok && cp.Baseline != "" {
+	}
+	if ok && cp.Baseline != "" {
 		req.System = append(req.System, cp.Baseline)
 	}
-	req.Messages = lowerWith(msgs, model.Ref, &r.lowered)
+	req.Messages = lowerWith(msgs, model.Ref, &r.lowered, cp.BaselineSeq)
 	if final {
 		req.ToolChoice = llm.ToolChoiceNone
 		req.System = append(req.System, finalStepReminder)
@@ -291,14 +293,18 @@ func (r *runner) request(ctx context.Context, agent locations.Agent, model llm.M
 // lower turns projected messages into provider-neutral messages. History
 // before the last completed compaction is replaced by its checkpoint.
 // Provider-native reasoning and metadata replay only for assistant messages
-// of the same model that did not fail.
-func lower(msgs []persistence.Message, model messages.ModelRef) []llm.Message {
-	return lowerWith(msgs, model, nil)
+// of the same model that did not fail. Instruction updates committed
+// before baselineSeq (the seq of the instruction baseline in force) are
+// left out: that baseline is a complete observation made after them. A
+// move resets the checkpoint, so without this the old Location's updates
+// would follow the destination's baseline as the latest instructions.
+func lower(msgs []persistence.Message, model messages.ModelRef, baselineSeq int64) []llm.Message {
+	return lowerWith(msgs, model, nil, baselineSeq)
 }
 
 // lowerWith is lower reusing cache, the lowered form of the messages that
 // have not changed since the previous call (nil: a throwaway one).
-func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lowered) []llm.Message {
+func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lowered, baselineSeq int64) []llm.Message {
 	if cache == nil {
 		cache = &lowered{}
 	}
@@ -336,8 +342,11 @@ func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lower
 	for _, i := range carried {
 		n += len(cache.per[i])
 	}
-	for _, l := range cache.per[start:] {
-		n += len(l)
+	superseded := func(i int) bool { return msgs[i].Role == persistence.RoleSystem && msgs[i].Seq < baselineSeq }
+	for i := start; i < len(msgs); i++ {
+		if !superseded(i) {
+			n += len(cache.per[i])
+		}
 	}
 	out := make([]llm.Message, 0, n)
 	if checkpoint != nil {
@@ -350,8 +359,10 @@ func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lower
 	for _, i := range carried {
 		out = append(out, cache.per[i]...)
 	}
-	for _, l := range cache.per[start:] {
-		out = append(out, l...)
+	for i := start; i < len(msgs); i++ {
+		if !superseded(i) {
+			out = append(out, cache.per[i]...)
+		}
 	}
 	return out
 }

@@ -38,8 +38,8 @@ func TestLoweredCacheMatchesFreshLowering(t *testing.T) {
 	var c lowered
 	check := func(step string, hist []persistence.Message, model messages.ModelRef) {
 		t.Helper()
-		got := lowerWith(hist, model, &c)
-		want := lower(hist, model)
+		got := lowerWith(hist, model, &c, 0)
+		want := lower(hist, model, 0)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: cached lowering differs\n got %+v\nwant %+v", step, got, want)
 		}
@@ -51,20 +51,20 @@ func TestLoweredCacheMatchesFreshLowering(t *testing.T) {
 	c.keep(1)
 	hist = append(hist, user(9, "more"))
 	check("settled and grown", hist, a)
-	got := lowerWith(hist, a, &c)
+	got := lowerWith(hist, a, &c, 0)
 	if got[1].Parts[0].Kind != "reasoning" || got[1].Parts[1].ProviderMetadata == nil || got[1].Parts[2].ProviderMetadata == nil {
 		t.Fatalf("same-model replay lost native parts: %+v", got[1])
 	}
 	// A failed step of the same model replays nothing provider-native.
 	failed := asst(2, a, "looking", true)
 	failed.Error = &messages.Error{Type: messages.ErrProviderInternal, Message: "x"}
-	for _, p := range lower([]persistence.Message{failed}, a)[0].Parts {
+	for _, p := range lower([]persistence.Message{failed}, a, 0)[0].Parts {
 		if p.Kind == "reasoning" || p.ProviderMetadata != nil {
 			t.Fatalf("a failed step replayed native state: %+v", p)
 		}
 	}
 	check("model switch", hist, b)
-	if got := lowerWith(hist, b, &c); got[1].Parts[0].Kind != "text" || got[1].Parts[0].ProviderMetadata != nil {
+	if got := lowerWith(hist, b, &c, 0); got[1].Parts[0].Kind != "text" || got[1].Parts[0].ProviderMetadata != nil {
 		t.Fatalf("model switch replayed native parts: %+v", got[1])
 	}
 	check("switch back", hist, a)
@@ -74,7 +74,7 @@ func TestLoweredCacheMatchesFreshLowering(t *testing.T) {
 	check("compacted", hist, a)
 	// "more" was not answered when the compaction started: it stays after
 	// the checkpoint as it is, attachments and all.
-	if got := lowerWith(hist, a, &c); len(got) != 4 || got[0].Parts[0].Text != "<summary>\nsum\n</summary>" || got[1].Parts[0].Text != "more" {
+	if got := lowerWith(hist, a, &c, 0); len(got) != 4 || got[0].Parts[0].Text != "<summary>\nsum\n</summary>" || got[1].Parts[0].Text != "more" {
 		t.Fatalf("compaction checkpoint not first, then the unanswered prompt: %+v", got)
 	}
 }

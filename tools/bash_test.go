@@ -451,3 +451,29 @@ func TestCapture(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// TestBashAdvisoryWarningsAskNothing: under the default rules (ask when no
+// rule matches), absolute paths outside the project in the command are
+// warned about only: bash is asked, external_directory is not.
+func TestBashAdvisoryWarningsAskNothing(t *testing.T) {
+	asker := &scriptedAsker{answer: func(req Request) (Answer, error) {
+		if req.Permission == PermissionBash {
+			return Answer{Reply: Once}, nil
+		}
+		return Answer{Reply: Reject}, nil
+	}}
+	h := newHarness(t, harnessConfig{asker: asker})
+	outside := t.TempDir()
+	res, err := h.call(context.Background(), t, "bash", BashInput{Command: fmt.Sprintf("ls %s; echo ok", outside)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range asker.requests() {
+		if r.Permission != PermissionBash {
+			t.Fatalf("asked %s for an advisory path: %+v", r.Permission, r)
+		}
+	}
+	if m := bashMeta(t, res); len(m.Warnings) != 1 || !strings.Contains(m.Warnings[0], outside) || !strings.Contains(res.Output, "ok\n") {
+		t.Fatalf("warnings %q, output %q", m.Warnings, res.Output)
+	}
+}

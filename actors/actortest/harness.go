@@ -57,7 +57,8 @@ type Options struct {
 	Steps int
 	// Config adjusts the runtime config.
 	Config func(*actors.Config)
-	// Instructions configures instruction sources; nil means none.
+	// Instructions configures instruction sources; nil means none. Its Dir
+	// is replaced by each Location's directory.
 	Instructions *locations.InstructionsConfig
 	// StorePath reuses a store file (for restart tests).
 	StorePath string
@@ -100,6 +101,13 @@ func New(t testing.TB, opts ...Options) *Harness {
 	mgr := locations.NewManager(func(loc messages.Location) (*locations.Services, error) {
 		svc := *h.Services
 		svc.Location = loc
+		if svc.Instructions != nil {
+			// As the daemon's builder does: each Location observes its own
+			// directory.
+			ic := *svc.Instructions
+			ic.Dir = loc.Directory
+			svc.Instructions = &ic
+		}
 		return &svc, nil
 	})
 	cfg := actors.Config{Store: st, Locations: mgr, Clock: h.Clock, Logger: zerolog.Nop(),
