@@ -284,8 +284,11 @@ func (r *runner) request(ctx context.Context, agent locations.Agent, model llm.M
 	if final {
 		req.ToolChoice = llm.ToolChoiceNone
 		req.System = append(req.System, finalStepReminder)
-	} else if r.svc.Tools != nil {
-		req.Tools = r.svc.Tools.Definitions(agent.Name)
+	} else {
+		if r.svc.Tools != nil {
+			req.Tools = r.svc.Tools.Definitions(agent.Name)
+		}
+		req.HostedTools = model.HostedTools
 	}
 	return req, nil
 }
@@ -430,6 +433,33 @@ func (c *lowered) update(msgs []persistence.Message, model messages.ModelRef) {
 	c.valid = len(msgs)
 }
 
+// lowerHosted lowers a settled provider-hosted call. The model that ran it
+// gets the call and its result back as it sent them, both inside the
+// assistant message, each with its own provider metadata; that needs the
+// result's metadata, which a call the provider never answered (or an
+// interrupted one) lacks. Any other model, or a call without it, gets a
+// text account instead: a hosted call of one provider means nothing to
+// another, and a provider rejects a hosted call sent without its result.
+func lowerHosted(t *persistence.ToolPart, native bool) []llm.Part {
+	if native && t.ResultMetadata != nil {
+		res := llm.Part{Kind: llm.PartToolResult, CallID: t.CallID, Name: t.Name, Output: t.Output, Executed: true, ProviderMetadata: t.ResultMetadata}
+		if t.Error != nil {
+			res.IsError, res.Output = true, t.Error.Message
+		}
+		return []llm.Part{
+			{Kind: llm.PartToolCall, CallID: t.CallID, Name: t.Name, Input: t.Input, Executed: true, ProviderMetadata: t.CallMetadata},
+			res,
+		}
+	}
+	text := fmt.Sprintf("[The provider ran %s with input %s", t.Name, t.Input)
+	if t.Error != nil {
+		text += fmt.Sprintf(" and it failed (%s): %s]", t.Error.Type, t.Error.Message)
+	} else {
+		text += ". Result:\n" + t.Output + "\n]"
+	}
+	return []llm.Part{{Kind: llm.PartText, Text: text}}
+}
+
 // lowerOne lowers one projected message (compaction rows lower to nothing:
 // the checkpoint stands in for what came before them).
 func lowerOne(m persistence.Message, model messages.ModelRef) []llm.Message {
@@ -459,6 +489,8 @@ func lowerOne(m persistence.Message, model messages.ModelRef) []llm.Message {
 					part.ProviderMetadata = p.ProviderMetadata
 				}
 				parts = append(parts, part)
+			case p.Tool != nil && p.Tool.Executed && (p.Tool.State == persistence.ToolCompleted || p.Tool.State == persistence.ToolError):
+				parts = append(parts, lowerHosted(p.Tool, native)...)
 			case p.Tool != nil && (p.Tool.State == persistence.ToolCompleted || p.Tool.State == persistence.ToolError):
 				call := llm.Part{Kind: llm.PartToolCall, CallID: p.Tool.CallID, Name: p.Tool.Name, Input: p.Tool.Input}
 				if native {

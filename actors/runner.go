@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -610,6 +611,8 @@ type attemptCall struct {
 	name   string
 	result <-chan locations.ToolResult
 	hosted bool
+	// settled marks a hosted call whose result the provider streamed.
+	settled bool
 }
 
 // frag returns the fragment of kind (text or reasoning).
@@ -741,6 +744,29 @@ func (a *attemptState) handle(ev llm.Event) error {
 			a.out.localTools++
 		}
 		a.calls = append(a.calls, c)
+	case llm.ToolResult:
+		// The provider ran a hosted call of this attempt: its settlement
+		// commits in stream order, with the result-side metadata apart
+		// from the call's.
+		i := slices.IndexFunc(a.calls, func(c attemptCall) bool { return c.id == ev.CallID && c.hosted && !c.settled })
+		if i < 0 {
+			return llm.Errorf(messages.ErrProviderUnknown, "provider returned a result for %q, which is not an unsettled hosted call of this step", ev.CallID)
+		}
+		c := &a.calls[i]
+		c.settled = true
+		if ev.IsError {
+			msg := ev.Output
+			if msg == "" {
+				msg = "The provider reported a failure of " + c.name
+			}
+			r.queue(&messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: c.id,
+				Error: messages.Error{Type: messages.ErrToolExecution, Message: msg}, ProviderMetadata: ev.ProviderMetadata})
+			r.metrics.tool(c.name, "failed")
+		} else {
+			r.queue(&messages.ToolSucceeded{SessionID: r.sid, AssistantMessageID: asst, CallID: c.id,
+				Output: ev.Output, ProviderMetadata: ev.ProviderMetadata})
+			r.metrics.tool(c.name, "success")
+		}
 	case llm.StepFinish:
 		a.finished = true
 		a.out.finish, a.out.usage, a.out.cost = ev.Finish, ev.Usage, ev.Cost
@@ -787,6 +813,9 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName
 	}
 	for _, c := range a.calls {
 		if c.hosted {
+			if c.settled {
+				continue
+			}
 			settle = append(settle, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: c.id,
 				Error: messages.Error{Type: messages.ErrToolResultMissing, Message: "The provider did not return a result for " + c.name}})
 			continue

@@ -95,6 +95,9 @@ type ModelConfig struct {
 	Output int `json:"output"`
 	// Prices are USD per million tokens.
 	Prices llm.Prices `json:"prices"`
+	// HostedTools names provider-hosted tools to enable on every request
+	// ("web_search" on Anthropic).
+	HostedTools []string `json:"hostedTools"`
 }
 
 // AgentConfig configures one agent.
@@ -736,7 +739,7 @@ func (c Config) CatalogSpecs() []llm.ProviderSpec {
 		if len(p.Models) > 0 {
 			spec.Models = make(map[string]llm.ModelSpec, len(p.Models))
 			for mid, m := range p.Models {
-				spec.Models[mid] = llm.ModelSpec{Context: m.Context, Output: m.Output, Prices: m.Prices}
+				spec.Models[mid] = llm.ModelSpec{Context: m.Context, Output: m.Output, Prices: m.Prices, HostedTools: m.HostedTools}
 			}
 		}
 		specs = append(specs, spec)

@@ -59,6 +59,18 @@ type ModelSpec struct {
 	Context int
 	Output  int
 	Prices  Prices
+	// HostedTools names the provider-hosted tools every request to the
+	// model enables (Request.HostedTools): "web_search" on Anthropic, any
+	// name on a script provider; OpenAI's Chat Completions has none.
+	HostedTools []string
+}
+
+// hostedTools are the provider-hosted tools each provider type can enable;
+// a nil list accepts any name.
+var hostedTools = map[ProviderType][]string{
+	ProviderOpenAI:    {},
+	ProviderAnthropic: {"web_search"},
+	ProviderScript:    nil,
 }
 
 // Catalog resolves "provider/model" references to models with their limits
@@ -110,6 +122,22 @@ func NewCatalog(specs []ProviderSpec) (*Catalog, error) {
 			if err != nil {
 				return nil, err
 			}
+			for i, name := range ms.HostedTools {
+				known := hostedTools[spec.Type]
+				switch {
+				case strings.TrimSpace(name) == "":
+					return nil, messages.Errorf(messages.ErrInvalid, "%s.models.%s.hostedTools[%d]: empty name", field, id, i)
+				case known != nil && !slices.Contains(known, name):
+					want := "none"
+					if len(known) > 0 {
+						want = listed(known)
+					}
+					return nil, messages.Errorf(messages.ErrInvalid, "%s.models.%s.hostedTools[%d]: %s providers host no tool %q (they host: %s)", field, id, i, spec.Type, name, want)
+				case slices.Contains(ms.HostedTools[:i], name):
+					return nil, messages.Errorf(messages.ErrInvalid, "%s.models.%s.hostedTools[%d]: %q listed twice", field, id, i, name)
+				}
+			}
+			m.HostedTools = slices.Clone(ms.HostedTools)
 			m.Family = spec.Type
 			cp.spec.Models[id] = ms
 			cp.models[id] = m

@@ -76,6 +76,10 @@ func TestNewCatalogRejects(t *testing.T) {
 		{"output beyond default context", []llm.ProviderSpec{{ID: "a", Type: llm.ProviderOpenAI, Models: map[string]llm.ModelSpec{"m": {Output: 200000}}}}, "invalid: providers.a.models.m.output: 200000 exceeds the context window of 128000"},
 		{"negative price", []llm.ProviderSpec{{ID: "a", Type: llm.ProviderOpenAI, Models: map[string]llm.ModelSpec{"m": {Prices: llm.Prices{CacheRead: -1}}}}}, "invalid: providers.a.models.m.prices.cacheRead: -1 is not a price"},
 		{"NaN price", []llm.ProviderSpec{{ID: "a", Type: llm.ProviderOpenAI, Models: map[string]llm.ModelSpec{"m": {Prices: llm.Prices{Output: math.NaN()}}}}}, "invalid: providers.a.models.m.prices.output: NaN is not a price"},
+		{"hosted tool OpenAI lacks", []llm.ProviderSpec{{ID: "a", Type: llm.ProviderOpenAI, Models: map[string]llm.ModelSpec{"m": {HostedTools: []string{"web_search"}}}}}, `invalid: providers.a.models.m.hostedTools[0]: openai providers host no tool "web_search" (they host: none)`},
+		{"hosted tool Anthropic lacks", []llm.ProviderSpec{{ID: "a", Type: llm.ProviderAnthropic, Models: map[string]llm.ModelSpec{"m": {HostedTools: []string{"web_search", "code_execution"}}}}}, `invalid: providers.a.models.m.hostedTools[1]: anthropic providers host no tool "code_execution" (they host: "web_search")`},
+		{"hosted tool twice", []llm.ProviderSpec{{ID: "a", Type: llm.ProviderScript, Models: map[string]llm.ModelSpec{"m": {HostedTools: []string{"x", "x"}}}}}, `invalid: providers.a.models.m.hostedTools[1]: "x" listed twice`},
+		{"empty hosted tool", []llm.ProviderSpec{{ID: "a", Type: llm.ProviderScript, Models: map[string]llm.ModelSpec{"m": {HostedTools: []string{" "}}}}}, `invalid: providers.a.models.m.hostedTools[0]: empty name`},
 		{"first invalid model by ID", []llm.ProviderSpec{{ID: "a", Type: llm.ProviderOpenAI, Models: map[string]llm.ModelSpec{
 			"z": {Context: -1}, "b": {Output: -1}, "y": {Context: -2}}}}, "invalid: providers.a.models.b.output: -1 is negative"},
 	}
@@ -121,7 +125,7 @@ func TestModelDefaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := llm.Model{Ref: messages.ModelRef{ProviderID: "p", ID: "m"}, Family: llm.ProviderOpenAI, Context: tt.context, Output: tt.output, Prices: tt.spec.Prices}
-			if m != want {
+			if !reflect.DeepEqual(m, want) {
 				t.Errorf("model = %+v, want %+v", m, want)
 			}
 		})
@@ -207,10 +211,10 @@ func TestResolve(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || m != tt.want {
+			if err != nil || !reflect.DeepEqual(m, tt.want) {
 				t.Fatalf("Resolve = %+v, %v; want %+v", m, err, tt.want)
 			}
-			if s, err := c.ResolveString(tt.ref.String()); err != nil || s != m {
+			if s, err := c.ResolveString(tt.ref.String()); err != nil || !reflect.DeepEqual(s, m) {
 				t.Errorf("ResolveString = %+v, %v; want %+v", s, err, m)
 			}
 		})
@@ -286,5 +290,24 @@ func TestCatalogCopiesSpecs(t *testing.T) {
 	}
 	if _, err := c.ResolveString("p/n"); err == nil {
 		t.Error("a model added to the caller's map after NewCatalog resolved")
+	}
+}
+
+// TestHostedToolsResolve: a model's hosted tools reach its resolved Model,
+// copied so that the spec's slice is not shared.
+func TestHostedToolsResolve(t *testing.T) {
+	tools := []string{"web_search"}
+	c, err := llm.NewCatalog([]llm.ProviderSpec{{ID: "a", Type: llm.ProviderAnthropic, HasCredentials: true,
+		Models: map[string]llm.ModelSpec{"m": {HostedTools: tools}, "plain": {}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools[0] = "changed"
+	m, err := c.ResolveString("a/m")
+	if err != nil || !slices.Equal(m.HostedTools, []string{"web_search"}) {
+		t.Fatalf("resolved %+v, %v", m, err)
+	}
+	if p, err := c.ResolveString("a/plain"); err != nil || p.HostedTools != nil {
+		t.Fatalf("plain model %+v, %v", p, err)
 	}
 }

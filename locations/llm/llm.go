@@ -67,6 +67,11 @@ type Request struct {
 	Tools []ToolDefinition
 	// ToolChoice is auto unless the runner forbids tools for this step.
 	ToolChoice ToolChoice
+	// HostedTools names the provider-hosted tools to enable (for instance
+	// "web_search"), from the model's catalog entry; empty on the final
+	// step. The provider runs them and streams each call (ToolCall with
+	// Executed) and its ToolResult.
+	HostedTools []string
 	// MaxOutputTokens caps the response; 0 means the model's output limit.
 	MaxOutputTokens int
 	// CacheKey is a stable per-Session prompt-cache key for providers that
@@ -119,6 +124,12 @@ type Part struct {
 	// Output and IsError are a tool result.
 	Output  string
 	IsError bool
+	// Executed marks a provider-hosted call or its result. The runner
+	// sends both in the assistant message, call then result, and only to
+	// the model that produced them (with their ProviderMetadata: the call's
+	// on the call, the result's on the result); for any other model it
+	// lowers them to text.
+	Executed bool
 	// ProviderMetadata is the adapter's own opaque continuation state (for
 	// instance an Anthropic thinking signature). The runner sets it only when
 	// the historical assistant model equals the request model.
@@ -151,10 +162,15 @@ const (
 	ToolCall
 	// StepFinish ends the stream with a finish reason and usage.
 	StepFinish
+	// ToolResult settles a provider-hosted call (a ToolCall with Executed
+	// set, earlier in the same stream) with the provider's result: Output
+	// and IsError, and in ProviderMetadata what the adapter needs to send
+	// the result back to the same model.
+	ToolResult
 )
 
 var kindNames = [...]string{"", "text-start", "text-delta", "text-end", "reasoning-start", "reasoning-delta",
-	"reasoning-end", "tool-input-start", "tool-input-delta", "tool-input-end", "tool-call", "step-finish"}
+	"reasoning-end", "tool-input-start", "tool-input-delta", "tool-input-end", "tool-call", "step-finish", "tool-result"}
 
 // String returns the kind's wire-style name.
 func (k EventKind) String() string {
@@ -189,6 +205,9 @@ type Event struct {
 	Input json.RawMessage
 	// Executed marks a provider-hosted tool call.
 	Executed bool
+	// Output and IsError are a ToolResult's.
+	Output  string
+	IsError bool
 	// ProviderMetadata is opaque adapter state attached to an end event or
 	// tool call (un-nested: the adapter's own entry only).
 	ProviderMetadata json.RawMessage
@@ -278,4 +297,6 @@ type Model struct {
 	Output int
 	// Prices are optional; the zero value means cost is reported as 0.
 	Prices Prices
+	// HostedTools are the provider-hosted tools its requests enable.
+	HostedTools []string
 }

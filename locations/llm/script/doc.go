@@ -78,6 +78,8 @@
 //	        {"text": "cut off", "partial": true},   // no end event
 //	        {"toolCall": {"id": "call_1", "name": "read", "input": {"path": "notes.txt"},
 //	                      "metadata": {...}, "executed": false}},
+//	        {"toolResult": {"id": "srv_1", "name": "web_search", "output": "2 results",
+//	                        "error": false, "metadata": {...}}},   // settles a hosted call
 //	        {"delayMs": 50},                 // pause, honouring cancellation
 //	        {"error": {"type": "provider.rate-limit", "message": "slow down",
 //	                   "retryAfterMs": 100, "statusCode": 429}},
@@ -92,7 +94,10 @@
 // Step kinds: "text" and "reasoning" (strings; "metadata" is any JSON value
 // attached to the end event; "partial" only on text), "toolCall" ("id" and
 // "name" required and non-empty, ids unique within a response; "input" any
-// JSON value, default {}), "delayMs" (0 to 600000), "error" ("type" one of
+// JSON value, default {}; "executed": true makes it a provider-hosted
+// call), "toolResult" (the result of a hosted call: "id" and "name"
+// required, "output" a string, "error" a boolean, "metadata" any JSON
+// value), "delayMs" (0 to 600000), "error" ("type" one of
 // the provider.* error types or "aborted"; "message" defaults to "scripted
 // <type> error"; "retryAfterMs" 0 to 86400000; "statusCode" 100 to 599) and
 // "finish" ("stop", "tool-calls", "length", "content-filter" or "other";

@@ -226,7 +226,7 @@ func steps(path string, raw json.RawMessage) ([]Step, error) {
 }
 
 // stepKinds are the fields that give a step its kind; exactly one is set.
-var stepKinds = []string{"text", "reasoning", "toolCall", "error", "finish", "delayMs"}
+var stepKinds = []string{"text", "reasoning", "toolCall", "toolResult", "error", "finish", "delayMs"}
 
 // step decodes one step object.
 func step(path string, raw json.RawMessage) (Step, error) {
@@ -279,6 +279,8 @@ func step(path string, raw json.RawMessage) (Step, error) {
 		return s, nil
 	case "toolCall":
 		return toolCall(p, v)
+	case "toolResult":
+		return toolResult(p, v)
 	case "error":
 		return failure(p, v)
 	case "finish":
@@ -337,6 +339,42 @@ func toolCall(path string, raw json.RawMessage) (Step, error) {
 		if s.executed, err = boolean(path+"/executed", v); err != nil {
 			return Step{}, err
 		}
+	}
+	return s, nil
+}
+
+// toolResult decodes a toolResult object: the result of a hosted call.
+func toolResult(path string, raw json.RawMessage) (Step, error) {
+	f, err := fields(path, raw, "id", "name", "output", "error", "metadata")
+	if err != nil {
+		return Step{}, err
+	}
+	var id, name string
+	for _, field := range []struct {
+		key string
+		dst *string
+	}{{"id", &id}, {"name", &name}} {
+		v, ok := f[field.key]
+		if !ok {
+			return Step{}, &ParseError{Path: path, Message: fmt.Sprintf("missing field %q", field.key)}
+		}
+		if *field.dst, err = nonEmpty(path+"/"+field.key, v); err != nil {
+			return Step{}, err
+		}
+	}
+	s := HostedResult(id, name, "")
+	if v, ok := f["output"]; ok {
+		if s.text, err = str(path+"/output", v); err != nil {
+			return Step{}, err
+		}
+	}
+	if v, ok := f["error"]; ok {
+		if s.failed, err = boolean(path+"/error", v); err != nil {
+			return Step{}, err
+		}
+	}
+	if v, ok := f["metadata"]; ok {
+		s.metadata = compact(v)
 	}
 	return s, nil
 }

@@ -27,6 +27,8 @@ func TestParseAllStepKinds(t *testing.T) {
 	      {"delayMs": 1},
 	      {"toolCall": {"id": "call_1", "name": "read", "input": {"path":   "notes.txt"}, "metadata": {"x": 1}}},
 	      {"toolCall": {"id": "ws_1", "name": "web_search", "executed": true}},
+	      {"toolResult": {"id": "ws_1", "name": "web_search", "output": "2 results", "metadata": {"r": 1}}},
+	      {"toolResult": {"id": "ws_2", "name": "web_search", "output": "quota", "error": true}},
 	      {"finish": "tool-calls", "usage": {"input": 10, "output": 5, "reasoning": 2, "cache": {"read": 7, "write": 1}}}
 	    ]
 	  }, {
@@ -56,6 +58,7 @@ func TestParseAllStepKinds(t *testing.T) {
 		`tool-input-end tool_3 call_1:read`, `tool-call call_1:read {"path":"notes.txt"} meta={"x":1}`,
 		`tool-input-start tool_4 ws_1:web_search`, `tool-input-delta tool_4 ws_1:web_search "{}"`,
 		`tool-input-end tool_4 ws_1:web_search`, `tool-call ws_1:web_search {} executed`,
+		`tool-result ws_1:web_search "2 results" meta={"r":1}`, `tool-result ws_2:web_search "quota" error`,
 		`step-finish tool-calls in=10 out=5 reasoning=2 read=7 write=1`,
 	}
 	if got := describe(evs); !slices.Equal(got, want) {
@@ -149,13 +152,16 @@ func TestParseErrors(t *testing.T) {
 		{"unknown match rule", `{"responses": [{"match": {"turn": 1}, "steps": []}]}`, "/responses/0/match/turn", "unknown field"},
 		{"round type", `{"responses": [{"match": {"round": "1"}, "steps": []}]}`, "/responses/0/match/round", "want an integer, got string"},
 		{"empty afterTool", `{"responses": [{"match": {"afterTool": ""}, "steps": []}]}`, "/responses/0/match/afterTool", "must not be empty"},
-		{"step without kind", `{"responses": [{"steps": [{}]}]}`, "/responses/0/steps/0", `want exactly one of "text", "reasoning", "toolCall", "error", "finish", "delayMs", got none`},
+		{"step without kind", `{"responses": [{"steps": [{}]}]}`, "/responses/0/steps/0", `want exactly one of "text", "reasoning", "toolCall", "toolResult", "error", "finish", "delayMs", got none`},
 		{"step with two kinds", `{"responses": [{"steps": [{"text": "a", "finish": "stop"}]}]}`, "/responses/0/steps/0", `got "text", "finish"`},
 		{"unknown step field", `{"responses": [{"steps": [{"txt": "a"}]}]}`, "/responses/0/steps/0/txt", "unknown field"},
 		{"text type", `{"responses": [{"steps": [{"text": 3}]}]}`, "/responses/0/steps/0/text", "want a string, got number"},
 		{"partial on reasoning", `{"responses": [{"steps": [{"reasoning": "a", "partial": true}]}]}`, "/responses/0/steps/0/partial", `not allowed in a "reasoning" step`},
 		{"usage on text", `{"responses": [{"steps": [{"text": "a", "usage": {}}]}]}`, "/responses/0/steps/0/usage", `not allowed in a "text" step`},
 		{"partial type", `{"responses": [{"steps": [{"text": "a", "partial": 1}]}]}`, "/responses/0/steps/0/partial", "want a boolean, got number"},
+		{"tool result without name", `{"responses": [{"steps": [{"toolResult": {"id": "c"}}]}]}`, "/responses/0/steps/0/toolResult", `missing field "name"`},
+		{"tool result output type", `{"responses": [{"steps": [{"toolResult": {"id": "c", "name": "n", "output": 1}}]}]}`, "/responses/0/steps/0/toolResult/output", "want a string, got number"},
+		{"tool result error type", `{"responses": [{"steps": [{"toolResult": {"id": "c", "name": "n", "error": "yes"}}]}]}`, "/responses/0/steps/0/toolResult/error", "want a boolean, got string"},
 		{"tool call without id", `{"responses": [{"steps": [{"toolCall": {"name": "read"}}]}]}`, "/responses/0/steps/0/toolCall", `missing field "id"`},
 		{"tool call with empty name", `{"responses": [{"steps": [{"toolCall": {"id": "c", "name": ""}}]}]}`, "/responses/0/steps/0/toolCall/name", "must not be empty"},
 		{"tool call unknown field", `{"responses": [{"steps": [{"toolCall": {"id": "c", "name": "r", "args": {}}}]}]}`, "/responses/0/steps/0/toolCall/args", "unknown field"},

@@ -55,6 +55,12 @@ func describe(evs []llm.Event) []string {
 		if ev.Kind == llm.TextDelta || ev.Kind == llm.ReasoningDelta || ev.Kind == llm.ToolInputDelta {
 			fmt.Fprintf(&b, " %q", ev.Text)
 		}
+		if ev.Kind == llm.ToolResult {
+			fmt.Fprintf(&b, " %q", ev.Output)
+			if ev.IsError {
+				b.WriteString(" error")
+			}
+		}
 		if ev.Input != nil {
 			b.WriteString(" " + string(ev.Input))
 		}

@@ -62,6 +62,9 @@ func (pl *player) step(i int, s Step) bool {
 		return pl.streamBlock(llm.ReasoningStart, llm.ReasoningDelta, llm.ReasoningEnd, "reasoning", s)
 	case stepToolCall:
 		return pl.toolCall(s)
+	case stepToolResult:
+		return pl.emit(llm.Event{Kind: llm.ToolResult, CallID: s.callID, Name: s.name, Output: s.text, IsError: s.failed,
+			ProviderMetadata: cloneRaw(s.metadata)})
 	case stepGate:
 		return pl.wait(i, s.gate)
 	case stepDelay:

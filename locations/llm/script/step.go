@@ -20,6 +20,7 @@ const (
 	stepGate
 	stepDelay
 	stepEvent
+	stepToolResult
 )
 
 // Step is one scripted piece of a response: a text or reasoning block, a tool
@@ -39,12 +40,14 @@ type Step struct {
 	name     string
 	input    json.RawMessage
 	executed bool
-	finish   string
-	usage    messages.Tokens
-	err      *llm.Error
-	gate     *Gate
-	delay    time.Duration
-	event    llm.Event
+	// failed marks a hosted result as an error.
+	failed bool
+	finish string
+	usage  messages.Tokens
+	err    *llm.Error
+	gate   *Gate
+	delay  time.Duration
+	event  llm.Event
 }
 
 // Text returns a step that streams one text block: a start event, the text
@@ -112,8 +115,8 @@ func Delay(d time.Duration) Step { return Step{kind: stepDelay, delay: d} }
 func Event(ev llm.Event) Step { return Step{kind: stepEvent, event: cloneEvent(ev)} }
 
 // WithMetadata returns a copy of s carrying the JSON provider metadata meta.
-// It attaches to the end event of a text or reasoning block and to a tool
-// call; other steps ignore it.
+// It attaches to the end event of a text or reasoning block, to a tool
+// call and to a hosted result; other steps ignore it.
 func (s Step) WithMetadata(meta string) Step {
 	s.metadata = json.RawMessage(meta)
 	return s
@@ -124,6 +127,22 @@ func (s Step) WithMetadata(meta string) Step {
 // default finish reason tool-calls.
 func (s Step) ProviderExecuted() Step {
 	s.executed = true
+	return s
+}
+
+// HostedResult returns a step that settles the provider-hosted call callID
+// (a ToolCall step marked ProviderExecuted, earlier in the response) with
+// output: a tool-result event. Use WithMetadata to attach the provider's
+// result state, which the runner stores apart from the call's.
+func HostedResult(callID, name, output string) Step {
+	return Step{kind: stepToolResult, callID: callID, name: name, text: output}
+}
+
+// HostedError is HostedResult for a hosted call the provider reports as
+// failed (the event's IsError).
+func HostedError(callID, name, output string) Step {
+	s := HostedResult(callID, name, output)
+	s.failed = true
 	return s
 }
 

@@ -1,0 +1,154 @@
+package actors_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sessiond/sessiond/actors/actortest"
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/locations/llm/script"
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+// hostedHarness is a harness whose "demo" model enables the hosted tool
+// web_search ("other" enables none).
+func hostedHarness(t *testing.T) *actortest.Harness {
+	h := actortest.New(t)
+	catalog, err := llm.NewCatalog([]llm.ProviderSpec{{ID: "script", Type: llm.ProviderScript, Models: map[string]llm.ModelSpec{
+		"demo":  {Context: 200000, Output: 8000, HostedTools: []string{"web_search"}},
+		"other": {Context: 200000, Output: 8000}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Services.Catalog = catalog
+	return h
+}
+
+// toolPart returns the tool part with callID of the Session's assistant
+// messages.
+func toolPart(t *testing.T, h *actortest.Harness, sid messages.SessionID, callID string) *persistence.ToolPart {
+	t.Helper()
+	page, err := h.Store.Messages(h.Ctx(), sid, persistence.Query{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range page.Data {
+		for _, p := range m.Parts {
+			if p.Tool != nil && p.Tool.CallID == callID {
+				return p.Tool
+			}
+		}
+	}
+	t.Fatalf("no tool part %s", callID)
+	return nil
+}
+
+// TestHostedToolSettlesWithItsResult: a hosted call the provider answers
+// in its stream settles as session.tool.success.1 with the result's
+// provider metadata, kept apart from the call's; the same model gets both
+// back inside the assistant message, another model a text account; the
+// requests enable the model's hosted tools except on the final step.
+func TestHostedToolSettlesWithItsResult(t *testing.T) {
+	h := hostedHarness(t)
+	h.Model.Reply(script.Text("Searching."),
+		script.ToolCall("srv_1", "web_search", `{"query":"go"}`).ProviderExecuted().WithMetadata(`{"call":1}`),
+		script.HostedResult("srv_1", "web_search", "Go — https://go.dev").WithMetadata(`{"result":1}`),
+		script.Text("Found it."))
+	h.Model.Reply(script.Text("again"))
+	h.Model.Reply(script.Text("elsewhere"))
+	sid := h.Session()
+	h.Prompt(sid, "search")
+	h.WaitIdle(sid)
+	want := []string{"session.step.started", "session.text.started", "session.text.ended",
+		"session.tool.input.started", "session.tool.input.ended", "session.tool.called",
+		"session.tool.success", "session.text.started", "session.text.ended", "session.step.ended", "session.execution.succeeded"}
+	if got := typesAfter(h, sid, "session.prompt.promoted"); !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	if h.Model.Count() != 1 {
+		t.Fatalf("%d requests: a hosted call needs no continuation", h.Model.Count())
+	}
+	if r := h.Request(1); !slices.Equal(r.HostedTools, []string{"web_search"}) {
+		t.Fatalf("hosted tools %q", r.HostedTools)
+	}
+	part := toolPart(t, h, sid, "srv_1")
+	if part.State != persistence.ToolCompleted || !part.Executed || part.Output != "Go — https://go.dev" ||
+		string(part.CallMetadata) != `{"call":1}` || string(part.ResultMetadata) != `{"result":1}` {
+		t.Fatalf("hosted part %+v", part)
+	}
+
+	h.Prompt(sid, "more")
+	h.WaitIdle(sid)
+	asst := h.Request(2).Messages[1]
+	if asst.Role != llm.RoleAssistant || len(asst.Parts) != 4 {
+		t.Fatalf("assistant message %+v", asst)
+	}
+	call, res := asst.Parts[1], asst.Parts[2]
+	if call.Kind != llm.PartToolCall || !call.Executed || call.CallID != "srv_1" || string(call.Input) != `{"query":"go"}` || string(call.ProviderMetadata) != `{"call":1}` {
+		t.Fatalf("hosted call lowered as %+v", call)
+	}
+	if res.Kind != llm.PartToolResult || !res.Executed || res.IsError || res.Output != "Go — https://go.dev" || string(res.ProviderMetadata) != `{"result":1}` {
+		t.Fatalf("hosted result lowered as %+v", res)
+	}
+	for _, m := range h.Request(2).Messages {
+		if m.Role == llm.RoleTool {
+			t.Fatalf("a hosted result went into a tool message: %+v", m)
+		}
+	}
+
+	if err := h.Runtime.SelectModel(h.Ctx(), sid, messages.ModelRef{ProviderID: "script", ID: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "elsewhere")
+	h.WaitIdle(sid)
+	third := h.Request(3)
+	if len(third.HostedTools) != 0 {
+		t.Fatalf("a model without hosted tools was sent %q", third.HostedTools)
+	}
+	asst = third.Messages[1]
+	if len(asst.Parts) != 3 || asst.Parts[1].Kind != llm.PartText || asst.Parts[1].Executed ||
+		!strings.Contains(asst.Parts[1].Text, "web_search") || !strings.Contains(asst.Parts[1].Text, "https://go.dev") {
+		t.Fatalf("after a model switch the hosted call lowered as %+v", asst.Parts)
+	}
+	h.CheckReplay()
+}
+
+// TestHostedToolFailure: a hosted result the provider marks as an error
+// settles as session.tool.failed.1 (tool.execution) with its metadata; a
+// result for a call the step does not have fails the step; a hosted call
+// never answered settles as tool.result-missing and is sent back as text.
+func TestHostedToolFailure(t *testing.T) {
+	h := hostedHarness(t)
+	h.Model.Reply(script.ToolCall("srv_1", "web_search", `{}`).ProviderExecuted(),
+		script.HostedError("srv_1", "web_search", "max_uses_exceeded").WithMetadata(`{"e":1}`),
+		script.ToolCall("srv_2", "web_search", `{}`).ProviderExecuted(),
+		script.Text("partly"))
+	h.Model.Reply(script.HostedResult("nope", "web_search", "x"))
+	h.Model.Reply(script.Text("ok"))
+	sid := h.Session()
+	h.Prompt(sid, "search")
+	h.WaitIdle(sid)
+	failed := toolPart(t, h, sid, "srv_1")
+	if failed.State != persistence.ToolError || failed.Error == nil || failed.Error.Type != messages.ErrToolExecution ||
+		failed.Error.Message != "max_uses_exceeded" || string(failed.ResultMetadata) != `{"e":1}` {
+		t.Fatalf("hosted failure %+v", failed)
+	}
+	missing := toolPart(t, h, sid, "srv_2")
+	if missing.State != persistence.ToolError || missing.Error.Type != messages.ErrToolResultMissing || missing.ResultMetadata != nil {
+		t.Fatalf("unanswered hosted call %+v", missing)
+	}
+
+	h.Prompt(sid, "again")
+	h.WaitIdle(sid)
+	if n := count(h, sid, messages.TypeStepFailed); n != 1 {
+		t.Fatalf("%d failed steps, want 1 (the result for an unknown call): %v", n, h.Types(sid))
+	}
+	parts := h.Request(2).Messages[1].Parts
+	if len(parts) != 4 || !parts[0].Executed || parts[1].Kind != llm.PartToolResult || !parts[1].IsError ||
+		parts[1].Output != "max_uses_exceeded" || parts[2].Kind != llm.PartText || !strings.Contains(parts[2].Text, string(messages.ErrToolResultMissing)) {
+		t.Fatalf("request 2 assistant parts %+v", parts)
+	}
+	h.CheckReplay()
+}
