@@ -6,6 +6,7 @@ import (
 	"errors"
 	"iter"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -266,7 +267,7 @@ func TestRouterPanicLeavesOtherSessionsRunning(t *testing.T) {
 	a := h.Session()
 	h.Prompt(a, "go")
 	<-started
-	b, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: bad}})
+	b, _, err := h.Store.CreateSession(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: bad}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +338,9 @@ func TestUnbuildableLocationIsIdle(t *testing.T) {
 			return built.Get(loc)
 		})
 	}})
-	s, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: gone}})
+	// Created through the store: Runtime.Create refuses such a Location,
+	// so this is a Session whose directory went after it was created.
+	s, _, err := h.Store.CreateSession(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: gone}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,5 +491,63 @@ func TestCommandsWhileActorsStop(t *testing.T) {
 	}
 	if n := h.Runtime.Live(); n != 0 {
 		t.Fatalf("%d Session actors live after shutdown", n)
+	}
+}
+
+// TestAdmissionOutlivesAFailedWake: a Location that cannot be built is
+// refused when the Session is created, and stores nothing; a prompt to a
+// Session whose directory went after it was created is admitted and
+// answered with its receipt, not with the wake's error (a client would
+// take an error for "not admitted" and admit it again), and it waits,
+// pending, until the Location can be built and a run starts it.
+func TestAdmissionOutlivesAFailedWake(t *testing.T) {
+	gone := filepath.Join(t.TempDir(), "removed")
+	var broken atomic.Bool
+	broken.Store(true)
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
+		built := c.Locations
+		c.Locations = locations.NewManager(func(loc messages.Location) (*locations.Services, error) {
+			if loc.Directory == gone && broken.Load() {
+				return nil, messages.Errorf(messages.ErrInvalid, "location.directory: lstat %s: no such file or directory", gone)
+			}
+			return built.Get(loc)
+		})
+	}})
+	if _, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{ID: "ses_refused", Location: messages.Location{Directory: gone}}); messages.TypeOf(err) != messages.ErrInvalid {
+		t.Fatalf("create at an unbuildable Location: %v", err)
+	}
+	if _, err := h.Store.Get(h.Ctx(), "ses_refused"); messages.TypeOf(err) != messages.ErrSessionNotFound {
+		t.Fatalf("a refused create stored a Session: %v", err)
+	}
+	s, _, err := h.Store.CreateSession(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: gone}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An existing Session is returned as it is, whatever its Location.
+	if again, created, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{ID: s.ID, Location: messages.Location{Directory: gone}}); err != nil || created || again.ID != s.ID {
+		t.Fatalf("create reusing the ID: %+v %v %v", again, created, err)
+	}
+	req := persistence.PromptRequest{SessionID: s.ID, ID: "msg_kept", Prompt: messages.Prompt{Text: "hello"}}
+	first, err := h.Runtime.Prompt(h.Ctx(), req)
+	if err != nil {
+		t.Fatalf("prompt whose wake fails: %v", err)
+	}
+	if _, err := h.Runtime.Compact(h.Ctx(), s.ID); err != nil {
+		t.Fatalf("compact whose wake fails: %v", err)
+	}
+	if _, err := h.Runtime.Resume(h.Ctx(), s.ID); messages.TypeOf(err) != messages.ErrInvalid {
+		t.Fatalf("run reports why the Session cannot start: %v", err)
+	}
+	if again, err := h.Runtime.Prompt(h.Ctx(), req); err != nil || !reflect.DeepEqual(again, first) {
+		t.Fatalf("exact retry: %+v %v, want %+v", again, err, first)
+	}
+	broken.Store(false)
+	h.Model.Default(script.Text("ok"))
+	if _, err := h.Runtime.Resume(h.Ctx(), s.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(s.ID)
+	if n := count(h, s.ID, messages.TypePromptPromoted); n != 1 {
+		t.Fatalf("%d promotions once the Location builds: %v", n, h.Types(s.ID))
 	}
 }

@@ -307,7 +307,9 @@ func TestMoveRefusals(t *testing.T) {
 	if s, _ := h.Store.Get(h.Ctx(), sid); s.Location.Directory != h.Dir {
 		t.Fatalf("a refused move moved the Session to %q", s.Location.Directory)
 	}
-	s, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: gone}})
+	// Created through the store: Runtime.Create refuses such a Location,
+	// so this is a Session whose directory went after it was created.
+	s, _, err := h.Store.CreateSession(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: gone}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,13 +166,28 @@ func (rt *Runtime) Bus() *Bus { return rt.cfg.Bus }
 // Create is sessions.create.
 func (rt *Runtime) Create(ctx context.Context, req persistence.CreateSession) (persistence.Session, bool, error) {
 	req.Location = req.Location.Clean() // as the store keeps it: one service set per directory
-	// An agent or model the Location cannot run is refused now, rather
-	// than failing (or running without rules) at the first execution.
-	if req.Agent != "" || req.Model != (messages.ModelRef{}) {
-		svc, err := rt.cfg.Locations.Get(req.Location)
-		if err != nil {
+	if req.ID != "" {
+		if err := req.ID.Validate(); err != nil {
 			return persistence.Session{}, false, err
 		}
+		// Reuse returns the existing Session as it is, even if its
+		// directory has gone since.
+		if s, err := rt.cfg.Store.Get(ctx, req.ID); err == nil {
+			return s, false, nil
+		}
+	}
+	if err := persistence.ValidateLocation(req.Location); err != nil {
+		return persistence.Session{}, false, err
+	}
+	// A Location that cannot be built (a missing directory, a file, one
+	// outside the allowed roots), or an agent or model it cannot run, is
+	// refused now, rather than failing (or running without rules) at the
+	// first execution, after a prompt was admitted.
+	svc, err := rt.cfg.Locations.Get(req.Location)
+	if err != nil {
+		return persistence.Session{}, false, err
+	}
+	if req.Agent != "" || req.Model != (messages.ModelRef{}) {
 		if err := checkAgent(svc, req.Agent); err != nil {
 			return persistence.Session{}, false, err
 		}
@@ -220,11 +235,21 @@ func (rt *Runtime) Prompt(ctx context.Context, req persistence.PromptRequest) (p
 		return persistence.Admitted{}, err
 	}
 	if res.Wake {
-		if err := rt.Wake(ctx, req.SessionID); err != nil {
-			return res.Admitted, err
-		}
+		rt.wakeAdmitted(ctx, req.SessionID)
 	}
 	return res.Admitted, nil
+}
+
+// wakeAdmitted wakes a Session after an admission. The input is durable
+// whatever the wake does, so a failed wake (the Location cannot be built
+// any more, the runtime is stopping) is logged, not returned: an error
+// would tell the client that nothing was admitted, and a client retrying
+// without an ID would admit it again. The input waits for the next wake,
+// and sessions.run reports why one fails.
+func (rt *Runtime) wakeAdmitted(ctx context.Context, sid messages.SessionID) {
+	if err := rt.Wake(ctx, sid); err != nil {
+		rt.cfg.Logger.Warn().Err(err).Str("session", string(sid)).Msg("wake after admission failed; the input stays pending")
+	}
 }
 
 // Compact admits one coalesced manual compaction barrier and wakes the
@@ -240,7 +265,8 @@ func (rt *Runtime) Compact(ctx context.Context, sid messages.SessionID) (persist
 	if err != nil {
 		return in, err
 	}
-	return in, rt.Wake(ctx, sid)
+	rt.wakeAdmitted(ctx, sid)
+	return in, nil
 }
 
 // SelectAgent selects the agent for the Session's next step.

@@ -2,6 +2,7 @@ package locations
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -41,6 +42,11 @@ func NewBuilder(cfg BuildConfig) Builder {
 		root, err := filepath.EvalSymlinks(loc.Directory)
 		if err != nil {
 			return nil, messages.Errorf(messages.ErrInvalid, "location.directory: %v", err)
+		}
+		if fi, err := os.Stat(root); err != nil {
+			return nil, messages.Errorf(messages.ErrInvalid, "location.directory: %v", err)
+		} else if !fi.IsDir() {
+			return nil, messages.Errorf(messages.ErrInvalid, "location.directory: %s is not a directory", loc.Directory)
 		}
 		if !Allowed(cfg.Roots, root) {
 			return nil, messages.Errorf(messages.ErrForbidden, "location.directory %q is outside the allowed roots", loc.Directory)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -64,6 +65,18 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 	cmd.Stdout = pw // an *os.File: the child writes to it directly, exec starts no copier
 	cmd.Stderr = pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// If the daemon dies (SIGKILL, a crash), the shell must die with it:
+	// the log will record the call as aborted after a restart, and a shell
+	// running on would carry out the rest of its command after that, out
+	// of any record. The kernel sends the death signal when the thread
+	// that started the child exits, and Go may end idle threads, so this
+	// goroutine keeps its thread until the shell has exited. Processes the
+	// shell started are not covered (a background job may outlive the
+	// daemon), as they are not by the kill of the process group either
+	// once they leave it.
+	setDeathSignal(cmd.SysProcAttr)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()

@@ -6,6 +6,10 @@ import (
 	"unsafe"
 )
 
+// setDeathSignal asks the kernel to SIGKILL the child when its parent
+// thread dies.
+func setDeathSignal(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
+
 // waitExited blocks until cmd's process has exited without reaping it
 // (waitid with WNOWAIT). While the exited leader stays unreaped its process
 // group ID cannot be reused, so killing the group afterwards can only hit

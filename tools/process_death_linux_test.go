@@ -1,0 +1,71 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const deathChildEnv = "SESSIOND_TOOLS_DEATH_CHILD_DIR"
+
+// TestShellDeathChild is the child half of TestShellDiesWithTheDaemon: it
+// runs a shell that records its PID and would write a file later, then
+// waits to be killed. It does nothing in a normal run.
+func TestShellDeathChild(t *testing.T) {
+	dir := os.Getenv(deathChildEnv)
+	if dir == "" {
+		return
+	}
+	_, _ = runProcess(context.Background(), procSpec{shell: "/bin/sh", dir: dir, timeout: time.Minute, maxOut: 1 << 10,
+		command: `echo $$ > pid.tmp && mv pid.tmp pid; sleep 30; echo done > finished`})
+}
+
+// TestShellDiesWithTheDaemon kills a real process with SIGKILL while its
+// shell runs: the shell must die with it, not carry out the rest of its
+// command after the restarted daemon recorded the call as aborted.
+func TestShellDiesWithTheDaemon(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestShellDeathChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), deathChildEnv+"="+dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	eventually(t, 10*time.Second, "the shell to start", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "pid"))
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(string(bytes.TrimSpace(b)))
+		return err == nil
+	})
+	// The sleep the shell started is not covered by the death signal:
+	// kill the group once the test is done.
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	eventually(t, 10*time.Second, "the shell to die with its parent", func() bool { return exited(pid) })
+	if _, err := os.Stat(filepath.Join(dir, "finished")); err == nil {
+		t.Fatal("the shell finished its command after its parent died")
+	}
+}
+
+// exited reports whether process pid has exited: it is gone, or a zombie
+// nobody reaped (a container's init may not reap).
+func exited(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	// The state follows the parenthesised command name.
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
+}
