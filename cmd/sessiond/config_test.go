@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
@@ -692,6 +693,9 @@ func TestExampleConfig(t *testing.T) {
 		catalog, err := llm.NewCatalog(c.CatalogSpecs())
 		if err != nil {
 			t.Fatal(err)
+		}
+		if a, err := catalog.ResolveString("anthropic/claude-sonnet-4-5"); err == nil && !slices.Equal(a.HostedTools, []string{"web_search"}) {
+			t.Fatalf("hosted tools of the example's Anthropic model: %q", a.HostedTools)
 		}
 		m, err := catalog.ResolveString(c.Model)
 		if err != nil {

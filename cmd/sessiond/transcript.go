@@ -195,7 +195,11 @@ func (t *transcript) prose(ev messages.Event) {
 		t.ended("reasoning", p.Text)
 	case *messages.ToolCalled:
 		t.names[string(p.AssistantMessageID)+"\x00"+p.CallID] = p.Name
-		t.line("[tool] %s %s", p.Name, clip(string(p.Input), 200))
+		label := "[tool]"
+		if p.Executed {
+			label = "[hosted tool]" // the provider runs it, not sessiond
+		}
+		t.line("%s %s %s", label, p.Name, clip(string(p.Input), 200))
 	case *messages.ToolSucceeded:
 		t.line("[done] %s: %s", t.toolName(p.AssistantMessageID, p.CallID), summarize(p.Output))
 	case *messages.ToolFailed:

@@ -127,12 +127,14 @@ func TestTranscriptProse(t *testing.T) {
 	r.live(&messages.TextDelta{SessionID: r.sid, AssistantMessageID: asst, Delta: ", world"})
 	r.durable(&messages.TextEnded{SessionID: r.sid, AssistantMessageID: asst, Text: "Hello, world"},
 		&messages.ToolCalled{SessionID: r.sid, AssistantMessageID: asst, CallID: "c1", Name: "bash", Input: []byte(`{"command":"ls"}`)},
-		&messages.ToolCalled{SessionID: r.sid, AssistantMessageID: asst, CallID: "c2", Name: "read", Input: []byte(`{"path":"x"}`)})
+		&messages.ToolCalled{SessionID: r.sid, AssistantMessageID: asst, CallID: "c2", Name: "read", Input: []byte(`{"path":"x"}`)},
+		&messages.ToolCalled{SessionID: r.sid, AssistantMessageID: asst, CallID: "h1", Name: "web_search", Input: []byte(`{"query":"go"}`), Executed: true})
 	if got := answer(t, r.ask(context.Background(), "bash", "ls")); got != "once" {
 		t.Fatalf("--yes answered %s", got)
 	}
 	r.durable(&messages.ToolSucceeded{SessionID: r.sid, AssistantMessageID: asst, CallID: "c1", Output: "a\nb\nc\n"},
 		&messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: "c2", Error: messages.Error{Type: messages.ErrToolExecution, Message: "boom\nline"}},
+		&messages.ToolSucceeded{SessionID: r.sid, AssistantMessageID: asst, CallID: "h1", Output: "Go — https://go.dev"},
 		// A fragment whose deltas were never seen prints in full.
 		&messages.TextStarted{SessionID: r.sid, AssistantMessageID: asst, Ordinal: 1},
 		&messages.TextEnded{SessionID: r.sid, AssistantMessageID: asst, Ordinal: 1, Text: "Unseen text."},
@@ -143,9 +145,11 @@ func TestTranscriptProse(t *testing.T) {
 Hello, world
 [tool] bash {"command":"ls"}
 [tool] read {"path":"x"}
+[hosted tool] web_search {"query":"go"}
 [permission] allowed bash "ls" (--yes)
 [done] bash: a (3 lines)
 [failed] read: tool.execution: boom line
+[done] web_search: Go — https://go.dev
 Unseen text.
 [step failed] provider.transport: reset
 `

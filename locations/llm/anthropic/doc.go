@@ -12,22 +12,30 @@
 // ProviderMetadata ({"signature": ...}), redacted_thinking blocks to an empty
 // reasoning block whose metadata keeps the encrypted data ({"redacted": ...}),
 // tool_use blocks to tool input events followed, at the block's end, by the
-// complete ToolCall. Blocks of server-side tools are ignored (this adapter
-// advertises none). Exactly one StepFinish ends a successful stream, at
-// message_stop. A stream cut after message_delta (which carries the stop
-// reason and the final usage) with every block closed lost only
-// message_stop, which carries nothing, and finishes too; any other stream
-// that ends without message_stop failed.
+// complete ToolCall; server tool blocks map as described under Hosted tools,
+// and other block types are ignored. Exactly one StepFinish ends a
+// successful stream, at message_stop. A stream cut after message_delta
+// (which carries the stop reason and the final usage) with every block
+// closed lost only message_stop, which carries nothing, and finishes too;
+// any other stream that ends without message_stop failed.
 //
 // Finish reasons: end_turn and stop_sequence are stop, tool_use is
-// tool-calls, max_tokens is length, refusal is content-filter, pause_turn and
-// anything unknown are other. The stop reason model_context_window_exceeded
-// ends the stream with a provider.context-overflow error instead.
+// tool-calls (but other when the step made hosted calls and no local one),
+// max_tokens is length, refusal is content-filter, pause_turn (the API
+// paused a long server-tool turn, which is unfinished) and anything unknown
+// are other. The stop reason model_context_window_exceeded ends the
+// stream with a provider.context-overflow error instead.
 //
-// Usage: Input is input_tokens (which excludes cache reads and writes),
-// Cache.Read is cache_read_input_tokens, Cache.Write is
-// cache_creation_input_tokens, Reasoning is output_tokens_details
-// .thinking_tokens and Output the rest of output_tokens.
+// # Hosted tools
+//
+// HostedTools may name web_search (the server tool web_search_20250305; any
+// other name is provider.invalid-request). A server_tool_use block streams
+// like tool_use and ends in a ToolCall with Executed set; each
+// *_tool_result block becomes a ToolResult (Output: "title — url" lines, an
+// error's code, or compact JSON) whose ProviderMetadata is the block as
+// received. In history the call and that block go back unchanged inside the
+// assistant message; a hosted call without its result, or the reverse, is
+// left out, because the API rejects a server_tool_use without its result.
 //
 // # Errors
 //

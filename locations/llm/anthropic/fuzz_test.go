@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/internal/ssetest"
 )
 
@@ -33,6 +34,14 @@ var fuzzSeeds = []string{
 	messageStart(smallUsage) + blockStart("0", `{"type":"text","text":""}`) + blockDelta("0", `{"type":"text_delta","text":"cut"}`),
 	": comment\n\n" + messageStart(smallUsage) + blockStart("0", `{"type":"text","text":"No."}`) + blockStop("0") +
 		messageDelta("refusal", `{"output_tokens":2}`) + messageStop,
+	fixture("web_search.sse"),
+	messageStart(smallUsage) +
+		blockStart("0", `{"type":"server_tool_use","id":"srvtoolu_1","name":"web_fetch","input":{"url":"https://example.com"},"caller":{"type":"direct"}}`) +
+		blockStop("0") +
+		blockStart("1", `{"type":"web_fetch_tool_result","tool_use_id":"srvtoolu_1","content":{"type":"web_fetch_tool_result_error","error_code":"url_not_accessible"}}`) +
+		blockStop("1") +
+		blockStart("2", `{"type":"code_execution_tool_result","tool_use_id":"srvtoolu_9","content":{"type":"code_execution_result","stdout":"4\n","stderr":"","return_code":0,"content":[]}}`) +
+		blockStop("2") + messageDelta("pause_turn", `{"output_tokens":7}`) + messageStop,
 }
 
 // fuzzStream runs one stream whose body arrives in exactly the given chunks,
@@ -46,7 +55,13 @@ func fuzzStream(t *testing.T, chunks []string) ([]string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ssetest.Outcome(t, p, simpleRequest())
+	events, err := ssetest.MustStream(t, p, simpleRequest())
+	errText := ""
+	if err != nil {
+		le := err.(*llm.Error)
+		errText = string(le.Type) + ": " + le.Message
+	}
+	return ssetest.Lines(events), errText
 }
 
 // FuzzChunkSplits cuts a seed stream at arbitrary points (each byte of cuts

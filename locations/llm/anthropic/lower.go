@@ -53,6 +53,8 @@ func lower(req llm.Request, cfg Config) (sdk.MessageNewParams, error) {
 		params.Tools = append(params.Tools, tool)
 	}
 	toolChoice := req.ToolChoice
+	// Hosted calls in history are not tool_use blocks and need no
+	// placeholder: only local ones count here.
 	if len(params.Tools) == 0 && len(turns.toolNames) > 0 {
 		for _, name := range turns.toolNames {
 			params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: &sdk.ToolParam{
@@ -63,6 +65,11 @@ func lower(req llm.Request, cfg Config) (sdk.MessageNewParams, error) {
 		}
 		toolChoice = llm.ToolChoiceNone
 	}
+	hosted, err := hostedTools(req.HostedTools)
+	if err != nil {
+		return sdk.MessageNewParams{}, err
+	}
+	params.Tools = append(params.Tools, hosted...)
 	if toolChoice == llm.ToolChoiceNone && len(params.Tools) > 0 {
 		params.ToolChoice = sdk.ToolChoiceUnionParam{OfNone: &sdk.ToolChoiceNoneParam{}}
 	}
@@ -74,6 +81,27 @@ func lower(req llm.Request, cfg Config) (sdk.MessageNewParams, error) {
 		params.Thinking = sdk.ThinkingConfigParamUnion{OfEnabled: &sdk.ThinkingConfigEnabledParam{BudgetTokens: int64(cfg.ThinkingBudget)}}
 	}
 	return params, nil
+}
+
+// hostedTools returns the server tool definitions for the names in
+// HostedTools, each once.
+func hostedTools(names []string) ([]sdk.ToolUnionParam, error) {
+	var tools []sdk.ToolUnionParam
+	seen := map[string]bool{}
+	for _, name := range names {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		switch name {
+		case "web_search":
+			// The GA version; the name defaults to web_search.
+			tools = append(tools, sdk.ToolUnionParam{OfWebSearchTool20250305: &sdk.WebSearchTool20250305Param{}})
+		default:
+			return nil, llm.Errorf(messages.ErrProviderInvalidRequest, "anthropic: unknown hosted tool %q", name)
+		}
+	}
+	return tools, nil
 }
 
 // turns accumulates the conversation, merging consecutive same-role turns.
@@ -114,7 +142,14 @@ func (t *turns) add(m llm.Message) {
 		}
 	case llm.RoleAssistant:
 		assistant = true
-		for _, p := range m.Parts {
+		pairs := hostedPairs(m.Parts)
+		for i, p := range m.Parts {
+			if hostedPart(p) {
+				if b, ok := pairs[i]; ok {
+					blocks = append(blocks, b)
+				}
+				continue
+			}
 			if b, ok := t.assistantBlock(p); ok {
 				blocks = append(blocks, b)
 			}
@@ -169,6 +204,76 @@ func (t *turns) assistantBlock(p llm.Part) (sdk.ContentBlockParamUnion, bool) {
 		return sdk.NewToolUseBlock(p.CallID, toolUseInput(p.Input), p.Name), true
 	}
 	return sdk.ContentBlockParamUnion{}, false
+}
+
+// hostedPart reports whether p is a provider-hosted call or result.
+func hostedPart(p llm.Part) bool {
+	return p.Executed && (p.Kind == llm.PartToolCall || p.Kind == llm.PartToolResult)
+}
+
+// hostedPairs lowers the hosted calls of an assistant message that a
+// later hosted result of the same message answers, each call to a
+// server_tool_use block and its result to the block the model sent, keyed
+// by part index. Every other hosted part is left out: the API rejects a
+// server_tool_use without its result, and a result without its call.
+func hostedPairs(parts []llm.Part) map[int]sdk.ContentBlockParamUnion {
+	out := map[int]sdk.ContentBlockParamUnion{}
+	open := map[string]int{} // unanswered call ID -> part index
+	seen := map[string]bool{}
+	for i, p := range parts {
+		switch {
+		case !hostedPart(p):
+		case p.Kind == llm.PartToolCall:
+			// A repeated ID would make the pairing ambiguous, and the API
+			// refuses it anyway: only its first call counts.
+			if !seen[p.CallID] && p.CallID != "" && p.Name != "" {
+				seen[p.CallID] = true
+				open[p.CallID] = i
+			}
+		case p.Kind == llm.PartToolResult:
+			j, ok := open[p.CallID]
+			if !ok {
+				continue
+			}
+			if res, ok := hostedResult(p); ok {
+				out[j], out[i] = serverToolUse(parts[j]), res
+				delete(open, p.CallID)
+			}
+		}
+	}
+	return out
+}
+
+// serverToolUse lowers a hosted call: the call's own fields, plus the other
+// members of the block as it arrived (its ProviderMetadata, see
+// callMetadata). Metadata that does not decode is left out rather than
+// losing the call, which is whole without it.
+func serverToolUse(p llm.Part) sdk.ContentBlockParamUnion {
+	var members map[string]json.RawMessage
+	if len(p.ProviderMetadata) == 0 || json.Unmarshal(p.ProviderMetadata, &members) != nil || members == nil {
+		members = map[string]json.RawMessage{}
+	}
+	id, _ := json.Marshal(p.CallID)
+	name, _ := json.Marshal(p.Name)
+	members["type"] = json.RawMessage(`"server_tool_use"`)
+	members["id"], members["name"], members["input"] = id, name, toolUseInput(p.Input)
+	raw, _ := json.Marshal(members) // raw JSON values always marshal
+	return param.Override[sdk.ContentBlockParamUnion](json.RawMessage(raw))
+}
+
+// hostedResult lowers a hosted result to the block the model sent, which
+// its ProviderMetadata holds as received. It must decode as one of the
+// result blocks and answer the part's call, or the result is not sent. The
+// block goes out as raw JSON rather than through the SDK's ToParam, which
+// rebuilds it from the fields this SDK version models and would drop any
+// others (the SDK sends blocks it does not model the same way).
+func hostedResult(p llm.Part) (sdk.ContentBlockParamUnion, bool) {
+	var b sdk.ContentBlockUnion
+	if len(p.ProviderMetadata) == 0 || json.Unmarshal(p.ProviderMetadata, &b) != nil ||
+		!resultTypes[b.Type] || b.ToolUseID != p.CallID || !b.JSON.Content.Valid() {
+		return sdk.ContentBlockParamUnion{}, false
+	}
+	return param.Override[sdk.ContentBlockParamUnion](p.ProviderMetadata), true
 }
 
 // toolUseInput returns a call's arguments as the object tool_use.input must

@@ -1,6 +1,8 @@
 package anthropic
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +87,15 @@ var (
 	messageStop = ev("message_stop", `{"type":"message_stop"}`)
 	smallUsage  = `{"input_tokens":10,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}`
 )
+
+// fixture returns the recorded stream testdata/name.
+func fixture(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err) // a missing fixture breaks every test that reads it
+	}
+	return string(b)
+}
 
 // textStream is a complete stream answering text.
 func textStream(text string) string {

@@ -1,7 +1,10 @@
 package anthropic
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,17 +26,30 @@ type metadata struct {
 type blockKind uint8
 
 const (
-	blockIgnored blockKind = iota // server tool blocks and unknown types
+	blockIgnored blockKind = iota // hosted results (emitted at their start) and unknown types
 	blockText
 	blockReasoning
-	blockTool
+	blockTool // tool_use, or server_tool_use when hosted is set
 )
+
+// resultTypes are the block types that carry the result of a server tool
+// call, which the API sends whole in content_block_start.
+var resultTypes = map[string]bool{
+	"web_search_tool_result":                 true,
+	"web_fetch_tool_result":                  true,
+	"code_execution_tool_result":             true,
+	"bash_code_execution_tool_result":        true,
+	"text_editor_code_execution_tool_result": true,
+	"tool_search_tool_result":                true,
+}
 
 // block is one content block being streamed.
 type block struct {
 	kind         blockKind
 	id           string // event ID: the block index
 	callID, name string
+	hosted       bool            // a server_tool_use block: the provider runs the call
+	callMeta     json.RawMessage // a hosted call's members besides type, id, name and input
 	args         strings.Builder // tool input JSON
 	startInput   string          // tool input given whole in content_block_start
 	signature    strings.Builder
@@ -48,9 +64,12 @@ type state struct {
 	emit func(llm.Event) bool
 
 	blocks  map[int64]*block
-	callIDs map[string]bool // tool call IDs used so far
-	order   []*block        // in start order, for closing at message_stop
-	current *block          // the open text or reasoning block
+	callIDs map[string]bool   // tool call IDs used so far, local and hosted
+	hosted  map[string]*block // hosted calls by call ID
+	settled map[string]bool   // call IDs a hosted result already answered
+	local   int               // local tool calls started
+	order   []*block          // in start order, for closing at message_stop
+	current *block            // the open text or reasoning block
 
 	usage    messages.Tokens
 	thinking int64 // output tokens spent thinking
@@ -59,7 +78,8 @@ type state struct {
 }
 
 func newState(emit func(llm.Event) bool) *state {
-	return &state{emit: emit, blocks: map[int64]*block{}, callIDs: map[string]bool{}}
+	return &state{emit: emit, blocks: map[int64]*block{}, callIDs: map[string]bool{},
+		hosted: map[string]*block{}, settled: map[string]bool{}}
 }
 
 // event handles one stream event.
@@ -130,22 +150,138 @@ func (s *state) start(index int64, cb *sdk.ContentBlockStartEventContentBlockUni
 		if cb.Thinking != "" {
 			return s.emit(llm.Event{Kind: llm.ReasoningDelta, ID: b.id, Text: cb.Thinking})
 		}
-	case "tool_use":
+	case "tool_use", "server_tool_use":
 		if cb.Name == "" {
 			return true // cannot be executed nor sent back: ignored
 		}
 		b.kind = blockTool
+		b.hosted = cb.Type == "server_tool_use"
 		b.callID, b.name = cb.ID, cb.Name
 		if b.callID == "" || s.callIDs[b.callID] {
 			// Compatible servers that send no ID or repeat one: call IDs
 			// must be unique within a step.
-			b.callID = "toolu_" + b.id
+			prefix := "toolu_"
+			if b.hosted {
+				prefix = "srvtoolu_"
+			}
+			b.callID = prefix + b.id
 		}
 		s.callIDs[b.callID] = true
 		b.startInput = cb.JSON.Input.Raw()
+		if b.hosted {
+			b.callMeta = callMetadata(cb.RawJSON())
+			s.hosted[b.callID] = b
+		} else {
+			s.local++
+		}
 		return s.emit(llm.Event{Kind: llm.ToolInputStart, ID: b.id, CallID: b.callID, Name: b.name})
+	default:
+		if resultTypes[cb.Type] {
+			return s.result(cb)
+		}
 	}
 	return true
+}
+
+// result emits the ToolResult of a hosted call's result block. The block
+// arrives whole, so it settles the call at its start. A result that names
+// no hosted call of this stream (no ID, a local call, an unknown one) or a
+// call already answered is dropped: the runner would have nothing to
+// settle with it, or would settle a call twice.
+func (s *state) result(cb *sdk.ContentBlockStartEventContentBlockUnion) bool {
+	id := cb.ToolUseID
+	call := s.hosted[id]
+	if call == nil || s.settled[id] {
+		// A result must settle a hosted call of this stream, once: the
+		// runner fails a step on any other (llm.ToolResult).
+		return true
+	}
+	// A call whose stop never came is complete by now: it must reach the
+	// runner before the result that settles it.
+	if !s.end(call) {
+		return false
+	}
+	name := call.name
+	s.settled[id] = true
+	output, isError := resultOutput(cb.JSON.Content.Raw())
+	return s.emit(llm.Event{Kind: llm.ToolResult, CallID: id, Name: name, Output: output, IsError: isError,
+		ProviderMetadata: json.RawMessage(cb.RawJSON())})
+}
+
+// callMetadata returns the members of a server_tool_use block other than
+// those the ToolCall event carries itself (type, id, name and input), such
+// as the caller of a call made from code execution, so that the block goes
+// back to the model whole; nil when there are none.
+func callMetadata(raw string) json.RawMessage {
+	var members map[string]json.RawMessage
+	if json.Unmarshal([]byte(raw), &members) != nil {
+		return nil
+	}
+	for _, k := range []string{"type", "id", "name", "input"} {
+		delete(members, k)
+	}
+	if len(members) == 0 {
+		return nil
+	}
+	meta, _ := json.Marshal(members) // raw JSON values always marshal
+	return meta
+}
+
+// searchResult is what resultOutput reads of a web search result.
+type searchResult struct {
+	Title string `json:"title"`
+	URL   string `json:"url"`
+}
+
+// missingURL reports whether r is not a search result: a list of results
+// only renders as one when every item has a URL.
+func (r searchResult) missingURL() bool { return r.URL == "" }
+
+// resultOutput renders the content of a hosted result as readable text: a
+// list of search results one per line as "title — url", an error as its
+// code (and message, when there is one), anything else as compact JSON. It
+// is what the runner shows and what another model reads; the model that ran
+// the call gets the block itself back.
+func resultOutput(raw string) (output string, isError bool) {
+	content := []byte(strings.TrimSpace(raw))
+	if len(content) == 0 {
+		return "", false
+	}
+	switch content[0] {
+	case '[':
+		var results []searchResult
+		if json.Unmarshal(content, &results) == nil && !slices.ContainsFunc(results, searchResult.missingURL) {
+			if len(results) == 0 {
+				return "No results.", false
+			}
+			lines := make([]string, len(results))
+			for i, r := range results {
+				lines[i] = r.URL
+				if r.Title != "" {
+					lines[i] = r.Title + " — " + r.URL
+				}
+			}
+			return strings.Join(lines, "\n"), false
+		}
+	case '{':
+		var e struct {
+			Type         string `json:"type"`
+			ErrorCode    string `json:"error_code"`
+			ErrorMessage string `json:"error_message"`
+		}
+		if json.Unmarshal(content, &e) == nil && (e.ErrorCode != "" || strings.HasSuffix(e.Type, "_error")) {
+			text := cmp.Or(e.ErrorCode, e.Type)
+			if e.ErrorMessage != "" {
+				text += ": " + e.ErrorMessage
+			}
+			return text, true
+		}
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, content) != nil {
+		return string(content), false
+	}
+	return b.String(), false
 }
 
 // delta handles a content_block_delta. Citations deltas are ignored.
@@ -192,7 +328,8 @@ func (s *state) end(b *block) bool {
 			input = b.startInput // the whole input came in content_block_start
 		}
 		return s.emit(llm.Event{Kind: llm.ToolInputEnd, ID: b.id, CallID: b.callID, Name: b.name}) &&
-			s.emit(llm.Event{Kind: llm.ToolCall, CallID: b.callID, Name: b.name, Input: wire.ToolInput(input)})
+			s.emit(llm.Event{Kind: llm.ToolCall, CallID: b.callID, Name: b.name, Input: wire.ToolInput(input),
+				Executed: b.hosted, ProviderMetadata: b.callMeta})
 	}
 	return true
 }
@@ -238,7 +375,13 @@ func (s *state) finish() llm.Event {
 	u := s.usage
 	u.Reasoning = min(s.thinking, u.Output)
 	u.Output -= u.Reasoning
-	return llm.Event{Kind: llm.StepFinish, Finish: finishReason(s.reason), Usage: u}
+	fin := finishReason(s.reason)
+	if fin == llm.FinishToolCalls && s.local == 0 && len(s.hosted) > 0 {
+		// tool-calls asks the runner to run calls and go on; hosted calls
+		// ran already, so a step with only those did not stop for tools.
+		fin = llm.FinishOther
+	}
+	return llm.Event{Kind: llm.StepFinish, Finish: fin, Usage: u}
 }
 
 // finishReason maps a stop reason.

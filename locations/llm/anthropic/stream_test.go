@@ -108,15 +108,15 @@ func TestToolUse(t *testing.T) {
 	)
 }
 
-// TestIgnoredBlocks covers server-tool blocks and citations, which this
-// adapter does not surface, a tool_use block without a name (ignored),
-// without an ID or with a taken one (one is made up), and blocks whose stop
-// never comes.
+// TestIgnoredBlocks covers block types and citations, which this adapter
+// does not surface, a tool_use block without a name (ignored), without an ID
+// or with a taken one (one is made up), and blocks whose stop never comes.
 func TestIgnoredBlocks(t *testing.T) {
 	body := messageStart(smallUsage) +
-		blockStart("0", `{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"x"}}`) +
+		blockStart("0", `{"type":"container_upload","file_id":"file_01"}`) +
 		blockStop("0") +
-		blockStart("1", `{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[]}`) +
+		blockStart("1", `{"type":"some_future_block","id":"x_1","content":[]}`) +
+		blockDelta("1", `{"type":"text_delta","text":"not text"}`) +
 		blockStop("1") +
 		blockStart("2", `{"type":"text","text":"Per"}`) +
 		blockDelta("2", `{"type":"citations_delta","citation":{"type":"char_location","cited_text":"x","document_index":0,"document_title":null,"start_char_index":0,"end_char_index":1}}`) +

@@ -157,6 +157,11 @@ func lowerAssistant(parts []llm.Part) (oa.ChatCompletionMessageParamUnion, bool)
 				texts = append(texts, p.Text)
 			}
 		case llm.PartToolCall:
+			if p.Executed {
+				// Chat Completions hosts no tools; the runner sends a hosted
+				// call only to the provider that ran it.
+				continue
+			}
 			calls = append(calls, oa.ChatCompletionMessageToolCallUnionParam{
 				OfFunction: &oa.ChatCompletionMessageFunctionToolCallParam{
 					ID: p.CallID,

@@ -145,6 +145,28 @@ func TestLoweringVariants(t *testing.T) {
 			t.Fatalf("%d requests sent", n)
 		}
 	})
+	t.Run("hosted parts are left out", func(t *testing.T) {
+		req := simpleRequest()
+		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{
+			{Kind: llm.PartToolCall, CallID: "h1", Name: "web_search", Input: json.RawMessage(`{}`), Executed: true},
+			{Kind: llm.PartToolResult, CallID: "h1", Name: "web_search", Output: "found", Executed: true},
+			{Kind: llm.PartText, Text: "done"}}}, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: "more"}}})
+		_, srv, err := run(t, req, okReply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Messages []map[string]any `json:"messages"`
+		}
+		if err := json.Unmarshal(srv.LastBody(), &body); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range body.Messages {
+			if m["role"] == "tool" || m["tool_calls"] != nil {
+				t.Fatalf("a hosted call reached Chat Completions: %v", body.Messages)
+			}
+		}
+	})
 	t.Run("bad schema", func(t *testing.T) {
 		req := simpleRequest()
 		req.Tools = []llm.ToolDefinition{{Name: "x", InputSchema: json.RawMessage(`[1]`)}}

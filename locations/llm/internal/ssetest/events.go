@@ -52,7 +52,20 @@ func Line(ev llm.Event) string {
 	case llm.ToolInputStart, llm.ToolInputEnd:
 		return fmt.Sprintf("%s %s %s %s", ev.Kind, ev.ID, ev.CallID, ev.Name)
 	case llm.ToolCall:
-		return fmt.Sprintf("%s %s %s %s", ev.Kind, ev.CallID, ev.Name, ev.Input)
+		l := fmt.Sprintf("%s %s %s %s", ev.Kind, ev.CallID, ev.Name, ev.Input)
+		if ev.Executed {
+			l += " executed"
+			if len(ev.ProviderMetadata) > 0 {
+				l += " " + string(ev.ProviderMetadata)
+			}
+		}
+		return l
+	case llm.ToolResult:
+		l := fmt.Sprintf("%s %s %s %s", ev.Kind, ev.CallID, ev.Name, strconv.Quote(ev.Output))
+		if ev.IsError {
+			l += " error"
+		}
+		return l + " " + string(ev.ProviderMetadata)
 	case llm.StepFinish:
 		u := ev.Usage
 		return fmt.Sprintf("%s %s in=%d out=%d reasoning=%d cache.read=%d cache.write=%d cost=%.6f",
@@ -79,6 +92,8 @@ func Lines(events []llm.Event) []string {
 //   - deltas and ends belong to an open block with the same ID;
 //   - every tool input that starts ends, and is followed by its ToolCall,
 //     before StepFinish; every ToolCall has valid JSON input;
+//   - a ToolResult settles, once, a hosted ToolCall that came before it,
+//     and has a name and JSON metadata;
 //   - nothing is open at StepFinish.
 func Check(events []llm.Event, err error) error {
 	if err != nil {
@@ -93,6 +108,7 @@ func Check(events []llm.Event, err error) error {
 		reasoningOpen   bool
 		tools           = map[string]string{} // open tool input ID -> call ID
 		ended           = map[string]bool{}   // call IDs whose input ended without a ToolCall yet
+		hosted          = map[string]bool{}   // hosted call IDs -> settled
 		finishes        int
 	)
 	closeCheck := func(i int) error {
@@ -152,6 +168,18 @@ func Check(events []llm.Event, err error) error {
 			if !jsonValid(ev.Input) {
 				return fmt.Errorf("event %d: tool-call %q has invalid JSON input %q", i, ev.CallID, ev.Input)
 			}
+			if ev.Executed {
+				hosted[ev.CallID] = false
+			}
+		case llm.ToolResult:
+			settled, ok := hosted[ev.CallID]
+			switch {
+			case !ok || settled:
+				return fmt.Errorf("event %d: tool-result for %q, which is no unsettled hosted call before it", i, ev.CallID)
+			case ev.Name == "" || !jsonValid(ev.ProviderMetadata):
+				return fmt.Errorf("event %d: tool-result %q with name %q and metadata %q", i, ev.CallID, ev.Name, ev.ProviderMetadata)
+			}
+			hosted[ev.CallID] = true
 		case llm.StepFinish:
 			finishes++
 			if textOpen || reasoningOpen || len(tools) > 0 || len(ended) > 0 {

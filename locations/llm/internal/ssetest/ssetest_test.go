@@ -24,6 +24,9 @@ func TestCheck(t *testing.T) {
 	end := llm.Event{Kind: llm.ToolInputEnd, ID: "t", CallID: "c", Name: "f"}
 	call := llm.Event{Kind: llm.ToolCall, CallID: "c", Name: "f", Input: json.RawMessage(`{}`)}
 	typed := &llm.Error{Type: messages.ErrProviderTransport}
+	hostedCall := call
+	hostedCall.Executed = true
+	result := llm.Event{Kind: llm.ToolResult, CallID: "c", Name: "f", Output: "ok", ProviderMetadata: json.RawMessage(`{}`)}
 	for _, tc := range []struct {
 		name   string
 		events []llm.Event
@@ -42,6 +45,11 @@ func TestCheck(t *testing.T) {
 		{"call without input", []llm.Event{call, finish}, nil, false},
 		{"input without call", []llm.Event{start, end, finish}, nil, false},
 		{"bad input", []llm.Event{start, end, {Kind: llm.ToolCall, CallID: "c", Input: json.RawMessage(`{`)}, finish}, nil, false},
+		{"hosted result", []llm.Event{start, end, hostedCall, result, finish}, nil, true},
+		{"result of a local call", []llm.Event{start, end, call, result, finish}, nil, false},
+		{"result before its call", []llm.Event{start, end, result, hostedCall, finish}, nil, false},
+		{"result twice", []llm.Event{start, end, hostedCall, result, result, finish}, nil, false},
+		{"result without metadata", []llm.Event{start, end, hostedCall, {Kind: llm.ToolResult, CallID: "c", Name: "f"}, finish}, nil, false},
 		{"after finish", []llm.Event{finish, ev(llm.TextStart, "1")}, nil, false},
 		{"finish and error", []llm.Event{finish}, typed, false},
 		{"finish without reason", []llm.Event{{Kind: llm.StepFinish}}, nil, false},

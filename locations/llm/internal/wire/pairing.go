@@ -16,7 +16,9 @@ const MissingResult = "Tool result missing: the tool call was interrupted before
 // messages found there keep their order after the results. A call without a
 // result gets an error result (MissingResult); results that answer no call of
 // the preceding assistant message are dropped, as are RoleTool messages
-// anywhere else. msgs is not modified.
+// anywhere else. Provider-hosted calls (Part.Executed) are not answered
+// here: their results travel inside the assistant message. msgs is not
+// modified.
 func PairToolResults(msgs []llm.Message) []llm.Message {
 	out := make([]llm.Message, 0, len(msgs))
 	for i := 0; i < len(msgs); i++ {
@@ -30,7 +32,7 @@ func PairToolResults(msgs []llm.Message) []llm.Message {
 		}
 		var calls []llm.Part
 		for _, p := range m.Parts {
-			if p.Kind == llm.PartToolCall {
+			if p.Kind == llm.PartToolCall && !p.Executed {
 				calls = append(calls, p)
 			}
 		}

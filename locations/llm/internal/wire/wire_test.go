@@ -168,6 +168,7 @@ func TestPairToolResults(t *testing.T) {
 		return llm.Part{Kind: llm.PartToolResult, CallID: id, Name: name, Output: MissingResult, IsError: true}
 	}
 	text := func(s string) llm.Part { return llm.Part{Kind: llm.PartText, Text: s} }
+	hosted := func(p llm.Part) llm.Part { p.Executed = true; return p }
 	msg := func(role llm.Role, parts ...llm.Part) llm.Message { return llm.Message{Role: role, Parts: parts} }
 
 	in := []llm.Message{
@@ -182,6 +183,8 @@ func TestPairToolResults(t *testing.T) {
 		msg(llm.RoleUser, text("interrupted")),
 		msg(llm.RoleAssistant, text("no calls")),
 		msg(llm.RoleTool, result("a", "late orphan")),
+		msg(llm.RoleUser, text("search")),
+		msg(llm.RoleAssistant, hosted(call("h", "web_search")), hosted(result("h", "found")), text("only hosted")),
 	}
 	orig := fmt.Sprint(in)
 	want := []llm.Message{
@@ -194,6 +197,9 @@ func TestPairToolResults(t *testing.T) {
 		msg(llm.RoleTool, missing("a", "read")),
 		msg(llm.RoleUser, text("interrupted")),
 		msg(llm.RoleAssistant, text("no calls")),
+		msg(llm.RoleUser, text("search")),
+		// A hosted call's result is in the assistant message: no tool turn.
+		msg(llm.RoleAssistant, hosted(call("h", "web_search")), hosted(result("h", "found")), text("only hosted")),
 	}
 	got := PairToolResults(in)
 	if !reflect.DeepEqual(got, want) {
