@@ -596,6 +596,9 @@ type attemptState struct {
 	ctx       context.Context
 	asst      messages.MessageID
 	agentName string
+	// noTools marks an attempt sent without tools (the final step of the
+	// allowance): a local call the model makes anyway is not run.
+	noTools   bool
 	out       attemptOut
 	frags     [2]fragment // text, reasoning (frag)
 	calls     []attemptCall
@@ -737,7 +740,14 @@ func (a *attemptState) handle(ev llm.Event) error {
 		delete(a.inputs, ev.CallID)
 		delete(a.inputText, ev.CallID)
 		c := attemptCall{id: ev.CallID, name: ev.Name, hosted: ev.Executed}
-		if !ev.Executed {
+		switch {
+		case !ev.Executed && a.noTools:
+			done := make(chan locations.ToolResult, 1)
+			done <- locations.ToolResult{Err: &messages.Error{Type: messages.ErrToolExecution,
+				Message: "No tools are available on this step: it is the last one the agent's step allowance leaves, so " + ev.Name + " was not run"}}
+			c.result = done
+			a.out.localTools++
+		case !ev.Executed:
 			// The call is durable; start it now, before the stream ends.
 			c.result = r.startTool(a.ctx, locations.ToolCall{SessionID: r.sid, Agent: a.agentName, AssistantMessageID: asst,
 				CallID: ev.CallID, Name: ev.Name, Input: ev.Input})
@@ -779,7 +789,7 @@ func (a *attemptState) handle(ev llm.Event) error {
 // they complete, starting each local tool eagerly, and settling every call
 // before it returns (settlement first, on every path).
 func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName string, provider llm.Provider, model llm.Model, req llm.Request) (attemptOut, error) {
-	a := &attemptState{r: r, ctx: ctx, asst: asst, agentName: agentName}
+	a := &attemptState{r: r, ctx: ctx, asst: asst, agentName: agentName, noTools: req.ToolChoice == llm.ToolChoiceNone}
 	out := &a.out
 	r.metrics.request()
 	for ev, err := range provider.Stream(ctx, req) {

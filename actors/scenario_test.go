@@ -758,6 +758,36 @@ func TestFinalStepSendsNoTools(t *testing.T) {
 	h.CheckReplay()
 }
 
+// TestFinalStepRunsNoTool: a model that calls a tool on the final step,
+// which offered none, does not get it run; the call fails and the busy
+// period ends with the allowance.
+func TestFinalStepRunsNoTool(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Steps: 2})
+	var runs atomic.Int32
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { runs.Add(1); return "e", nil })
+	h.Model.Reply(script.ToolCall("c1", "echo", `{}`))
+	h.Model.Reply(script.ToolCall("c2", "echo", `{}`))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times, want once (not on the final step)", n)
+	}
+	var failed *messages.ToolFailed
+	for _, ev := range h.Events(sid) {
+		if f, ok := ev.Data.(*messages.ToolFailed); ok && f.CallID == "c2" {
+			failed = f
+		}
+	}
+	if failed == nil || failed.Error.Type != messages.ErrToolExecution || !strings.Contains(failed.Error.Message, "No tools are available") {
+		t.Fatalf("the final step's call settled as %+v", failed)
+	}
+	if types := h.Types(sid); h.Model.Count() != 2 || types[len(types)-1] != "session.execution.succeeded" {
+		t.Fatalf("%d requests: %v", h.Model.Count(), types)
+	}
+	h.CheckReplay()
+}
+
 func TestSteerBatchCap(t *testing.T) {
 	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.SteerBatch = 2 }})
 	started, release := make(chan string, 1), make(chan struct{})

@@ -189,7 +189,20 @@ func (p *patcher) authorize(ctx context.Context, call *CallContext, targets []*t
 	files := make([]PatchedFile, len(targets))
 	for i, t := range targets {
 		patterns[i] = t.rel
+		// The counts the question shows come from the patch alone: files
+		// are read only after approval. A deleted file's lines are not
+		// known yet, so a deletion shows 0.
 		files[i] = PatchedFile{Path: t.shown, Action: t.op.Kind.Letter()}
+		switch t.op.Kind {
+		case patch.Add:
+			files[i].Additions = len(t.op.Content)
+		case patch.Update:
+			for _, h := range t.op.Hunks {
+				a, r := h.Counts()
+				files[i].Additions += a
+				files[i].Deletions += r
+			}
+		}
 	}
 	return call.Ask(ctx, Request{
 		Permission: PermissionEdit,

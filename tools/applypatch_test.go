@@ -50,6 +50,15 @@ func TestApplyPatchAsksOnceForTheBatch(t *testing.T) {
 	if res.Title != "3 files changed" {
 		t.Fatalf("title %q", res.Title)
 	}
+	// The question counts lines from the patch alone (a deletion's are
+	// known only once the file is read, after approval).
+	var question ApplyPatchMetadata
+	if err := json.Unmarshal(asked[0].Metadata, &question); err != nil {
+		t.Fatal(err)
+	}
+	if want := []PatchedFile{{"docs/n.md", "A", 1, 0}, {"src/a.go", "M", 1, 1}, {"old.txt", "D", 0, 0}}; !slices.Equal(question.Files, want) {
+		t.Fatalf("question metadata %+v, want %+v", question.Files, want)
+	}
 }
 
 func TestApplyPatchRejectedChangesNothing(t *testing.T) {
