@@ -14,8 +14,8 @@ import (
 
 // hostedHarness is a harness whose "demo" model enables the hosted tool
 // web_search ("other" enables none).
-func hostedHarness(t *testing.T) *actortest.Harness {
-	h := actortest.New(t)
+func hostedHarness(t *testing.T, opts ...actortest.Options) *actortest.Harness {
+	h := actortest.New(t, opts...)
 	catalog, err := llm.NewCatalog([]llm.ProviderSpec{{ID: "script", Type: llm.ProviderScript, Models: map[string]llm.ModelSpec{
 		"demo":  {Context: 200000, Output: 8000, HostedTools: []string{"web_search"}},
 		"other": {Context: 200000, Output: 8000}}}})
@@ -151,4 +151,18 @@ func TestHostedToolFailure(t *testing.T) {
 		t.Fatalf("request 2 assistant parts %+v", parts)
 	}
 	h.CheckReplay()
+}
+
+// TestHostedToolsOnTheFinalStep: the final step, which offers no local
+// tools and forbids tool use, still declares the model's hosted tools,
+// since its history may hold their earlier calls.
+func TestHostedToolsOnTheFinalStep(t *testing.T) {
+	h := hostedHarness(t, actortest.Options{Steps: 1})
+	h.Model.Reply(script.Text("only step"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	if r := h.Request(1); r.ToolChoice != llm.ToolChoiceNone || len(r.Tools) != 0 || !slices.Equal(r.HostedTools, []string{"web_search"}) {
+		t.Fatalf("final request: choice %s, %d tools, hosted %q", r.ToolChoice, len(r.Tools), r.HostedTools)
+	}
 }

@@ -284,12 +284,13 @@ func (r *runner) request(ctx context.Context, agent locations.Agent, model llm.M
 	if final {
 		req.ToolChoice = llm.ToolChoiceNone
 		req.System = append(req.System, finalStepReminder)
-	} else {
-		if r.svc.Tools != nil {
-			req.Tools = r.svc.Tools.Definitions(agent.Name)
-		}
-		req.HostedTools = model.HostedTools
+	} else if r.svc.Tools != nil {
+		req.Tools = r.svc.Tools.Definitions(agent.Name)
 	}
+	// Declared on the final step too, where the tool choice forbids their
+	// use: history may hold the model's earlier hosted calls, which a
+	// provider may refuse to see without their tool.
+	req.HostedTools = model.HostedTools
 	return req, nil
 }
 

@@ -68,9 +68,10 @@ type Request struct {
 	// ToolChoice is auto unless the runner forbids tools for this step.
 	ToolChoice ToolChoice
 	// HostedTools names the provider-hosted tools to enable (for instance
-	// "web_search"), from the model's catalog entry; empty on the final
-	// step. The provider runs them and streams each call (ToolCall with
-	// Executed) and its ToolResult.
+	// "web_search"), from the model's catalog entry. The provider runs them
+	// and streams each call (ToolCall with Executed) and its ToolResult.
+	// They are declared on the final step too, where ToolChoiceNone forbids
+	// their use, because history may hold earlier hosted calls.
 	HostedTools []string
 	// MaxOutputTokens caps the response; 0 means the model's output limit.
 	MaxOutputTokens int
