@@ -166,3 +166,26 @@ func TestHostedToolsOnTheFinalStep(t *testing.T) {
 		t.Fatalf("final request: choice %s, %d tools, hosted %q", r.ToolChoice, len(r.Tools), r.HostedTools)
 	}
 }
+
+// TestPausedTurnContinues: a step the provider paused (a long turn of
+// hosted tool use) ends and is sent back in a further step, which
+// consumes the allowance like any other.
+func TestPausedTurnContinues(t *testing.T) {
+	h := hostedHarness(t)
+	h.Model.Reply(script.ToolCall("srv_1", "web_search", `{"query":"go"}`).ProviderExecuted(),
+		script.HostedResult("srv_1", "web_search", "Go — https://go.dev").WithMetadata(`{"r":1}`),
+		script.Finish(llm.FinishPause, messages.Tokens{}))
+	h.Model.Reply(script.Text("Here is what I found."))
+	sid := h.Session()
+	h.Prompt(sid, "search")
+	h.WaitIdle(sid)
+	if h.Model.Count() != 2 || count(h, sid, messages.TypeStepEnded) != 2 {
+		t.Fatalf("%d requests: %v", h.Model.Count(), h.Types(sid))
+	}
+	second := h.Request(2)
+	last := second.Messages[len(second.Messages)-1]
+	if last.Role != llm.RoleAssistant || len(last.Parts) != 2 || !last.Parts[0].Executed {
+		t.Fatalf("the paused response was not sent back as the last message: %+v", second.Messages)
+	}
+	h.CheckReplay()
+}

@@ -514,7 +514,9 @@ func (r *runner) step(ctx context.Context, sess persistence.Session, agent locat
 			return false, err
 		}
 		r.metrics.step("ended")
-		return out.localTools > 0 && !out.rejected, nil
+		// Local calls need their results sent back; a paused turn of
+		// hosted tool use needs its response sent back to go on.
+		return (out.localTools > 0 || out.finish == llm.FinishPause) && !out.rejected, nil
 	}
 }
 

@@ -188,6 +188,10 @@ const (
 	FinishLength        = "length"
 	FinishContentFilter = "content-filter"
 	FinishOther         = "other"
+	// FinishPause: the provider paused a long turn of hosted tool use
+	// (Anthropic's pause_turn); sending the response back continues it,
+	// so the runner takes another step, as after local tool calls.
+	FinishPause = "pause"
 )
 
 // Event is one normalized stream event. Which fields are set depends on

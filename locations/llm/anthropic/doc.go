@@ -22,8 +22,8 @@
 // Finish reasons: end_turn and stop_sequence are stop, tool_use is
 // tool-calls (but other when the step made hosted calls and no local one),
 // max_tokens is length, refusal is content-filter, pause_turn (the API
-// paused a long server-tool turn, which is unfinished) and anything unknown
-// are other. The stop reason model_context_window_exceeded ends the
+// paused a long server-tool turn; sending the response back resumes it) is
+// pause, and anything unknown is other. The stop reason model_context_window_exceeded ends the
 // stream with a provider.context-overflow error instead.
 //
 // # Hosted tools

@@ -230,7 +230,7 @@ func TestHostedStreamEdges(t *testing.T) {
 				`tool-input-delta 0 "{\"query\":\"q\"}"`,
 				"tool-input-end 0 srvtoolu_1 web_search",
 				`tool-call srvtoolu_1 web_search {"query":"q"} executed {"caller":{"type":"code_execution_20250825","tool_id":"srvtoolu_0"}}`,
-				"step-finish other in=10 out=9 reasoning=0 cache.read=0 cache.write=0 cost=0.000165",
+				"step-finish pause in=10 out=9 reasoning=0 cache.read=0 cache.write=0 cost=0.000165",
 			},
 		},
 		{

@@ -395,6 +395,8 @@ func finishReason(r sdk.StopReason) string {
 		return llm.FinishLength
 	case sdk.StopReasonRefusal:
 		return llm.FinishContentFilter
+	case sdk.StopReasonPauseTurn:
+		return llm.FinishPause
 	}
 	return llm.FinishOther
 }

@@ -149,7 +149,7 @@ func TestStopReasons(t *testing.T) {
 		{"max_tokens", llm.FinishLength},
 		{"stop_sequence", llm.FinishStop},
 		{"refusal", llm.FinishContentFilter},
-		{"pause_turn", llm.FinishOther},
+		{"pause_turn", llm.FinishPause},
 		{"something_new", llm.FinishOther},
 	} {
 		t.Run(tc.reason, func(t *testing.T) {

@@ -100,7 +100,7 @@
 // value), "delayMs" (0 to 600000), "error" ("type" one of
 // the provider.* error types or "aborted"; "message" defaults to "scripted
 // <type> error"; "retryAfterMs" 0 to 86400000; "statusCode" 100 to 599) and
-// "finish" ("stop", "tool-calls", "length", "content-filter" or "other";
+// "finish" ("stop", "tool-calls", "length", "content-filter", "other" or "pause";
 // optional "usage" with non-negative integers). "error" and "finish" end the
 // stream, so they must be the last step. Gates exist only in Go: a file has
 // nobody to release them.

@@ -288,7 +288,7 @@ func step(path string, raw json.RawMessage) (Step, error) {
 		if err != nil {
 			return Step{}, err
 		}
-		reasons := []string{llm.FinishStop, llm.FinishToolCalls, llm.FinishLength, llm.FinishContentFilter, llm.FinishOther}
+		reasons := []string{llm.FinishStop, llm.FinishToolCalls, llm.FinishLength, llm.FinishContentFilter, llm.FinishOther, llm.FinishPause}
 		if !slices.Contains(reasons, reason) {
 			return Step{}, &ParseError{Path: p, Message: fmt.Sprintf("unknown finish reason %q (want one of %s)", reason, quoteAll(reasons))}
 		}

@@ -224,7 +224,7 @@ func TestLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := script.Load(bad)
-	want := `script: ` + bad + `: /responses/0/steps/0/finish: unknown finish reason "later" (want one of "stop", "tool-calls", "length", "content-filter", "other")`
+	want := `script: ` + bad + `: /responses/0/steps/0/finish: unknown finish reason "later" (want one of "stop", "tool-calls", "length", "content-filter", "other", "pause")`
 	if err == nil || err.Error() != want {
 		t.Errorf("Load(bad) = %v\nwant %s", err, want)
 	}
