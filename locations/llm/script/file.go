@@ -314,18 +314,9 @@ func toolCall(path string, raw json.RawMessage) (Step, error) {
 	if err != nil {
 		return Step{}, err
 	}
-	var id, name string
-	for _, field := range []struct {
-		key string
-		dst *string
-	}{{"id", &id}, {"name", &name}} {
-		v, ok := f[field.key]
-		if !ok {
-			return Step{}, &ParseError{Path: path, Message: fmt.Sprintf("missing field %q", field.key)}
-		}
-		if *field.dst, err = nonEmpty(path+"/"+field.key, v); err != nil {
-			return Step{}, err
-		}
+	id, name, err := callIdentity(path, f)
+	if err != nil {
+		return Step{}, err
 	}
 	input := json.RawMessage(`{}`)
 	if v, ok := f["input"]; ok {
@@ -343,24 +334,33 @@ func toolCall(path string, raw json.RawMessage) (Step, error) {
 	return s, nil
 }
 
-// toolResult decodes a toolResult object: the result of a hosted call.
-func toolResult(path string, raw json.RawMessage) (Step, error) {
-	f, err := fields(path, raw, "id", "name", "output", "error", "metadata")
-	if err != nil {
-		return Step{}, err
-	}
-	var id, name string
+// callIdentity reads the required, non-empty "id" and "name" of a
+// toolCall or toolResult object.
+func callIdentity(path string, f map[string]json.RawMessage) (id, name string, err error) {
 	for _, field := range []struct {
 		key string
 		dst *string
 	}{{"id", &id}, {"name", &name}} {
 		v, ok := f[field.key]
 		if !ok {
-			return Step{}, &ParseError{Path: path, Message: fmt.Sprintf("missing field %q", field.key)}
+			return "", "", &ParseError{Path: path, Message: fmt.Sprintf("missing field %q", field.key)}
 		}
 		if *field.dst, err = nonEmpty(path+"/"+field.key, v); err != nil {
-			return Step{}, err
+			return "", "", err
 		}
+	}
+	return id, name, nil
+}
+
+// toolResult decodes a toolResult object: the result of a hosted call.
+func toolResult(path string, raw json.RawMessage) (Step, error) {
+	f, err := fields(path, raw, "id", "name", "output", "error", "metadata")
+	if err != nil {
+		return Step{}, err
+	}
+	id, name, err := callIdentity(path, f)
+	if err != nil {
+		return Step{}, err
 	}
 	s := HostedResult(id, name, "")
 	if v, ok := f["output"]; ok {
