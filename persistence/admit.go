@@ -19,6 +19,9 @@ func (s *Bolt) CreateSession(ctx context.Context, req CreateSession) (Session, b
 	if err := ValidateLocation(req.Location); err != nil {
 		return Session{}, false, err
 	}
+	if err := ValidateTitle(req.Title); err != nil {
+		return Session{}, false, err
+	}
 	req.Location = req.Location.Clean()
 	ev := messages.Event{ID: s.opts.IDs.Event(), Created: s.opts.Clock().UnixMilli(), Type: messages.TypeSessionCreated,
 		Durable: &messages.Durable{AggregateID: req.ID, Seq: 0, Version: 1},
@@ -58,6 +61,26 @@ func ValidateLocation(l messages.Location) error {
 	}
 	if l.WorkspaceID != "" {
 		return messages.ValidateID("location.workspaceID", "wrk_", l.WorkspaceID)
+	}
+	return nil
+}
+
+// MaxTitleBytes bounds a Session title. Every Session listing carries
+// every title, so the bound is on what a title costs there and in the log,
+// bytes, not on what it shows: 1,024 bytes hold 256 characters in any
+// script, and more than a title needs in most.
+const MaxTitleBytes = 1024
+
+// ValidateTitle checks a Session title: at most MaxTitleBytes of valid
+// UTF-8 (a title is shown to people and served as JSON, which cannot carry
+// invalid UTF-8 unchanged). Only new titles are checked: a Session created
+// before the limit keeps its title.
+func ValidateTitle(title string) error {
+	if len(title) > MaxTitleBytes {
+		return messages.Errorf(messages.ErrInvalid, "title: %d bytes exceeds the limit of %d", len(title), MaxTitleBytes)
+	}
+	if !utf8.ValidString(title) {
+		return messages.Errorf(messages.ErrInvalid, "title: not valid UTF-8")
 	}
 	return nil
 }

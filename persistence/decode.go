@@ -2,10 +2,13 @@ package persistence
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"strings"
 
 	"github.com/sessiond/sessiond/messages"
 )
@@ -14,7 +17,7 @@ import (
 // one JSON object, no unknown fields, typed errors naming the field.
 func DecodeCreateSession(b []byte) (CreateSession, error) {
 	var req CreateSession
-	if err := decodeStrict(b, &req); err != nil {
+	if err := DecodeStrict(b, &req); err != nil {
 		return req, err
 	}
 	if req.ID != "" {
@@ -22,14 +25,17 @@ func DecodeCreateSession(b []byte) (CreateSession, error) {
 			return req, err
 		}
 	}
-	return req, ValidateLocation(req.Location)
+	if err := ValidateLocation(req.Location); err != nil {
+		return req, err
+	}
+	return req, ValidateTitle(req.Title)
 }
 
 // DecodePromptRequest decodes a sessions.prompt request body strictly. The
 // Session ID usually comes from the route, so it may be absent here.
 func DecodePromptRequest(b []byte) (PromptRequest, error) {
 	var req PromptRequest
-	if err := decodeStrict(b, &req); err != nil {
+	if err := DecodeStrict(b, &req); err != nil {
 		return req, err
 	}
 	if req.ID != "" {
@@ -50,8 +56,12 @@ func DecodePromptRequest(b []byte) (PromptRequest, error) {
 	return req, ValidatePrompt(req.Prompt, d, int(^uint(0)>>1))
 }
 
-// decodeStrict decodes exactly one JSON object into v.
-func decodeStrict(b []byte, v any) error {
+// DecodeStrict decodes exactly one JSON object with no unknown fields into
+// v. Its errors are typed invalid errors that name the field and describe
+// what was wanted in JSON terms, never by a Go type: a client knows its
+// JSON, not this program's types. The HTTP adapter decodes every request
+// body through it, so that all bodies are refused alike.
+func DecodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -76,11 +86,72 @@ func jsonError(err error) error {
 		if field == "" {
 			field = "body"
 		}
-		return messages.Errorf(messages.ErrInvalid, "%s: want %s, got JSON %s", field, typ.Type, typ.Value)
+		return messages.Errorf(messages.ErrInvalid, "%s: want %s, got %s", field, wantJSON(typ.Type), gotJSON(typ.Value))
 	case errors.Is(err, io.EOF):
 		return messages.Errorf(messages.ErrInvalid, "body: empty, want a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return messages.Errorf(messages.ErrInvalid, "body: truncated JSON")
 	}
-	return messages.Errorf(messages.ErrInvalid, "body: %s", fmt.Sprint(err))
+	// What is left is an unknown field, whose message names it after the
+	// package's "json: " prefix, which means nothing to a client.
+	return messages.Errorf(messages.ErrInvalid, "body: %s", strings.TrimPrefix(fmt.Sprint(err), "json: "))
+}
+
+// textUnmarshaler is encoding.TextUnmarshaler, whose implementations take
+// a JSON string.
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// wantJSON describes the JSON that decodes into t, for error messages.
+func wantJSON(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "a JSON value"
+	}
+	if reflect.PointerTo(t).Implements(textUnmarshaler) {
+		return "a string"
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "a JSON object"
+	case reflect.Slice, reflect.Array:
+		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
+			return "a base64 string"
+		}
+		return "a JSON array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another JSON value"
+}
+
+// gotJSON describes the JSON value the decoder found: the decoder reports
+// its kind ("array", "bool") and, for a number that does not fit, the
+// number itself ("number 1.5").
+func gotJSON(value string) string {
+	switch value {
+	case "object", "array":
+		return "an " + value
+	case "string", "number":
+		return "a " + value
+	case "bool":
+		return "a boolean"
+	}
+	if n, ok := strings.CutPrefix(value, "number "); ok {
+		// The number is the client's, of any length: echo its start only.
+		const max = 32
+		if len(n) > max {
+			n = n[:max] + "…"
+		}
+		return "the number " + n
+	}
+	return value
 }

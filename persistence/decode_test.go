@@ -24,6 +24,8 @@ func TestDecodeRequests(t *testing.T) {
 		{`{"location":`, "truncated"},
 		{``, "empty"},
 		{`[`, "truncated"},
+		{`{"location":{"directory":"/tmp"},"title":"` + strings.Repeat("é", persistence.MaxTitleBytes/2) + `"}`, ""},
+		{`{"location":{"directory":"/tmp"},"title":"` + strings.Repeat("t", persistence.MaxTitleBytes+1) + `"}`, "title"},
 	} {
 		_, err := persistence.DecodeCreateSession([]byte(tc.body))
 		check(t, tc.body, err, tc.field)
@@ -42,6 +44,64 @@ func TestDecodeRequests(t *testing.T) {
 	} {
 		_, err := persistence.DecodePromptRequest([]byte(tc.body))
 		check(t, tc.body, err, tc.field)
+	}
+}
+
+// TestDecodeErrorsDescribeJSON: a value of the wrong JSON type is named
+// with its field and described in JSON terms, never by the Go type it
+// would have decoded into; the decoder's "json:" prefix is dropped too.
+func TestDecodeErrorsDescribeJSON(t *testing.T) {
+	for body, want := range map[string]string{
+		`[]`:                            "body: want a JSON object, got an array",
+		`5`:                             "body: want a JSON object, got a number",
+		`true`:                          "body: want a JSON object, got a boolean",
+		`{"location":[]}`:               "location: want a JSON object, got an array",
+		`{"location":{"directory":{}}}`: "location.directory: want a string, got an object",
+		`{"id":1,"location":{}}`:        "id: want a string, got a number",
+		`{"model":[],"location":{}}`:    "model: want a JSON object, got an array",
+		`{"nope":1}`:                    `body: unknown field "nope"`,
+	} {
+		_, err := persistence.DecodeCreateSession([]byte(body))
+		if err == nil || messages.TypeOf(err) != messages.ErrInvalid || err.(*messages.Error).Message != want {
+			t.Errorf("%s: %v, want invalid %q", body, err, want)
+		}
+	}
+	for body, want := range map[string]string{
+		`[]`:                                       "body: want a JSON object, got an array",
+		`{"prompt":{"text":"a","files":"f"}}`:      "prompt.files: want a JSON array, got a string",
+		`{"prompt":{"text":"a","files":[[]]}}`:     "prompt.files: want a JSON object, got an array",
+		`{"prompt":{"text":"a"},"resume":1}`:       "resume: want true or false, got a number",
+		`{"prompt":{"text":"a"},"delivery":false}`: "delivery: want a string, got a boolean",
+	} {
+		_, err := persistence.DecodePromptRequest([]byte(body))
+		if err == nil || messages.TypeOf(err) != messages.ErrInvalid || err.(*messages.Error).Message != want {
+			t.Errorf("%s: %v, want invalid %q", body, err, want)
+		}
+	}
+	// Every Go kind a request field can have is described in JSON terms.
+	var v struct {
+		N int64          `json:"n"`
+		U uint8          `json:"u"`
+		F float64        `json:"f"`
+		B []byte         `json:"b"`
+		M map[string]int `json:"m"`
+		A [2]string      `json:"a"`
+		P *bool          `json:"p"`
+	}
+	for body, want := range map[string]string{
+		`{"n":1.5}`: "n: want an integer, got the number 1.5",
+		`{"u":-1}`:  "u: want an integer, got the number -1",
+		`{"n":0.` + strings.Repeat("5", 1000) + `}`: "n: want an integer, got the number 0." + strings.Repeat("5", 30) + "…",
+		`{"f":"x"}`: "f: want a number, got a string",
+		`{"b":1}`:   "b: want a base64 string, got a number",
+		`{"m":[]}`:  "m: want a JSON object, got an array",
+		`{"a":{}}`:  "a: want a JSON array, got an object",
+		`{"p":"x"}`: "p: want true or false, got a string",
+	} {
+		err := persistence.DecodeStrict([]byte(body), &v)
+		if err == nil || err.(*messages.Error).Message != want {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
 	}
 }
 
@@ -69,7 +129,7 @@ func FuzzDecodeCreateSession(f *testing.F) {
 			}
 			return
 		}
-		if req.ID != "" && req.ID.Validate() != nil || !strings.HasPrefix(req.Location.Directory, "/") {
+		if req.ID != "" && req.ID.Validate() != nil || !strings.HasPrefix(req.Location.Directory, "/") || persistence.ValidateTitle(req.Title) != nil {
 			t.Fatalf("accepted invalid request %+v", req)
 		}
 	})

@@ -17,7 +17,9 @@ import (
 // caller owns.
 type Store interface {
 	// CreateSession creates a Session when absent. With a supplied ID that
-	// already exists it returns the existing Session and created=false.
+	// already exists it returns the existing Session and created=false. A
+	// malformed request (ID, Location, a title over MaxTitleBytes or not
+	// UTF-8) is refused with an invalid error and writes nothing.
 	CreateSession(ctx context.Context, req CreateSession) (s Session, created bool, err error)
 	// Get returns one Session, or an error of type session.not-found.
 	Get(ctx context.Context, id messages.SessionID) (Session, error)
@@ -118,9 +120,10 @@ type CreateSession struct {
 	// ID is optional; when empty one is generated.
 	ID       messages.SessionID `json:"id,omitempty"`
 	Location messages.Location  `json:"location"`
-	Title    string             `json:"title,omitempty"`
-	Agent    string             `json:"agent,omitempty"`
-	Model    messages.ModelRef  `json:"model,omitzero"`
+	// Title is at most MaxTitleBytes of UTF-8 (ValidateTitle).
+	Title string            `json:"title,omitempty"`
+	Agent string            `json:"agent,omitempty"`
+	Model messages.ModelRef `json:"model,omitzero"`
 }
 
 // Session is the projected Session record.

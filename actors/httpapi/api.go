@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"net"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -92,14 +93,27 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.writeError(sw, r, http.StatusForbidden, err)
 		return
 	}
-	_, pattern := a.mux.Handler(r)
-	rt := a.routeOf(pattern)
+	// ServeMux answers a path that is not in canonical form ("//api/session",
+	// "/api/./session") with a redirect and an HTML body; every answer of
+	// this API is JSON and no client needs a redirect, so such a path is no
+	// route at all.
+	canonical := isCanonical(r.URL.EscapedPath())
+	var rt *route
+	if canonical {
+		_, pattern := a.mux.Handler(r)
+		rt = a.routeOf(pattern)
+	}
 	if (rt == nil || !rt.public) && !a.authorized(r) {
 		sw.Header().Set("WWW-Authenticate", `Bearer realm="sessiond"`)
 		a.writeError(sw, r, http.StatusUnauthorized, messages.Errorf(messages.ErrUnauthorized, "missing or wrong bearer token"))
 		return
 	}
 	if rt == nil {
+		if !canonical {
+			a.writeError(sw, r, http.StatusNotFound, messages.Errorf(messages.ErrNotFound,
+				"no route for %s %s: the path is not in canonical form (no empty, \".\" or \"..\" segments)", r.Method, clip(r.URL.Path)))
+			return
+		}
 		if allow := a.allowed(r); len(allow) > 0 {
 			sw.Header().Set("Allow", allowHeader(allow))
 			a.writeError(sw, r, http.StatusMethodNotAllowed,
@@ -111,6 +125,22 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The mux matches again to set the request's path values.
 	a.mux.ServeHTTP(sw, r)
+}
+
+// isCanonical reports whether ServeMux would take the escaped request
+// path p as it is: an absolute path without empty, "." or ".." segments
+// (a final "/" is kept). Anything else it would redirect to its clean
+// form. CONNECT requests, which ServeMux does not clean, are held to the
+// same rule: no route of this API takes a path that is not canonical.
+func isCanonical(p string) bool {
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean == p
 }
 
 // authorized reports whether r carries the configured bearer token (always
@@ -147,7 +177,13 @@ func (a *api) fromBrowser(r *http.Request) *messages.Error {
 		host = h
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") || net.ParseIP(host) != nil {
+	// Host names are case-insensitive, and a final dot only makes a name
+	// fully qualified: "LOCALHOST" and "localhost." name the same host as
+	// "localhost". A page cannot abuse either, since names under localhost
+	// never resolve through DNS the page's owner controls (RFC 6761). One
+	// dot only: "localhost.." is not a valid name.
+	name := strings.TrimSuffix(strings.ToLower(host), ".")
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") || net.ParseIP(host) != nil {
 		return nil
 	}
 	return messages.Errorf(messages.ErrForbidden, "requests addressed to %s are refused: without a token, sessiond answers only requests to an IP address or localhost (a web page could re-point its own name at this server); set a token to serve other names", clip(host))

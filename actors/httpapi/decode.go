@@ -1,13 +1,11 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
@@ -94,13 +92,41 @@ func decodeModel(body []byte) (messages.ModelRef, error) {
 	if err := decodeStrict(body, &m); err != nil {
 		return m, err
 	}
-	switch {
-	case m.ProviderID == "":
-		return m, invalid("providerID: required")
-	case m.ID == "":
-		return m, invalid("id: required")
+	return m, checkModel("", m)
+}
+
+// decodeCreate decodes a sessions.create body. A model given there must be
+// well-formed: the runtime resolves any model it is given, and would answer
+// a partial one as a model that does not exist (model.not-found) rather
+// than as the malformed value it is.
+func decodeCreate(body []byte) (persistence.CreateSession, error) {
+	req, err := persistence.DecodeCreateSession(body)
+	if err != nil {
+		return req, err
 	}
-	return m, nil
+	if req.Model != (messages.ModelRef{}) {
+		if err := checkModel("model.", req.Model); err != nil {
+			return req, err
+		}
+	}
+	return req, nil
+}
+
+// checkModel checks that m is a well-formed model reference: both parts
+// present and without white space around them, as the "provider/model"
+// form of the configuration and the CLI requires. Whether it names a
+// configured model is the runtime's to say (model.not-found). prefix is
+// the path of the reference in the body ("" or "model.").
+func checkModel(prefix string, m messages.ModelRef) error {
+	for _, f := range []struct{ name, value string }{{"providerID", m.ProviderID}, {"id", m.ID}} {
+		switch {
+		case f.value == "":
+			return invalid("%s%s: required", prefix, f.name)
+		case strings.TrimSpace(f.value) != f.value:
+			return invalid("%s%s: %q has white space around it", prefix, f.name, clip(f.value))
+		}
+	}
+	return nil
 }
 
 // decodeReply decodes a permission reply.
@@ -128,34 +154,12 @@ func decodeInstruction(body []byte) (string, error) {
 }
 
 // decodeStrict decodes exactly one JSON object with no unknown fields into
-// v, returning typed invalid errors that name the field.
+// v, returning typed invalid errors that name the field. It is the store's
+// decoder of request bodies, so that every body of the API (those the store
+// decodes itself too) is refused with the same words, which describe JSON
+// and never a Go type.
 func decodeStrict(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var syn *json.SyntaxError
-		var typ *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &syn):
-			return invalid("body: malformed JSON at offset %d: %v", syn.Offset, syn)
-		case errors.As(err, &typ):
-			field := typ.Field
-			if field == "" {
-				field = "body"
-			}
-			return invalid("%s: want %s, got JSON %s", field, typ.Type, typ.Value)
-		case errors.Is(err, io.EOF):
-			return invalid("body: empty, want a JSON object")
-		case errors.Is(err, io.ErrUnexpectedEOF):
-			return invalid("body: truncated JSON")
-		}
-		// Unknown fields: the decoder's message names the field.
-		return invalid("body: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return invalid("body: unexpected data after the JSON object")
-	}
-	return nil
+	return persistence.DecodeStrict(body, v)
 }
 
 // pageQuery is the paging of history and message listings.

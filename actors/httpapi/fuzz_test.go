@@ -22,6 +22,9 @@ func wantInvalid(t *testing.T, err error, fields ...string) {
 	if !errors.As(err, &e) || e.Type != messages.ErrInvalid {
 		t.Fatalf("error %v (%T) is not of type invalid", err, err)
 	}
+	if goTerms.MatchString(e.Message) {
+		t.Fatalf("message %q names a Go type", e.Message)
+	}
 	for _, f := range fields {
 		if strings.HasPrefix(e.Message, f+":") {
 			return
@@ -160,7 +163,8 @@ func FuzzLogQuery(f *testing.F) {
 // instruction decoders.
 func FuzzSmallBodies(f *testing.F) {
 	for i, s := range []string{`{"agent":"plan"}`, `{"providerID":"p","id":"m"}`, `{"reply":"once","message":"ok"}`, `{"text":""}`,
-		`{"agent":""}`, `{"providerID":1}`, `{"reply":"never"}`, `{"text":null}`, `{}`, `{"a":1}`, `nul`} {
+		`{"agent":""}`, `{"providerID":1}`, `{"reply":"never"}`, `{"text":null}`, `{}`, `{"a":1}`, `nul`, `[]`, `[]`, `[]`, `[]`,
+		`{"providerID":"","id":"m"}`, `{"providerID":"p","id":" m"}`} {
 		f.Add(uint8(i), []byte(s))
 	}
 	f.Fuzz(func(t *testing.T, kind uint8, body []byte) {
@@ -173,7 +177,8 @@ func FuzzSmallBodies(f *testing.F) {
 			}
 		case 1:
 			var m messages.ModelRef
-			if m, err = decodeModel(body); err == nil && (m.ProviderID == "" || m.ID == "") {
+			if m, err = decodeModel(body); err == nil && (m.ProviderID == "" || m.ID == "" ||
+				strings.TrimSpace(m.ProviderID) != m.ProviderID || strings.TrimSpace(m.ID) != m.ID) {
 				t.Fatalf("accepted %+v", m)
 			}
 		case 2:

@@ -14,13 +14,13 @@ import (
 // the Authorization header is accepted exactly when it is the Bearer
 // scheme (any case) with the token; without a token, fromBrowser lets a
 // request through only when it carries no foreign Origin and its Host
-// names localhost, a *.localhost name or an IP literal; refusals are typed
-// forbidden errors.
+// names localhost, a *.localhost name (in any case, with or without one
+// final dot) or an IP literal; refusals are typed forbidden errors.
 func FuzzRequestHeaders(f *testing.F) {
 	for _, s := range [][3]string{
 		{"Bearer secret", "127.0.0.1:4096", ""}, {"bearer  secret ", "localhost", "http://a:1"}, {"Basic secret", "[::1]:80", ""},
 		{"Bearer secretx", "evil.com", ""}, {"Bearer", "a.localhost:1", "null"}, {"", "127.0.0.1.nip.io", ""}, {"", "[evil.com]", ""},
-		{"", "localhost.:80", ""}, {"", "0x7f.1", ""}, {"", "::ffff:127.0.0.1", ""}, {"", "[fe80::1%25eth0]:1", ""},
+		{"", "localhost.:80", ""}, {"", "LOCALHOST", ""}, {"", "localhost..", ""}, {"", "0x7f.1", ""}, {"", "::ffff:127.0.0.1", ""}, {"", "[fe80::1%25eth0]:1", ""},
 	} {
 		f.Add(s[0], s[1], s[2])
 	}
@@ -58,7 +58,9 @@ func FuzzRequestHeaders(f *testing.F) {
 			h = hh
 		}
 		h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
-		if h != "localhost" && !strings.HasSuffix(h, ".localhost") && net.ParseIP(h) == nil {
+		// Names compare case-insensitively, with one final dot allowed.
+		name := strings.TrimSuffix(strings.ToLower(h), ".")
+		if name != "localhost" && !strings.HasSuffix(name, ".localhost") && net.ParseIP(h) == nil {
 			t.Fatalf("Host %q let through without a token", host)
 		}
 		if ip := net.ParseIP(h); ip != nil && strings.ContainsAny(h, "%") {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sessiond/sessiond/actors/actortest"
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
 )
@@ -207,7 +209,13 @@ func TestBrowserPagesAreRefused(t *testing.T) {
 		return res.StatusCode
 	}
 	for host, want := range map[string]int{"rebind.evil.example:4096": http.StatusForbidden, "127.0.0.1:4096": http.StatusOK,
-		"[::1]:4096": http.StatusOK, "localhost:4096": http.StatusOK, "app.localhost": http.StatusOK, "192.168.1.5": http.StatusOK} {
+		"[::1]:4096": http.StatusOK, "localhost:4096": http.StatusOK, "app.localhost": http.StatusOK, "192.168.1.5": http.StatusOK,
+		// Host names compare case-insensitively, and a final dot (the
+		// fully qualified form) names the same host; one dot only.
+		"LOCALHOST": http.StatusOK, "LocalHost:4096": http.StatusOK, "App.LOCALHOST": http.StatusOK,
+		"localhost.": http.StatusOK, "localhost.:4096": http.StatusOK, "app.localhost.": http.StatusOK,
+		"localhost..": http.StatusForbidden, "localhost.evil.example": http.StatusForbidden, "evil.example.": http.StatusForbidden,
+		"LOCALHOST.EVIL.EXAMPLE.": http.StatusForbidden, "notlocalhost": http.StatusForbidden} {
 		if got := hostStatus(e, host, ""); got != want {
 			t.Errorf("Host %s: status %d, want %d", host, got, want)
 		}
@@ -216,6 +224,42 @@ func TestBrowserPagesAreRefused(t *testing.T) {
 	tok := newHarnessEnv(t, func(c *ServerConfig) { c.API.Token = "tok" })
 	if got := hostStatus(tok, "sessiond.example.com", "Authorization: Bearer tok\r\n"); got != http.StatusOK {
 		t.Errorf("with a token, Host sessiond.example.com: status %d", got)
+	}
+}
+
+// TestTitleLimit: a title is at most persistence.MaxTitleBytes bytes of
+// UTF-8, over HTTP and through the Go API alike; a refused create is 400
+// invalid naming title and leaves the store as it was.
+func TestTitleLimit(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	loc := map[string]string{"directory": e.dir}
+	create := func(title string) reply {
+		return e.do("POST", "/api/session", map[string]any{"id": "ses_titled", "location": loc, "title": title})
+	}
+	for _, title := range []string{strings.Repeat("t", persistence.MaxTitleBytes+1), strings.Repeat("é", persistence.MaxTitleBytes/2+1),
+		strings.Repeat("t", 3<<19)} {
+		m := create(title).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+		if !strings.HasPrefix(m.Message, "title:") || !strings.Contains(m.Message, "1024") {
+			t.Errorf("%d bytes: message %q", len(title), m.Message)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
+	defer cancel()
+	for _, title := range []string{"bad \xff byte", strings.Repeat("t", persistence.MaxTitleBytes+1)} {
+		_, _, err := e.rt.Create(ctx, persistence.CreateSession{ID: "ses_titled", Location: messages.Location{Directory: e.dir}, Title: title})
+		if messages.TypeOf(err) != messages.ErrInvalid || !strings.Contains(err.Error(), "title:") {
+			t.Errorf("Go API, title %.20q: %v", title, err)
+		}
+	}
+	if list := dataOf[[]persistence.Session](t, e.do("GET", "/api/session", nil)); len(list) != 0 {
+		t.Fatalf("refused creates left %d Sessions", len(list))
+	}
+	// At the limit is fine: 1,024 bytes, also as 512 two-byte characters.
+	for i, title := range []string{strings.Repeat("t", persistence.MaxTitleBytes), strings.Repeat("é", persistence.MaxTitleBytes/2)} {
+		body := map[string]any{"id": "ses_titled" + itoa(int64(i)), "location": loc, "title": title}
+		if s := dataOf[persistence.Session](t, e.do("POST", "/api/session", body)); s.Title != title {
+			t.Fatalf("title %q", s.Title)
+		}
 	}
 }
 

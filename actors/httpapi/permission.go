@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 
+	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/tools"
 )
 
@@ -18,10 +20,9 @@ func (a *api) listPermissions(w http.ResponseWriter, r *http.Request) {
 
 // replyPermission is POST /api/permission/{requestID}/reply {reply,
 // message?}: 204 once the asking tool call has its answer, 404 when no such
-// question waits (answered, withdrawn or never asked), 400 for a bad reply.
+// question waits (answered, withdrawn or never asked), 400 for a bad reply
+// or a malformed request ID.
 func (a *api) replyPermission(w http.ResponseWriter, r *http.Request) {
-	// Request IDs are the broker's to choose (Ask keeps a caller's ID), so
-	// any ID is looked up rather than validated by shape.
 	id := r.PathValue("requestID")
 	body, err := a.readBody(w, r)
 	if err != nil {
@@ -33,11 +34,21 @@ func (a *api) replyPermission(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	if a.cfg.Pending == nil {
-		a.fail(w, r, &tools.RequestNotFoundError{RequestID: id})
-		return
+	err = &tools.RequestNotFoundError{RequestID: id}
+	if a.cfg.Pending != nil {
+		err = a.cfg.Pending.Reply(id, b.Reply, b.Message)
 	}
-	if err := a.cfg.Pending.Reply(id, b.Reply, b.Message); err != nil {
+	if errors.Is(err, tools.ErrRequestNotFound) {
+		// The broker's IDs are "per_" IDs, but Ask keeps an ID its caller
+		// chose, so a waiting question is answered whatever its ID looks
+		// like: only a miss is judged by shape, a malformed ID being the
+		// client's mistake (400) and a well-formed one a question that
+		// does not wait (404).
+		if verr := messages.ValidateID("requestID", messages.RequestPrefix, id); verr != nil {
+			err = verr
+		}
+	}
+	if err != nil {
 		a.fail(w, r, err)
 		return
 	}

@@ -101,3 +101,40 @@ func TestPermissionWithoutBroker(t *testing.T) {
 		t.Fatalf("message %q", m.Message)
 	}
 }
+
+// TestPermissionReplyIDs: a malformed request ID is the client's mistake,
+// 400 invalid naming requestID, while a well-formed one no question waits
+// under is 404. A question a caller asked under an ID of its own choosing
+// (Ask keeps it) is still answered, whatever its shape.
+func TestPermissionReplyIDs(t *testing.T) {
+	pending := tools.NewPending(tools.PendingConfig{})
+	e := newHarnessEnv(t, func(c *ServerConfig) { c.API.Pending = pending })
+	once := map[string]string{"reply": "once"}
+	for _, id := range []string{"nope", "per_", "per_a.b", "PER_1", "per_" + strings.Repeat("x", 65), "per_%20"} {
+		m := e.do("POST", "/api/permission/"+id+"/reply", once).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+		if !strings.HasPrefix(m.Message, "requestID:") {
+			t.Errorf("%s: message %q does not name requestID", id, m.Message)
+		}
+	}
+	e.do("POST", "/api/permission/per_01HZX0000000000000000000/reply", once).wantError(t, http.StatusNotFound, messages.ErrNotFound)
+	// Without a broker the same holds.
+	bare := newHarnessEnv(t, nil)
+	bare.do("POST", "/api/permission/nope/reply", once).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+	bare.do("POST", "/api/permission/per_x/reply", once).wantError(t, http.StatusNotFound, messages.ErrNotFound)
+
+	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
+	defer cancel()
+	answered := make(chan tools.Answer, 1)
+	go func() {
+		a, err := pending.Ask(ctx, tools.Request{ID: "ask.1", SessionID: "ses_x", Permission: "bash", Patterns: []string{"ls"}})
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- a
+	}()
+	eventually(t, "the question", func() bool { return len(pending.List()) == 1 })
+	e.do("POST", "/api/permission/ask.1/reply", once).want(t, http.StatusNoContent)
+	if a := <-answered; a.Reply != tools.Once {
+		t.Fatalf("answer %+v", a)
+	}
+}

@@ -30,7 +30,7 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	req, err := persistence.DecodeCreateSession(body)
+	req, err := decodeCreate(body)
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -1,15 +1,18 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"github.com/rs/zerolog"
 	"github.com/sessiond/sessiond/actors/actortest"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +23,7 @@ import (
 	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
+	"github.com/sessiond/sessiond/tools"
 )
 
 func TestHealth(t *testing.T) {
@@ -346,6 +350,48 @@ func TestSelectAgentAndModel(t *testing.T) {
 	e.do("POST", "/api/session/ses_missing/model", map[string]string{"providerID": "script", "id": "demo"}).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
 }
 
+// TestMalformedModel: a partial model reference, or one with white space
+// around a part, is 400 invalid naming the part, at creation and at
+// selection; model.not-found stays for a well-formed reference that does
+// not resolve. Nothing is written on refusal.
+func TestMalformedModel(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := e.createSession()
+	loc := map[string]string{"directory": e.dir}
+	for _, tc := range []struct {
+		model map[string]string
+		field string
+	}{
+		{map[string]string{"providerID": "", "id": "x"}, "providerID"},
+		{map[string]string{"id": "x"}, "providerID"},
+		{map[string]string{"providerID": "script", "id": ""}, "id"},
+		{map[string]string{"providerID": "script"}, "id"},
+		{map[string]string{"providerID": " script", "id": "demo"}, "providerID"},
+		{map[string]string{"providerID": "script", "id": "demo\n"}, "id"},
+	} {
+		m := e.do("POST", "/api/session", map[string]any{"location": loc, "model": tc.model}).
+			wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+		if !strings.HasPrefix(m.Message, "model."+tc.field+":") {
+			t.Errorf("create with %v: message %q does not name model.%s", tc.model, m.Message, tc.field)
+		}
+		m = e.do("POST", "/api/session/"+string(sid)+"/model", tc.model).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+		if !strings.HasPrefix(m.Message, tc.field+":") {
+			t.Errorf("select %v: message %q does not name %s", tc.model, m.Message, tc.field)
+		}
+	}
+	// An empty model object is no model: the Location's default.
+	e.do("POST", "/api/session", map[string]any{"location": loc, "model": map[string]string{}}).want(t, http.StatusOK)
+	unknown := map[string]string{"providerID": "nope", "id": "x"}
+	e.do("POST", "/api/session", map[string]any{"location": loc, "model": unknown}).wantError(t, http.StatusBadRequest, messages.ErrModelNotFound)
+	e.do("POST", "/api/session/"+string(sid)+"/model", unknown).wantError(t, http.StatusBadRequest, messages.ErrModelNotFound)
+	if list := dataOf[[]persistence.Session](t, e.do("GET", "/api/session", nil)); len(list) != 2 {
+		t.Fatalf("%d Sessions, want 2", len(list))
+	}
+	if evs := e.allEvents(sid); len(evs) != 1 {
+		t.Fatalf("refused selections wrote %d events", len(evs)-1)
+	}
+}
+
 // TestMove: POST /api/session/{id}/move answers the moved Session (the
 // directory in canonical form inside a root), refuses bad bodies and
 // destinations outside every root without writing anything, and a moved
@@ -538,6 +584,117 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 	if allow := r.header.Get("Allow"); allow != "PUT, DELETE" {
 		t.Fatalf("Allow %q", allow)
 	}
+}
+
+// goTerms matches what a message describing a body must not contain: Go
+// type names ("persistence.CreateSession", "[]messages.File", "int64") and
+// the decoder's "json:" prefix. Clients know their JSON, not our types.
+var goTerms = regexp.MustCompile(`\b(persistence|messages|tools|httpapi|actors|llm)\.\w|\[\][\w*]|map\[|\b(u?int(8|16|32|64)?|float(32|64)|struct|interface)\b|\bwant (string|bool)\b|\bjson: `)
+
+// TestBodyErrorsDescribeJSON: a body, or a field of it, of the wrong JSON
+// type is 400 invalid naming the field and the JSON wanted, on every route
+// that takes a body, and no message names a Go type.
+func TestBodyErrorsDescribeJSON(t *testing.T) {
+	pending := tools.NewPending(tools.PendingConfig{})
+	e := newHarnessEnv(t, func(c *ServerConfig) { c.API.Pending = pending })
+	sid := e.createSession()
+	base := "/api/session/" + string(sid)
+	for _, tc := range []struct{ method, path, body, want string }{
+		{"POST", "/api/session", `[]`, "body: want a JSON object, got an array"},
+		{"POST", "/api/session", `"x"`, "body: want a JSON object, got a string"},
+		{"POST", "/api/session", `{"location":[]}`, "location: want a JSON object, got an array"},
+		{"POST", "/api/session", `{"location":{"directory":5}}`, "location.directory: want a string, got a number"},
+		{"POST", "/api/session", `{"location":{"directory":"/x"},"model":"p/m"}`, "model: want a JSON object, got a string"},
+		{"POST", "/api/session", `{"location":{"directory":"/x"},"id":true}`, "id: want a string, got a boolean"},
+		{"POST", "/api/session", `{"location":{"directory":"/x"},"nope":1}`, `body: unknown field "nope"`},
+		{"POST", base + "/prompt", `[]`, "body: want a JSON object, got an array"},
+		{"POST", base + "/prompt", `{"prompt":{"text":"a","files":{}}}`, "prompt.files: want a JSON array, got an object"},
+		{"POST", base + "/prompt", `{"prompt":{"text":"a","files":[5]}}`, "prompt.files: want a JSON object, got a number"},
+		{"POST", base + "/prompt", `{"prompt":{"text":"a"},"resume":"yes"}`, "resume: want true or false, got a string"},
+		{"POST", base + "/agent", `[]`, "body: want a JSON object, got an array"},
+		{"POST", base + "/model", `[]`, "body: want a JSON object, got an array"},
+		{"POST", base + "/model", `{"providerID":1,"id":"m"}`, "providerID: want a string, got a number"},
+		{"POST", base + "/move", `[]`, "body: want a JSON object, got an array"},
+		{"POST", base + "/move", `{"location":"/x"}`, "location: want a JSON object, got a string"},
+		{"PUT", base + "/instruction/k", `[]`, "body: want a JSON object, got an array"},
+		{"PUT", base + "/instruction/k", `{"text":["a"]}`, "text: want a string, got an array"},
+		{"POST", "/api/permission/per_x/reply", `[]`, "body: want a JSON object, got an array"},
+		{"POST", "/api/permission/per_x/reply", `{"reply":1}`, "reply: want a string, got a number"},
+	} {
+		m := e.do(tc.method, tc.path, tc.body).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+		if m.Message != tc.want {
+			t.Errorf("%s %s %s: message %q, want %q", tc.method, tc.path, tc.body, m.Message, tc.want)
+		}
+		if goTerms.MatchString(m.Message) {
+			t.Errorf("%s %s %s: message %q names a Go type", tc.method, tc.path, tc.body, m.Message)
+		}
+	}
+}
+
+// TestNonCanonicalPaths: a path ServeMux would redirect to its clean form
+// is answered as no route, 404 with a JSON error and no redirect, before
+// and after authentication alike.
+func TestNonCanonicalPaths(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := e.createSession()
+	raw := func(e *env, method, target, auth string) (int, http.Header, []byte) {
+		t.Helper()
+		c, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sContent-Length: 0\r\nConnection: close\r\n\r\n", method, target, auth)
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.StatusCode, res.Header, b
+	}
+	for _, target := range []string{
+		"//api/session", "/api//session", "/api/./session", "/api/x/../session", "/api/session/",
+		"//api/health", "/api/session/" + string(sid) + "/../" + string(sid), "/api/session/" + string(sid) + "/log/.",
+		"/api/session/x%2F..%2F" + string(sid), "/api/session?x=/../", "//", "/./",
+	} {
+		for _, method := range []string{"GET", "POST"} {
+			status, h, body := raw(e, method, target, "")
+			r := reply{status: status, header: h, body: body}
+			if target == "/api/session?x=/../" {
+				// The query is not part of the path: this is the route.
+				if status == http.StatusNotFound {
+					t.Errorf("%s %s: %d %s", method, target, status, body)
+				}
+				continue
+			}
+			if strings.Contains(target, "%2F") {
+				// An escaped slash is part of the ID: the path is the
+				// route of one Session, whose ID is malformed.
+				if method == "GET" {
+					r.wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+				} else {
+					r.wantError(t, http.StatusMethodNotAllowed, errMethodNotAllowed)
+				}
+				continue
+			}
+			if m := r.wantError(t, http.StatusNotFound, messages.ErrNotFound); !strings.Contains(m.Message, "canonical") && target != "/api/session/" {
+				t.Errorf("%s %s: message %q", method, target, m.Message)
+			}
+			if loc := h.Get("Location"); loc != "" {
+				t.Errorf("%s %s: redirected to %s", method, target, loc)
+			}
+		}
+	}
+	// With a token, the token comes first, as for any unknown route.
+	tok := newHarnessEnv(t, func(c *ServerConfig) { c.API.Token = "tok" })
+	status, h, body := raw(tok, "GET", "//api/session", "")
+	reply{status: status, header: h, body: body}.wantError(t, http.StatusUnauthorized, messages.ErrUnauthorized)
+	status, h, body = raw(tok, "GET", "//api/session", "Authorization: Bearer tok\r\n")
+	reply{status: status, header: h, body: body}.wantError(t, http.StatusNotFound, messages.ErrNotFound)
 }
 
 func TestInternalErrorsHideDetails(t *testing.T) {

@@ -235,10 +235,11 @@ func (a *api) writeLogFrame(r *http.Request, sse *sseWriter, f logFrame) bool {
 
 // eventStream is GET /api/event[?sessionID=]: live events from the Bus
 // (deltas, permission asks and replies, durable lifecycle) as "data:"
-// messages without ids. A subscriber that falls behind is cut off by the
-// Bus, never slowing the runner; its stream then ends with a ": dropped"
-// comment and an "event: dropped" message, and the client should
-// resynchronize from the durable log.
+// messages without ids. A sessionID must name an existing Session. A
+// subscriber that falls behind is cut off by the Bus, never slowing the
+// runner; its stream then ends with a ": dropped" comment and an
+// "event: dropped" message, and the client should resynchronize from the
+// durable log.
 func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 	var filter func(messages.Event) bool
 	if v, ok, err := single(r.URL.Query(), "sessionID"); err != nil {
@@ -247,6 +248,13 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 	} else if ok {
 		sid := messages.SessionID(v)
 		if err := sid.Validate(); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		// As on the log stream, an unknown Session is answered with a
+		// status before the stream starts, rather than with a stream that
+		// would never carry an event.
+		if _, err := a.store.Get(r.Context(), sid); err != nil {
 			a.fail(w, r, err)
 			return
 		}

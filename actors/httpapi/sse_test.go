@@ -366,6 +366,28 @@ func TestEventStream(t *testing.T) {
 	e.do("GET", "/api/event?sessionID=nope", nil).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
 }
 
+// TestEventStreamUnknownSession: a sessionID that names no Session is
+// answered like the log stream answers it, 404 session.not-found with a
+// JSON body, before any stream starts; a malformed or repeated one is 400.
+func TestEventStreamUnknownSession(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	for _, method := range []string{"GET", "HEAD"} {
+		r := e.do(method, "/api/event?sessionID=ses_nope", nil).want(t, http.StatusNotFound)
+		if ct := r.header.Get("Content-Type"); ct != "application/json" {
+			t.Fatalf("%s: content type %q", method, ct)
+		}
+	}
+	e.do("GET", "/api/event?sessionID=ses_nope", nil).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
+	e.do("GET", "/api/session/ses_nope/log", nil).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
+	e.do("GET", "/api/event?sessionID=ses_a&sessionID=ses_b", nil).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+	if m := e.do("GET", "/api/event?sessionID=nope", nil).wantError(t, http.StatusBadRequest, messages.ErrInvalid); !strings.HasPrefix(m.Message, "sessionID:") {
+		t.Fatalf("message %q", m.Message)
+	}
+	// An existing Session streams.
+	sid := e.createSession()
+	e.stream("/api/event?sessionID=" + string(sid)).close()
+}
+
 // stuckWriter is a ResponseWriter whose client never reads: every Write
 // blocks until released.
 type stuckWriter struct {

@@ -205,7 +205,11 @@ func (c *client) streamLog(ctx context.Context, sid string, opts logOptions, out
 	}
 	for {
 		q := url.Values{}
-		if last >= 0 {
+		// -1, the start, is the server's default and is left out. Any
+		// other cursor goes as given, one below -1 included: the server
+		// refuses it (invalid) as it refuses history's, where leaving it
+		// out would silently replay the whole log instead.
+		if last != -1 {
 			q.Set("after", strconv.FormatInt(last, 10))
 		}
 		if opts.Follow {

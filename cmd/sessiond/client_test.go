@@ -407,6 +407,56 @@ func TestURLAddr(t *testing.T) {
 	}
 }
 
+// TestLogAfterGoesAsSet: log sends --after as given, as history does, so
+// a cursor below -1 is refused by the daemon (invalid, exit 1) with the
+// same message for both, rather than silently replaying from the start.
+func TestLogAfterGoesAsSet(t *testing.T) {
+	var mu sync.Mutex
+	var queries []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		queries = append(queries, r.URL.Path+"?"+r.URL.RawQuery)
+		mu.Unlock()
+		// The daemon's check of the cursor (httpapi parseAfter).
+		if v := r.URL.Query().Get("after"); v != "" {
+			if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < -1 {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				msg, _ := json.Marshal(fmt.Sprintf("after: want an integer >= -1, got %q", v))
+				fmt.Fprintf(w, `{"error":{"type":"invalid","message":%s}}`, msg)
+				return
+			}
+		}
+		if strings.HasSuffix(r.URL.Path, "/history") {
+			fmt.Fprint(w, `{"data":[],"hasMore":false}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"type\":\"log.synced\"}\n\n")
+	}))
+	defer srv.Close()
+	env := map[string]string{"SESSIOND_ADDR": srv.URL, "SESSIOND_DATA": t.TempDir()}
+	for _, cmd := range []string{"history", "log"} {
+		code, out, errOut := runApp(t, env, cmd, "ses_1", "--after", "-5")
+		want := "sessiond " + cmd + `: invalid: after: want an integer >= -1, got "-5" (HTTP 400)` + "\n"
+		if code != 1 || out != "" || errOut != want {
+			t.Errorf("%s --after -5: exit %d stdout %q stderr %q; want exit 1 and %q", cmd, code, out, errOut, want)
+		}
+	}
+	for _, args := range [][]string{{"log", "ses_1"}, {"log", "ses_1", "--after", "-1"}, {"log", "ses_1", "--after", "3"}} {
+		if code, _, errOut := runApp(t, env, args...); code != 0 {
+			t.Errorf("%v: exit %d stderr %q", args, code, errOut)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"/api/session/ses_1/history?after=-5", "/api/session/ses_1/log?after=-5",
+		"/api/session/ses_1/log?", "/api/session/ses_1/log?", "/api/session/ses_1/log?after=3"}
+	if !slices.Equal(queries, want) {
+		t.Fatalf("requests %q, want %q", queries, want)
+	}
+}
+
 // TestStreamLogPrintsTheMarkerOnce: a follow that reconnects after the
 // marker gets a fresh one from the server, which is not printed again.
 func TestStreamLogPrintsTheMarkerOnce(t *testing.T) {

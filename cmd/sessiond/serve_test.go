@@ -139,6 +139,14 @@ func TestServe(t *testing.T) {
 	if strings.Contains(replay, messages.TypeSessionCreated) || !strings.HasSuffix(strings.TrimSpace(replay), `"type":"log.synced","aggregateID":"`+sid+`","seq":`+strconv.FormatInt(sessLastSeq(t, client, sid), 10)+`}`) {
 		t.Fatalf("log --after 0:\n%s", replay)
 	}
+	// A cursor below -1 is refused alike by log and history: the daemon's
+	// invalid, exit 1, nothing printed.
+	for _, cmd := range []string{"log", "history"} {
+		r := sessiond(t, client, nil, cmd, sid, "--after", "-5")
+		if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "sessiond "+cmd+`: invalid: after: want an integer >= -1, got "-5" (HTTP 400)`) {
+			t.Fatalf("%s --after -5: exit %d\nstdout:\n%s\nstderr:\n%s", cmd, r.code, r.stdout, r.stderr)
+		}
+	}
 	if active := decode[map[string]any](t, ok(t, client, "active")); len(active) != 0 {
 		t.Fatalf("active = %v after the busy period", active)
 	}
