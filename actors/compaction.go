@@ -70,8 +70,10 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 	var streamErr error
 	finished := false
 	for try := 0; ; try++ {
+		// Hosted tools are declared as on any request with history that may
+		// hold their calls; the tool choice forbids using them.
 		req := llm.Request{Model: model.Ref, System: []string{compactionPrompt(previous)}, ToolChoice: llm.ToolChoiceNone,
-			MaxOutputTokens: model.Output, CacheKey: string(r.sid)}
+			HostedTools: model.HostedTools, MaxOutputTokens: model.Output, CacheKey: string(r.sid)}
 		req.Messages = fitHistory(req, history, budget)
 		sent := estimateTokens(req)
 		text.Reset()
@@ -114,7 +116,7 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 	// next attempt on the old baseline, the compaction done and the
 	// checkpoint unchanged.
 	ended := []messages.Payload{&messages.CompactionEnded{SessionID: r.sid, Reason: reason, InputID: id,
-		Text: normalizeSummary(text.String()), Recent: recentContext(msgs, r.keepTokens)}}
+		Text: normalizeSummary(text.String()), Recent: recentContext(msgs, r.keepTokens, cp.BaselineSeq)}}
 	baseline, err := r.rebaseline(ctx)
 	if err != nil {
 		_, ferr := fail(messages.ErrCompactionFailed, err.Error())
@@ -205,14 +207,18 @@ func (r *runner) failInterruptedCompactions(ctx context.Context) error {
 }
 
 // recentContext serializes the newest messages, newest last, within about
-// keep tokens (four characters each).
-func recentContext(msgs []persistence.Message, keep int) string {
+// keep tokens (four characters each), leaving out instruction updates older
+// than baselineSeq, which the baseline in force supersedes.
+func recentContext(msgs []persistence.Message, keep int, baselineSeq int64) string {
 	if keep <= 0 {
 		keep = 8000
 	}
 	budget := keep * 4
 	var lines []string
 	for i := len(msgs) - 1; i >= 0 && budget > 0; i-- {
+		if msgs[i].Role == persistence.RoleSystem && msgs[i].Seq < baselineSeq {
+			continue // superseded by the baseline in force, as in lower
+		}
 		line := renderMessage(msgs[i])
 		if line == "" {
 			continue

@@ -189,3 +189,24 @@ func TestPausedTurnContinues(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestCompactionDeclaresHostedTools: a compaction request sends the same
+// history, hosted calls included, so it declares the model's hosted tools
+// too (its tool choice forbids using them).
+func TestCompactionDeclaresHostedTools(t *testing.T) {
+	h := hostedHarness(t)
+	h.Model.Reply(script.ToolCall("srv_1", "web_search", `{"query":"go"}`).ProviderExecuted(),
+		script.HostedResult("srv_1", "web_search", "Go — https://go.dev").WithMetadata(`{"r":1}`), script.Text("Found."))
+	h.Model.Default(script.Text("summary"))
+	sid := h.Session()
+	h.Prompt(sid, "search")
+	h.WaitIdle(sid)
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	req := h.Request(2)
+	if req.ToolChoice != llm.ToolChoiceNone || !slices.Equal(req.HostedTools, []string{"web_search"}) {
+		t.Fatalf("compaction request: choice %s, hosted %q", req.ToolChoice, req.HostedTools)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -549,5 +550,24 @@ func TestAdmissionOutlivesAFailedWake(t *testing.T) {
 	h.WaitIdle(s.ID)
 	if n := count(h, s.ID, messages.TypePromptPromoted); n != 1 {
 		t.Fatalf("%d promotions once the Location builds: %v", n, h.Types(s.ID))
+	}
+}
+
+// TestCreateChecksTheDirectoryEachTime: a Location's services are kept
+// once built, but a Session is not created in a directory removed since.
+func TestCreateChecksTheDirectoryEachTime(t *testing.T) {
+	h := actortest.New(t)
+	dir := filepath.Join(t.TempDir(), "proj")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: dir}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if s, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: dir}}); messages.TypeOf(err) != messages.ErrInvalid {
+		t.Fatalf("create in a removed directory: %+v, %v", s, err)
 	}
 }

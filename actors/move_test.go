@@ -1001,3 +1001,47 @@ func TestMoveDropsInstructionUpdatesOfTheOldPlace(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestCompactionAfterAMoveLeavesTheOldInstructionsOut: the recent context a
+// compaction keeps beside its summary leaves out the instruction updates
+// the destination's baseline superseded, as requests do.
+func TestCompactionAfterAMoveLeavesTheOldInstructionsOut(t *testing.T) {
+	src := t.TempDir()
+	agents := filepath.Join(src, "AGENTS.md")
+	if err := os.WriteFile(agents, []byte("Use tabs."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Getenv: func(string) string { return "" }}})
+	h.Dir = src
+	h.Model.Default(script.Text("ok"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	if err := os.WriteFile(agents, []byte("Use spaces."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "three")
+	h.WaitIdle(sid)
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	h.Prompt(sid, "four")
+	h.WaitIdle(sid)
+	if count(h, sid, messages.TypeCompactionEnded) != 1 {
+		t.Fatalf("no compaction: %v", h.Types(sid))
+	}
+	for _, m := range h.Request(h.Model.Count()).Messages {
+		for _, p := range m.Parts {
+			if strings.Contains(p.Text, "Use spaces.") {
+				t.Fatalf("the old Location's instructions came back after the compaction: %s %q", m.Role, p.Text)
+			}
+		}
+	}
+	h.CheckReplay()
+}

@@ -528,6 +528,12 @@ func estimateTokens(req llm.Request) int {
 	for _, m := range req.Messages {
 		for _, p := range m.Parts {
 			n += len(p.Text) + len(p.Output) + len(p.Input)
+			if p.Executed {
+				// A hosted call or result goes back to its model as the
+				// provider sent it, which its metadata holds: a web search
+				// result carries every page's encrypted content.
+				n += len(p.ProviderMetadata)
+			}
 			if p.File != nil {
 				n += fileChars(p.File)
 			}

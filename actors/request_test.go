@@ -115,8 +115,21 @@ func TestRecentContextIsText(t *testing.T) {
 			{Kind: persistence.PartTool, Tool: &persistence.ToolPart{Name: "read", Input: json.RawMessage(`{}`), Output: strings.Repeat("€", 200)}}}},
 	}
 	for keep := 1; keep <= 200; keep++ {
-		if recent := recentContext(msgs, keep); !utf8.ValidString(recent) {
+		if recent := recentContext(msgs, keep, 0); !utf8.ValidString(recent) {
 			t.Fatalf("keep %d: not UTF-8: %q", keep, recent)
 		}
+	}
+}
+
+// TestEstimateCountsHostedBlocks: a hosted result goes back to its model as
+// the block the provider sent (its metadata), so the estimate counts that,
+// not just the short rendered output.
+func TestEstimateCountsHostedBlocks(t *testing.T) {
+	block := `{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[{"encrypted_content":"` + strings.Repeat("A", 40_000) + `"}]}`
+	req := llm.Request{Messages: []llm.Message{{Role: llm.RoleAssistant, Parts: []llm.Part{
+		{Kind: llm.PartToolCall, CallID: "srvtoolu_1", Name: "web_search", Input: []byte(`{"query":"go"}`), Executed: true},
+		{Kind: llm.PartToolResult, CallID: "srvtoolu_1", Name: "web_search", Output: "Go — https://go.dev", Executed: true, ProviderMetadata: []byte(block)}}}}}
+	if got := estimateTokens(req); got < len(block)/4 {
+		t.Fatalf("estimate %d tokens for a request carrying a %d-byte block", got, len(block))
 	}
 }

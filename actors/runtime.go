@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"log/slog"
+	"os"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
@@ -186,6 +187,13 @@ func (rt *Runtime) Create(ctx context.Context, req persistence.CreateSession) (p
 	svc, err := rt.cfg.Locations.Get(req.Location)
 	if err != nil {
 		return persistence.Session{}, false, err
+	}
+	// The service set is kept once built, so a directory removed since
+	// another Session was created there is caught here.
+	if fi, err := os.Stat(req.Location.Directory); err != nil {
+		return persistence.Session{}, false, messages.Errorf(messages.ErrInvalid, "location.directory: %v", err)
+	} else if !fi.IsDir() {
+		return persistence.Session{}, false, messages.Errorf(messages.ErrInvalid, "location.directory: %s is not a directory", req.Location.Directory)
 	}
 	if req.Agent != "" || req.Model != (messages.ModelRef{}) {
 		if err := checkAgent(svc, req.Agent); err != nil {

@@ -69,8 +69,10 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 	// the log will record the call as aborted after a restart, and a shell
 	// running on would carry out the rest of its command after that, out
 	// of any record. The kernel sends the death signal when the thread
-	// that started the child exits, and Go may end idle threads, so this
-	// goroutine keeps its thread until the shell has exited. Processes the
+	// that started the child exits, and Go ends a thread when a goroutine
+	// locked to it returns; this goroutine holds its own thread until the
+	// shell has exited, so no other goroutine can run on it and end it
+	// early. Processes the
 	// shell started are not covered (a background job may outlive the
 	// daemon), as they are not by the kill of the process group either
 	// once they leave it.

@@ -26,6 +26,11 @@
 // pause, and anything unknown is other. The stop reason model_context_window_exceeded ends the
 // stream with a provider.context-overflow error instead.
 //
+// Usage: Input is input_tokens (which excludes cache reads and writes),
+// Cache.Read is cache_read_input_tokens, Cache.Write is
+// cache_creation_input_tokens, Reasoning is output_tokens_details
+// .thinking_tokens and Output the rest of output_tokens.
+//
 // # Hosted tools
 //
 // HostedTools may name web_search (the server tool web_search_20250305; any
@@ -35,7 +40,10 @@
 // error's code, or compact JSON) whose ProviderMetadata is the block as
 // received. In history the call and that block go back unchanged inside the
 // assistant message; a hosted call without its result, or the reverse, is
-// left out, because the API rejects a server_tool_use without its result.
+// left out. The API leaves a hosted call unanswered when the same turn also
+// calls a local tool (it would run it once the local results come back):
+// the runner records such a call as tool.result-missing and tells the model
+// so in text, so it is not run; resending it is not supported yet.
 //
 // # Errors
 //

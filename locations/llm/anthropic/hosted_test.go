@@ -254,10 +254,29 @@ func TestHostedStreamEdges(t *testing.T) {
 				"tool-input-start 0 dup bash",
 				"tool-input-end 0 dup bash",
 				"tool-call dup bash {}",
-				"tool-input-start 1 srvtoolu_1 web_search",
-				"tool-input-end 1 srvtoolu_1 web_search",
-				`tool-call srvtoolu_1 web_search {"query":"q"} executed`,
+				"tool-input-start 1 srvtoolu_sessiond_1 web_search",
+				"tool-input-end 1 srvtoolu_sessiond_1 web_search",
+				`tool-call srvtoolu_sessiond_1 web_search {"query":"q"} executed`,
 				"step-finish tool-calls in=10 out=9 reasoning=0 cache.read=0 cache.write=0 cost=0.000165",
+			},
+		},
+		{
+			// A made-up ID never takes a later call's: the result naming
+			// that call settles it, not the one without an ID.
+			name: "a result settles the call with its ID, not one whose ID was made up",
+			body: messageStart(smallUsage) +
+				blockStart("1", `{"type":"server_tool_use","id":"","name":"web_search","input":{"query":"first"}}`) + blockStop("1") +
+				blockStart("2", `{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"second"}}`) + blockStop("2") +
+				blockStart("3", result("srvtoolu_1")) + blockStop("3") + fin("end_turn"),
+			want: []string{
+				"tool-input-start 1 srvtoolu_sessiond_1 web_search",
+				"tool-input-end 1 srvtoolu_sessiond_1 web_search",
+				`tool-call srvtoolu_sessiond_1 web_search {"query":"first"} executed`,
+				"tool-input-start 2 srvtoolu_1 web_search",
+				"tool-input-end 2 srvtoolu_1 web_search",
+				`tool-call srvtoolu_1 web_search {"query":"second"} executed`,
+				`tool-result srvtoolu_1 web_search "T — https://t.example" ` + result("srvtoolu_1"),
+				"step-finish stop in=10 out=9 reasoning=0 cache.read=0 cache.write=0 cost=0.000165",
 			},
 		},
 	} {

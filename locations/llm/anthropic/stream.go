@@ -65,11 +65,13 @@ type state struct {
 
 	blocks  map[int64]*block
 	callIDs map[string]bool   // tool call IDs used so far, local and hosted
-	hosted  map[string]*block // hosted calls by call ID
-	settled map[string]bool   // call IDs a hosted result already answered
-	local   int               // local tool calls started
-	order   []*block          // in start order, for closing at message_stop
-	current *block            // the open text or reasoning block
+	hosted  map[string]*block // hosted calls by the call ID they came with
+	// hostedCalls counts the hosted calls, those with a made-up ID too.
+	hostedCalls int
+	settled     map[string]bool // call IDs a hosted result already answered
+	local       int             // local tool calls started
+	order       []*block        // in start order, for closing at message_stop
+	current     *block          // the open text or reasoning block
 
 	usage    messages.Tokens
 	thinking int64 // output tokens spent thinking
@@ -159,10 +161,12 @@ func (s *state) start(index int64, cb *sdk.ContentBlockStartEventContentBlockUni
 		b.callID, b.name = cb.ID, cb.Name
 		if b.callID == "" || s.callIDs[b.callID] {
 			// Compatible servers that send no ID or repeat one: call IDs
-			// must be unique within a step.
-			prefix := "toolu_"
+			// must be unique within a step. A made-up ID has a part no
+			// provider's IDs have, so that it cannot take the ID of a later
+			// call, whose result would then settle this one.
+			prefix := "toolu_sessiond_"
 			if b.hosted {
-				prefix = "srvtoolu_"
+				prefix = "srvtoolu_sessiond_"
 			}
 			b.callID = prefix + b.id
 		}
@@ -170,7 +174,12 @@ func (s *state) start(index int64, cb *sdk.ContentBlockStartEventContentBlockUni
 		b.startInput = cb.JSON.Input.Raw()
 		if b.hosted {
 			b.callMeta = callMetadata(cb.RawJSON())
-			s.hosted[b.callID] = b
+			s.hostedCalls++
+			if b.callID == cb.ID {
+				// Results name the ID on the wire: a call that had none, or
+				// repeated one, cannot be answered unambiguously.
+				s.hosted[b.callID] = b
+			}
 		} else {
 			s.local++
 		}
@@ -376,7 +385,7 @@ func (s *state) finish() llm.Event {
 	u.Reasoning = min(s.thinking, u.Output)
 	u.Output -= u.Reasoning
 	fin := finishReason(s.reason)
-	if fin == llm.FinishToolCalls && s.local == 0 && len(s.hosted) > 0 {
+	if fin == llm.FinishToolCalls && s.local == 0 && s.hostedCalls > 0 {
 		// tool-calls asks the runner to run calls and go on; hosted calls
 		// ran already, so a step with only those did not stop for tools.
 		fin = llm.FinishOther

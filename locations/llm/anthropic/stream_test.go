@@ -110,7 +110,8 @@ func TestToolUse(t *testing.T) {
 
 // TestIgnoredBlocks covers block types and citations, which this adapter
 // does not surface, a tool_use block without a name (ignored), without an ID
-// or with a taken one (one is made up), and blocks whose stop never comes.
+// (one is made up, which a later call's real ID keeps clear of), and blocks
+// whose stop never comes.
 func TestIgnoredBlocks(t *testing.T) {
 	body := messageStart(smallUsage) +
 		blockStart("0", `{"type":"container_upload","file_id":"file_01"}`) +
@@ -134,12 +135,12 @@ func TestIgnoredBlocks(t *testing.T) {
 		`text-delta 2 "Per"`,
 		`text-delta 2 " docs"`,
 		"text-end 2",
-		"tool-input-start 4 toolu_4 f",
-		"tool-input-end 4 toolu_4 f",
-		`tool-call toolu_4 f {"a":1}`,
-		"tool-input-start 5 toolu_5 g",
-		"tool-input-end 5 toolu_5 g",
-		`tool-call toolu_5 g {}`,
+		"tool-input-start 4 toolu_sessiond_4 f",
+		"tool-input-end 4 toolu_sessiond_4 f",
+		`tool-call toolu_sessiond_4 f {"a":1}`,
+		"tool-input-start 5 toolu_4 g",
+		"tool-input-end 5 toolu_4 g",
+		`tool-call toolu_4 g {}`,
 		"step-finish tool-calls in=10 out=9 reasoning=0 cache.read=0 cache.write=0 cost=0.000165",
 	)
 }
