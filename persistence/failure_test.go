@@ -397,19 +397,26 @@ func walHolds(path, text string) bool {
 // gets the failure, not an unknown outcome, while a logged one gets the
 // unknown outcome.
 func TestRefusedWriteInAFailedBatchIsNotUnknown(t *testing.T) {
-	var armed atomic.Bool
-	writing, release := make(chan struct{}), make(chan struct{})
+	var armed, failing atomic.Bool
+	var later atomic.Int32
+	writing, release, secondWrite := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	writeFault = func(f *os.File, b []byte, off int64) error {
 		if armed.CompareAndSwap(true, false) {
 			close(writing)
 			<-release // hold the writer while the next batch queues
+		} else if failing.Load() && later.Add(1) == 1 {
+			close(secondWrite)
 		}
 		_, err := f.WriteAt(b, off)
 		return err
 	}
-	var failing atomic.Bool
 	syncFault = func() error {
 		if failing.Load() {
+			// The first batch's sync fails only once the writer is logging
+			// the second: a writer that saw the failure first would refuse
+			// the second batch before logging it, which is right too, but
+			// not what this test checks.
+			<-secondWrite
 			return errors.New("injected EIO")
 		}
 		return nil
