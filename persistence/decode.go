@@ -70,7 +70,69 @@ func DecodeStrict(b []byte, v any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return messages.Errorf(messages.ErrInvalid, "body: unexpected data after the JSON object")
 	}
+	if field, ok := duplicateMember(b); ok {
+		// encoding/json keeps the last of two members with one name; a
+		// proxy or client library may keep the first, so the two would
+		// read different requests from the same bytes.
+		return messages.Errorf(messages.ErrInvalid, "%s: given twice", field)
+	}
 	return nil
+}
+
+// duplicateMember returns the path of the first member whose name appears
+// twice in one object of b, a valid JSON document.
+func duplicateMember(b []byte) (string, bool) {
+	type frame struct {
+		names   map[string]bool // nil in an array
+		name    string          // the current member's name
+		wantKey bool
+	}
+	var stack []frame
+	path := func(last string) string {
+		var parts []string
+		for _, f := range stack[:len(stack)-1] {
+			if f.names != nil {
+				parts = append(parts, f.name)
+			}
+		}
+		return strings.Join(append(parts, last), ".")
+	}
+	// valueDone marks the enclosing object ready for its next name.
+	valueDone := func() {
+		if n := len(stack); n > 0 && stack[n-1].names != nil {
+			stack[n-1].wantKey = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				stack = append(stack, frame{names: map[string]bool{}, wantKey: true})
+			case '[':
+				stack = append(stack, frame{})
+			default:
+				stack = stack[:len(stack)-1]
+				valueDone()
+			}
+			continue
+		case string:
+			if n := len(stack); n > 0 && stack[n-1].names != nil && stack[n-1].wantKey {
+				f := &stack[n-1]
+				if f.names[t] {
+					return path(t), true
+				}
+				f.names[t], f.name, f.wantKey = true, t, false
+				continue
+			}
+		}
+		valueDone()
+	}
 }
 
 // jsonError turns a decoding error into a typed invalid error naming the

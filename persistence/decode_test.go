@@ -154,3 +154,26 @@ func FuzzDecodePromptRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeRefusesDuplicateMembers: a member given twice in one object is
+// refused (decoders differ on which one wins), at any depth; the same name
+// in different objects is fine.
+func TestDecodeRefusesDuplicateMembers(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"prompt":{"text":"a"},"delivery":"queue","delivery":"steer"}`: "delivery: given twice",
+		`{"prompt":{"text":"a","text":"b"}}`:                            "prompt.text: given twice",
+		`{"prompt":{"text":"a","files":[{"mime":"text/plain","url":"data:,x","url":"data:,y"}]}}`: "prompt.files.url: given twice",
+	} {
+		_, err := persistence.DecodePromptRequest([]byte(body))
+		if err == nil || messages.TypeOf(err) != messages.ErrInvalid || err.(*messages.Error).Message != want {
+			t.Errorf("%s: %v, want invalid %q", body, err, want)
+		}
+	}
+	ok := `{"prompt":{"text":"a","files":[{"mime":"text/plain","url":"data:,x"},{"mime":"text/plain","url":"data:,y"}]},"delivery":"steer"}`
+	if _, err := persistence.DecodePromptRequest([]byte(ok)); err != nil {
+		t.Fatalf("one name in two objects: %v", err)
+	}
+	if _, err := persistence.DecodeCreateSession([]byte(`{"location":{"directory":"/a"},"title":"t","title":"u"}`)); err == nil || err.(*messages.Error).Message != "title: given twice" {
+		t.Fatalf("create with a title given twice: %v", err)
+	}
+}
