@@ -5,6 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/actors/actortest"
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/script"
@@ -120,7 +124,8 @@ func TestHostedToolSettlesWithItsResult(t *testing.T) {
 // result for a call the step does not have fails the step; a hosted call
 // never answered settles as tool.result-missing and is sent back as text.
 func TestHostedToolFailure(t *testing.T) {
-	h := hostedHarness(t)
+	m := actors.NewMetrics(prometheus.NewRegistry())
+	h := hostedHarness(t, withMetrics(m))
 	h.Model.Reply(script.ToolCall("srv_1", "web_search", `{}`).ProviderExecuted(),
 		script.HostedError("srv_1", "web_search", "max_uses_exceeded").WithMetadata(`{"e":1}`),
 		script.ToolCall("srv_2", "web_search", `{}`).ProviderExecuted(),
@@ -138,6 +143,9 @@ func TestHostedToolFailure(t *testing.T) {
 	missing := toolPart(t, h, sid, "srv_2")
 	if missing.State != persistence.ToolError || missing.Error.Type != messages.ErrToolResultMissing || missing.ResultMetadata != nil {
 		t.Fatalf("unanswered hosted call %+v", missing)
+	}
+	if n := testutil.ToFloat64(m.Tools.WithLabelValues("web_search", "failed")); n != 2 {
+		t.Fatalf("%v failed web_search calls counted, want 2 (one reported, one unanswered)", n)
 	}
 
 	h.Prompt(sid, "again")

@@ -571,3 +571,30 @@ func TestCreateChecksTheDirectoryEachTime(t *testing.T) {
 		t.Fatalf("create in a removed directory: %+v, %v", s, err)
 	}
 }
+
+// TestRemovedAgentFailsTheRun: a Session whose agent the configuration no
+// longer has does not run as an agent without rules; its busy period fails
+// with invalid, as one whose model went does.
+func TestRemovedAgentFailsTheRun(t *testing.T) {
+	h := actortest.New(t)
+	var runs atomic.Int32
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { runs.Add(1); return "e", nil })
+	h.Model.Default(script.ToolCall("c1", "echo", `{}`))
+	s, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: h.Dir}, Agent: "plan"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(h.Agents, "plan") // the Session is idle: nothing reads the map now
+	h.Prompt(s.ID, "go")
+	h.WaitIdle(s.ID)
+	var failed *messages.ExecutionFailed
+	for _, ev := range h.Events(s.ID) {
+		if f, ok := ev.Data.(*messages.ExecutionFailed); ok {
+			failed = f
+		}
+	}
+	if failed == nil || failed.Error.Type != messages.ErrInvalid || !strings.Contains(failed.Error.Message, `"plan"`) || runs.Load() != 0 || h.Model.Count() != 0 {
+		t.Fatalf("failure %+v, %d tool runs, %d requests: %v", failed, runs.Load(), h.Model.Count(), h.Types(s.ID))
+	}
+	h.CheckReplay()
+}

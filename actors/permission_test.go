@@ -75,6 +75,28 @@ func TestRejectedPermissionEndsStepWithoutContinuation(t *testing.T) {
 	h.CheckReplay()
 }
 
+// TestDeniedByRuleLetsTheModelGoOn: a call the agent's rules deny fails,
+// and the model gets the failure in its next step (it is told not to
+// retry); only a user's rejection ends the busy period.
+func TestDeniedByRuleLetsTheModelGoOn(t *testing.T) {
+	h := actortest.New(t)
+	realTools(t, h, tools.Ruleset{{Permission: "*", Pattern: "*", Action: tools.Allow},
+		{Permission: tools.PermissionBash, Pattern: "rm *", Action: tools.Deny}})
+	h.Model.Reply(script.ToolCall("c1", "bash", `{"command":"rm -f x"}`))
+	h.Model.Reply(script.Text("I will leave x alone."))
+	sid := h.Session()
+	h.Prompt(sid, "remove x")
+	h.WaitIdle(sid)
+	failed := lastOf[*messages.ToolFailed](h, sid)
+	if failed == nil || failed.Error.Type != messages.ErrPermissionRejected || !strings.Contains(failed.Error.Message, "denied by the rules") {
+		t.Fatalf("tool failure %+v", failed)
+	}
+	if h.Model.Count() != 2 {
+		t.Fatalf("%d requests: the model must see a rule's denial", h.Model.Count())
+	}
+	h.CheckReplay()
+}
+
 func TestAlwaysApprovalIsSavedDurably(t *testing.T) {
 	h := actortest.New(t)
 	pending := realTools(t, h, nil)

@@ -422,6 +422,11 @@ func (r *runner) step(ctx context.Context, sess persistence.Session, agent locat
 		}
 		*allowance--
 		final := *allowance == 0
+		// An agent the configuration no longer has would run with no rules
+		// of its own; it fails the busy period, as a removed model does.
+		if err := checkAgent(r.svc, sess.Agent); err != nil {
+			return false, err
+		}
 		model, provider, err := r.svc.Model(sess.Model, agent)
 		if err != nil {
 			return false, err
@@ -822,6 +827,7 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName
 	for id, name := range a.inputs {
 		settle = append(settle, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: id,
 			Error: messages.Error{Type: messages.ErrToolResultMissing, Message: "The tool call " + name + " was cut off before its input was complete"}})
+		r.metrics.tool(name, "failed")
 	}
 	for _, c := range a.calls {
 		if c.hosted {
@@ -830,11 +836,12 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName
 			}
 			settle = append(settle, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: c.id,
 				Error: messages.Error{Type: messages.ErrToolResultMissing, Message: "The provider did not return a result for " + c.name}})
+			r.metrics.tool(c.name, "failed")
 			continue
 		}
 		res := awaitTool(ctx, c.result, c.name)
 		if res.Err != nil {
-			if res.Err.Type == messages.ErrPermissionRejected {
+			if res.Halt {
 				out.rejected = true
 			}
 			settle = append(settle, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: c.id, Error: *res.Err})

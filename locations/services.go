@@ -43,6 +43,9 @@ type ToolResult struct {
 	Output   string
 	Metadata json.RawMessage
 	Err      *messages.Error
+	// Halt says the user refused the call (tools.ErrUserRejected): the
+	// busy period ends after this step.
+	Halt bool
 }
 
 // Tools is what the runner needs from a Location's tool registry.

@@ -2,6 +2,7 @@ package locations
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/messages"
@@ -31,7 +32,7 @@ func (t registryTools) Execute(ctx context.Context, call ToolCall) ToolResult {
 	res, err := t.reg.Execute(ctx, tools.Call{SessionID: call.SessionID, Agent: call.Agent,
 		AssistantMessageID: call.AssistantMessageID, CallID: call.CallID, Name: call.Name, Input: call.Input})
 	if err != nil {
-		return ToolResult{Err: messages.AsError(err, messages.ErrToolExecution)}
+		return ToolResult{Err: messages.AsError(err, messages.ErrToolExecution), Halt: errors.Is(err, tools.ErrUserRejected)}
 	}
 	return ToolResult{Output: res.Output, Metadata: res.Metadata}
 }

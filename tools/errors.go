@@ -32,6 +32,13 @@ var (
 	// ErrRequestNotFound means no permission question with the given ID is
 	// waiting. *RequestNotFoundError matches it.
 	ErrRequestNotFound = errors.New("tools: permission request not found")
+	// ErrUserRejected marks, beside its permission.rejected error, a call
+	// the user refused: the runner ends the busy period there, so that the
+	// user, not the model, decides what comes next (a reply's message is
+	// in the error, which the model reads at its next step). A refusal by
+	// the agent's rules, or because nobody can be asked, lets the model go
+	// on with the error before it.
+	ErrUserRejected = errors.New("tools: the user rejected the call")
 )
 
 // Path errors. *PathError wraps one of them.

@@ -92,6 +92,9 @@ func settleError(ctx context.Context, name string, err error) error {
 	}
 	var typed *messages.Error
 	if errors.As(err, &typed) {
+		if errors.Is(err, ErrUserRejected) {
+			return errors.Join(typed, ErrUserRejected) // the runner stops on it
+		}
 		return typed
 	}
 	if ctx.Err() != nil {

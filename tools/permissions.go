@@ -243,11 +243,13 @@ func (p *Permissions) ask(ctx context.Context, req Request) error {
 		return nil
 	case Reject:
 		if msg := strings.TrimSpace(ans.Message); msg != "" {
-			return messages.Errorf(messages.ErrPermissionRejected,
-				"the user rejected permission %s for %s with the message: %s", req.Permission, quoteList(req.Patterns), msg)
+			return errors.Join(messages.Errorf(messages.ErrPermissionRejected,
+				"the user rejected permission %s for %s with the message: %s", req.Permission, quoteList(req.Patterns), msg),
+				ErrUserRejected)
 		}
-		return messages.Errorf(messages.ErrPermissionRejected,
-			"the user rejected permission %s for %s; do not retry this call unless the user asks you to", req.Permission, quoteList(req.Patterns))
+		return errors.Join(messages.Errorf(messages.ErrPermissionRejected,
+			"the user rejected permission %s for %s; do not retry this call unless the user asks you to", req.Permission, quoteList(req.Patterns)),
+			ErrUserRejected)
 	}
 	return messages.Errorf(messages.ErrPermissionRejected, "permission %s: unknown reply %q", req.Permission, ans.Reply)
 }

@@ -286,3 +286,22 @@ func TestAlwaysReplySavedWhenTheCallIsCancelled(t *testing.T) {
 		t.Fatalf("approvals %v", got)
 	}
 }
+
+// TestUserRejectionIsMarked: a user's rejection, with or without a message,
+// carries ErrUserRejected (the runner ends the busy period on it); a
+// denial by the rules does not.
+func TestUserRejectionIsMarked(t *testing.T) {
+	for _, msg := range []string{"", "not today"} {
+		asker := &scriptedAsker{answer: func(Request) (Answer, error) { return Answer{Reply: Reject, Message: msg}, nil }}
+		h := newHarness(t, harnessConfig{asker: asker})
+		_, err := h.call(context.Background(), t, "bash", BashInput{Command: "echo hi"})
+		if errorType(t, err) != messages.ErrPermissionRejected || !errors.Is(err, ErrUserRejected) {
+			t.Fatalf("reject %q: %v", msg, err)
+		}
+	}
+	h := newHarness(t, harnessConfig{rules: Ruleset{{Permission: PermissionBash, Pattern: "echo *", Action: Deny}}})
+	_, err := h.call(context.Background(), t, "bash", BashInput{Command: "echo hi"})
+	if errorType(t, err) != messages.ErrPermissionRejected || errors.Is(err, ErrUserRejected) {
+		t.Fatalf("a rule's denial marked as the user's: %v", err)
+	}
+}
