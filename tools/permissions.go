@@ -176,7 +176,8 @@ func (p *Permissions) Check(ctx context.Context, req Request, extra Ruleset) err
 	if len(req.Patterns) == 0 {
 		req.Patterns = []string{"*"}
 	}
-	if len(req.Always) == 0 {
+	derived := len(req.Always) == 0
+	if derived {
 		req.Always = make([]string, len(req.Patterns))
 		for i, pat := range req.Patterns {
 			req.Always[i] = LiteralPattern(req.approvalPattern(pat))
@@ -199,6 +200,7 @@ func (p *Permissions) Check(ctx context.Context, req Request, extra Ruleset) err
 			pending = append(pending, pat)
 		}
 	}
+	var unapproved []string
 	for _, pat := range pending {
 		ok, err := p.approvals.Approved(ctx, p.project, req.Permission, req.approvalPattern(pat))
 		if err != nil {
@@ -208,10 +210,22 @@ func (p *Permissions) Check(ctx context.Context, req Request, extra Ruleset) err
 			return messages.Errorf(messages.ErrUnknown, "checking saved approvals for %s: %v", req.Permission, err)
 		}
 		if !ok {
-			return p.ask(ctx, req)
+			unapproved = append(unapproved, pat)
 		}
 	}
-	return nil
+	if len(unapproved) == 0 {
+		return nil
+	}
+	if derived && len(unapproved) < len(req.Patterns) {
+		// Ask only for what rules and saved approvals leave open: "always"
+		// then saves exactly what the user was shown.
+		req.Patterns = unapproved
+		req.Always = req.Always[:0]
+		for _, pat := range unapproved {
+			req.Always = append(req.Always, LiteralPattern(req.approvalPattern(pat)))
+		}
+	}
+	return p.ask(ctx, req)
 }
 
 // ask puts req to the Asker and settles the answer.

@@ -305,3 +305,27 @@ func TestUserRejectionIsMarked(t *testing.T) {
 		t.Fatalf("a rule's denial marked as the user's: %v", err)
 	}
 }
+
+// TestAskShowsOnlyWhatIsOpen: a question lists only the patterns no rule
+// allows and no saved approval covers, and "always" saves those alone.
+func TestAskShowsOnlyWhatIsOpen(t *testing.T) {
+	asker := &scriptedAsker{answer: answerAlways(Always)}
+	h := newHarness(t, harnessConfig{asker: asker, rules: Ruleset{{Permission: PermissionBash, Pattern: "echo *", Action: Allow}}})
+	if _, err := h.call(context.Background(), t, "bash", BashInput{Command: "echo a && true x"}); err != nil {
+		t.Fatal(err)
+	}
+	asked := asker.requests()
+	if len(asked) != 1 || !slices.Equal(asked[0].Patterns, []string{"true x"}) {
+		t.Fatalf("asked %+v, want only the command no rule allows", asked)
+	}
+	if got := h.approvals.List("proj"); len(got) != 1 || got[0].Pattern != LiteralPattern("true x") {
+		t.Fatalf("saved %+v", got)
+	}
+	// Saved now: the next run asks nothing for it, and only for what is new.
+	if _, err := h.call(context.Background(), t, "bash", BashInput{Command: "true x; false y || true"}); err != nil {
+		t.Fatal(err)
+	}
+	if asked := asker.requests(); len(asked) != 2 || !slices.Equal(asked[1].Patterns, []string{"false y", "true"}) {
+		t.Fatalf("second question %+v", asked[len(asked)-1])
+	}
+}
