@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/actors/actortest"
+	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
@@ -217,4 +219,44 @@ func TestCompactionDeclaresHostedTools(t *testing.T) {
 	if req.ToolChoice != llm.ToolChoiceNone || !slices.Equal(req.HostedTools, []string{"web_search"}) {
 		t.Fatalf("compaction request: choice %s, hosted %q", req.ToolChoice, req.HostedTools)
 	}
+}
+
+// TestDeferredHostedCallGoesBack: a turn that calls a local tool and a
+// hosted one the provider leaves unanswered settles the hosted call as
+// result-missing, saying the provider runs it next; the continuing request
+// sends it back bare to the same model, and the result that arrives in the
+// next step settles the call there. Later requests tell it as text.
+func TestDeferredHostedCallGoesBack(t *testing.T) {
+	h := hostedHarness(t)
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "e", nil })
+	h.Model.Reply(script.ToolCall("srv_1", "web_search", `{"query":"go"}`).ProviderExecuted(), script.ToolCall("c1", "echo", `{}`))
+	h.Model.Reply(script.ToolCall("srv_1", "web_search", `{"query":"go"}`).ProviderExecuted(),
+		script.HostedResult("srv_1", "web_search", "Go — https://go.dev").WithMetadata(`{"r":1}`), script.Text("Found."))
+	h.Model.Reply(script.Text("again"))
+	sid := h.Session()
+	h.Prompt(sid, "search and echo")
+	h.WaitIdle(sid)
+	var deferred *messages.ToolFailed
+	for _, ev := range h.Events(sid) {
+		if f, ok := ev.Data.(*messages.ToolFailed); ok && f.CallID == "srv_1" {
+			deferred = f
+		}
+	}
+	if deferred == nil || deferred.Error.Type != messages.ErrToolResultMissing || !strings.Contains(deferred.Error.Message, "next turn") {
+		t.Fatalf("the deferred call settled as %+v", deferred)
+	}
+	asst := h.Request(2).Messages[1]
+	if asst.Role != llm.RoleAssistant || len(asst.Parts) != 2 || !asst.Parts[0].Executed || asst.Parts[0].Kind != llm.PartToolCall || asst.Parts[0].CallID != "srv_1" {
+		t.Fatalf("continuing request's assistant message %+v", asst)
+	}
+	if n := count(h, sid, messages.TypeToolSucceeded); n != 2 { // echo, then the search in step 2
+		t.Fatalf("%d successes: %v", n, h.Types(sid))
+	}
+	h.Prompt(sid, "more")
+	h.WaitIdle(sid)
+	first := h.Request(3).Messages[1]
+	if first.Parts[0].Kind != llm.PartText || !strings.Contains(first.Parts[0].Text, "next turn") {
+		t.Fatalf("an older deferred call lowered as %+v", first.Parts[0])
+	}
+	h.CheckReplay()
 }

@@ -363,8 +363,26 @@ func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lower
 	for _, i := range carried {
 		out = append(out, cache.per[i]...)
 	}
+	// The request continues the last assistant message when nothing but
+	// instruction updates came after it (its local results, or a paused
+	// turn): that message goes as continuing, which sends hosted calls
+	// the provider left for its next turn back to it.
+	last := -1
+	for i := len(msgs) - 1; i >= start; i-- {
+		if msgs[i].Role == persistence.RoleAssistant {
+			last = i
+			break
+		}
+		if msgs[i].Role != persistence.RoleSystem {
+			break
+		}
+	}
 	for i := start; i < len(msgs); i++ {
-		if !superseded(i) {
+		switch {
+		case superseded(i):
+		case i == last:
+			out = append(out, lowerOne(msgs[i], model, true)...)
+		default:
 			out = append(out, cache.per[i]...)
 		}
 	}
@@ -429,7 +447,7 @@ func (c *lowered) update(msgs []persistence.Message, model messages.ModelRef) {
 	}
 	c.per = c.per[:min(c.valid, len(c.per), len(msgs))]
 	for i := len(c.per); i < len(msgs); i++ {
-		c.per = append(c.per, lowerOne(msgs[i], model))
+		c.per = append(c.per, lowerOne(msgs[i], model, false))
 	}
 	c.valid = len(msgs)
 }
@@ -441,7 +459,13 @@ func (c *lowered) update(msgs []persistence.Message, model messages.ModelRef) {
 // interrupted one) lacks. Any other model, or a call without it, gets a
 // text account instead: a hosted call of one provider means nothing to
 // another, and a provider rejects a hosted call sent without its result.
-func lowerHosted(t *persistence.ToolPart, native bool) []llm.Part {
+func lowerHosted(t *persistence.ToolPart, native, continuing bool) []llm.Part {
+	if native && continuing && t.ResultMetadata == nil && t.Error != nil && t.Error.Type == messages.ErrToolResultMissing {
+		// The step this request continues ended with the call unanswered
+		// (a paused turn, or one that also called a local tool): the
+		// provider runs it when it gets the call back as it sent it.
+		return []llm.Part{{Kind: llm.PartToolCall, CallID: t.CallID, Name: t.Name, Input: t.Input, Executed: true, ProviderMetadata: t.CallMetadata}}
+	}
 	if native && t.ResultMetadata != nil {
 		res := llm.Part{Kind: llm.PartToolResult, CallID: t.CallID, Name: t.Name, Output: t.Output, Executed: true, ProviderMetadata: t.ResultMetadata}
 		if t.Error != nil {
@@ -463,7 +487,7 @@ func lowerHosted(t *persistence.ToolPart, native bool) []llm.Part {
 
 // lowerOne lowers one projected message (compaction rows lower to nothing:
 // the checkpoint stands in for what came before them).
-func lowerOne(m persistence.Message, model messages.ModelRef) []llm.Message {
+func lowerOne(m persistence.Message, model messages.ModelRef, continuing bool) []llm.Message {
 	switch m.Role {
 	case persistence.RoleUser:
 		parts := []llm.Part{{Kind: llm.PartText, Text: m.Prompt.Text}}
@@ -491,7 +515,7 @@ func lowerOne(m persistence.Message, model messages.ModelRef) []llm.Message {
 				}
 				parts = append(parts, part)
 			case p.Tool != nil && p.Tool.Executed && (p.Tool.State == persistence.ToolCompleted || p.Tool.State == persistence.ToolError):
-				parts = append(parts, lowerHosted(p.Tool, native)...)
+				parts = append(parts, lowerHosted(p.Tool, native, continuing)...)
 			case p.Tool != nil && (p.Tool.State == persistence.ToolCompleted || p.Tool.State == persistence.ToolError):
 				call := llm.Part{Kind: llm.PartToolCall, CallID: p.Tool.CallID, Name: p.Tool.Name, Input: p.Tool.Input}
 				if native {

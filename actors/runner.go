@@ -834,8 +834,15 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName
 			if c.settled {
 				continue
 			}
+			msg := "The provider did not return a result for " + c.name
+			if out.err == nil && ctx.Err() == nil && (out.finish == llm.FinishPause || out.localTools > 0) {
+				// A paused turn, or one that also called a local tool: the
+				// provider runs the call once the response goes back, and
+				// its result comes in the next step (as a call of its own).
+				msg = "The provider runs " + c.name + " in its next turn, when this step's response is sent back"
+			}
 			settle = append(settle, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: c.id,
-				Error: messages.Error{Type: messages.ErrToolResultMissing, Message: "The provider did not return a result for " + c.name}})
+				Error: messages.Error{Type: messages.ErrToolResultMissing, Message: msg}})
 			r.metrics.tool(c.name, "failed")
 			continue
 		}

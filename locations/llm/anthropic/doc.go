@@ -40,10 +40,13 @@
 // error's code, or compact JSON) whose ProviderMetadata is the block as
 // received. In history the call and that block go back unchanged inside the
 // assistant message; a hosted call without its result, or the reverse, is
-// left out. The API leaves a hosted call unanswered when the same turn also
-// calls a local tool (it would run it once the local results come back):
-// the runner records such a call as tool.result-missing and tells the model
-// so in text, so it is not run; resending it is not supported yet.
+// left out, except in the message a request continues (one followed only
+// by its tool results): there a hosted call without its result goes back
+// bare. The API leaves one unanswered when the same turn also calls a local
+// tool, or pauses the turn, and runs it when it gets the call back; its
+// result block then comes in the response, and the adapter emits the call
+// again (same ID, from the request) before its ToolResult, so that the
+// result settles a call of the stream.
 //
 // # Errors
 //

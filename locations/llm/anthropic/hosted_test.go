@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 
@@ -552,4 +553,60 @@ func TestHostedLowering(t *testing.T) {
 			t.Fatalf("%d requests sent", n)
 		}
 	})
+}
+
+// TestDeferredHostedCall: a turn that also called a local tool (or paused)
+// leaves its hosted call unanswered. Continuing it sends the call back bare
+// in the continued message (the API then runs it), and the result that
+// comes in the response settles the call again in this stream; a hosted
+// call left unanswered in an older message is not sent.
+func TestDeferredHostedCall(t *testing.T) {
+	deferred := llm.Part{Kind: llm.PartToolCall, CallID: "srvtoolu_1", Name: "web_search", Input: json.RawMessage(`{"query":"go"}`), Executed: true}
+	local := llm.Part{Kind: llm.PartToolCall, CallID: "toolu_1", Name: "read", Input: json.RawMessage(`{"path":"a"}`)}
+	req := simpleRequest()
+	req.HostedTools = []string{"web_search"}
+	req.Messages = append(req.Messages,
+		llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{text("Looking."), deferred, local}},
+		llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: "toolu_1", Name: "read", Output: "a's text"}}})
+	answer := messageStart(smallUsage) +
+		blockStart("0", `{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[{"type":"web_search_result","title":"Go","url":"https://go.dev","encrypted_content":"e"}]}`) +
+		blockStop("0") + blockStart("1", `{"type":"text","text":"Found it."}`) + blockStop("1") +
+		messageDelta("end_turn", `{"output_tokens":9}`) + messageStop
+	events, srv, err := run(t, req, ssetest.Reply{Chunks: []string{answer}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent struct {
+		Messages []struct {
+			Role    string            `json:"role"`
+			Content []json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(srv.LastBody(), &sent); err != nil {
+		t.Fatal(err)
+	}
+	if len(sent.Messages) != 3 || len(sent.Messages[1].Content) != 3 {
+		t.Fatalf("request body %s", srv.LastBody())
+	}
+	wantJSON(t, sent.Messages[1].Content[1], `{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"go"}}`)
+	got := ssetest.Lines(events)
+	want := []string{
+		"tool-input-start deferred_srvtoolu_1 srvtoolu_1 web_search",
+		"tool-input-end deferred_srvtoolu_1 srvtoolu_1 web_search",
+		`tool-call srvtoolu_1 web_search {"query":"go"} executed`,
+	}
+	if len(got) < 4 || !slices.Equal(got[:3], want) || !strings.HasPrefix(got[3], `tool-result srvtoolu_1 web_search "Go — https://go.dev"`) {
+		t.Fatalf("events:\n%s", strings.Join(got, "\n"))
+	}
+
+	// Once a user turn follows, the unanswered call is history: not sent.
+	req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{text("Done.")}},
+		llm.Message{Role: llm.RoleUser, Parts: []llm.Part{text("more")}})
+	_, srv, err = run(t, req, okReply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(srv.LastBody()), "server_tool_use") {
+		t.Fatalf("an old unanswered hosted call was sent: %s", srv.LastBody())
+	}
 }

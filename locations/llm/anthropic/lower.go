@@ -37,7 +37,10 @@ func lower(req llm.Request, cfg Config) (sdk.MessageNewParams, error) {
 	}
 
 	var turns turns
-	for _, m := range wire.PairToolResults(req.Messages) {
+	paired := wire.PairToolResults(req.Messages)
+	continued := continuedMessage(paired)
+	for i, m := range paired {
+		turns.continued = i == continued
 		turns.add(m)
 	}
 	params.Messages = turns.out
@@ -109,6 +112,54 @@ type turns struct {
 	out       []sdk.MessageParam
 	toolNames []string // tools used in history, in first-use order
 	seen      map[string]bool
+	// continued marks the assistant message the request continues, whose
+	// unanswered hosted calls go back bare (see deferredCalls).
+	continued bool
+}
+
+// continuedMessage returns the index of the assistant message a request
+// continues: the last one, when only its tool results and system
+// reminders follow it; -1 otherwise.
+func continuedMessage(msgs []llm.Message) int {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		switch msgs[i].Role {
+		case llm.RoleAssistant:
+			return i
+		case llm.RoleTool, llm.RoleSystem:
+		default:
+			return -1
+		}
+	}
+	return -1
+}
+
+// deferredCalls returns the hosted calls of the message a request continues
+// that it left unanswered (a paused turn, or one that also called a local
+// tool): the API runs them once it gets them back, and their results come
+// in the response.
+func deferredCalls(msgs []llm.Message) map[string]llm.Part {
+	paired := wire.PairToolResults(msgs)
+	i := continuedMessage(paired)
+	if i < 0 {
+		return nil
+	}
+	var out map[string]llm.Part
+	parts := paired[i].Parts
+	answered := map[string]bool{}
+	for _, p := range parts {
+		if hostedPart(p) && p.Kind == llm.PartToolResult {
+			answered[p.CallID] = true
+		}
+	}
+	for _, p := range parts {
+		if hostedPart(p) && p.Kind == llm.PartToolCall && !answered[p.CallID] && p.CallID != "" && p.Name != "" {
+			if out == nil {
+				out = map[string]llm.Part{}
+			}
+			out[p.CallID] = p
+		}
+	}
+	return out
 }
 
 // add lowers one (already paired) history message.
@@ -142,7 +193,7 @@ func (t *turns) add(m llm.Message) {
 		}
 	case llm.RoleAssistant:
 		assistant = true
-		pairs := hostedPairs(m.Parts)
+		pairs := hostedPairs(m.Parts, t.continued)
 		for i, p := range m.Parts {
 			if hostedPart(p) {
 				if b, ok := pairs[i]; ok {
@@ -216,7 +267,7 @@ func hostedPart(p llm.Part) bool {
 // server_tool_use block and its result to the block the model sent, keyed
 // by part index. Every other hosted part is left out: the API rejects a
 // server_tool_use without its result, and a result without its call.
-func hostedPairs(parts []llm.Part) map[int]sdk.ContentBlockParamUnion {
+func hostedPairs(parts []llm.Part, continued bool) map[int]sdk.ContentBlockParamUnion {
 	out := map[int]sdk.ContentBlockParamUnion{}
 	open := map[string]int{} // unanswered call ID -> part index
 	seen := map[string]bool{}
@@ -235,10 +286,17 @@ func hostedPairs(parts []llm.Part) map[int]sdk.ContentBlockParamUnion {
 			if !ok {
 				continue
 			}
+			delete(open, p.CallID) // answered, even by a result that is not sent
 			if res, ok := hostedResult(p); ok {
 				out[j], out[i] = serverToolUse(parts[j]), res
-				delete(open, p.CallID)
 			}
+		}
+	}
+	if continued {
+		// Calls the provider left for its next turn go back bare: it runs
+		// them now, and their results come in its response.
+		for _, j := range open {
+			out[j] = serverToolUse(parts[j])
 		}
 	}
 	return out

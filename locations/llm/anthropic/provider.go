@@ -115,6 +115,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Ev
 		defer func() { _ = stream.Close() }()
 
 		st := newState(func(ev llm.Event) bool { return yield(ev, nil) })
+		st.deferred = deferredCalls(req.Messages)
 		for stream.Next() {
 			if !st.event(stream.Current()) {
 				return

@@ -69,6 +69,9 @@ type state struct {
 	// hostedCalls counts the hosted calls, those with a made-up ID too.
 	hostedCalls int
 	settled     map[string]bool // call IDs a hosted result already answered
+	// deferred are the hosted calls of the continued message that it left
+	// unanswered (deferredCalls): their results come in this stream.
+	deferred map[string]llm.Part
 	local       int             // local tool calls started
 	order       []*block        // in start order, for closing at message_stop
 	current     *block          // the open text or reasoning block
@@ -200,6 +203,19 @@ func (s *state) start(index int64, cb *sdk.ContentBlockStartEventContentBlockUni
 func (s *state) result(cb *sdk.ContentBlockStartEventContentBlockUnion) bool {
 	id := cb.ToolUseID
 	call := s.hosted[id]
+	if d, ok := s.deferred[id]; ok && call == nil && !s.callIDs[id] {
+		// The result of a call the continued message left unanswered: this
+		// step records the call again (IDs are unique within a step), so
+		// that its result settles a call of the stream.
+		call = &block{id: "deferred_" + id, kind: blockTool, hosted: true, open: true, callID: id, name: d.Name,
+			startInput: string(d.Input), callMeta: d.ProviderMetadata}
+		s.callIDs[id] = true
+		s.hosted[id] = call
+		s.hostedCalls++
+		if !s.emit(llm.Event{Kind: llm.ToolInputStart, ID: call.id, CallID: id, Name: d.Name}) {
+			return false
+		}
+	}
 	if call == nil || s.settled[id] {
 		// A result must settle a hosted call of this stream, once: the
 		// runner fails a step on any other (llm.ToolResult).
