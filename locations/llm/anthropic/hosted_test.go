@@ -3,8 +3,8 @@ package anthropic
 import (
 	"bufio"
 	"encoding/json"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 

@@ -72,9 +72,9 @@ type state struct {
 	// deferred are the hosted calls of the continued message that it left
 	// unanswered (deferredCalls): their results come in this stream.
 	deferred map[string]llm.Part
-	local       int             // local tool calls started
-	order       []*block        // in start order, for closing at message_stop
-	current     *block          // the open text or reasoning block
+	local    int      // local tool calls started
+	order    []*block // in start order, for closing at message_stop
+	current  *block   // the open text or reasoning block
 
 	usage    messages.Tokens
 	thinking int64 // output tokens spent thinking
