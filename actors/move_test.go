@@ -953,18 +953,17 @@ func TestHeldCommandsSurviveAPanickingRoute(t *testing.T) {
 	p.armed.Store(false)
 }
 
-// TestMoveDropsInstructionUpdatesOfTheOldPlace: after a move the
-// destination's complete baseline is the model's instructions; the
-// chronological updates published at the old Location before it are
-// superseded by it and are not sent again (the old AGENTS.md text would
-// otherwise follow the new baseline as the latest instruction).
-func TestMoveDropsInstructionUpdatesOfTheOldPlace(t *testing.T) {
+// movedAfterAnUpdate runs a Session whose AGENTS.md changed between its
+// two prompts (one instruction update), moves it to an empty directory and
+// prompts it once more there.
+func movedAfterAnUpdate(t *testing.T) (*actortest.Harness, messages.SessionID) {
+	t.Helper()
 	src := t.TempDir()
 	agents := filepath.Join(src, "AGENTS.md")
 	if err := os.WriteFile(agents, []byte("Use tabs."), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Dir: t.TempDir(), Getenv: func(string) string { return "" }}})
+	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Getenv: func(string) string { return "" }}})
 	h.Dir = src
 	h.Model.Default(script.Text("ok"))
 	sid := h.Session()
@@ -983,6 +982,16 @@ func TestMoveDropsInstructionUpdatesOfTheOldPlace(t *testing.T) {
 	}
 	h.Prompt(sid, "three")
 	h.WaitIdle(sid)
+	return h, sid
+}
+
+// TestMoveDropsInstructionUpdatesOfTheOldPlace: after a move the
+// destination's complete baseline is the model's instructions; the
+// chronological updates published at the old Location before it are
+// superseded by it and are not sent again (the old AGENTS.md text would
+// otherwise follow the new baseline as the latest instruction).
+func TestMoveDropsInstructionUpdatesOfTheOldPlace(t *testing.T) {
+	h, _ := movedAfterAnUpdate(t)
 	req := h.Request(3)
 	for _, m := range req.Messages {
 		for _, p := range m.Parts {
@@ -1006,27 +1015,7 @@ func TestMoveDropsInstructionUpdatesOfTheOldPlace(t *testing.T) {
 // compaction keeps beside its summary leaves out the instruction updates
 // the destination's baseline superseded, as requests do.
 func TestCompactionAfterAMoveLeavesTheOldInstructionsOut(t *testing.T) {
-	src := t.TempDir()
-	agents := filepath.Join(src, "AGENTS.md")
-	if err := os.WriteFile(agents, []byte("Use tabs."), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Getenv: func(string) string { return "" }}})
-	h.Dir = src
-	h.Model.Default(script.Text("ok"))
-	sid := h.Session()
-	h.Prompt(sid, "one")
-	h.WaitIdle(sid)
-	if err := os.WriteFile(agents, []byte("Use spaces."), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	h.Prompt(sid, "two")
-	h.WaitIdle(sid)
-	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()}); err != nil {
-		t.Fatal(err)
-	}
-	h.Prompt(sid, "three")
-	h.WaitIdle(sid)
+	h, sid := movedAfterAnUpdate(t)
 	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
 		t.Fatal(err)
 	}
