@@ -380,7 +380,7 @@ func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lower
 	for i := start; i < len(msgs); i++ {
 		switch {
 		case superseded(i):
-		case i == last:
+		case i == last && leftUnanswered(msgs[i]):
 			out = append(out, lowerOne(msgs[i], model, true)...)
 		default:
 			out = append(out, cache.per[i]...)
@@ -483,6 +483,17 @@ func lowerHosted(t *persistence.ToolPart, native, continuing bool) []llm.Part {
 		text += ". Result:\n" + t.Output + "\n]"
 	}
 	return []llm.Part{{Kind: llm.PartText, Text: text}}
+}
+
+// leftUnanswered reports whether m has a hosted call the provider did not
+// answer in its step, which lowers differently when m is continued.
+func leftUnanswered(m persistence.Message) bool {
+	for _, p := range m.Parts {
+		if t := p.Tool; t != nil && t.Executed && t.ResultMetadata == nil && t.Error != nil && t.Error.Type == messages.ErrToolResultMissing {
+			return true
+		}
+	}
+	return false
 }
 
 // lowerOne lowers one projected message (compaction rows lower to nothing:
