@@ -104,7 +104,8 @@ session create makes a Session whose Location is --dir (default the current
 directory) and prints it; with --id it returns the existing Session of that
 ID instead of creating a second one. session list prints every Session,
 session get one. session move gives Session ID the Location --dir and prints
-it. Output is the JSON of the API's data field.
+it. Output is the JSON of the API's data field. Each subcommand lists its
+flags: sessiond session create --help, sessiond session move --help.
 ` + clientHelp,
 	run: runSession,
 }

@@ -33,7 +33,7 @@ func TestHelp(t *testing.T) {
 	cases := map[string][]string{
 		"serve":          {"--addr HOST:PORT", "--data DIR", "--config FILE", "--root DIR", "--token TOKEN", "--log-level LEVEL"},
 		"run":            {"--dir D", "--model provider/model", "--yes", "--json", "--data DIR", "--config FILE"},
-		"session":        {"session create makes a Session"},
+		"session":        {"session create makes a Session", "sessiond session create --help"},
 		"session create": {"--dir D", "--id ID", "--addr HOST:PORT", "--token TOKEN"},
 		"session list":   {"--addr HOST:PORT"},
 		"session get":    {"Usage: sessiond session get [flags] ID"},
