@@ -122,18 +122,27 @@ func TestOverflowCompactsOnceThenRetries(t *testing.T) {
 	h.CheckReplay()
 }
 
-func TestInstructionsBaselineAndUpdate(t *testing.T) {
+// answeredWithAgentsMD runs one prompt of a Session whose directory has an
+// AGENTS.md saying text, on a harness that observes instructions, and
+// returns the file's path.
+func answeredWithAgentsMD(t *testing.T, text string) (*actortest.Harness, messages.SessionID, string) {
+	t.Helper()
 	dir := t.TempDir()
 	agents := filepath.Join(dir, "AGENTS.md")
-	if err := os.WriteFile(agents, []byte("Use tabs."), 0o644); err != nil {
+	if err := os.WriteFile(agents, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Dir: dir, Getenv: func(string) string { return "" }}})
+	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Getenv: func(string) string { return "" }}})
 	h.Dir = dir
 	h.Model.Default(script.Text("ok"))
 	sid := h.Session()
 	h.Prompt(sid, "one")
 	h.WaitIdle(sid)
+	return h, sid, agents
+}
+
+func TestInstructionsBaselineAndUpdate(t *testing.T) {
+	h, sid, agents := answeredWithAgentsMD(t, "Use tabs.")
 	types := h.Types(sid)
 	if b, p := slices.Index(types, "session.instructions.baselined"), slices.Index(types, "session.prompt.promoted"); b < 0 || b > p {
 		t.Fatalf("baseline must precede promotion: %v", types)
@@ -820,16 +829,7 @@ func TestOverflowCompactionFitsItsOwnRequest(t *testing.T) {
 // the new model with the same baseline, and no instruction event is
 // written for it.
 func TestModelSelectionKeepsTheBaseline(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "AGENTS.md"), []byte("Use tabs."), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Getenv: func(string) string { return "" }}})
-	h.Dir = dir
-	h.Model.Default(script.Text("ok"))
-	sid := h.Session()
-	h.Prompt(sid, "one")
-	h.WaitIdle(sid)
+	h, sid, _ := answeredWithAgentsMD(t, "Use tabs.")
 	before, ok, err := h.Store.Checkpoint(h.Ctx(), sid)
 	if err != nil || !ok {
 		t.Fatalf("no checkpoint after the first run: %v", err)

@@ -32,6 +32,13 @@ func hostedHarness(t *testing.T, opts ...actortest.Options) *actortest.Harness {
 	return h
 }
 
+// searchedGo is a hosted search srv_1 for "go" and its result, as a
+// provider streams them.
+func searchedGo() []script.Step {
+	return []script.Step{script.ToolCall("srv_1", "web_search", `{"query":"go"}`).ProviderExecuted(),
+		script.HostedResult("srv_1", "web_search", "Go — https://go.dev").WithMetadata(`{"r":1}`)}
+}
+
 // toolPart returns the tool part with callID of the Session's assistant
 // messages.
 func toolPart(t *testing.T, h *actortest.Harness, sid messages.SessionID, callID string) *persistence.ToolPart {
@@ -182,9 +189,7 @@ func TestHostedToolsOnTheFinalStep(t *testing.T) {
 // consumes the allowance like any other.
 func TestPausedTurnContinues(t *testing.T) {
 	h := hostedHarness(t)
-	h.Model.Reply(script.ToolCall("srv_1", "web_search", `{"query":"go"}`).ProviderExecuted(),
-		script.HostedResult("srv_1", "web_search", "Go — https://go.dev").WithMetadata(`{"r":1}`),
-		script.Finish(llm.FinishPause, messages.Tokens{}))
+	h.Model.Reply(append(searchedGo(), script.Finish(llm.FinishPause, messages.Tokens{}))...)
 	h.Model.Reply(script.Text("Here is what I found."))
 	sid := h.Session()
 	h.Prompt(sid, "search")
@@ -205,8 +210,7 @@ func TestPausedTurnContinues(t *testing.T) {
 // too (its tool choice forbids using them).
 func TestCompactionDeclaresHostedTools(t *testing.T) {
 	h := hostedHarness(t)
-	h.Model.Reply(script.ToolCall("srv_1", "web_search", `{"query":"go"}`).ProviderExecuted(),
-		script.HostedResult("srv_1", "web_search", "Go — https://go.dev").WithMetadata(`{"r":1}`), script.Text("Found."))
+	h.Model.Reply(append(searchedGo(), script.Text("Found."))...)
 	h.Model.Default(script.Text("summary"))
 	sid := h.Session()
 	h.Prompt(sid, "search")
@@ -230,8 +234,7 @@ func TestDeferredHostedCallGoesBack(t *testing.T) {
 	h := hostedHarness(t)
 	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "e", nil })
 	h.Model.Reply(script.ToolCall("srv_1", "web_search", `{"query":"go"}`).ProviderExecuted(), script.ToolCall("c1", "echo", `{}`))
-	h.Model.Reply(script.ToolCall("srv_1", "web_search", `{"query":"go"}`).ProviderExecuted(),
-		script.HostedResult("srv_1", "web_search", "Go — https://go.dev").WithMetadata(`{"r":1}`), script.Text("Found."))
+	h.Model.Reply(append(searchedGo(), script.Text("Found."))...)
 	h.Model.Reply(script.Text("again"))
 	sid := h.Session()
 	h.Prompt(sid, "search and echo")

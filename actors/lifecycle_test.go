@@ -134,12 +134,7 @@ func TestShutdownInterruptsWithReasonShutdown(t *testing.T) {
 // returns.
 func TestShutdownKeepsItsDeadline(t *testing.T) {
 	h := actortest.New(t)
-	started, release := make(chan struct{}), make(chan struct{})
-	h.Tools.Add("stubborn", func(context.Context, locations.ToolCall) (string, error) {
-		close(started)
-		<-release // ignores its context
-		return "late", nil
-	})
+	started, release := stubborn(h)
 	h.Model.Reply(script.ToolCall("c1", "stubborn", `{}`))
 	sid := h.Session()
 	h.Prompt(sid, "go")
@@ -554,7 +549,8 @@ func TestAdmissionOutlivesAFailedWake(t *testing.T) {
 }
 
 // TestCreateChecksTheDirectoryEachTime: a Location's services are kept
-// once built, but a Session is not created in a directory removed since.
+// once built, but a Session is not created in, nor moved to, a directory
+// removed since.
 func TestCreateChecksTheDirectoryEachTime(t *testing.T) {
 	h := actortest.New(t)
 	dir := filepath.Join(t.TempDir(), "proj")
@@ -564,11 +560,15 @@ func TestCreateChecksTheDirectoryEachTime(t *testing.T) {
 	if _, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: dir}}); err != nil {
 		t.Fatal(err)
 	}
+	other := h.Session()
 	if err := os.Remove(dir); err != nil {
 		t.Fatal(err)
 	}
 	if s, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: dir}}); messages.TypeOf(err) != messages.ErrInvalid {
 		t.Fatalf("create in a removed directory: %+v, %v", s, err)
+	}
+	if s, err := h.Runtime.Move(h.Ctx(), other, messages.Location{Directory: dir}); messages.TypeOf(err) != messages.ErrInvalid {
+		t.Fatalf("move to a removed directory: %+v, %v", s, err)
 	}
 }
 

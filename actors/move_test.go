@@ -19,6 +19,32 @@ import (
 	"github.com/sessiond/sessiond/persistence"
 )
 
+// moveAsync starts a Move of sid to loc and returns where its error comes.
+func moveAsync(h *actortest.Harness, sid messages.SessionID, loc messages.Location) <-chan error {
+	moved := make(chan error, 1)
+	go func() {
+		_, err := h.Runtime.Move(h.Ctx(), sid, loc)
+		moved <- err
+	}()
+	return moved
+}
+
+// settleHeld sends cmd while a move of sid waits at release, checks that
+// the router holds it, lets the move go on, and requires both to succeed.
+func settleHeld(t *testing.T, h *actortest.Harness, sid messages.SessionID, release chan struct{}, moved <-chan error, cmd func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd() }()
+	eventually(t, "the router to hold the command", func() bool { return h.Runtime.Held(sid) == 1 })
+	close(release)
+	if err := <-moved; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // typesAfter returns the (unversioned) types of the Session's events after
 // the first one of type first, or nil when there is none.
 func typesAfter(h *actortest.Harness, sid messages.SessionID, first string) []string {
@@ -89,11 +115,7 @@ func TestMoveSupersedesTheRunningExecution(t *testing.T) {
 	h.Prompt(sid, "one")
 	<-entered
 	dest := messages.Location{Directory: t.TempDir()}
-	moved := make(chan error, 1)
-	go func() {
-		_, err := h.Runtime.Move(h.Ctx(), sid, dest)
-		moved <- err
-	}()
+	moved := moveAsync(h, sid, dest)
 	<-cancelled
 	// The Session actor has the move and waits for its drain: a wake and a
 	// wait sent now are held by the router until the move settles.
@@ -173,11 +195,7 @@ func TestMoveRespectsAUsersInterrupt(t *testing.T) {
 		}
 	})
 	defer actors.SetSessionFault(nil)
-	moved := make(chan error, 1)
-	go func() {
-		_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()})
-		moved <- err
-	}()
+	moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
 	<-arrived // while the interrupt is settling
 	close(release)
 	if err := <-interrupted; err != nil {
@@ -330,12 +348,7 @@ func TestMoveRefusals(t *testing.T) {
 // left without a reply.
 func TestMoveDuringShutdown(t *testing.T) {
 	h := actortest.New(t)
-	entered, release := make(chan struct{}), make(chan struct{})
-	h.Tools.Add("stubborn", func(ctx context.Context, _ locations.ToolCall) (string, error) {
-		close(entered)
-		<-release
-		return "late", nil
-	})
+	entered, release := stubborn(h)
 	h.Model.Reply(script.ToolCall("c1", "stubborn", `{}`))
 	sid := h.Session()
 	h.Prompt(sid, "one")
@@ -347,11 +360,7 @@ func TestMoveDuringShutdown(t *testing.T) {
 		}
 	})
 	defer actors.SetSessionFault(nil)
-	moved := make(chan error, 1)
-	go func() {
-		_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()})
-		moved <- err
-	}()
+	moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
 	<-got
 	stopped := make(chan error, 1)
 	go func() { stopped <- h.Runtime.Shutdown(h.Ctx()) }()
@@ -368,19 +377,34 @@ func TestMoveDuringShutdown(t *testing.T) {
 	}
 }
 
-// gatedStore holds the commit of the first session.moved.1 until released.
-type gatedStore struct {
+// heldStore holds the first write (Append or Commit) whose last payload
+// match accepts until release is closed, after closing held.
+type heldStore struct {
 	persistence.Store
+	match         func(messages.Payload) bool
 	held, release chan struct{}
-	holding       atomic.Bool
+	once          atomic.Bool
 }
 
-func (g *gatedStore) Append(ctx context.Context, id messages.SessionID, data ...messages.Payload) ([]messages.Event, error) {
-	if _, ok := data[0].(*messages.SessionMoved); ok && g.holding.CompareAndSwap(false, true) {
+func newHeldStore(match func(messages.Payload) bool) *heldStore {
+	return &heldStore{match: match, held: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *heldStore) hold(data []messages.Payload) {
+	if len(data) > 0 && g.match(data[len(data)-1]) && g.once.CompareAndSwap(false, true) {
 		close(g.held)
 		<-g.release
 	}
+}
+
+func (g *heldStore) Append(ctx context.Context, id messages.SessionID, data ...messages.Payload) ([]messages.Event, error) {
+	g.hold(data)
 	return g.Store.Append(ctx, id, data...)
+}
+
+func (g *heldStore) Commit(ctx context.Context, id messages.SessionID, data ...messages.Payload) (persistence.Committed, error) {
+	g.hold(data)
+	return g.Store.Commit(ctx, id, data...)
 }
 
 // TestMoveHoldsCommandsUntilItSettles: while a move commits (here in the
@@ -389,7 +413,7 @@ func (g *gatedStore) Append(ctx context.Context, id messages.SessionID, data ...
 // Session is leaving; once the move settles it runs the prompt at the new
 // Location.
 func TestMoveHoldsCommandsUntilItSettles(t *testing.T) {
-	g := &gatedStore{held: make(chan struct{}), release: make(chan struct{})}
+	g := newHeldStore(func(p messages.Payload) bool { _, ok := p.(*messages.SessionMoved); return ok })
 	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { g.Store = c.Store; c.Store = g }})
 	h.Model.Reply(script.Text("other"))
 	h.Model.Reply(script.Text("two, at the new place"))
@@ -401,22 +425,9 @@ func TestMoveHoldsCommandsUntilItSettles(t *testing.T) {
 	if _, err := h.Runtime.Prompt(h.Ctx(), persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "two"}, Resume: &no}); err != nil {
 		t.Fatal(err)
 	}
-	moved := make(chan error, 1)
-	go func() {
-		_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()})
-		moved <- err
-	}()
+	moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
 	<-g.held
-	woke := make(chan error, 1)
-	go func() { woke <- h.Runtime.Wake(h.Ctx(), sid) }()
-	eventually(t, "the router to hold the wake", func() bool { return h.Runtime.Held(sid) == 1 })
-	close(g.release)
-	if err := <-moved; err != nil {
-		t.Fatal(err)
-	}
-	if err := <-woke; err != nil {
-		t.Fatal(err)
-	}
+	settleHeld(t, h, sid, g.release, moved, func() error { return h.Runtime.Wake(h.Ctx(), sid) })
 	h.WaitIdle(sid)
 	if got := typesAfter(h, sid, "session.moved"); len(got) == 0 || got[len(got)-1] != "session.execution.succeeded" {
 		t.Fatalf("the held wake did not run the prompt at the new Location: %v", h.Types(sid))
@@ -439,11 +450,7 @@ func TestMoveBesideAWake(t *testing.T) {
 		if _, err := h.Runtime.Prompt(h.Ctx(), persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "two"}, Resume: &no}); err != nil {
 			t.Fatal(err)
 		}
-		moved := make(chan error, 1)
-		go func() {
-			_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()})
-			moved <- err
-		}()
+		moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
 		if err := h.Runtime.Wake(h.Ctx(), sid); err != nil {
 			t.Fatal(err)
 		}
@@ -479,22 +486,9 @@ func TestMoveBackToALocationItLeft(t *testing.T) {
 		}
 	})
 	defer actors.SetSessionFault(nil)
-	moved := make(chan error, 1)
-	go func() {
-		_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()})
-		moved <- err
-	}()
+	moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
 	<-entered
-	woke := make(chan error, 1)
-	go func() { woke <- h.Runtime.Wake(h.Ctx(), sid) }()
-	eventually(t, "the router to hold the wake", func() bool { return h.Runtime.Held(sid) == 1 })
-	close(release)
-	if err := <-moved; err != nil {
-		t.Fatal(err)
-	}
-	if err := <-woke; err != nil {
-		t.Fatal(err)
-	}
+	settleHeld(t, h, sid, release, moved, func() error { return h.Runtime.Wake(h.Ctx(), sid) })
 	h.WaitIdle(sid)
 	if _, err := h.Runtime.Move(h.Ctx(), sid, home); err != nil {
 		t.Fatal(err)
@@ -698,11 +692,7 @@ func TestWaitFollowsTheCarriedWork(t *testing.T) {
 		waited <- h.Types(sid)
 	}()
 	<-gotWait
-	moved := make(chan error, 1)
-	go func() {
-		_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()})
-		moved <- err
-	}()
+	moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
 	<-gotMove
 	atWait := <-waited
 	if err := <-moved; err != nil {
@@ -719,12 +709,7 @@ func TestWaitFollowsTheCarriedWork(t *testing.T) {
 // and be cancelled at once).
 func TestHeldInterruptStopsTheCarriedWork(t *testing.T) {
 	h := actortest.New(t)
-	entered, release := make(chan struct{}), make(chan struct{})
-	h.Tools.Add("stubborn", func(ctx context.Context, _ locations.ToolCall) (string, error) {
-		close(entered)
-		<-release
-		return "late", nil
-	})
+	entered, release := stubborn(h)
 	h.Model.Reply(script.ToolCall("c1", "stubborn", `{}`))
 	h.Model.Default(script.Text("ran after the user's interrupt"))
 	sid := h.Session()
@@ -747,22 +732,9 @@ func TestHeldInterruptStopsTheCarriedWork(t *testing.T) {
 		}
 	})
 	defer actors.SetSessionFault(nil)
-	moved := make(chan error, 1)
-	go func() {
-		_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()})
-		moved <- err
-	}()
+	moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
 	<-got
-	interrupted := make(chan error, 1)
-	go func() { interrupted <- h.Runtime.Interrupt(h.Ctx(), sid) }()
-	eventually(t, "the interrupt to be held", func() bool { return h.Runtime.Held(sid) == 1 })
-	close(release)
-	if err := <-moved; err != nil {
-		t.Fatal(err)
-	}
-	if err := <-interrupted; err != nil {
-		t.Fatal(err)
-	}
+	settleHeld(t, h, sid, release, moved, func() error { return h.Runtime.Interrupt(h.Ctx(), sid) })
 	h.WaitIdle(sid)
 	if n := runs.Load(); n != 0 || len(typesAfter(h, sid, "session.moved")) != 0 {
 		t.Fatalf("%d runs reached the new Location after the user's interrupt: %v", n, typesAfter(h, sid, "session.moved"))
@@ -787,12 +759,7 @@ func TestMoveRechecksTheAgentAtCommit(t *testing.T) {
 			return &b, nil
 		})
 	}})
-	entered, release := make(chan struct{}), make(chan struct{})
-	h.Tools.Add("stubborn", func(context.Context, locations.ToolCall) (string, error) {
-		close(entered)
-		<-release
-		return "late", nil
-	})
+	entered, release := stubborn(h)
 	h.Model.Reply(script.ToolCall("c1", "stubborn", `{}`))
 	h.Model.Default(script.Text("ok"))
 	sid := h.Session()
@@ -805,11 +772,7 @@ func TestMoveRechecksTheAgentAtCommit(t *testing.T) {
 		}
 	})
 	defer actors.SetSessionFault(nil)
-	moved := make(chan error, 1)
-	go func() {
-		_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: bare})
-		moved <- err
-	}()
+	moved := moveAsync(h, sid, messages.Location{Directory: bare})
 	<-arrived
 	if err := h.Runtime.SelectAgent(h.Ctx(), sid, "plan"); err != nil {
 		t.Fatal(err)
@@ -824,28 +787,13 @@ func TestMoveRechecksTheAgentAtCommit(t *testing.T) {
 	}
 }
 
-// closingGate holds the first commit of a busy period's success (the drain
-// is then closing) until released.
-type closingGate struct {
-	persistence.Store
-	held, release chan struct{}
-	once          atomic.Bool
-}
-
-func (g *closingGate) Commit(ctx context.Context, id messages.SessionID, data ...messages.Payload) (persistence.Committed, error) {
-	if _, ok := data[len(data)-1].(*messages.ExecutionSucceeded); ok && g.once.CompareAndSwap(false, true) {
-		close(g.held)
-		<-g.release
-	}
-	return g.Store.Commit(ctx, id, data...)
-}
-
 // TestMoveCarriesAWakeOfAClosingBusyPeriod: a wake that arrives while a
 // busy period writes its terminal event waits to start a fresh one; a move
 // that supersedes the closing busy period carries that wake to the new
 // Location, where the prompt it was for runs.
 func TestMoveCarriesAWakeOfAClosingBusyPeriod(t *testing.T) {
-	g := &closingGate{held: make(chan struct{}), release: make(chan struct{})}
+	// The first commit of a busy period's success: the drain is closing.
+	g := newHeldStore(func(p messages.Payload) bool { _, ok := p.(*messages.ExecutionSucceeded); return ok })
 	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { g.Store = c.Store; c.Store = g }})
 	h.Model.Reply(script.Text("a1"))
 	h.Model.Reply(script.Text("two, at the new place"))
@@ -865,11 +813,7 @@ func TestMoveCarriesAWakeOfAClosingBusyPeriod(t *testing.T) {
 		}
 	})
 	defer actors.SetSessionFault(nil)
-	moved := make(chan error, 1)
-	go func() {
-		_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()})
-		moved <- err
-	}()
+	moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
 	<-arrived
 	close(g.release)
 	if err := <-moved; err != nil {
@@ -904,12 +848,7 @@ func (p *panickyGets) Get(ctx context.Context, id messages.SessionID) (persisten
 func TestHeldCommandsSurviveAPanickingRoute(t *testing.T) {
 	p := &panickyGets{}
 	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { p.Store = c.Store; c.Store = p }})
-	entered, release := make(chan struct{}), make(chan struct{})
-	h.Tools.Add("stubborn", func(context.Context, locations.ToolCall) (string, error) {
-		close(entered)
-		<-release
-		return "late", nil
-	})
+	entered, release := stubborn(h)
 	h.Model.Reply(script.ToolCall("c1", "stubborn", `{}`))
 	sid := h.Session()
 	p.sid.Store(sid)
@@ -922,11 +861,7 @@ func TestHeldCommandsSurviveAPanickingRoute(t *testing.T) {
 		}
 	})
 	defer actors.SetSessionFault(nil)
-	moved := make(chan error, 1)
-	go func() {
-		_, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()})
-		moved <- err
-	}()
+	moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
 	<-arrived
 	waited := make(chan error, 2)
 	for range 2 {
@@ -958,17 +893,7 @@ func TestHeldCommandsSurviveAPanickingRoute(t *testing.T) {
 // prompts it once more there.
 func movedAfterAnUpdate(t *testing.T) (*actortest.Harness, messages.SessionID) {
 	t.Helper()
-	src := t.TempDir()
-	agents := filepath.Join(src, "AGENTS.md")
-	if err := os.WriteFile(agents, []byte("Use tabs."), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Getenv: func(string) string { return "" }}})
-	h.Dir = src
-	h.Model.Default(script.Text("ok"))
-	sid := h.Session()
-	h.Prompt(sid, "one")
-	h.WaitIdle(sid)
+	h, sid, agents := answeredWithAgentsMD(t, "Use tabs.")
 	if err := os.WriteFile(agents, []byte("Use spaces."), 0o644); err != nil {
 		t.Fatal(err)
 	}

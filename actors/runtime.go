@@ -184,16 +184,9 @@ func (rt *Runtime) Create(ctx context.Context, req persistence.CreateSession) (p
 	// outside the allowed roots), or an agent or model it cannot run, is
 	// refused now, rather than failing (or running without rules) at the
 	// first execution, after a prompt was admitted.
-	svc, err := rt.cfg.Locations.Get(req.Location)
+	svc, err := rt.placeable(req.Location)
 	if err != nil {
 		return persistence.Session{}, false, err
-	}
-	// The service set is kept once built, so a directory removed since
-	// another Session was created there is caught here.
-	if fi, err := os.Stat(req.Location.Directory); err != nil {
-		return persistence.Session{}, false, messages.Errorf(messages.ErrInvalid, "location.directory: %v", err)
-	} else if !fi.IsDir() {
-		return persistence.Session{}, false, messages.Errorf(messages.ErrInvalid, "location.directory: %s is not a directory", req.Location.Directory)
 	}
 	if req.Agent != "" || req.Model != (messages.ModelRef{}) {
 		if err := checkAgent(svc, req.Agent); err != nil {
@@ -210,6 +203,23 @@ func (rt *Runtime) Create(ctx context.Context, req persistence.CreateSession) (p
 		rt.publishEvent(ctx, s.ID, 0)
 	}
 	return s, created, err
+}
+
+// placeable returns the services of a Location a Session is created at or
+// moved to. Services are kept once built, so the directory is checked
+// again here: one removed since it was first used is refused, as it was
+// before it was ever built.
+func (rt *Runtime) placeable(loc messages.Location) (*locations.Services, error) {
+	svc, err := rt.cfg.Locations.Get(loc)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(loc.Directory); err != nil {
+		return nil, messages.Errorf(messages.ErrInvalid, "location.directory: %v", err)
+	} else if !fi.IsDir() {
+		return nil, messages.Errorf(messages.ErrInvalid, "location.directory: %s is not a directory", loc.Directory)
+	}
+	return svc, nil
 }
 
 // orderLock returns the Session's order stripe (see Runtime.order).
@@ -367,7 +377,7 @@ func (rt *Runtime) Move(ctx context.Context, sid messages.SessionID, loc message
 	if sess.Location.Key() == loc.Key() {
 		return sess, nil
 	}
-	svc, err := rt.cfg.Locations.Get(loc)
+	svc, err := rt.placeable(loc)
 	if err != nil {
 		return persistence.Session{}, err
 	}

@@ -177,6 +177,19 @@ func TestWakeDuringInterruptCleanupStartsFreshBusyPeriod(t *testing.T) {
 }
 
 // blocking returns a tool that signals started and waits for release.
+// stubborn adds a tool "stubborn" that ignores its context: it reports
+// that it started by closing entered, and returns only once release is
+// closed.
+func stubborn(h *actortest.Harness) (entered, release chan struct{}) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	h.Tools.Add("stubborn", func(context.Context, locations.ToolCall) (string, error) {
+		close(entered)
+		<-release
+		return "late", nil
+	})
+	return entered, release
+}
+
 func blocking(started chan<- string, release <-chan struct{}) actortest.ToolFunc {
 	return func(ctx context.Context, c locations.ToolCall) (string, error) {
 		started <- c.CallID

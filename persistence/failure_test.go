@@ -28,12 +28,8 @@ func TestFailedAppendLosesNothingAcknowledged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	ctx := context.Background()
 	sid := newSession(t, st)
-	admit := func(text string) error {
-		_, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: text}})
-		return err
-	}
+	admit := admitter(st, sid)
 	if err := admit("a"); err != nil {
 		t.Fatal(err)
 	}
@@ -310,13 +306,9 @@ func TestSyncDoesNotVouchAfterTheStoreFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	ctx := context.Background()
 	sid := newSession(t, st)
 	armed.Store(true)
-	admit := func(text string) error {
-		_, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: text}})
-		return err
-	}
+	admit := admitter(st, sid)
 	b0 := make(chan error, 1)
 	go func() { b0 <- admit("b0") }()
 	<-held
@@ -353,10 +345,7 @@ func TestFailedWritesOfUnknownOutcome(t *testing.T) {
 	}
 	ctx := context.Background()
 	sid := newSession(t, st)
-	admit := func(text string) error {
-		_, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: text}})
-		return err
-	}
+	admit := admitter(st, sid)
 	armed.Store(true)
 	r1, r2 := make(chan error, 1), make(chan error, 1)
 	go func() { r1 <- admit("first, its sync fails") }()
@@ -431,17 +420,12 @@ func TestRefusedWriteInAFailedBatchIsNotUnknown(t *testing.T) {
 	sid := newSession(t, st)
 	armed.Store(true)
 	failing.Store(true)
+	admit := admitter(st, sid)
 	first := make(chan error, 1)
-	go func() {
-		_, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "first"}})
-		first <- err
-	}()
+	go func() { first <- admit("first") }()
 	<-writing
 	logged, refused := make(chan error, 1), make(chan error, 1)
-	go func() {
-		_, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "logged"}})
-		logged <- err
-	}()
+	go func() { logged <- admit("logged") }()
 	go func() {
 		_, err := st.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: "msg_nope"})
 		refused <- err
@@ -458,5 +442,14 @@ func TestRefusedWriteInAFailedBatchIsNotUnknown(t *testing.T) {
 	}
 	if err := <-refused; err == nil || errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("refused, never logged: %v", err)
+	}
+}
+
+// admitter returns a function that admits a prompt of the given text to
+// sid, for tests that only need to know whether each one was acknowledged.
+func admitter(st *Bolt, sid messages.SessionID) func(text string) error {
+	return func(text string) error {
+		_, _, err := st.Admit(context.Background(), Admission{SessionID: sid, Prompt: messages.Prompt{Text: text}})
+		return err
 	}
 }

@@ -175,6 +175,15 @@ func TestHostedStreamEdges(t *testing.T) {
 		return `{"type":"web_search_tool_result","tool_use_id":"` + id + `","content":[{"type":"web_search_result","title":"T","url":"https://t.example","encrypted_content":"e","page_age":null}]}`
 	}
 	fin := func(reason string) string { return messageDelta(reason, `{"output_tokens":9}`) + messageStop }
+	// answered is what a search srvtoolu_1 in block 0 and its result give.
+	answered := func() []string {
+		return []string{
+			"tool-input-start 0 srvtoolu_1 web_search",
+			"tool-input-end 0 srvtoolu_1 web_search",
+			`tool-call srvtoolu_1 web_search {"query":"q"} executed`,
+			`tool-result srvtoolu_1 web_search "T — https://t.example" ` + result("srvtoolu_1"),
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		body string
@@ -212,13 +221,7 @@ func TestHostedStreamEdges(t *testing.T) {
 			name: "a call whose stop never came completes before its result",
 			body: messageStart(smallUsage) + blockStart("0", search("srvtoolu_1")) +
 				blockStart("1", result("srvtoolu_1")) + blockStop("1") + fin("end_turn"),
-			want: []string{
-				"tool-input-start 0 srvtoolu_1 web_search",
-				"tool-input-end 0 srvtoolu_1 web_search",
-				`tool-call srvtoolu_1 web_search {"query":"q"} executed`,
-				`tool-result srvtoolu_1 web_search "T — https://t.example" ` + result("srvtoolu_1"),
-				"step-finish stop in=10 out=9 reasoning=0 cache.read=0 cache.write=0 cost=0.000165",
-			},
+			want: append(answered(), "step-finish stop in=10 out=9 reasoning=0 cache.read=0 cache.write=0 cost=0.000165"),
 		},
 		{
 			name: "call metadata keeps the members the event does not carry",
@@ -238,13 +241,7 @@ func TestHostedStreamEdges(t *testing.T) {
 			name: "hosted calls alone do not finish as tool-calls",
 			body: messageStart(smallUsage) + blockStart("0", search("srvtoolu_1")) + blockStop("0") +
 				blockStart("1", result("srvtoolu_1")) + blockStop("1") + fin("tool_use"),
-			want: []string{
-				"tool-input-start 0 srvtoolu_1 web_search",
-				"tool-input-end 0 srvtoolu_1 web_search",
-				`tool-call srvtoolu_1 web_search {"query":"q"} executed`,
-				`tool-result srvtoolu_1 web_search "T — https://t.example" ` + result("srvtoolu_1"),
-				"step-finish other in=10 out=9 reasoning=0 cache.read=0 cache.write=0 cost=0.000165",
-			},
+			want: append(answered(), "step-finish other in=10 out=9 reasoning=0 cache.read=0 cache.write=0 cost=0.000165"),
 		},
 		{
 			name: "a hosted call with a taken ID gets one made up",
@@ -393,27 +390,19 @@ func TestHostedRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var sent struct {
-				Messages []struct {
-					Role    string            `json:"role"`
-					Content []json.RawMessage `json:"content"`
-				} `json:"messages"`
-			}
-			if err := json.Unmarshal(srv.LastBody(), &sent); err != nil {
-				t.Fatal(err)
-			}
-			if len(sent.Messages) != 3 {
+			sent := sentMessages(t, srv.LastBody())
+			if len(sent) != 3 {
 				t.Fatalf("request body %s", srv.LastBody())
 			}
 			var got, want []string
-			for _, c := range sent.Messages[1].Content {
+			for _, c := range sent[1].Content {
 				got = append(got, string(c))
 			}
 			for _, i := range tc.blocks {
 				want = append(want, completedBlock(t, tc.body, i))
 			}
 			wantJSON(t, []byte("["+strings.Join(got, ",")+"]"), "["+strings.Join(want, ",")+"]")
-			if user := sent.Messages[2].Content; len(user) != 1 || strings.Contains(string(user[0]), "tool_result") {
+			if user := sent[2].Content; len(user) != 1 || strings.Contains(string(user[0]), "tool_result") {
 				t.Fatalf("user message %s", user)
 			}
 		})
@@ -576,19 +565,11 @@ func TestDeferredHostedCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sent struct {
-		Messages []struct {
-			Role    string            `json:"role"`
-			Content []json.RawMessage `json:"content"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(srv.LastBody(), &sent); err != nil {
-		t.Fatal(err)
-	}
-	if len(sent.Messages) != 3 || len(sent.Messages[1].Content) != 3 {
+	sent := sentMessages(t, srv.LastBody())
+	if len(sent) != 3 || len(sent[1].Content) != 3 {
 		t.Fatalf("request body %s", srv.LastBody())
 	}
-	wantJSON(t, sent.Messages[1].Content[1], `{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"go"}}`)
+	wantJSON(t, sent[1].Content[1], `{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"go"}}`)
 	got := ssetest.Lines(events)
 	want := []string{
 		"tool-input-start deferred_srvtoolu_1 srvtoolu_1 web_search",
@@ -609,4 +590,22 @@ func TestDeferredHostedCall(t *testing.T) {
 	if strings.Contains(string(srv.LastBody()), "server_tool_use") {
 		t.Fatalf("an old unanswered hosted call was sent: %s", srv.LastBody())
 	}
+}
+
+// sentTurn is one message of a request body as sent.
+type sentTurn struct {
+	Role    string            `json:"role"`
+	Content []json.RawMessage `json:"content"`
+}
+
+// sentMessages returns the messages of a Messages API request body.
+func sentMessages(t *testing.T, body []byte) []sentTurn {
+	t.Helper()
+	var sent struct {
+		Messages []sentTurn `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &sent); err != nil {
+		t.Fatal(err)
+	}
+	return sent.Messages
 }

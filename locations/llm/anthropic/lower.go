@@ -138,13 +138,14 @@ func continuedMessage(msgs []llm.Message) int {
 // tool): the API runs them once it gets them back, and their results come
 // in the response.
 func deferredCalls(msgs []llm.Message) map[string]llm.Part {
-	paired := wire.PairToolResults(msgs)
-	i := continuedMessage(paired)
+	// Pairing regroups only tool results, so the continued message is the
+	// same before and after it.
+	i := continuedMessage(msgs)
 	if i < 0 {
 		return nil
 	}
 	var out map[string]llm.Part
-	parts := paired[i].Parts
+	parts := msgs[i].Parts
 	answered := map[string]bool{}
 	for _, p := range parts {
 		if hostedPart(p) && p.Kind == llm.PartToolResult {
