@@ -412,12 +412,48 @@ func (c *Config) applyEnv(env func(string) string) error {
 		c.Providers[id] = p
 	}
 	if !haveOpenAI && openaiKey != "" {
-		add("openai", ProviderConfig{Type: llm.ProviderOpenAI, BaseURL: openaiBase, APIKey: openaiKey})
+		p := ProviderConfig{Type: llm.ProviderOpenAI, BaseURL: openaiBase, APIKey: openaiKey}
+		if openaiBase == "" {
+			// OpenAI's own API: its models are known. Another server's
+			// (OPENAI_BASE_URL) are not, and need a configuration.
+			p.Models, _ = keyModels(llm.ProviderOpenAI)
+		}
+		add("openai", p)
 	}
 	if !haveAnthropic && anthropicKey != "" {
-		add("anthropic", ProviderConfig{Type: llm.ProviderAnthropic, APIKey: anthropicKey})
+		p := ProviderConfig{Type: llm.ProviderAnthropic, APIKey: anthropicKey}
+		p.Models, _ = keyModels(llm.ProviderAnthropic)
+		add("anthropic", p)
 	}
 	return nil
+}
+
+// sameLimits reports whether a and b have the same limits and prices.
+func sameLimits(a, b ModelConfig) bool {
+	return a.Context == b.Context && a.Output == b.Output && a.Prices == b.Prices && len(a.HostedTools) == len(b.HostedTools)
+}
+
+// keyModels returns the models of a provider that an API key alone adds
+// (no configuration names a provider of its type), and the one to use by
+// default, so that a key is all it takes to run. Limits and prices (USD
+// per million tokens) are the providers' published ones; a configuration
+// that lists models replaces these.
+func keyModels(t llm.ProviderType) (map[string]ModelConfig, string) {
+	switch t {
+	case llm.ProviderAnthropic:
+		return map[string]ModelConfig{
+			"claude-sonnet-4-5": {Context: 200000, Output: 64000, Prices: llm.Prices{Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75}},
+			"claude-haiku-4-5":  {Context: 200000, Output: 64000, Prices: llm.Prices{Input: 1, Output: 5, CacheRead: 0.1, CacheWrite: 1.25}},
+			"claude-opus-4-1":   {Context: 200000, Output: 32000, Prices: llm.Prices{Input: 15, Output: 75, CacheRead: 1.5, CacheWrite: 18.75}},
+		}, "claude-sonnet-4-5"
+	case llm.ProviderOpenAI:
+		return map[string]ModelConfig{
+			"gpt-5":      {Context: 400000, Output: 128000, Prices: llm.Prices{Input: 1.25, Output: 10, CacheRead: 0.125}},
+			"gpt-5-mini": {Context: 400000, Output: 128000, Prices: llm.Prices{Input: 0.25, Output: 2, CacheRead: 0.025}},
+			"gpt-4.1":    {Context: 1047576, Output: 32768, Prices: llm.Prices{Input: 2, Output: 8, CacheRead: 0.5}},
+		}, "gpt-5"
+	}
+	return nil, ""
 }
 
 // expandEnvRef returns env(NAME) and NAME for a value of the form
@@ -586,14 +622,18 @@ func (c *Config) checkProviders() error {
 	return err
 }
 
-// firstModel returns the default model: the first model, by ID, of the
-// first provider, by ID, that has credentials (or needs none) and lists
-// models; "" when there is none.
+// firstModel returns the default model: the first model, by ID (or the
+// default of a provider a key alone added), of the first provider, by ID,
+// that has credentials (or needs none) and lists models; "" when there is
+// none.
 func (c *Config) firstModel() string {
 	for _, id := range slices.Sorted(maps.Keys(c.Providers)) {
 		p := c.Providers[id]
 		if len(p.Models) == 0 || (p.Type != llm.ProviderScript && p.APIKey == "") {
 			continue
+		}
+		if models, def := keyModels(p.Type); def != "" && maps.EqualFunc(p.Models, models, sameLimits) {
+			return id + "/" + def // a provider a key alone added
 		}
 		return id + "/" + slices.Sorted(maps.Keys(p.Models))[0]
 	}

@@ -373,7 +373,7 @@ func TestLoadConfigErrors(t *testing.T) {
 			`model: provider "x" is not configured (no providers are; the demo provider is "demo")`},
 		{"unknown model", `{"providers": {"p": {"type": "openai", "models": {"a": {}, "b": {}}}}, "model": "p/c"}`, nil,
 			`model: provider "p" has no model "c" (known: "a", "b")`},
-		{"model of a provider without models", `{"model": "openai/gpt-5"}`, []string{"OPENAI_API_KEY", "sk"},
+		{"model of a provider without models", `{"model": "openai/gpt-5"}`, []string{"OPENAI_API_KEY", "sk", "OPENAI_BASE_URL", "http://127.0.0.1:8000/v1"},
 			`model: provider "openai" has no models; add "gpt-5" under providers.openai.models`},
 		{"empty agent name", `{"agents": {"": {}}}`, nil,
 			"agents: an agent has an empty name"},
@@ -513,14 +513,17 @@ func TestLoadConfigEnvAddsProviders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Anthropic's models are known, so a key is all it takes; the models
+	// of the server OPENAI_BASE_URL names are not.
+	anthropicModels, _ := keyModels(llm.ProviderAnthropic)
 	want := map[string]ProviderConfig{
 		"openai":    {Type: llm.ProviderOpenAI, BaseURL: "http://127.0.0.1:8000/v1", APIKey: "sk-openai"},
-		"anthropic": {Type: llm.ProviderAnthropic, APIKey: "sk-anthropic"},
+		"anthropic": {Type: llm.ProviderAnthropic, APIKey: "sk-anthropic", Models: anthropicModels},
 	}
 	if !reflect.DeepEqual(c.Providers, want) {
 		t.Fatalf("providers = %+v, want %+v", c.Providers, want)
 	}
-	if c.UsesDemo() || c.Model != "" {
+	if c.UsesDemo() || c.Model != "anthropic/claude-sonnet-4-5" {
 		t.Fatalf("UsesDemo %v, model %q", c.UsesDemo(), c.Model)
 	}
 	catalog, err := llm.NewCatalog(c.CatalogSpecs())
@@ -531,6 +534,19 @@ func TestLoadConfigEnvAddsProviders(t *testing.T) {
 	if messages.TypeOf(err) != messages.ErrModelNotFound || !strings.Contains(err.Error(), "no models configured") {
 		t.Fatalf("resolve of an unlisted model = %v", err)
 	}
+	if m, err := catalog.ResolveString(c.Model); err != nil || m.Context != 200000 || m.Output != 64000 || m.Prices.Input != 3 {
+		t.Fatalf("default model = %+v, %v", m, err)
+	}
+
+	// OpenAI's own API, with nothing but its key: its models, gpt-5 first.
+	c, err = LoadConfig("", envOf("SESSIOND_DATA", t.TempDir(), "OPENAI_API_KEY", "sk-openai"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Model != "openai/gpt-5" || len(c.Providers) != 1 || len(c.Providers["openai"].Models) != 3 {
+		t.Fatalf("model %q, providers %+v", c.Model, c.Providers)
+	}
+	revalidate(t, c)
 
 	// A configured provider of the type keeps the variable from adding one;
 	// a provider of another type that holds the name keeps it.

@@ -213,6 +213,10 @@ func (c *Catalog) ResolveString(ref string) (Model, error) {
 // some of the provider's models) and a provider without credentials. A nil
 // Catalog knows no providers.
 func (c *Catalog) Resolve(ref messages.ModelRef) (Model, error) {
+	if ref == (messages.ModelRef{}) {
+		// A Session, its agent and the daemon all left the model unset.
+		return Model{}, messages.Errorf(messages.ErrModelNotFound, "no model selected: select one for the Session or its agent, or configure a default model")
+	}
 	if ref.ProviderID == "" || ref.ID == "" {
 		return Model{}, messages.Errorf(messages.ErrModelNotFound, "model %q: want provider/model", ref.String())
 	}

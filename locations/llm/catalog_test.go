@@ -176,7 +176,7 @@ func TestResolve(t *testing.T) {
 		{ref: messages.ModelRef{ProviderID: "pinned", ID: "fixed"},
 			want: llm.Model{Ref: messages.ModelRef{ProviderID: "pinned", ID: "fixed"}, Family: llm.ProviderScript, Context: 1000, Output: 100}},
 		{ref: messages.ModelRef{},
-			wantErr: `model.not-found: model "": want provider/model`},
+			wantErr: `model.not-found: no model selected: select one for the Session or its agent, or configure a default model`},
 		{ref: messages.ModelRef{ProviderID: "openai"},
 			wantErr: `model.not-found: model "openai/": want provider/model`},
 		{ref: messages.ModelRef{ProviderID: "gemini", ID: "pro"},
