@@ -350,16 +350,45 @@ type sseEvent struct {
 	ID, Event, Data string
 }
 
+// sseLines returns a split function for the lines of an event stream,
+// which may end in CRLF, LF or a lone CR. A CR ends its line at once (a
+// live stream may pause after it); an LF right after it is skipped.
+func sseLines() bufio.SplitFunc {
+	skipLF := false
+	return func(data []byte, atEOF bool) (int, []byte, error) {
+		skip := 0
+		if skipLF && len(data) > 0 {
+			skipLF = false
+			if data[0] == '\n' {
+				skip = 1
+			}
+		}
+		rest := data[skip:]
+		if i := bytes.IndexAny(rest, "\r\n"); i >= 0 {
+			skipLF = rest[i] == '\r'
+			return skip + i + 1, rest[:i], nil
+		}
+		if atEOF && len(rest) > 0 {
+			return len(data), rest, nil
+		}
+		return skip, nil, nil
+	}
+}
+
 // readSSE parses a text/event-stream body and calls fn for each event. It
 // returns nil at a clean end of the stream.
 func readSSE(r io.Reader, fn func(sseEvent) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	sc.Split(sseLines())
 	var ev sseEvent
 	var data []string
-	have := false
+	have, first := false, true
 	for sc.Scan() {
 		line := sc.Text()
+		if first {
+			line, first = strings.TrimPrefix(line, "\uFEFF"), false // a byte order mark may open the stream
+		}
 		if line == "" {
 			if have {
 				ev.Data = strings.Join(data, "\n")

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 	"unicode/utf8"
 )
@@ -59,6 +60,19 @@ func TestReadSSE(t *testing.T) {
 	}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("readSSE = %+v, %v; want %+v", got, err, want)
+	}
+
+	// Lines may end in CR or CRLF too, and a byte order mark may open
+	// the stream; bytes may arrive one at a time.
+	stream = "\uFEFFid: 1\rdata: a\r\rdata: b\r\ndata: c\r\n\r\nevent: e\ndata: d\n\n"
+	got = nil
+	err = readSSE(iotest.OneByteReader(strings.NewReader(stream)), func(ev sseEvent) error {
+		got = append(got, ev)
+		return nil
+	})
+	want = []sseEvent{{ID: "1", Data: "a"}, {Data: "b\nc"}, {Event: "e", Data: "d"}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("readSSE with CR line ends = %+v, %v; want %+v", got, err, want)
 	}
 }
 
