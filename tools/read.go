@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -187,6 +188,16 @@ func (r *reader) run(ctx context.Context, call *CallContext, in ReadInput) (Resu
 	}
 	switch {
 	case fi.IsDir():
+		// A listing shows the names of what the directory holds, so the
+		// rules decide on its contents too: a rule that denies dir/*
+		// keeps their names hidden, not only their bytes.
+		if err := call.Ask(ctx, Request{
+			Permission: PermissionRead,
+			Patterns:   []string{filepath.Join(res.Path, "*")},
+			Metadata:   mustJSON(map[string]string{"path": shown}),
+		}); err != nil {
+			return Result{}, err
+		}
 		return r.listDir(root, f, res, shown, offset, limit)
 	case fi.Mode().IsRegular():
 	default:

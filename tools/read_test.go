@@ -363,6 +363,17 @@ func TestReadAuthorizesTheCanonicalPath(t *testing.T) {
 			t.Fatalf("%s: %v, want permission.rejected", p, err)
 		}
 	}
+	// Nor by listing a directory whose contents are denied, here or
+	// through the link.
+	for _, p := range []string{"secret", "alias", "secret/"} {
+		res, err := h3.call(context.Background(), t, "read", ReadInput{Path: p})
+		if errorType(t, err) != messages.ErrPermissionRejected {
+			t.Fatalf("list %s: %+v, %v; want permission.rejected", p, res, err)
+		}
+	}
+	if res, err := h3.call(context.Background(), t, "read", ReadInput{Path: "."}); err != nil || !strings.Contains(res.Output, "secret/") {
+		t.Fatalf("the root's listing: %+v, %v", res, err)
+	}
 	// An allowed path still gets the resolution's own error.
 	h3.write(t, "notes", "x")
 	if _, err := h3.call(context.Background(), t, "read", ReadInput{Path: "notes/x"}); err == nil || !strings.Contains(err.Error(), "notes is a file") {
