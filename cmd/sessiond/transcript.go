@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -189,6 +190,9 @@ func (t *transcript) prose(ev messages.Event) {
 		t.delta("text", p.Delta)
 	case *messages.TextEnded:
 		t.ended("text", p.Text)
+		for _, src := range citedSources(p.ProviderMetadata) {
+			t.line("[source] %s", src)
+		}
 	case *messages.ReasoningDelta:
 		t.delta("reasoning", p.Delta)
 	case *messages.ReasoningEnded:
@@ -476,4 +480,33 @@ func clip(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
+}
+
+// citedSources returns the sources a text's provider metadata cites (the
+// Anthropic adapter keeps a web search answer's citations there), each
+// once, as "title — url".
+func citedSources(meta json.RawMessage) []string {
+	var m struct {
+		Citations []struct {
+			Title string `json:"title"`
+			URL   string `json:"url"`
+		} `json:"citations"`
+	}
+	if len(meta) == 0 || json.Unmarshal(meta, &m) != nil {
+		return nil
+	}
+	var out []string
+	for _, c := range m.Citations {
+		src := clip(c.URL, 300)
+		if c.URL == "" {
+			continue
+		}
+		if c.Title != "" {
+			src = clip(c.Title, 200) + " — " + src
+		}
+		if !slices.Contains(out, src) {
+			out = append(out, src)
+		}
+	}
+	return out
 }

@@ -137,7 +137,9 @@ func TestTranscriptProse(t *testing.T) {
 		&messages.ToolSucceeded{SessionID: r.sid, AssistantMessageID: asst, CallID: "h1", Output: "Go — https://go.dev"},
 		// A fragment whose deltas were never seen prints in full.
 		&messages.TextStarted{SessionID: r.sid, AssistantMessageID: asst, Ordinal: 1},
-		&messages.TextEnded{SessionID: r.sid, AssistantMessageID: asst, Ordinal: 1, Text: "Unseen text."},
+		&messages.TextEnded{SessionID: r.sid, AssistantMessageID: asst, Ordinal: 1, Text: "Unseen text.",
+			ProviderMetadata: []byte(`{"citations":[{"type":"web_search_result_location","url":"https://go.dev","title":"Go","cited_text":"x"},` +
+				`{"type":"web_search_result_location","url":"https://go.dev","title":"Go","cited_text":"y"},{"type":"char_location","cited_text":"z"}]}`)},
 		&messages.StepFailed{SessionID: r.sid, AssistantMessageID: asst, Error: messages.Error{Type: messages.ErrProviderTransport, Message: "reset"}})
 	eventually(t, "the step failure", func() bool { return strings.Contains(r.out.String(), "[step failed]") }, r.out.String)
 	r.stop()
@@ -151,6 +153,7 @@ Hello, world
 [failed] read: tool.execution: boom line
 [done] web_search: Go — https://go.dev
 Unseen text.
+[source] Go — https://go.dev
 [step failed] provider.transport: reset
 `
 	if got := r.out.String(); got != want {

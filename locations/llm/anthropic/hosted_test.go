@@ -299,7 +299,7 @@ func storedTurn(events []llm.Event) llm.Message {
 		case llm.TextDelta:
 			text.WriteString(ev.Text)
 		case llm.TextEnd:
-			m.Parts = append(m.Parts, llm.Part{Kind: llm.PartText, Text: text.String()})
+			m.Parts = append(m.Parts, llm.Part{Kind: llm.PartText, Text: text.String(), ProviderMetadata: ev.ProviderMetadata})
 			text.Reset()
 		case llm.ToolCall:
 			m.Parts = append(m.Parts, llm.Part{Kind: llm.PartToolCall, CallID: ev.CallID, Name: ev.Name, Input: ev.Input,
@@ -314,8 +314,7 @@ func storedTurn(events []llm.Event) llm.Message {
 
 // completedBlock returns content block index of body as the message holds
 // it once the stream is over: the start block with the text and input that
-// its text_delta and input_json_delta deltas streamed. Citations deltas are
-// left out, as the adapter does not keep them.
+// its text_delta, citations_delta and input_json_delta deltas streamed.
 func completedBlock(t *testing.T, body string, index int) string {
 	t.Helper()
 	var members map[string]json.RawMessage
@@ -323,6 +322,7 @@ func completedBlock(t *testing.T, body string, index int) string {
 		t.Fatal(err)
 	}
 	var text, input strings.Builder
+	var citations []json.RawMessage
 	sc := bufio.NewScanner(strings.NewReader(body))
 	for sc.Scan() {
 		data, ok := strings.CutPrefix(sc.Text(), "data: ")
@@ -333,9 +333,10 @@ func completedBlock(t *testing.T, body string, index int) string {
 			Type  string `json:"type"`
 			Index int    `json:"index"`
 			Delta struct {
-				Type        string `json:"type"`
-				Text        string `json:"text"`
-				PartialJSON string `json:"partial_json"`
+				Type        string          `json:"type"`
+				Text        string          `json:"text"`
+				PartialJSON string          `json:"partial_json"`
+				Citation    json.RawMessage `json:"citation"`
 			} `json:"delta"`
 		}
 		if json.Unmarshal([]byte(data), &ev) != nil || ev.Type != "content_block_delta" || ev.Index != index {
@@ -343,6 +344,12 @@ func completedBlock(t *testing.T, body string, index int) string {
 		}
 		text.WriteString(ev.Delta.Text)
 		input.WriteString(ev.Delta.PartialJSON)
+		if ev.Delta.Citation != nil {
+			citations = append(citations, ev.Delta.Citation)
+		}
+	}
+	if len(citations) > 0 {
+		members["citations"], _ = json.Marshal(citations)
 	}
 	if text.Len() > 0 {
 		members["text"] = json.RawMessage(strconv.Quote(text.String()))

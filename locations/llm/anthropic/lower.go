@@ -232,7 +232,11 @@ func (t *turns) add(m llm.Message) {
 func (t *turns) assistantBlock(p llm.Part) (sdk.ContentBlockParamUnion, bool) {
 	switch p.Kind {
 	case llm.PartText:
-		return sdk.NewTextBlock(p.Text), p.Text != ""
+		if p.Text == "" {
+			return sdk.ContentBlockParamUnion{}, false
+		}
+		b := sdk.TextBlockParam{Text: p.Text, Citations: webCitations(p.ProviderMetadata)}
+		return sdk.ContentBlockParamUnion{OfText: &b}, true
 	case llm.PartReasoning:
 		var meta metadata
 		if len(p.ProviderMetadata) > 0 && json.Unmarshal(p.ProviderMetadata, &meta) == nil {
@@ -256,6 +260,38 @@ func (t *turns) assistantBlock(p llm.Part) (sdk.ContentBlockParamUnion, bool) {
 		return sdk.NewToolUseBlock(p.CallID, toolUseInput(p.Input), p.Name), true
 	}
 	return sdk.ContentBlockParamUnion{}, false
+}
+
+// webCitations returns the web search citations a text part's metadata
+// kept (see metadata), which go back with their text: the API asks for
+// their encrypted_index in later turns. Citations of other kinds point
+// into documents or search results this adapter never sends with
+// citations enabled, so they stay in the log only.
+func webCitations(raw json.RawMessage) []sdk.TextCitationParamUnion {
+	var meta metadata
+	if len(raw) == 0 || json.Unmarshal(raw, &meta) != nil {
+		return nil
+	}
+	var out []sdk.TextCitationParamUnion
+	for _, c := range meta.Citations {
+		var w struct {
+			Type           string  `json:"type"`
+			CitedText      string  `json:"cited_text"`
+			EncryptedIndex string  `json:"encrypted_index"`
+			Title          *string `json:"title"`
+			URL            string  `json:"url"`
+		}
+		if json.Unmarshal(c, &w) != nil || w.Type != "web_search_result_location" || w.EncryptedIndex == "" || w.URL == "" {
+			continue
+		}
+		title := param.Null[string]()
+		if w.Title != nil {
+			title = param.NewOpt(*w.Title)
+		}
+		out = append(out, sdk.TextCitationParamUnion{OfWebSearchResultLocation: &sdk.CitationWebSearchResultLocationParam{
+			Title: title, CitedText: w.CitedText, EncryptedIndex: w.EncryptedIndex, URL: w.URL}})
+	}
+	return out
 }
 
 // hostedPart reports whether p is a provider-hosted call or result.

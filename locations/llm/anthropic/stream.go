@@ -15,11 +15,14 @@ import (
 	"github.com/sessiond/sessiond/messages"
 )
 
-// metadata is this adapter's ProviderMetadata for reasoning: the thinking
-// block's signature, or a redacted_thinking block's data.
+// metadata is this adapter's ProviderMetadata of text and reasoning: the
+// thinking block's signature, or a redacted_thinking block's data; a text
+// block's citations, each as the API sent it (the sources a web search
+// answer quotes).
 type metadata struct {
-	Signature string `json:"signature,omitempty"`
-	Redacted  string `json:"redacted,omitempty"`
+	Signature string            `json:"signature,omitempty"`
+	Redacted  string            `json:"redacted,omitempty"`
+	Citations []json.RawMessage `json:"citations,omitempty"`
 }
 
 // blockKind says what a content block becomes.
@@ -54,6 +57,7 @@ type block struct {
 	startInput   string          // tool input given whole in content_block_start
 	signature    strings.Builder
 	redacted     string
+	citations    []json.RawMessage // of a text block
 	open         bool
 }
 
@@ -138,6 +142,9 @@ func (s *state) start(index int64, cb *sdk.ContentBlockStartEventContentBlockUni
 	case "text":
 		b.kind = blockText
 		s.current = b
+		if raw := cb.JSON.Citations.Raw(); cb.JSON.Citations.Valid() {
+			_ = json.Unmarshal([]byte(raw), &b.citations) // null or a list; anything else is no citations
+		}
 		if !s.emit(llm.Event{Kind: llm.TextStart, ID: b.id}) {
 			return false
 		}
@@ -309,7 +316,7 @@ func resultOutput(raw string) (output string, isError bool) {
 	return b.String(), false
 }
 
-// delta handles a content_block_delta. Citations deltas are ignored.
+// delta handles a content_block_delta.
 func (s *state) delta(index int64, d *sdk.MessageStreamEventUnionDelta) bool {
 	b := s.blocks[index]
 	if b == nil || !b.open {
@@ -322,6 +329,10 @@ func (s *state) delta(index int64, d *sdk.MessageStreamEventUnionDelta) bool {
 		return s.emit(llm.Event{Kind: llm.ReasoningDelta, ID: b.id, Text: d.Thinking})
 	case d.Type == "signature_delta" && b.kind == blockReasoning:
 		b.signature.WriteString(d.Signature)
+	case d.Type == "citations_delta" && b.kind == blockText:
+		if raw := d.JSON.Citation.Raw(); d.JSON.Citation.Valid() && json.Valid([]byte(raw)) {
+			b.citations = append(b.citations, json.RawMessage(raw))
+		}
 	case d.Type == "input_json_delta" && b.kind == blockTool && d.PartialJSON != "":
 		b.args.WriteString(d.PartialJSON)
 		return s.emit(llm.Event{Kind: llm.ToolInputDelta, ID: b.id, CallID: b.callID, Name: b.name, Text: d.PartialJSON})
@@ -340,7 +351,11 @@ func (s *state) end(b *block) bool {
 	}
 	switch b.kind {
 	case blockText:
-		return s.emit(llm.Event{Kind: llm.TextEnd, ID: b.id})
+		var meta json.RawMessage
+		if len(b.citations) > 0 {
+			meta, _ = json.Marshal(metadata{Citations: b.citations}) // raw JSON values always marshal
+		}
+		return s.emit(llm.Event{Kind: llm.TextEnd, ID: b.id, ProviderMetadata: meta})
 	case blockReasoning:
 		meta, _ := json.Marshal(metadata{Signature: b.signature.String(), Redacted: b.redacted})
 		if string(meta) == "{}" {
