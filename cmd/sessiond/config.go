@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tailscale/hujson"
 
@@ -78,6 +79,12 @@ type ProviderConfig struct {
 	// reads environment variable NAME. Any non-empty value counts as a
 	// credential, so a local server that needs none may use "none".
 	APIKey string `json:"apiKey"`
+	// IdleTimeout is how many seconds an openai or anthropic response may
+	// go without a byte (before its headers, or within its stream) before
+	// the request fails as a transport error, which the runner retries like
+	// one. 0 takes 600; -1 waits forever. A slow local server that
+	// processes a long prompt before its first token may need more.
+	IdleTimeout int `json:"idleTimeout"`
 	// File is the JSON script of a script provider. A relative path in a
 	// config file is relative to the file's directory.
 	File string `json:"file"`
@@ -601,8 +608,13 @@ func (c *Config) checkProviders() error {
 			if strings.TrimSpace(p.APIKey) != p.APIKey {
 				return fieldErrorf(field+".apiKey", "has surrounding white space")
 			}
+			if p.IdleTimeout < -1 {
+				return fieldErrorf(field+".idleTimeout", "%d: want seconds, 0 for the default (600) or -1 for none", p.IdleTimeout)
+			}
 		case llm.ProviderScript:
 			switch {
+			case p.IdleTimeout != 0:
+				return fieldErrorf(field+".idleTimeout", "a script provider takes no idleTimeout")
 			case p.File == "":
 				return fieldErrorf(field+".file", "a script provider needs the path of its JSON script")
 			case p.BaseURL != "":
@@ -956,4 +968,13 @@ func lineColumn(src []byte, n int) (line, col int) {
 	line = 1 + bytes.Count(src[:n], []byte("\n"))
 	col = 1 + n - (bytes.LastIndexByte(src[:n], '\n') + 1)
 	return line, col
+}
+
+// idle returns the IdleTimeout of an openai or anthropic adapter's Config:
+// 0 for the adapter's default, negative for none.
+func (p ProviderConfig) idle() time.Duration {
+	if p.IdleTimeout < 0 {
+		return -1
+	}
+	return time.Duration(p.IdleTimeout) * time.Second
 }

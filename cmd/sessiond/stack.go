@@ -201,9 +201,9 @@ func (s *stack) providers() (map[string]llm.Provider, error) {
 		)
 		switch pc.Type {
 		case llm.ProviderOpenAI:
-			p, err = openai.New(openai.Config{BaseURL: pc.BaseURL, APIKey: pc.APIKey, Prices: prices})
+			p, err = openai.New(openai.Config{BaseURL: pc.BaseURL, APIKey: pc.APIKey, Prices: prices, IdleTimeout: pc.idle()})
 		case llm.ProviderAnthropic:
-			p, err = anthropic.New(anthropic.Config{BaseURL: pc.BaseURL, APIKey: pc.APIKey, Prices: prices})
+			p, err = anthropic.New(anthropic.Config{BaseURL: pc.BaseURL, APIKey: pc.APIKey, Prices: prices, IdleTimeout: pc.idle()})
 		case llm.ProviderScript:
 			var sp *script.Provider
 			if sp, err = script.Load(pc.File); err == nil {

@@ -36,6 +36,11 @@ type Config struct {
 	// http.DefaultTransport and no overall timeout (streams are long-lived;
 	// cancel through the context).
 	HTTPClient *http.Client
+	// IdleTimeout fails a request whose response stalls, sending no byte
+	// of headers or body for this long, with provider.transport (see
+	// wire.IdleBody); 0 means wire.DefaultIdleTimeout, negative never.
+	// With a supplied HTTPClient it bounds the body only.
+	IdleTimeout time.Duration
 	// Prices returns a model's prices for StepFinish.Cost; nil, or false for
 	// a model, reports a cost of 0.
 	Prices func(modelID string) (llm.Prices, bool)
@@ -73,6 +78,9 @@ func New(cfg Config) (*Provider, error) {
 		option.WithBaseURL(cfg.BaseURL),
 		option.WithHTTPClient(cfg.HTTPClient),
 		option.WithMaxRetries(0),
+		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			return wire.IdleMiddleware(cfg.IdleTimeout)(r, next)
+		}),
 	}
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
@@ -89,8 +97,11 @@ func (c *Config) validate() error {
 	if err := wire.CheckBaseURL("anthropic", c.BaseURL); err != nil {
 		return err
 	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = wire.DefaultIdleTimeout
+	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{}
+		c.HTTPClient = &http.Client{Transport: wire.Transport(c.IdleTimeout)}
 	}
 	if c.MaxTokens <= 0 {
 		c.MaxTokens = DefaultMaxTokens

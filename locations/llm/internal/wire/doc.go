@@ -5,7 +5,8 @@
 // calls with their results before a request is lowered.
 //
 // Everything here is pure except for what it is handed: time is a parameter,
-// and nothing reads the environment or starts goroutines.
+// and nothing reads the environment or starts goroutines, but for IdleBody's
+// timer, which closes a stalled response body.
 //
 // # Invariants
 //
