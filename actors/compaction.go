@@ -89,8 +89,14 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 				r.live(&messages.CompactionDelta{SessionID: r.sid, InputID: id, Delta: ev.Text})
 			case llm.StepFinish:
 				finished = true
-				if ev.Finish == llm.FinishContentFilter {
+				switch ev.Finish {
+				case llm.FinishContentFilter:
 					streamErr = llm.Errorf(messages.ErrProviderContentFilter, "content filter stopped the summary")
+				case llm.FinishLength:
+					// A summary cut off at the output limit has lost its
+					// last sections (Next Move among them): replacing
+					// history with it would lose the work in flight.
+					streamErr = llm.Errorf(messages.ErrCompactionFailed, "the summary was cut off at the model's output limit (%d tokens)", model.Output)
 				}
 			}
 		}
@@ -115,8 +121,21 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 	// in the same commit: apart, a crash between the two would leave the
 	// next attempt on the old baseline, the compaction done and the
 	// checkpoint unchanged.
+	// The prompts the checkpoint carries after it (see lower) are left out
+	// of the recent context, which would repeat them.
+	recent := msgs
+	if carried := carriedPrompts(msgs, len(msgs), reason); len(carried) > 0 {
+		recent = msgs[:carried[0]]
+	}
+	keep := keepTokens(r.keepTokens, model)
+	if reason == messages.CompactionOverflow {
+		// The provider refused about this history (with its system text and
+		// tools, which this leaves out): its window is smaller than that,
+		// whatever the catalog says.
+		keep = min(keep, max(estimateTokens(llm.Request{Messages: history})/4, minOverflowKeep))
+	}
 	ended := []messages.Payload{&messages.CompactionEnded{SessionID: r.sid, Reason: reason, InputID: id,
-		Text: normalizeSummary(text.String()), Recent: recentContext(msgs, r.keepTokens, cp.BaselineSeq)}}
+		Text: normalizeSummary(text.String()), Recent: recentContext(recent, keep, cp.BaselineSeq)}}
 	baseline, err := r.rebaseline(ctx)
 	if err != nil {
 		_, ferr := fail(messages.ErrCompactionFailed, err.Error())
@@ -206,12 +225,36 @@ func (r *runner) failInterruptedCompactions(ctx context.Context) error {
 	return err
 }
 
+// defaultKeepTokens is the recent context a checkpoint keeps when none is
+// configured.
+const defaultKeepTokens = 8000
+
+// minOverflowKeep is the least recent context, in estimated tokens, an
+// overflow compaction keeps however small the refused history was.
+const minOverflowKeep = 256
+
+// keepTokens is the recent context, in estimated tokens, a compaction with
+// model keeps: the configured amount (keep, 0 for defaultKeepTokens), but
+// at most a quarter of the model's context window, so that the request
+// after the checkpoint fits with room to spare even on a small model.
+func keepTokens(keep int, model llm.Model) int {
+	if keep <= 0 {
+		keep = defaultKeepTokens
+	}
+	if model.Context > 0 {
+		keep = max(min(keep, model.Context/4), 1)
+	}
+	return keep
+}
+
 // recentContext serializes the newest messages, newest last, within about
 // keep tokens (four characters each), leaving out instruction updates older
-// than baselineSeq, which the baseline in force supersedes.
+// than baselineSeq, which the baseline in force supersedes. A tool output
+// is kept whole up to half the budget, so that one large result does not
+// crowd out everything before it.
 func recentContext(msgs []persistence.Message, keep int, baselineSeq int64) string {
 	if keep <= 0 {
-		keep = 8000
+		keep = defaultKeepTokens
 	}
 	budget := keep * 4
 	var lines []string
@@ -219,7 +262,7 @@ func recentContext(msgs []persistence.Message, keep int, baselineSeq int64) stri
 		if msgs[i].Role == persistence.RoleSystem && msgs[i].Seq < baselineSeq {
 			continue // superseded by the baseline in force, as in lower
 		}
-		line := renderMessage(msgs[i])
+		line := renderMessage(msgs[i], keep*4/2)
 		if line == "" {
 			continue
 		}
@@ -241,7 +284,9 @@ func recentContext(msgs []persistence.Message, keep int, baselineSeq int64) stri
 	return strings.Join(lines, "\n")
 }
 
-func renderMessage(m persistence.Message) string {
+// renderMessage serializes one message for the recent context, cutting
+// each tool output to maxOutput bytes.
+func renderMessage(m persistence.Message, maxOutput int) string {
 	switch m.Role {
 	case persistence.RoleUser:
 		return "user: " + m.Prompt.Text
@@ -254,7 +299,7 @@ func renderMessage(m persistence.Message) string {
 			case p.Kind == persistence.PartText:
 				fmt.Fprintf(&b, "assistant: %s\n", p.Text)
 			case p.Tool != nil:
-				fmt.Fprintf(&b, "tool %s %s -> %s\n", p.Tool.Name, p.Tool.Input, truncate(p.Tool.Output, 400))
+				fmt.Fprintf(&b, "tool %s %s -> %s\n", p.Tool.Name, p.Tool.Input, truncate(p.Tool.Output, maxOutput))
 			}
 		}
 		return strings.TrimRight(b.String(), "\n")
@@ -272,12 +317,23 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// defaultCompactionBuffer is the reserved headroom, in tokens, when none is
+// configured, for a window of at least four times as much.
+const defaultCompactionBuffer = 20000
+
 // needsCompaction reports whether a request exceeds the model's context
 // window minus the reserve (the larger of the output allowance and the
-// configured buffer) while complete steps exist to fold away.
+// buffer) while complete steps exist to fold away. A buffer of 0 takes
+// defaultCompactionBuffer, but at most a quarter of the window: a default
+// sized for large windows would leave a small model no room at all, and
+// every step would compact history that fits. A configured buffer is
+// taken as it is.
 func needsCompaction(req llm.Request, model llm.Model, buffer int, msgs []persistence.Message) bool {
 	if model.Context <= 0 {
 		return false
+	}
+	if buffer <= 0 {
+		buffer = min(defaultCompactionBuffer, model.Context/4)
 	}
 	reserve := max(model.Output, buffer)
 	if estimateTokens(req) <= model.Context-reserve {

@@ -723,6 +723,55 @@ func TestAutomaticCompactionKeepsThePromptItAnswers(t *testing.T) {
 		!slices.ContainsFunc(msgs[1].Parts, func(p llm.Part) bool { return p.Kind == llm.PartFile }) {
 		t.Fatalf("the step after the compaction got %+v", msgs)
 	}
+	// The prompt goes after the checkpoint, not also in its recent context.
+	if ended := lastOf[*messages.CompactionEnded](h, sid); strings.Contains(ended.Recent, "describe this image") || !strings.Contains(ended.Recent, "one") {
+		t.Fatalf("recent context %q", ended.Recent)
+	}
+	h.CheckReplay()
+}
+
+// TestCompactionKeepsRecentToolOutputWhole: a compaction in the middle of
+// a tool loop keeps the result the next step asked for, whole, in its
+// recent context (it was cut to 400 characters).
+func TestCompactionKeepsRecentToolOutputWhole(t *testing.T) {
+	h := autoCompacting(t, 199990) // every step after a complete one compacts
+	big := strings.Repeat("0123456789", 300) + "THE-END"
+	h.Tools.Add("big", func(ctx context.Context, c locations.ToolCall) (string, error) { return big, nil })
+	h.Model.Reply(script.ToolCall("c1", "big", `{}`))
+	h.Model.Reply(script.Text("## Objective\nread the big file"))
+	h.Model.Reply(script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "read it")
+	h.WaitIdle(sid)
+	if n := count(h, sid, messages.TypeCompactionEnded); n != 1 {
+		t.Fatalf("want one compaction, got %d: %v", n, h.Types(sid))
+	}
+	if summary := h.Request(3).Messages[0].Parts[0].Text; !strings.Contains(summary, big) {
+		t.Fatalf("the step after the compaction got %q", summary)
+	}
+	h.CheckReplay()
+}
+
+// TestTruncatedSummaryFailsTheCompaction: a summary the output limit cut
+// off (finish length) has lost its last sections, Next Move among them;
+// it fails the compaction rather than replace history.
+func TestTruncatedSummaryFailsTheCompaction(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Text("first answer"))
+	h.Model.Reply(script.Text("## Objective\nPort the parser.\n## Important Details\nThe lexer is in"), script.Finish("length", messages.Tokens{}))
+	h.Model.Default(script.Text("ok"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	failed := lastOf[*messages.CompactionFailed](h, sid)
+	if count(h, sid, messages.TypeCompactionEnded) != 0 || failed == nil || failed.Error.Type != messages.ErrCompactionFailed ||
+		!strings.Contains(failed.Error.Message, "cut off") {
+		t.Fatalf("compaction of a cut-off summary: %+v, %v", failed, h.Types(sid))
+	}
 	h.CheckReplay()
 }
 
@@ -820,6 +869,40 @@ func TestOverflowCompactionFitsItsOwnRequest(t *testing.T) {
 	types := h.Types(sid)
 	if !slices.Contains(types, "session.compaction.ended") || types[len(types)-1] != "session.execution.succeeded" {
 		t.Fatalf("sizes %v\n%v", sizes, types)
+	}
+	h.CheckReplay()
+}
+
+// TestOverflowRecoveryWithDefaultKeep is TestOverflowCompactionFitsItsOwnRequest
+// with the default keep (8,000 tokens, far more than this provider holds)
+// and a catalog that does not know the window: the recent context an
+// overflow compaction keeps is bounded by the request the provider
+// refused, so the Session goes on answering (it failed every turn after).
+func TestOverflowRecoveryWithDefaultKeep(t *testing.T) {
+	h := actortest.New(t)
+	var sizes []int
+	var mu sync.Mutex
+	limited := sizeLimited{next: h.Model, limit: 6000, sizes: &sizes}
+	h.Services.Provider = func(string) (llm.Provider, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return limited, nil
+	}
+	big := strings.Repeat("lorem ipsum ", 200) // 2,400 characters a turn
+	h.Model.ReplyFor(script.SystemContains("Summarize the conversation"), script.Text("## Objective\nKeep answering"))
+	h.Model.Default(script.Text("answer"))
+	sid := h.Session()
+	for _, p := range []string{"one " + big, "two " + big, "three " + big, "four"} {
+		h.Prompt(sid, p)
+		h.WaitIdle(sid)
+	}
+	for _, ev := range h.Events(sid) {
+		if f, ok := ev.Data.(*messages.ExecutionFailed); ok {
+			t.Fatalf("a busy period failed: %s; request sizes %v", f.Error.Message, sizes)
+		}
+	}
+	if count(h, sid, messages.TypeCompactionEnded) == 0 {
+		t.Fatalf("no compaction: %v", h.Types(sid))
 	}
 	h.CheckReplay()
 }

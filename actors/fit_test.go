@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/persistence"
 )
 
 // TestFitHistory: a compaction request over its budget loses its oldest
@@ -50,6 +51,36 @@ func TestCompactionBudget(t *testing.T) {
 	} {
 		if got := compactionBudget(llm.Model{Context: tc.context, Output: tc.output}); got != tc.want {
 			t.Errorf("context %d, output %d: budget %d, want %d", tc.context, tc.output, got, tc.want)
+		}
+	}
+}
+
+// TestDefaultBufferFitsSmallWindows: the default buffer (20,000 tokens) is
+// at most a quarter of the window, so a 16k model compacts only when its
+// history fills it (it compacted before every step); a configured buffer
+// is taken as SEED's formula has it.
+func TestDefaultBufferFitsSmallWindows(t *testing.T) {
+	model := llm.Model{Context: 16384, Output: 1000}
+	msgs := []persistence.Message{{Role: persistence.RoleUser}, {Role: persistence.RoleAssistant}}
+	small := llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: strings.Repeat("x", 4000)}}}}}
+	large := llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: strings.Repeat("x", 4*13000)}}}}}
+	for _, tc := range []struct {
+		name   string
+		req    llm.Request
+		buffer int
+		want   bool
+	}{
+		{"default buffer, little history", small, 0, false},
+		{"default buffer, a window's worth", large, 0, true},
+		{"configured buffer larger than the window", small, 20000, true},
+		{"default buffer of a large window", large, 0, false},
+	} {
+		m := model
+		if tc.name == "default buffer of a large window" {
+			m.Context = 200000
+		}
+		if got := needsCompaction(tc.req, m, tc.buffer, msgs); got != tc.want {
+			t.Errorf("%s: needsCompaction = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

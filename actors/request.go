@@ -306,6 +306,33 @@ func lower(msgs []persistence.Message, model messages.ModelRef, baselineSeq int6
 	return lowerWith(msgs, model, nil, baselineSeq)
 }
 
+// carriedPrompts returns the indexes, ascending, of the prompts a
+// checkpoint of a compaction for reason carries after it: the user
+// messages right before msgs[end] (compaction rows and, for an overflow,
+// the failed attempt in between), none for a manual compaction.
+func carriedPrompts(msgs []persistence.Message, end int, reason string) []int {
+	if reason == messages.CompactionManual {
+		return nil
+	}
+	var carried []int
+	skipFailed := reason == messages.CompactionOverflow
+walk:
+	for i := end - 1; i >= 0; i-- {
+		m := &msgs[i]
+		switch {
+		case m.Compaction != nil:
+		case skipFailed && m.Role == persistence.RoleAssistant && m.Error != nil:
+			skipFailed = false
+		case m.Role == persistence.RoleUser:
+			carried = append(carried, i)
+		default:
+			break walk
+		}
+	}
+	slices.Reverse(carried)
+	return carried
+}
+
 // lowerWith is lower reusing cache, the lowered form of the messages that
 // have not changed since the previous call (nil: a throwaway one).
 func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lowered, baselineSeq int64) []llm.Message {
@@ -321,23 +348,9 @@ func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lower
 	// and carries none: the prompts of earlier turns, failed ones
 	// included, are the summary's.
 	var carried []int
-	if checkpoint != nil && checkpoint.Reason != messages.CompactionManual {
-		skipFailed := checkpoint.Reason == messages.CompactionOverflow
-	walk:
-		for i := start - 1; i >= 0; i-- {
-			m := &msgs[i]
-			switch {
-			case m.Compaction != nil:
-			case skipFailed && m.Role == persistence.RoleAssistant && m.Error != nil:
-				skipFailed = false
-			case m.Role == persistence.RoleUser:
-				carried = append(carried, i)
-			default:
-				break walk
-			}
-		}
+	if checkpoint != nil {
+		carried = carriedPrompts(msgs, start, checkpoint.Reason)
 	}
-	slices.Reverse(carried)
 	cache.update(msgs, model)
 	n := 0
 	if checkpoint != nil {

@@ -43,7 +43,9 @@ type Config struct {
 	// SteerBatch caps steers promoted at one boundary; 0 means no cap.
 	SteerBatch int
 	// AutoCompact enables automatic compaction; CompactionBuffer is the
-	// reserved headroom in tokens and KeepTokens the recent context kept.
+	// reserved headroom in tokens (0: 20,000, at most a quarter of the
+	// model's window) and KeepTokens the recent context kept (0: 8,000; at
+	// most a quarter of the window either way).
 	AutoCompact      bool
 	CompactionBuffer int
 	KeepTokens       int

@@ -142,10 +142,12 @@ type CompactionConfig struct {
 	// Auto turns automatic compaction on; nil means true.
 	Auto *bool `json:"auto"`
 	// Buffer is the number of tokens kept free below the context window;
-	// compaction starts when a step would leave less. 0 takes 20000.
+	// compaction starts when a step would leave less. 0 takes 20000, or a
+	// quarter of the model's window when that is less.
 	Buffer int `json:"buffer"`
-	// Keep is the number of tokens of recent context kept verbatim after
-	// the summary. 0 takes 8000.
+	// Keep is the number of tokens of recent context kept after the
+	// summary, at most a quarter of the model's window; a tool output in
+	// it is cut to half of it. 0 takes 8000.
 	Keep int `json:"keep"`
 }
 
@@ -186,7 +188,7 @@ func builtinConfig() Config {
 	return Config{
 		Addr:       "127.0.0.1:4096",
 		Agents:     map[string]AgentConfig{"build": defaultAgent()},
-		Compaction: CompactionConfig{Auto: &auto, Buffer: 20000, Keep: 8000},
+		Compaction: CompactionConfig{Auto: &auto, Keep: 8000}, // Buffer 0: per model (actors.Config)
 		Limits: LimitsConfig{
 			InboxBacklog: 1000,
 			SteerBatch:   32,

@@ -49,7 +49,7 @@ func wantDefaults(data string) Config {
 			{Permission: "*", Pattern: "*", Action: "ask"},
 			{Permission: "read", Pattern: "*", Action: "allow"},
 		}}},
-		Compaction: CompactionConfig{Auto: boolPtr(true), Buffer: 20000, Keep: 8000},
+		Compaction: CompactionConfig{Auto: boolPtr(true), Keep: 8000},
 		Limits:     LimitsConfig{InboxBacklog: 1000, SteerBatch: 32, PromptBytes: 1 << 20, BodyBytes: 2 << 20},
 	}
 }
