@@ -36,6 +36,10 @@ func apiError(e *sdk.Error, now time.Time) *llm.Error {
 		lerr.Type = messages.ErrProviderContextOverflow
 	case t == sdk.ErrorTypeOverloadedError || t == sdk.ErrorTypeAPIError:
 		lerr.Type = messages.ErrProviderInternal
+	case spendLimit(e.ErrorCode()):
+		// A 429 rate_limit_error, but no retry succeeds before the limit
+		// resets (a month, or a contract's term): like an exhausted balance.
+		lerr.Type = messages.ErrProviderAuth
 	case t == sdk.ErrorTypeRateLimitError:
 		lerr.Type = messages.ErrProviderRateLimit
 	case t == sdk.ErrorTypeAuthenticationError || t == sdk.ErrorTypePermissionError || t == sdk.ErrorTypeBillingError:
@@ -52,6 +56,12 @@ func apiError(e *sdk.Error, now time.Time) *llm.Error {
 		lerr.RetryAfter = wire.RetryAfter(e.Response.Header, now)
 	}
 	return lerr
+}
+
+// spendLimit reports whether code (error.details.error_code) says an
+// organization reached a spending limit.
+func spendLimit(code sdk.ErrorCode) bool {
+	return strings.HasSuffix(string(code), "spend_limit_reached")
 }
 
 // promptTooLong recognizes a context overflow from the message of an

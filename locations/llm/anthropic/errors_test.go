@@ -46,6 +46,13 @@ func TestHTTPErrors(t *testing.T) {
 		{"401", 401, nil, apiErr("authentication_error", "invalid x-api-key"), messages.ErrProviderAuth, 0, "invalid x-api-key"},
 		{"403", 403, nil, apiErr("permission_error", "Your API key does not have permission"), messages.ErrProviderAuth, 0, "permission"},
 		{"402 billing_error", 402, nil, apiErr("billing_error", "Your credit balance is too low"), messages.ErrProviderAuth, 0, "credit balance"},
+		// A spending limit is a 429 that no retry gets past this month.
+		{"429 spend limit", 429, hdr("retry-after", "12"),
+			`{"type":"error","error":{"type":"rate_limit_error","message":"You have reached your monthly usage limit.","details":{"error_code":"enforced_spend_limit_reached"}}}`,
+			messages.ErrProviderAuth, 0, "monthly usage limit"},
+		{"429 contract spend limit", 429, nil,
+			`{"type":"error","error":{"type":"rate_limit_error","message":"limit reached","details":{"error_code":"contract_spend_limit_reached"}}}`,
+			messages.ErrProviderAuth, 0, "limit reached"},
 		{"prompt too long", 400, nil, apiErr("invalid_request_error", "prompt is too long: 208310 tokens > 200000 maximum"),
 			messages.ErrProviderContextOverflow, 0, "prompt is too long"},
 		{"input and max_tokens exceed limit", 400, nil,

@@ -2,6 +2,8 @@ package anthropic
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 
@@ -169,13 +171,13 @@ func (t *turns) add(m llm.Message) {
 	assistant := false
 	switch m.Role {
 	case llm.RoleSystem:
-		if text := joinText(m.Parts); text != "" {
+		if text := joinText(m.Parts); hasText(text) {
 			blocks = append(blocks, sdk.NewTextBlock("<system-reminder>\n"+text+"\n</system-reminder>"))
 		}
 	case llm.RoleUser:
 		for _, p := range m.Parts {
 			switch {
-			case p.Kind == llm.PartText && p.Text != "":
+			case p.Kind == llm.PartText && hasText(p.Text):
 				blocks = append(blocks, sdk.NewTextBlock(p.Text))
 			case p.Kind == llm.PartFile && p.File != nil:
 				blocks = append(blocks, lowerFile(*p.File))
@@ -183,8 +185,8 @@ func (t *turns) add(m llm.Message) {
 		}
 	case llm.RoleTool:
 		for _, p := range m.Parts {
-			r := sdk.ToolResultBlockParam{ToolUseID: p.CallID}
-			if p.Output != "" { // the API rejects empty text blocks
+			r := sdk.ToolResultBlockParam{ToolUseID: toolUseID(p.CallID)}
+			if hasText(p.Output) { // the API rejects empty and blank text blocks
 				r.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: p.Output}}}
 			}
 			if p.IsError {
@@ -232,7 +234,7 @@ func (t *turns) add(m llm.Message) {
 func (t *turns) assistantBlock(p llm.Part) (sdk.ContentBlockParamUnion, bool) {
 	switch p.Kind {
 	case llm.PartText:
-		if p.Text == "" {
+		if !hasText(p.Text) {
 			return sdk.ContentBlockParamUnion{}, false
 		}
 		b := sdk.TextBlockParam{Text: p.Text, Citations: webCitations(p.ProviderMetadata)}
@@ -248,7 +250,7 @@ func (t *turns) assistantBlock(p llm.Part) (sdk.ContentBlockParamUnion, bool) {
 			}
 		}
 		// Another model's reasoning (or unsigned): plain text.
-		return sdk.NewTextBlock(p.Text), p.Text != ""
+		return sdk.NewTextBlock(p.Text), hasText(p.Text)
 	case llm.PartToolCall:
 		if t.seen == nil {
 			t.seen = map[string]bool{}
@@ -257,7 +259,7 @@ func (t *turns) assistantBlock(p llm.Part) (sdk.ContentBlockParamUnion, bool) {
 			t.seen[p.Name] = true
 			t.toolNames = append(t.toolNames, p.Name)
 		}
-		return sdk.NewToolUseBlock(p.CallID, toolUseInput(p.Input), p.Name), true
+		return sdk.NewToolUseBlock(toolUseID(p.CallID), toolUseInput(p.Input), p.Name), true
 	}
 	return sdk.ContentBlockParamUnion{}, false
 }
@@ -292,6 +294,36 @@ func webCitations(raw json.RawMessage) []sdk.TextCitationParamUnion {
 			Title: title, CitedText: w.CitedText, EncryptedIndex: w.EncryptedIndex, URL: w.URL}})
 	}
 	return out
+}
+
+// hasText reports whether s has a character other than white space: the
+// API refuses a text block without one ("text content blocks must contain
+// non-whitespace text"), which a model's turn may hold (a "\n\n" before
+// its tool calls), and every later request would carry it.
+func hasText(s string) bool { return strings.TrimSpace(s) != "" }
+
+// toolUseID returns a call ID as tool_use.id and tool_result.tool_use_id
+// accept it (^[a-zA-Z0-9_-]+$): unchanged when it does, otherwise (another
+// provider's, such as "functions.read:0" or "call|abc") with each other
+// byte replaced by "_" and a hash of the whole ID appended, so that
+// distinct IDs stay distinct and a call and its result agree.
+func toolUseID(id string) string {
+	if id != "" && strings.IndexFunc(id, func(r rune) bool { return !idRune(r) }) < 0 {
+		return id
+	}
+	b := []byte(id)
+	for i, c := range b {
+		if !idRune(rune(c)) {
+			b[i] = '_'
+		}
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "toolu_" + string(b) + "_" + hex.EncodeToString(sum[:6])
+}
+
+// idRune reports whether r may appear in a tool_use ID.
+func idRune(r rune) bool {
+	return r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
 }
 
 // hostedPart reports whether p is a provider-hosted call or result.

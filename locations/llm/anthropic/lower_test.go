@@ -2,6 +2,9 @@ package anthropic
 
 import (
 	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sessiond/sessiond/locations/llm"
@@ -240,5 +243,70 @@ func wantJSON(t *testing.T, got []byte, want string) {
 	}
 	if g, w := canon(got), canon([]byte(want)); g != w {
 		t.Fatalf("request body:\n%s\nwant:\n%s", g, w)
+	}
+}
+
+// TestLoweringWhatTheAPIRefuses: history may hold what the API refuses
+// on every later request: a text of white space only (a model's "\n\n"
+// before its tool calls; "text content blocks must contain non-whitespace
+// text"), and tool call IDs another provider made ("functions.read:0",
+// "call|abc": tool_use.id must match ^[a-zA-Z0-9_-]+$). Blank text is left
+// out; a foreign ID is rewritten the same way in its call and its result,
+// and distinct IDs stay distinct.
+func TestLoweringWhatTheAPIRefuses(t *testing.T) {
+	ids := []string{"functions.read:0", "functions.read_0", "call|abc", "call_abc", "toolu_01ok"}
+	var calls, results []llm.Part
+	calls = append(calls, text("\n\n"))
+	for _, id := range ids {
+		calls = append(calls, llm.Part{Kind: llm.PartToolCall, CallID: id, Name: "read", Input: json.RawMessage(`{"path":"a"}`)})
+		results = append(results, llm.Part{Kind: llm.PartToolResult, CallID: id, Name: "read", Output: "  "})
+	}
+	req := simpleRequest()
+	req.Tools = []llm.ToolDefinition{{Name: "read"}}
+	req.Messages = append(req.Messages,
+		llm.Message{Role: llm.RoleAssistant, Parts: calls},
+		llm.Message{Role: llm.RoleTool, Parts: results},
+		llm.Message{Role: llm.RoleUser, Parts: []llm.Part{text(" "), text("go on")}},
+	)
+	_, srv, err := run(t, req, okReply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid := regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+	var used, answered []string
+	for _, m := range sentMessages(t, srv.LastBody()) {
+		for _, raw := range m.Content {
+			var b struct {
+				Type      string          `json:"type"`
+				Text      *string         `json:"text"`
+				ID        string          `json:"id"`
+				ToolUseID string          `json:"tool_use_id"`
+				Content   json.RawMessage `json:"content"`
+			}
+			if err := json.Unmarshal(raw, &b); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case b.Type == "text" && strings.TrimSpace(*b.Text) == "":
+				t.Errorf("a blank text block went out: %s", raw)
+			case b.Type == "tool_use":
+				used = append(used, b.ID)
+			case b.Type == "tool_result":
+				answered = append(answered, b.ToolUseID)
+				if b.Content != nil {
+					t.Errorf("a blank result went out as text: %s", raw)
+				}
+			}
+		}
+	}
+	if !slices.Equal(used, answered) || len(used) != len(ids) || used[len(used)-1] != "toolu_01ok" {
+		t.Fatalf("calls %q, results %q", used, answered)
+	}
+	seen := map[string]bool{}
+	for _, id := range used {
+		if !valid.MatchString(id) || seen[id] {
+			t.Fatalf("ID %q is refused or repeated: %q", id, used)
+		}
+		seen[id] = true
 	}
 }
