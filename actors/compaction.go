@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"unicode/utf8"
 
@@ -127,6 +128,18 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 	if carried := carriedPrompts(msgs, len(msgs), reason); len(carried) > 0 {
 		recent = msgs[:carried[0]]
 	}
+	baseline, err := r.rebaseline(ctx)
+	if err != nil {
+		_, ferr := fail(messages.ErrCompactionFailed, err.Error())
+		return false, errors.Join(err, ferr)
+	}
+	superseded := cp.BaselineSeq
+	if baseline != nil {
+		// The fresh baseline this commit writes supersedes every
+		// instruction update so far (and after a move, the old
+		// Location's): none goes into the recent context.
+		superseded = math.MaxInt64
+	}
 	keep := keepTokens(r.keepTokens, model)
 	if reason == messages.CompactionOverflow {
 		// The provider refused about this history (with its system text and
@@ -135,12 +148,7 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 		keep = min(keep, max(estimateTokens(llm.Request{Messages: history})/4, minOverflowKeep))
 	}
 	ended := []messages.Payload{&messages.CompactionEnded{SessionID: r.sid, Reason: reason, InputID: id,
-		Text: normalizeSummary(text.String()), Recent: recentContext(recent, keep, cp.BaselineSeq)}}
-	baseline, err := r.rebaseline(ctx)
-	if err != nil {
-		_, ferr := fail(messages.ErrCompactionFailed, err.Error())
-		return false, errors.Join(err, ferr)
-	}
+		Text: normalizeSummary(text.String()), Recent: recentContext(recent, keep, superseded)}}
 	if baseline != nil {
 		ended = append(ended, baseline)
 	}

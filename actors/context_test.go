@@ -938,3 +938,37 @@ func TestModelSelectionKeepsTheBaseline(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestCompactionRecentLeavesInstructionsToTheBaseline: the baseline a
+// compaction writes supersedes every instruction update before it, so its
+// recent context holds none; after a move, the old Location's AGENTS.md
+// reached the model there, in the checkpoint's user message.
+func TestCompactionRecentLeavesInstructionsToTheBaseline(t *testing.T) {
+	h, sid, agents := answeredWithAgentsMD(t, "Use tabs.")
+	if err := os.WriteFile(agents, []byte("Use spaces."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	if ended := lastOf[*messages.CompactionEnded](h, sid); strings.Contains(ended.Recent, "Use spaces.") || !strings.Contains(ended.Recent, "user: two") {
+		t.Fatalf("recent context %q", ended.Recent)
+	}
+	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "three")
+	h.WaitIdle(sid)
+	req := h.Request(h.Model.Count())
+	for _, m := range req.Messages {
+		for _, p := range m.Parts {
+			if strings.Contains(p.Text, "Use spaces.") || strings.Contains(p.Text, "Use tabs.") {
+				t.Fatalf("the old Location's instructions reach the model after the move (%s message):\n%s", m.Role, p.Text)
+			}
+		}
+	}
+	h.CheckReplay()
+}
