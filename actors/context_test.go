@@ -840,14 +840,11 @@ func (p sizeLimited) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.
 	return p.next.Stream(ctx, req)
 }
 
-// TestOverflowCompactionFitsItsOwnRequest: when the history overflows the
-// context, the compaction it triggers cannot send that history whole: its
-// request is cut, oldest first, until the provider takes it, the summary
-// completes, and the step it was for is answered; the Session is not left
-// failing every turn.
-func TestOverflowCompactionFitsItsOwnRequest(t *testing.T) {
-	// Recent context kept in proportion to this small context window.
-	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.KeepTokens = 200 }})
+// sizeLimitedHarness returns a harness whose provider holds 6,000
+// characters (sizeLimited over its scripted model), and the sizes of the
+// requests it gets.
+func sizeLimitedHarness(t *testing.T, opts ...actortest.Options) (*actortest.Harness, *[]int) {
+	h := actortest.New(t, opts...)
 	var sizes []int
 	var mu sync.Mutex
 	limited := sizeLimited{next: h.Model, limit: 6000, sizes: &sizes}
@@ -856,6 +853,17 @@ func TestOverflowCompactionFitsItsOwnRequest(t *testing.T) {
 		defer mu.Unlock()
 		return limited, nil
 	}
+	return h, &sizes
+}
+
+// TestOverflowCompactionFitsItsOwnRequest: when the history overflows the
+// context, the compaction it triggers cannot send that history whole: its
+// request is cut, oldest first, until the provider takes it, the summary
+// completes, and the step it was for is answered; the Session is not left
+// failing every turn.
+func TestOverflowCompactionFitsItsOwnRequest(t *testing.T) {
+	// Recent context kept in proportion to this small context window.
+	h, sizes := sizeLimitedHarness(t, actortest.Options{Config: func(c *actors.Config) { c.KeepTokens = 200 }})
 	big := strings.Repeat("lorem ipsum ", 200) // 2,400 characters a turn
 	h.Model.Reply(script.Text("a1"))
 	h.Model.Reply(script.Text("a2"))
@@ -868,7 +876,7 @@ func TestOverflowCompactionFitsItsOwnRequest(t *testing.T) {
 	}
 	types := h.Types(sid)
 	if !slices.Contains(types, "session.compaction.ended") || types[len(types)-1] != "session.execution.succeeded" {
-		t.Fatalf("sizes %v\n%v", sizes, types)
+		t.Fatalf("sizes %v\n%v", *sizes, types)
 	}
 	h.CheckReplay()
 }
@@ -879,15 +887,7 @@ func TestOverflowCompactionFitsItsOwnRequest(t *testing.T) {
 // overflow compaction keeps is bounded by the request the provider
 // refused, so the Session goes on answering (it failed every turn after).
 func TestOverflowRecoveryWithDefaultKeep(t *testing.T) {
-	h := actortest.New(t)
-	var sizes []int
-	var mu sync.Mutex
-	limited := sizeLimited{next: h.Model, limit: 6000, sizes: &sizes}
-	h.Services.Provider = func(string) (llm.Provider, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return limited, nil
-	}
+	h, sizes := sizeLimitedHarness(t)
 	big := strings.Repeat("lorem ipsum ", 200) // 2,400 characters a turn
 	h.Model.ReplyFor(script.SystemContains("Summarize the conversation"), script.Text("## Objective\nKeep answering"))
 	h.Model.Default(script.Text("answer"))
@@ -898,7 +898,7 @@ func TestOverflowRecoveryWithDefaultKeep(t *testing.T) {
 	}
 	for _, ev := range h.Events(sid) {
 		if f, ok := ev.Data.(*messages.ExecutionFailed); ok {
-			t.Fatalf("a busy period failed: %s; request sizes %v", f.Error.Message, sizes)
+			t.Fatalf("a busy period failed: %s; request sizes %v", f.Error.Message, *sizes)
 		}
 	}
 	if count(h, sid, messages.TypeCompactionEnded) == 0 {
