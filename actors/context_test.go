@@ -221,6 +221,40 @@ func TestRetryObservesInstructionsAtTheNextBoundary(t *testing.T) {
 	h.CheckReplay()
 }
 
+// TestRetryRunsOnTheModelSelectedSince: a retry attempt is a step, and
+// selection is step-scoped: a model selected during the backoff serves
+// the retry (and the assistant message it answers in), so a user leaving a
+// rate-limited provider does not wait out its retries.
+func TestRetryRunsOnTheModelSelectedSince(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Fail(rateLimit(0)))
+	h.Model.Reply(script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	if err := h.Clock.BlockUntil(h.Ctx(), 1); err != nil {
+		t.Fatal(err)
+	}
+	other := messages.ModelRef{ProviderID: "script", ID: "other"}
+	if err := h.Runtime.SelectModel(h.Ctx(), sid, other); err != nil {
+		t.Fatal(err)
+	}
+	h.Clock.Advance(2 * time.Second)
+	h.WaitIdle(sid)
+	if got := h.Request(2).Model; got != other {
+		t.Fatalf("the retry went to %v, want %v", got, other)
+	}
+	var models []messages.ModelRef
+	for _, ev := range h.Events(sid) {
+		if p, ok := ev.Data.(*messages.StepStarted); ok {
+			models = append(models, p.Model)
+		}
+	}
+	if len(models) != 2 || models[1] != other || models[0] == other {
+		t.Fatalf("step.started models %v", models)
+	}
+	h.CheckReplay()
+}
+
 // switchSource is an instruction source that can be made unavailable.
 type switchSource struct {
 	key  string

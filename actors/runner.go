@@ -415,10 +415,14 @@ func (r *runner) step(ctx context.Context, sess persistence.Session, agent locat
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
 			// A retry is a step too: it is fenced like the first attempt
-			// (its boundary read did that).
-			if err := r.fence(ctx); err != nil {
+			// (its boundary read did that), and runs on the model selected
+			// by now (selection is step-scoped): a user leaving a
+			// rate-limited provider does not wait out its retries.
+			cur, err := r.fence(ctx)
+			if err != nil {
 				return false, err
 			}
+			sess.Model = cur.Model
 		}
 		*allowance--
 		final := *allowance == 0
@@ -525,18 +529,18 @@ func (r *runner) step(ctx context.Context, sess persistence.Session, agent locat
 	}
 }
 
-// fence returns errSuperseded when the Session has moved away from the
-// Location this runner runs at (SEED.md: each new step is fenced against
-// the Location execution entered).
-func (r *runner) fence(ctx context.Context) error {
+// fence returns the Session, or errSuperseded when it has moved away from
+// the Location this runner runs at (SEED.md: each new step is fenced
+// against the Location execution entered).
+func (r *runner) fence(ctx context.Context) (persistence.Session, error) {
 	sess, err := r.store.Get(ctx, r.sid)
 	if err != nil {
-		return err
+		return sess, err
 	}
 	if sess.Location.Key() != r.locKey {
-		return errSuperseded
+		return sess, errSuperseded
 	}
-	return nil
+	return sess, nil
 }
 
 // toolGrace bounds how long a cancelled step waits for a tool that ignores
