@@ -232,6 +232,9 @@ type Error struct {
 	RetryAfter time.Duration
 	// StatusCode is the HTTP status, when there was one.
 	StatusCode int
+	// NoRetry records that the provider asked not to retry this response
+	// (x-should-retry: false), whatever its type.
+	NoRetry bool
 }
 
 // Error implements error.
@@ -244,8 +247,11 @@ func (e *Error) Error() string {
 
 // Retryable reports whether the runner's retry policy may retry this error
 // (before durable output): rate limits, provider-internal and transport
-// failures only.
+// failures only, unless the provider asked not to (NoRetry).
 func (e *Error) Retryable() bool {
+	if e.NoRetry {
+		return false
+	}
 	switch e.Type {
 	case messages.ErrProviderRateLimit, messages.ErrProviderInternal, messages.ErrProviderTransport:
 		return true

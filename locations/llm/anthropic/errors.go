@@ -52,6 +52,9 @@ func apiError(e *sdk.Error, now time.Time) *llm.Error {
 	default:
 		lerr.Type = wire.StatusType(e.StatusCode)
 	}
+	if e.Response != nil && !inStream {
+		lerr.NoRetry = wire.NoRetry(e.Response.Header)
+	}
 	if lerr.Retryable() && e.Response != nil {
 		lerr.RetryAfter = wire.RetryAfter(e.Response.Header, now)
 	}

@@ -229,3 +229,31 @@ func TestNewRejectsBadBaseURL(t *testing.T) {
 		}
 	}
 }
+
+// TestShouldRetryHeader: x-should-retry: false, which the API sends and its
+// SDK obeys over the status code, makes an error the runner would retry
+// final; without it (or with true) the status decides.
+func TestShouldRetryHeader(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		header string
+		body   string
+		retry  bool
+	}{
+		{529, "false", apiErr("overloaded_error", "Overloaded"), false},
+		{429, "false", apiErr("rate_limit_error", "slow down"), false},
+		{500, "False", apiErr("api_error", "Internal server error"), false},
+		{529, "true", apiErr("overloaded_error", "Overloaded"), true},
+		{529, "", apiErr("overloaded_error", "Overloaded"), true},
+	} {
+		h := http.Header{}
+		if tc.header != "" {
+			h.Set("x-should-retry", tc.header)
+		}
+		_, _, err := run(t, simpleRequest(), ssetest.Reply{Status: tc.status, Header: h, Chunks: []string{tc.body}})
+		le, ok := err.(*llm.Error)
+		if !ok || le.Retryable() != tc.retry || le.StatusCode != tc.status {
+			t.Errorf("%d with x-should-retry %q: %v (retryable %v), want retryable %v", tc.status, tc.header, err, ok && le.Retryable(), tc.retry)
+		}
+	}
+}

@@ -127,6 +127,7 @@ func statusError(status int, header http.Header, body errorBody, now time.Time) 
 	default:
 		lerr.Type = streamType(body.Type, body.Code)
 	}
+	lerr.NoRetry = wire.NoRetry(header)
 	if lerr.Retryable() {
 		lerr.RetryAfter = wire.RetryAfter(header, now)
 	}

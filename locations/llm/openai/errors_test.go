@@ -182,3 +182,30 @@ func TestNewRejectsBadBaseURL(t *testing.T) {
 		}
 	}
 }
+
+// TestShouldRetryHeader: x-should-retry: false, which the API sends and its
+// SDK obeys over the status code, makes an error the runner would retry
+// final; without it the status decides.
+func TestShouldRetryHeader(t *testing.T) {
+	body := `{"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}`
+	for _, tc := range []struct {
+		status int
+		header string
+		retry  bool
+	}{
+		{500, "false", false},
+		{429, "false", false},
+		{503, "true", true},
+		{503, "", true},
+	} {
+		h := http.Header{}
+		if tc.header != "" {
+			h.Set("x-should-retry", tc.header)
+		}
+		_, _, err := run(t, simpleRequest(), ssetest.Reply{Status: tc.status, Header: h, Chunks: []string{body}})
+		le, ok := err.(*llm.Error)
+		if !ok || le.Retryable() != tc.retry || le.StatusCode != tc.status {
+			t.Errorf("%d with x-should-retry %q: %v (retryable %v), want retryable %v", tc.status, tc.header, err, ok && le.Retryable(), tc.retry)
+		}
+	}
+}

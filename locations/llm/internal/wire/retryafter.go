@@ -8,6 +8,13 @@ import (
 	"time"
 )
 
+// NoRetry reports whether a response forbids a retry with the
+// x-should-retry header both providers send, which their own SDKs obey over
+// the status code: "false" on an error that would otherwise be retried.
+func NoRetry(h http.Header) bool {
+	return h != nil && strings.EqualFold(strings.TrimSpace(h.Get("x-should-retry")), "false")
+}
+
 // RetryAfter returns the delay a response asks the client to wait before
 // retrying. The non-standard retry-after-ms header (milliseconds, sent by
 // OpenAI and Anthropic) wins over the standard retry-after header, which is
