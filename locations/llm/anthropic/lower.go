@@ -68,7 +68,13 @@ func lower(req llm.Request, cfg Config) (sdk.MessageNewParams, error) {
 				InputSchema: sdk.ToolInputSchemaParam{Type: "object"},
 			}})
 		}
-		toolChoice = llm.ToolChoiceNone
+		if len(req.HostedTools) == 0 {
+			// Nothing may be called. With hosted tools, tool_choice none
+			// would forbid them too on a step that allows them: the
+			// placeholders' description says they are not available, and
+			// a call to one fails as an unknown tool.
+			toolChoice = llm.ToolChoiceNone
+		}
 	}
 	hosted, err := hostedTools(req.HostedTools)
 	if err != nil {
