@@ -108,6 +108,16 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 		budget = sent / 2 // half of what the provider refused
 	}
 	switch {
+	case ctx.Err() != nil && reason == messages.CompactionManual && reasonOf(ctx) == messages.ReasonSuperseded:
+		// A move interrupted it: the request goes on at the new Location,
+		// as the move's other work does, under a new barrier admitted in
+		// the same commit (the settled one cannot run again).
+		if _, err := r.append(ctx, &messages.CompactionFailed{SessionID: r.sid, Reason: reason, InputID: id,
+			Error: messages.Error{Type: messages.ErrAborted, Message: compactionMoved}},
+			&messages.CompactionAdmitted{SessionID: r.sid, InputID: r.ids.Message()}); err != nil {
+			return false, err
+		}
+		return false, errInterrupted
 	case ctx.Err() != nil:
 		if _, err := fail(messages.ErrAborted, "Compaction interrupted"); err != nil {
 			return false, err
@@ -203,6 +213,10 @@ func fitHistory(req llm.Request, history []llm.Message, budget int) []llm.Messag
 	}
 	return append(history[cut:len(history):len(history)], final)
 }
+
+// compactionMoved is the error message of a manual compaction a move
+// interrupted, which runs again at the new Location.
+const compactionMoved = "Compaction interrupted: the Session moved, and compacts at its new Location"
 
 // compactionOrphaned is the error message of a compaction whose process
 // died.

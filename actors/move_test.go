@@ -959,3 +959,40 @@ func TestCompactionAfterAMoveLeavesTheOldInstructionsOut(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestMoveContinuesAManualCompaction: a manual compaction a move
+// interrupts goes on at the new Location, as the move's other work does,
+// under a new barrier; no step runs without input there (it ran one, and
+// the compaction was lost).
+func TestMoveContinuesAManualCompaction(t *testing.T) {
+	h := actortest.New(t)
+	g := script.NewGate()
+	h.Model.Reply(script.Text("first answer"))
+	h.Model.Reply(script.Text("## Objective\n"), script.Hold(g), script.Text("never"))
+	h.Model.Reply(script.Text("## Objective\nsummarized at the new place"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	got := typesAfter(h, sid, "session.moved")
+	want := []string{"session.execution.started", "session.compaction.started", "session.compaction.ended", "session.execution.succeeded"}
+	if !slices.Equal(got, want) || h.Model.Count() != 3 {
+		t.Fatalf("after the move: %v (%d model requests)", got, h.Model.Count())
+	}
+	if f := lastOf[*messages.CompactionFailed](h, sid); f == nil || f.Error.Type != messages.ErrAborted || !strings.Contains(f.Error.Message, "moved") {
+		t.Fatalf("the interrupted compaction: %+v", f)
+	}
+	if pend, err := h.Store.Pending(h.Ctx(), sid); err != nil || len(pend) != 0 {
+		t.Fatalf("pending %+v, %v", pend, err)
+	}
+	h.CheckReplay()
+}
