@@ -61,6 +61,14 @@ func lower(req llm.Request, legacyMaxTokens bool) (oa.ChatCompletionNewParams, e
 func userTurns(msgs []llm.Message) []llm.Message {
 	out := make([]llm.Message, 0, len(msgs))
 	for _, m := range msgs {
+		if m.Role == llm.RoleAssistant {
+			if _, ok := lowerAssistant(m.Parts); !ok {
+				// Nothing of it is sent (a turn of this provider's own
+				// reasoning only, cut off by the output limit): the user
+				// turns around it merge.
+				continue
+			}
+		}
 		if m.Role == llm.RoleSystem {
 			text := joinText(m.Parts)
 			if text == "" {

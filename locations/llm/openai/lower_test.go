@@ -212,4 +212,18 @@ func TestUserTurns(t *testing.T) {
 	      {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]},
 	    {"role": "assistant", "content": "ok"},
 	    {"role": "user", "content": "<system-reminder>\nInstructions changed.\n</system-reminder>"}]}`)
+
+	// A turn of which nothing is sent (its own reasoning only, cut off by
+	// the output limit) leaves no two user turns in a row either.
+	req.Messages = []llm.Message{
+		{Role: llm.RoleUser, Parts: []llm.Part{text("think hard")}},
+		{Role: llm.RoleAssistant, Parts: []llm.Part{{Kind: llm.PartReasoning, Text: "hmm", ProviderMetadata: []byte(`{"x":1}`)}}},
+		{Role: llm.RoleUser, Parts: []llm.Part{text("go on")}},
+	}
+	_, srv, err = run(t, req, okReply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSON(t, srv.LastBody(), `{"model": "gpt-test", "stream": true, "stream_options": {"include_usage": true},
+	  "messages": [{"role": "user", "content": "think hard\n\ngo on"}]}`)
 }
