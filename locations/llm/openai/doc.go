@@ -53,9 +53,11 @@
 // wire.PairToolResults); an error result is prefixed with "Error: " since the
 // API has no error flag. Chat Completions has no input field for reasoning:
 // reasoning this adapter produced (it carries ProviderMetadata, which the
-// runner keeps only for the same model) is dropped on replay, and reasoning
-// from another model (no ProviderMetadata) is replayed as ordinary assistant
-// text. Request.CacheKey is sent as prompt_cache_key. tool_choice none is
+// runner keeps only for the same model) is dropped on replay, except that
+// reasoning read from reasoning_content goes back in that field on the
+// assistant message of a tool call (DeepSeek's thinking mode refuses a tool
+// loop without it); reasoning from another model (no ProviderMetadata) is
+// replayed as ordinary assistant text. Request.CacheKey is sent as prompt_cache_key. tool_choice none is
 // sent only alongside tools, since OpenAI rejects it without them.
 //
 // # Usage

@@ -153,16 +153,21 @@ func lowerFile(f messages.File) oa.ChatCompletionContentPartUnionParam {
 // this adapter's own and has no input field, so it is dropped.
 func lowerAssistant(parts []llm.Part) (oa.ChatCompletionMessageParamUnion, bool) {
 	var (
-		texts []string
-		calls []oa.ChatCompletionMessageToolCallUnionParam
+		texts     []string
+		calls     []oa.ChatCompletionMessageToolCallUnionParam
+		reasoning []string // this provider's, in reasoning_content
 	)
 	for _, p := range parts {
 		switch p.Kind {
 		case llm.PartText:
 			texts = append(texts, p.Text)
 		case llm.PartReasoning:
-			if len(p.ProviderMetadata) == 0 {
+			var meta reasoningMeta
+			switch {
+			case len(p.ProviderMetadata) == 0:
 				texts = append(texts, p.Text)
+			case json.Unmarshal(p.ProviderMetadata, &meta) == nil && meta.Field == "reasoning_content":
+				reasoning = append(reasoning, p.Text)
 			}
 		case llm.PartToolCall:
 			if p.Executed {
@@ -188,6 +193,15 @@ func lowerAssistant(parts []llm.Part) (oa.ChatCompletionMessageParamUnion, bool)
 	a := oa.ChatCompletionAssistantMessageParam{ToolCalls: calls}
 	if text != "" {
 		a.Content.OfString = param.NewOpt(text)
+	}
+	if len(calls) > 0 && len(reasoning) > 0 {
+		// Servers that stream reasoning_content (DeepSeek in thinking mode,
+		// vLLM and others for Qwen3 and kin) take it back on the assistant
+		// message of a tool call, and DeepSeek refuses a tool loop without
+		// it. Chat Completions has no such field, so only reasoning that
+		// came in it goes back, to the same model (the runner keeps
+		// ProviderMetadata only for that).
+		a.SetExtraFields(map[string]any{"reasoning_content": joinNonEmpty(reasoning)})
 	}
 	return oa.ChatCompletionMessageParamUnion{OfAssistant: &a}, true
 }

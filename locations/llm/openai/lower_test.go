@@ -2,6 +2,8 @@ package openai
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sessiond/sessiond/locations/llm"
@@ -226,4 +228,50 @@ func TestUserTurns(t *testing.T) {
 	}
 	wantJSON(t, srv.LastBody(), `{"model": "gpt-test", "stream": true, "stream_options": {"include_usage": true},
 	  "messages": [{"role": "user", "content": "think hard\n\ngo on"}]}`)
+}
+
+// TestReasoningContentReplay: reasoning this adapter read from
+// reasoning_content goes back in that field on the assistant message of a
+// tool call, as DeepSeek in thinking mode requires of a tool loop (and the
+// chat templates of Qwen3 and kin read); not on a turn without tool calls,
+// not when it came in another field, and never as text.
+func TestReasoningContentReplay(t *testing.T) {
+	thought := func(field string) llm.Part {
+		return llm.Part{Kind: llm.PartReasoning, Text: "thinking in " + field,
+			ProviderMetadata: json.RawMessage(`{"native":true,"field":"` + field + `"}`)}
+	}
+	call := llm.Part{Kind: llm.PartToolCall, CallID: "call_1", Name: "read", Input: json.RawMessage(`{}`)}
+	result := llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: "call_1", Name: "read", Output: "x"}}}
+	req := simpleRequest()
+	req.Tools = []llm.ToolDefinition{{Name: "read"}}
+	req.Messages = append(req.Messages,
+		llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{thought("reasoning_content"), call}}, result,
+		llm.Message{Role: llm.RoleUser, Parts: []llm.Part{text("and?")}},
+		llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{thought("reasoning_content"), text("no tools here")}},
+		llm.Message{Role: llm.RoleUser, Parts: []llm.Part{text("again")}},
+		llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{thought("reasoning"), {Kind: llm.PartToolCall, CallID: "call_2", Name: "read", Input: json.RawMessage(`{}`)}}},
+		llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: "call_2", Name: "read", Output: "y"}}},
+	)
+	_, srv, err := run(t, req, okReply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Messages []map[string]json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(srv.LastBody(), &body); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range body.Messages {
+		if string(m["role"]) == `"assistant"` {
+			got = append(got, string(m["reasoning_content"]))
+			if strings.Contains(string(m["content"]), "thinking") {
+				t.Fatalf("reasoning sent as text: %s", m["content"])
+			}
+		}
+	}
+	if want := []string{`"thinking in reasoning_content"`, "", ""}; !slices.Equal(got, want) {
+		t.Fatalf("reasoning_content of the assistant messages %q, want %q", got, want)
+	}
 }

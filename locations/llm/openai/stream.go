@@ -14,8 +14,19 @@ import (
 )
 
 // reasoningMetadata marks reasoning this adapter produced, so that replay can
-// tell it from another model's reasoning (see lowerAssistant).
-var reasoningMetadata = json.RawMessage(`{"native":true}`)
+// tell it from another model's reasoning (see lowerAssistant), and names
+// the delta field it came in.
+type reasoningMeta struct {
+	Native bool   `json:"native"`
+	Field  string `json:"field,omitempty"`
+}
+
+// reasoningMetadata returns the ProviderMetadata of reasoning that came in
+// delta field field ("" when unknown).
+func reasoningMetadata(field string) json.RawMessage {
+	b, _ := json.Marshal(reasoningMeta{Native: true, Field: field}) // cannot fail
+	return b
+}
 
 // Delta fields OpenAI-compatible servers use for reasoning text, in order of
 // preference; a server sends one of them.
@@ -35,7 +46,8 @@ type state struct {
 	emit func(llm.Event) bool
 
 	textID, reasoningID string
-	blocks              int // numbers text and reasoning block IDs
+	reasoningField      string // the delta field reasoning came in
+	blocks              int    // numbers text and reasoning block IDs
 
 	calls   []*toolCall
 	byIndex map[int64]*toolCall
@@ -72,7 +84,8 @@ func (s *state) chunk(c oa.ChatCompletionChunk) bool {
 
 // delta handles one choice delta: reasoning, then content, then tool calls.
 func (s *state) delta(d *oa.ChatCompletionChunkChoiceDelta) bool {
-	if r := reasoningText(d.JSON.ExtraFields); r != "" {
+	if r, field := reasoningText(d.JSON.ExtraFields); r != "" {
+		s.reasoningField = field
 		if !s.closeText() || !s.openReasoning() || !s.emit(llm.Event{Kind: llm.ReasoningDelta, ID: s.reasoningID, Text: r}) {
 			return false
 		}
@@ -242,7 +255,7 @@ func (s *state) openReasoning() bool {
 }
 
 func (s *state) closeReasoning() bool {
-	return s.closeBlock(&s.reasoningID, llm.Event{Kind: llm.ReasoningEnd, ProviderMetadata: reasoningMetadata})
+	return s.closeBlock(&s.reasoningID, llm.Event{Kind: llm.ReasoningEnd, ProviderMetadata: reasoningMetadata(s.reasoningField)})
 }
 
 // openBlock starts a block whose ID *id holds, unless one is open.
@@ -266,18 +279,17 @@ func (s *state) closeBlock(id *string, end llm.Event) bool {
 
 // reasoningText returns the reasoning delta from a chunk delta's fields the
 // SDK does not know.
-func reasoningText(extra map[string]respjson.Field) string {
+func reasoningText(extra map[string]respjson.Field) (text, field string) {
 	for _, name := range reasoningFields {
 		f, ok := extra[name]
 		if !ok {
 			continue
 		}
-		var text string
 		if raw := f.Raw(); len(raw) > 0 && raw[0] == '"' && json.Unmarshal([]byte(raw), &text) == nil && text != "" {
-			return text
+			return text, name
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // finishReason maps a Chat Completions finish reason. Some compatible

@@ -53,7 +53,7 @@ func TestReasoning(t *testing.T) {
 				"reasoning-start reasoning-0",
 				`reasoning-delta reasoning-0 "Let me "`,
 				`reasoning-delta reasoning-0 "think."`,
-				`reasoning-end reasoning-0 {"native":true}`,
+				`reasoning-end reasoning-0 {"native":true,"field":"`+field+`"}`,
 				"text-start text-1",
 				`text-delta text-1 "Answer"`,
 				`text-delta text-1 "."`,
