@@ -263,6 +263,7 @@ func (r *runner) drain(ctx context.Context, force bool) error {
 		return err
 	}
 	allowance, continuation := 0, false
+	agentName := ""
 	for first := true; ; first = false {
 		if ctx.Err() != nil {
 			return errInterrupted
@@ -281,9 +282,15 @@ func (r *runner) drain(ctx context.Context, force bool) error {
 			return errSuperseded
 		}
 		agent := r.svc.Agent(sess.Agent)
-		if first {
+		switch {
+		case first:
 			allowance = agent.Steps
+		case agent.Name != agentName:
+			// An agent selected during the run takes over with no more
+			// steps than it allows (nor more than the run had left).
+			allowance = min(allowance, agent.Steps)
 		}
+		agentName = agent.Name
 		// Nothing to do (no input to promote or compact, no continuation,
 		// no forced run): stop before instructions are observed, so a wake
 		// with nothing eligible leaves no trace in the log even when they

@@ -911,3 +911,32 @@ func TestSecondFragmentStartFailsTheStep(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestAgentSelectedMidRunBoundsTheSteps: an agent selected while a run goes
+// on takes over at the next step boundary with no more steps than it
+// allows (it ran on the previous agent's allowance, 24 steps where it
+// allows 2), the last of them without tools.
+func TestAgentSelectedMidRunBoundsTheSteps(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Steps: 25})
+	h.Agents["plan"] = locations.Agent{Name: "plan", Steps: 2, Prompt: "You plan."}
+	started, release := make(chan string, 1), make(chan struct{})
+	h.Tools.Add("slow", blocking(started, release))
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "ok", nil })
+	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	h.Model.Default(script.ToolCall("c2", "echo", `{}`))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	<-started
+	if err := h.Runtime.SelectAgent(h.Ctx(), sid, "plan"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	h.WaitIdle(sid)
+	if n := h.Model.Count(); n != 3 {
+		t.Fatalf("%d requests, want the first agent's step and the plan agent's 2", n)
+	}
+	if last := h.Request(3); len(last.Tools) != 0 || last.System[0] != "You plan." {
+		t.Fatalf("the plan agent's last step: %d tools, system %q", len(last.Tools), last.System[0])
+	}
+	h.CheckReplay()
+}
