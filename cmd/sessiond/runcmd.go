@@ -24,6 +24,11 @@ import (
 // ending HTTP streams, closing the store.
 const stopTimeout = 30 * time.Second
 
+// httpStopTimeout bounds how long serve waits, when stopping, for requests
+// in flight to finish before it cuts their connections (streams end at
+// once; an admission takes milliseconds).
+const httpStopTimeout = 5 * time.Second
+
 var runCommand = &command{
 	name:     "run",
 	synopsis: "[flags] \"text\"",

@@ -133,11 +133,17 @@ func runServe(ctx context.Context, a *app, c *command, args []string) int {
 	// DESIGN.md §3 shutdown order: HTTP first (no new commands, streams
 	// end), then the runtime (interrupting Sessions with reason shutdown),
 	// then the store.
+	// Each phase has its own budget: a client that stalls its request (or
+	// stops reading a stream) holds the HTTP phase only until
+	// httpStopTimeout, when its connection is cut, and never eats the
+	// time the runtime needs to interrupt Sessions durably.
+	hctx, hcancel := context.WithTimeout(context.Background(), httpStopTimeout)
+	if err := srv.Shutdown(hctx); err != nil {
+		log.Warn().Err(err).Msg("http shutdown: cut the connections left")
+	}
+	hcancel()
 	sctx, cancel := stopCtx()
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn().Err(err).Msg("http shutdown")
-	}
 	if err := st.close(sctx); err != nil {
 		log.Error().Err(err).Msg("stop runtime")
 		status = exitFailed

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -211,6 +213,17 @@ func TestServeGracefulShutdown(t *testing.T) {
 
 	follower := start(t, client, "log", string(sid), "--follow")
 	follower.waitFor(&follower.stdout, `"type":"log.synced"`)
+	// A client stalled in the middle of its request body holds the HTTP
+	// phase of the stop only until its connection is cut: it held the
+	// whole stop budget, and Sessions were never interrupted.
+	stalled, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	if _, err := io.WriteString(stalled, "POST /api/session HTTP/1.1\r\nHost: "+addr+"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\""); err != nil {
+		t.Fatal(err)
+	}
 	srv.stop()
 
 	st, err := persistence.Open(filepath.Join(data, StoreFileName), persistence.Options{})
