@@ -38,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Requests:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiond_provider_requests_total", Help: "Provider stream requests."}),
 		Steps:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiond_steps_total", Help: "Step attempts by outcome."}, []string{"outcome"}),
 		Retries:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiond_retries_total", Help: "Retries scheduled."}),
-		Tools:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiond_tool_calls_total", Help: "Tool calls (local and provider-hosted) by tool and outcome (success or failed), counted as each settles."}, []string{"tool", "outcome"}),
+		Tools:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiond_tool_calls_total", Help: "Tool calls (local and provider-hosted) by tool (\"unknown\" for a name the request did not offer) and outcome (success or failed), counted as each settles."}, []string{"tool", "outcome"}),
 		Compactions:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiond_compactions_total", Help: "Compactions started by reason."}, []string{"reason"}),
 		Active:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessiond_active_sessions", Help: "Sessions with an active busy period in this process."}),
 		CommitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sessiond_store_commit_seconds", Help: "Group commit latency.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),

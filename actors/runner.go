@@ -628,6 +628,20 @@ type attemptState struct {
 	inputText map[string]*strings.Builder
 	finished  bool
 	storeErr  error // a commit that failed mid-stream
+	// declared and hostedTools are the tools the request offered, the
+	// only names a metric label takes (toolLabel).
+	declared    []llm.ToolDefinition
+	hostedTools []string
+}
+
+// toolLabel is the tool label of a call's metrics: its name when the
+// request offered that tool, else "unknown". The model chooses the names
+// it calls, so they would otherwise make series without bound.
+func (a *attemptState) toolLabel(name string) string {
+	if slices.Contains(a.hostedTools, name) || slices.ContainsFunc(a.declared, func(d llm.ToolDefinition) bool { return d.Name == name }) {
+		return name
+	}
+	return "unknown"
 }
 
 // attemptCall is a tool call of an attempt, awaiting its settlement.
@@ -793,11 +807,11 @@ func (a *attemptState) handle(ev llm.Event) error {
 			}
 			r.queue(&messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: c.id,
 				Error: messages.Error{Type: messages.ErrToolExecution, Message: msg}, ProviderMetadata: ev.ProviderMetadata})
-			r.metrics.tool(c.name, "failed")
+			r.metrics.tool(a.toolLabel(c.name), "failed")
 		} else {
 			r.queue(&messages.ToolSucceeded{SessionID: r.sid, AssistantMessageID: asst, CallID: c.id,
 				Output: ev.Output, ProviderMetadata: ev.ProviderMetadata})
-			r.metrics.tool(c.name, "success")
+			r.metrics.tool(a.toolLabel(c.name), "success")
 		}
 	case llm.StepFinish:
 		a.finished = true
@@ -811,7 +825,8 @@ func (a *attemptState) handle(ev llm.Event) error {
 // they complete, starting each local tool eagerly, and settling every call
 // before it returns (settlement first, on every path).
 func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName string, provider llm.Provider, model llm.Model, req llm.Request) (attemptOut, error) {
-	a := &attemptState{r: r, ctx: ctx, asst: asst, agentName: agentName, noTools: req.ToolChoice == llm.ToolChoiceNone}
+	a := &attemptState{r: r, ctx: ctx, asst: asst, agentName: agentName, noTools: req.ToolChoice == llm.ToolChoiceNone,
+		declared: req.Tools, hostedTools: req.HostedTools}
 	out := &a.out
 	r.metrics.request()
 	for ev, err := range provider.Stream(ctx, req) {
@@ -842,7 +857,7 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName
 	for id, name := range a.inputs {
 		settle = append(settle, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: id,
 			Error: messages.Error{Type: messages.ErrToolResultMissing, Message: "The tool call " + name + " was cut off before its input was complete"}})
-		r.metrics.tool(name, "failed")
+		r.metrics.tool(a.toolLabel(name), "failed")
 	}
 	for _, c := range a.calls {
 		if c.hosted {
@@ -858,7 +873,7 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName
 			}
 			settle = append(settle, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: c.id,
 				Error: messages.Error{Type: messages.ErrToolResultMissing, Message: msg}})
-			r.metrics.tool(c.name, "failed")
+			r.metrics.tool(a.toolLabel(c.name), "failed")
 			continue
 		}
 		res := awaitTool(ctx, c.result, c.name)
@@ -867,11 +882,11 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName
 				out.rejected = true
 			}
 			settle = append(settle, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: c.id, Error: *res.Err})
-			r.metrics.tool(c.name, "failed")
+			r.metrics.tool(a.toolLabel(c.name), "failed")
 		} else {
 			settle = append(settle, &messages.ToolSucceeded{SessionID: r.sid, AssistantMessageID: asst, CallID: c.id,
 				Output: res.Output, Metadata: res.Metadata})
-			r.metrics.tool(c.name, "success")
+			r.metrics.tool(a.toolLabel(c.name), "success")
 		}
 	}
 	// Settlements commit with the step's terminal (the caller's next

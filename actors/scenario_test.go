@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -939,4 +940,27 @@ func TestAgentSelectedMidRunBoundsTheSteps(t *testing.T) {
 		t.Fatalf("the plan agent's last step: %d tools, system %q", len(last.Tools), last.System[0])
 	}
 	h.CheckReplay()
+}
+
+// TestToolMetricLabelsAreBounded: the tool label of sessiond_tool_calls_total
+// is a tool the request offered, or "unknown": the model chooses the names
+// it calls, and every name made a series of its own.
+func TestToolMetricLabelsAreBounded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := actors.NewMetrics(reg)
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Metrics = m }})
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "ok", nil })
+	steps := []script.Step{script.ToolCall("known", "echo", `{}`)}
+	for i := range 20 {
+		steps = append(steps, script.ToolCall(fmt.Sprintf("call_%d", i), fmt.Sprintf("Invented tool %d\n", i), `{}`))
+	}
+	h.Model.Reply(steps...)
+	h.Model.Reply(script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	if n := testutil.CollectAndCount(m.Tools); n != 2 ||
+		testutil.ToFloat64(m.Tools.WithLabelValues("unknown", "failed")) != 20 || testutil.ToFloat64(m.Tools.WithLabelValues("echo", "success")) != 1 {
+		t.Fatalf("%d series of sessiond_tool_calls_total", n)
+	}
 }
