@@ -65,7 +65,11 @@ func (d *drain) run(self *actor.PID) {
 		case errors.Is(err, errInterrupted) || (err != nil && d.ctx.Err() != nil):
 			terminal = &messages.ExecutionInterrupted{SessionID: d.sid, Reason: reasonOf(d.ctx)}
 		case err != nil:
-			terminal = &messages.ExecutionFailed{SessionID: d.sid, Error: *messages.AsError(err, messages.ErrUnknown)}
+			e := messages.AsError(err, messages.ErrUnknown)
+			terminal = &messages.ExecutionFailed{SessionID: d.sid, Error: *e}
+			// An operator sees a wrong key or a provider outage here, not
+			// only in the Session's log.
+			d.rt.cfg.Logger.Warn().Str("session", string(d.sid)).Str("type", string(e.Type)).Str("error", e.Message).Msg("busy period failed")
 		}
 		if _, aerr := r.append(ctx, terminal); aerr != nil {
 			d.rt.cfg.Logger.Error().Err(aerr).Str("session", string(d.sid)).Msg("commit busy-period terminal")

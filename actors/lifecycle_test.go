@@ -209,6 +209,21 @@ func TestProtoactorLogsRouteToZerolog(t *testing.T) {
 	}
 }
 
+// TestFailedBusyPeriodIsLogged: a busy period that fails (a wrong API key,
+// a provider down) is logged for the operator, not only recorded in the
+// Session's log.
+func TestFailedBusyPeriodIsLogged(t *testing.T) {
+	var buf lockedBuffer
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Logger = zerolog.New(&buf) }})
+	h.Model.Reply(script.Fail(&llm.Error{Type: messages.ErrProviderAuth, Message: "invalid x-api-key"}))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	if line := buf.String(); !strings.Contains(line, `"level":"warn","session":"`+string(sid)+`","type":"provider.auth","error":"invalid x-api-key","message":"busy period failed"`) {
+		t.Fatalf("log:\n%s", line)
+	}
+}
+
 // TestAbandonedWaitReleasesItsGoroutine: a caller that gives up on Wait
 // (an HTTP client that disconnects) leaves nothing behind while the Session
 // keeps running.
