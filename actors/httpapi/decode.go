@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -19,9 +20,16 @@ const (
 )
 
 // readBody reads the request body, capped at BodyBytes. A larger body is an
-// *http.MaxBytesError, which fail maps to 413.
+// *http.MaxBytesError, which fail maps to 413. A body the client cut off
+// (it went away, or sent less than its Content-Length) is the client's
+// failure: invalid, not an internal error logged as one.
 func (a *api) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	return io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.BodyBytes))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.BodyBytes))
+	var tooLarge *http.MaxBytesError
+	if err != nil && !errors.As(err, &tooLarge) {
+		return b, invalid("body: %v", err)
+	}
+	return b, err
 }
 
 // sessionID returns the route's {id} as a validated Session ID.

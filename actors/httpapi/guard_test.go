@@ -3,14 +3,18 @@ package httpapi
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/sessiond/sessiond/actors/actortest"
 	"github.com/sessiond/sessiond/messages"
@@ -277,4 +281,22 @@ func TestMetricsRoute(t *testing.T) {
 	eventually(t, "subscriber gauge back to 0", func() bool {
 		return strings.Contains(string(e.do("GET", "/metrics", nil).body), `sessiond_sse_subscribers{stream="log"} 0`)
 	})
+}
+
+// TestBodyCutOffByTheClient: a body the client cut off (it went away, or
+// sent less than its Content-Length) is the client's failure, invalid,
+// not an internal error logged as one.
+func TestBodyCutOffByTheClient(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := e.createSession()
+	req := httptest.NewRequest("POST", "/api/session/"+string(sid)+"/prompt", iotest.ErrReader(io.ErrUnexpectedEOF))
+	req.Host = "127.0.0.1"
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	e.srv.api.ServeHTTP(rec, req)
+	var body struct{ Error messages.Error }
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || rec.Code != http.StatusBadRequest || body.Error.Type != messages.ErrInvalid ||
+		!strings.Contains(body.Error.Message, "unexpected EOF") {
+		t.Fatalf("%d %s", rec.Code, rec.Body.String())
+	}
 }
