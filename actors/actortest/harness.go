@@ -15,7 +15,9 @@ package actortest
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,19 +35,33 @@ import (
 
 // Harness is one test runtime.
 type Harness struct {
-	T       testing.TB
-	Dir     string
-	Store   *persistence.Bolt
-	Model   *script.Provider
-	Clock   *Clock
-	Tools   *Tools
-	Agents  map[string]locations.Agent
+	// T is the test the harness reports to.
+	T testing.TB
+	// Dir is the directory of the Sessions Session creates.
+	Dir string
+	// Store is the runtime's store (fsync off unless Options.Sync).
+	Store *persistence.Bolt
+	// Model is the scripted model every request goes to: script its
+	// replies before prompting, and read the requests it recorded.
+	Model *script.Provider
+	// Clock is the runtime's fake clock: a retry's backoff waits until
+	// the test advances it (BlockUntil, then Advance).
+	Clock *Clock
+	// Tools are the Go-function tools every Location offers.
+	Tools *Tools
+	// Agents are the configured agents, "build" (the default) and "plan"
+	// ("You plan."); tests may add or change agents before selecting them.
+	Agents map[string]locations.Agent
+	// Runtime is the runtime under test.
 	Runtime *actors.Runtime
-	// Services is the service set every Location of the harness uses;
-	// tests may change it before the first prompt.
+	// Services is the service set every Location of the harness copies
+	// when it is first used, which creating a Session in it does: change
+	// it before the first Session of a directory is created (Session,
+	// Runtime.Create), not after.
 	Services *locations.Services
 
 	commits atomic.Int64
+	close   sync.Once
 }
 
 // Commits returns the number of store transactions committed so far.
@@ -120,17 +136,25 @@ func New(t testing.TB, opts ...Options) *Harness {
 		t.Fatal(err)
 	}
 	h.Runtime = rt
-	t.Cleanup(func() {
+	t.Cleanup(h.Close)
+	return h
+}
+
+// Close shuts the runtime down (interrupting running Sessions with reason
+// shutdown) and closes the store, once; the end of the test does it too.
+// A restart test closes one harness and opens another on its store file
+// (Options.StorePath).
+func (h *Harness) Close() {
+	h.close.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 		defer cancel()
-		if err := rt.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
+		if err := h.Runtime.Shutdown(ctx); err != nil {
+			h.T.Errorf("shutdown: %v", err)
 		}
-		if err := st.Close(); err != nil {
-			t.Errorf("close store: %v", err)
+		if err := h.Store.Close(); err != nil {
+			h.T.Errorf("close store: %v", err)
 		}
 	})
-	return h
 }
 
 // Ctx returns a context bounded by Timeout.
@@ -166,12 +190,34 @@ func (h *Harness) PromptWith(req persistence.PromptRequest) persistence.Admitted
 	return a
 }
 
-// WaitIdle waits until the Session has no execution and no wake in flight.
+// WaitIdle waits until the Session has no execution and no wake in
+// flight, and fails the test when the Session does not exist or is still
+// busy after Timeout.
 func (h *Harness) WaitIdle(sid messages.SessionID) {
 	h.T.Helper()
-	if err := h.Runtime.Wait(h.Ctx(), sid); err != nil {
-		h.T.Fatal(err)
+	if _, err := h.Store.Get(h.Ctx(), sid); err != nil {
+		h.T.Fatalf("WaitIdle(%s): %v", sid, err)
 	}
+	if err := h.Runtime.Wait(h.Ctx(), sid); err != nil {
+		h.T.Fatalf("WaitIdle(%s): still busy after %v (%v); its last event: %s. A retry's backoff waits for the fake clock: Clock.BlockUntil, then Clock.Advance",
+			sid, Timeout, err, h.lastEvent(sid))
+	}
+}
+
+// lastEvent describes the Session's newest durable event.
+func (h *Harness) lastEvent(sid messages.SessionID) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	last := "none"
+	for item, err := range h.Store.Log(ctx, sid, -1, false) {
+		if err != nil {
+			return err.Error()
+		}
+		if item.Event != nil {
+			last = fmt.Sprintf("seq %d %s", item.Event.Durable.Seq, item.Event.Type)
+		}
+	}
+	return last
 }
 
 // Events returns every durable event of the Session.
@@ -192,6 +238,7 @@ func (h *Harness) Events(sid messages.SessionID) []messages.Event {
 // Types returns the type strings of the Session's durable events, with the
 // ".1" version suffix removed for readability.
 func (h *Harness) Types(sid messages.SessionID) []string {
+	h.T.Helper()
 	var out []string
 	for _, ev := range h.Events(sid) {
 		out = append(out, trimVersion(ev.Type))
@@ -213,6 +260,9 @@ func (h *Harness) WaitEvent(sid messages.SessionID, match func(messages.Event) b
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
 	for item, err := range h.Store.Log(ctx, sid, -1, true) {
+		if err != nil && ctx.Err() != nil {
+			break
+		}
 		if err != nil {
 			h.T.Fatal(err)
 		}
@@ -220,7 +270,7 @@ func (h *Harness) WaitEvent(sid messages.SessionID, match func(messages.Event) b
 			return *item.Event
 		}
 	}
-	h.T.Fatalf("no matching event within %v", Timeout)
+	h.T.Fatalf("WaitEvent(%s): no matching event within %v; its last event: %s", sid, Timeout, h.lastEvent(sid))
 	return messages.Event{}
 }
 

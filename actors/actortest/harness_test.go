@@ -1,0 +1,92 @@
+package actortest_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/sessiond/sessiond/actors/actortest"
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/locations/llm/script"
+	"github.com/sessiond/sessiond/messages"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recTB records the fatal message of a harness helper run on its own
+// goroutine.
+type recTB struct {
+	testing.TB
+	msg string
+}
+
+func (r *recTB) Fatal(args ...any) { r.msg = fmt.Sprint(args...); runtime.Goexit() }
+func (r *recTB) Fatalf(format string, args ...any) {
+	r.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+func (r *recTB) Helper() {}
+
+// fatal runs f with h reporting to a recorder, and returns what f failed
+// with ("" when it did not fail).
+func fatal(t *testing.T, h *actortest.Harness, f func()) string {
+	rec := &recTB{TB: t}
+	h.T = rec
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	<-done
+	h.T = t
+	return rec.msg
+}
+
+// TestWaitIdleOfAnUnknownSession: a mistyped Session fails the test at
+// once, naming it (the runtime's Wait treats an unknown Session as idle,
+// so the test went on as if it had run).
+func TestWaitIdleOfAnUnknownSession(t *testing.T) {
+	h := actortest.New(t)
+	msg := fatal(t, h, func() { h.WaitIdle("ses_0000000000000000000000000") })
+	if !strings.Contains(msg, "WaitIdle(ses_0000000000000000000000000)") || !strings.Contains(msg, "not-found") {
+		t.Fatalf("WaitIdle of an unknown Session: %q", msg)
+	}
+}
+
+// TestRestartOnTheSameStore: Close stops one harness, and another opened
+// on its store file goes on with its Sessions.
+func TestRestartOnTheSameStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sessiond.db")
+	h := actortest.New(t, actortest.Options{StorePath: path})
+	h.Model.Reply(script.Text("before"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	h.Close()
+	h.Close() // once
+
+	h2 := actortest.New(t, actortest.Options{StorePath: path})
+	h2.Model.Reply(script.Text("after"))
+	h2.Prompt(sid, "two")
+	h2.WaitIdle(sid)
+	if got := h2.Types(sid); got[len(got)-1] != "session.execution.succeeded" || h2.Model.Count() != 1 {
+		t.Fatalf("after the restart: %v", got)
+	}
+}
+
+// TestServicesBeforeTheSession: a change to Services before the Session
+// is created serves its Location.
+func TestServicesBeforeTheSession(t *testing.T) {
+	h := actortest.New(t)
+	other := script.New()
+	other.Reply(script.Text("from the replacement"))
+	h.Services.Provider = func(string) (llm.Provider, error) { return other, nil }
+	sid := h.Session()
+	h.Prompt(sid, "hello")
+	h.WaitIdle(sid)
+	ended := h.WaitEvent(sid, actortest.OfType(messages.TypeTextEnded))
+	if p := ended.Data.(*messages.TextEnded); p.Text != "from the replacement" || h.Model.Count() != 0 {
+		t.Fatalf("answered %q", p.Text)
+	}
+}
