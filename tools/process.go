@@ -86,6 +86,8 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 	}
 	pw.Close()
 	pgid := cmd.Process.Pid
+	liveGroups.Store(pgid, struct{}{})
+	defer liveGroups.Delete(pgid)
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -142,6 +144,22 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 		return res, waitErr
 	}
 	return res, nil
+}
+
+// liveGroups holds the process groups of the commands running now, for
+// KillProcesses. It is process state, as the processes themselves are.
+var liveGroups sync.Map // pgid -> struct{}
+
+// KillProcesses sends SIGKILL to the process group of every command the
+// tools of this process are running, for a process about to exit without
+// the graceful stop that cancels them (a second signal): the shell would
+// die with the process anyway (its death signal), but what it started
+// would run on.
+func KillProcesses() {
+	liveGroups.Range(func(pgid, _ any) bool {
+		killGroup(pgid.(int))
+		return true
+	})
 }
 
 // killGroup sends SIGKILL to process group pgid. A group that is already

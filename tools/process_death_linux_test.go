@@ -69,3 +69,30 @@ func exited(pid int) bool {
 	i := bytes.LastIndexByte(stat, ')')
 	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
 }
+
+// TestKillProcessesReachesWhatTheShellStarted: KillProcesses (what a
+// forced exit calls) kills the whole group of a running command, the
+// commands its shell started included, which the shell's death signal does
+// not cover.
+func TestKillProcessesReachesWhatTheShellStarted(t *testing.T) {
+	dir := t.TempDir()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = runProcess(context.Background(), procSpec{shell: "/bin/sh", dir: dir, timeout: time.Minute, maxOut: 1 << 10,
+			command: `sleep 60 & echo $! > pid.tmp && mv pid.tmp pid; wait`})
+	}()
+	var pid int
+	eventually(t, 10*time.Second, "the command to start", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "pid"))
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(string(bytes.TrimSpace(b)))
+		return err == nil
+	})
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	KillProcesses()
+	eventually(t, 10*time.Second, "the shell's sleep to die", func() bool { return exited(pid) })
+	<-done
+}

@@ -25,6 +25,8 @@ import (
 	"syscall"
 
 	"github.com/mattn/go-isatty"
+
+	"github.com/sessiond/sessiond/tools"
 )
 
 // Exit statuses.
@@ -114,12 +116,13 @@ func exitCode(ctx context.Context) int {
 }
 
 // notifySignals returns a context cancelled by the first SIGINT or SIGTERM.
-// After that first signal the default action is restored, so a second ^C
-// ends the process at once if a graceful stop hangs. stop releases the
-// handler.
+// A second one ends the process at once if a graceful stop hangs: the
+// process groups of running tool commands are killed first (what a shell
+// started would outlive the process), then the signal's default action
+// ends it. stop releases the handler.
 func notifySignals() (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	ch := make(chan os.Signal, 1)
+	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -127,7 +130,16 @@ func notifySignals() (context.Context, func()) {
 		select {
 		case s := <-ch:
 			cancel(signalCause{s})
+		case <-done:
+			return
+		}
+		select {
+		case s := <-ch:
+			tools.KillProcesses()
 			signal.Reset(os.Interrupt, syscall.SIGTERM)
+			if sig, ok := s.(syscall.Signal); ok {
+				_ = syscall.Kill(os.Getpid(), sig)
+			}
 		case <-done:
 		}
 	})

@@ -29,7 +29,7 @@ answers every Session.
 Stopping is graceful and ordered: the HTTP server stops accepting and ends
 its streams, running Sessions are interrupted with reason shutdown (their
 session.execution.interrupted.1 is durable), then the store is closed. A
-second signal quits at once.`,
+second signal quits at once, killing the commands tools are running.`,
 	run: runServe,
 }
 
