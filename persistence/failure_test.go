@@ -320,6 +320,10 @@ func TestSyncDoesNotVouchAfterTheStoreFailed(t *testing.T) {
 	} else if !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("b0: %v, want an unknown outcome (its record is in the log)", err)
 	}
+	// The failure is reported for health checks.
+	if err := st.Failed(); err == nil || !strings.Contains(err.Error(), "restart to recover") {
+		t.Fatalf("Failed() = %v", err)
+	}
 }
 
 // TestFailedWritesOfUnknownOutcome: a write answered with a store failure

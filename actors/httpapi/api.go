@@ -40,6 +40,9 @@ type api struct {
 	stopped context.Context
 	stop    context.CancelCauseFunc
 	once    sync.Once
+	// healthOnce logs a failed store once, at the first health check
+	// that finds it.
+	healthOnce sync.Once
 }
 
 // New returns the HTTP API handler of cfg.Runtime: every route of

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/actors/actortest"
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
@@ -298,5 +300,22 @@ func TestBodyCutOffByTheClient(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || rec.Code != http.StatusBadRequest || body.Error.Type != messages.ErrInvalid ||
 		!strings.Contains(body.Error.Message, "unexpected EOF") {
 		t.Fatalf("%d %s", rec.Code, rec.Body.String())
+	}
+}
+
+// failedStore is a store that has failed (persistence.Bolt.Failed).
+type failedStore struct{ persistence.Store }
+
+func (failedStore) Failed() error { return errors.New("injected: no space left on device") }
+
+// TestHealthReportsAFailedStore: once the store refuses every write until
+// a restart, /api/health answers 503, so a supervisor that polls it
+// restarts the daemon (it answered ok); the details stay in the log.
+func TestHealthReportsAFailedStore(t *testing.T) {
+	e := newEnv(t, harnessBackend(t, actortest.Options{Config: func(c *actors.Config) { c.Store = failedStore{c.Store} }}), nil)
+	r := e.do("GET", "/api/health", nil, "Authorization", "")
+	m := r.wantError(t, http.StatusServiceUnavailable, messages.ErrInternal)
+	if strings.Contains(string(r.body), "space") || !strings.Contains(string(r.body), `"status":"failed"`) || !strings.Contains(m.Message, "restart") {
+		t.Fatalf("health of a failed store: %s", r.body)
 	}
 }

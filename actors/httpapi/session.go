@@ -12,8 +12,19 @@ import (
 	"github.com/sessiond/sessiond/persistence"
 )
 
-// health answers GET /api/health once the handler serves requests.
+// health answers GET /api/health once the handler serves requests: 200,
+// or 503 once the store has failed and refuses every write, so that a
+// supervisor restarts the daemon (a restart recovers from the log). The
+// failure's details go to the log, not to this public route.
 func (a *api) health(w http.ResponseWriter, r *http.Request) {
+	if f, ok := a.store.(interface{ Failed() error }); ok {
+		if err := f.Failed(); err != nil {
+			a.healthOnce.Do(func() { a.log.Error().Err(err).Msg("health: the store has failed; restart sessiond") })
+			a.writeJSON(w, r, http.StatusServiceUnavailable, map[string]any{"status": "failed",
+				"error": messages.Errorf(messages.ErrInternal, "the store stopped writing; restart sessiond to recover from its write-ahead log")})
+			return
+		}
+	}
 	a.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 }
 
