@@ -4,6 +4,7 @@ package tools
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -110,6 +111,25 @@ func FuzzShowName(f *testing.F) {
 		back, err := strconv.Unquote(shown)
 		if err != nil || back != name {
 			t.Fatalf("showName(%q) = %q unquotes to %q, %v", name, shown, back, err)
+		}
+	})
+}
+
+// FuzzParseLedger feeds arbitrary bytes as a process ledger: parsing never
+// panics, and every entry it keeps names a group other than init's and
+// writes back as the line it came from (fields separated by one space).
+func FuzzParseLedger(f *testing.F) {
+	f.Add([]byte("12 3f1c-boot 100\n"))
+	f.Add([]byte("1 b 2\n-5 b 2\n7 b -1\n\n8  b  9"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, e := range parseLedger(b) {
+			if e.pgid <= 1 || e.boot == "" || strings.ContainsAny(e.boot, " \t\n") {
+				t.Fatalf("entry %+v from %q", e, b)
+			}
+			line := fmt.Sprintf("%d %s %d\n", e.pgid, e.boot, e.start)
+			if again := parseLedger([]byte(line)); len(again) != 1 || again[0] != e {
+				t.Fatalf("%+v does not round-trip: %q -> %+v", e, line, again)
+			}
 		}
 	})
 }

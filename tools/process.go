@@ -88,6 +88,8 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 	pgid := cmd.Process.Pid
 	liveGroups.Store(pgid, struct{}{})
 	defer liveGroups.Delete(pgid)
+	recordProcess(pgid)
+	defer forgetProcess(pgid)
 
 	var wg sync.WaitGroup
 	wg.Go(func() {

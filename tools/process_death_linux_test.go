@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -95,4 +96,79 @@ func TestKillProcessesReachesWhatTheShellStarted(t *testing.T) {
 	KillProcesses()
 	eventually(t, 10*time.Second, "the shell's sleep to die", func() bool { return exited(pid) })
 	<-done
+}
+
+const ledgerChildEnv = "SESSIOND_TOOLS_LEDGER_CHILD_DIR"
+
+// TestLedgerChild is the child half of TestRestartKillsWhatToolsLeft: it
+// records its commands in a ledger and runs one whose shell starts a
+// sleep, then waits to be killed. It does nothing in a normal run.
+func TestLedgerChild(t *testing.T) {
+	dir := os.Getenv(ledgerChildEnv)
+	if dir == "" {
+		return
+	}
+	if _, err := RecordProcesses(filepath.Join(dir, "ledger")); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = runProcess(context.Background(), procSpec{shell: "/bin/sh", dir: dir, timeout: time.Minute, maxOut: 1 << 10,
+		command: `sleep 60 & echo $! > pid.tmp && mv pid.tmp pid; wait`})
+}
+
+// TestRestartKillsWhatToolsLeft: a process killed with SIGKILL while a
+// tool command runs takes the shell with it, but not what the shell
+// started; the next process to record in the same ledger kills that
+// before anything runs again.
+func TestRestartKillsWhatToolsLeft(t *testing.T) {
+	t.Cleanup(func() { ledger.mu.Lock(); ledger.path = ""; ledger.mu.Unlock() })
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLedgerChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), ledgerChildEnv+"="+dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	eventually(t, 10*time.Second, "the command to start", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "pid"))
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(string(bytes.TrimSpace(b)))
+		return err == nil
+	})
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if exited(pid) {
+		t.Fatal("the shell's sleep died with the process: nothing left to test")
+	}
+	killed, err := RecordProcesses(filepath.Join(dir, "ledger"))
+	if err != nil || killed != 1 {
+		t.Fatalf("RecordProcesses killed %d groups: %v", killed, err)
+	}
+	eventually(t, 10*time.Second, "the sleep to die", func() bool { return exited(pid) })
+	// The ledger starts over: the next process finds nothing to kill.
+	if killed, err := RecordProcesses(filepath.Join(dir, "ledger")); err != nil || killed != 0 {
+		t.Fatalf("second sweep killed %d: %v", killed, err)
+	}
+}
+
+// TestLedgerIgnoresReusedGroupIDs: a group whose leader runs with another
+// start time than recorded took a reused ID and is left alone; one from
+// another boot too.
+func TestLedgerIgnoresReusedGroupIDs(t *testing.T) {
+	self := os.Getpid()
+	start, ok := startTime(self)
+	if !ok {
+		t.Fatal("no start time of this process")
+	}
+	if !(ledgerEntry{pgid: self, start: start}).leftOver() || (ledgerEntry{pgid: self, start: start + 1}).leftOver() {
+		t.Fatal("leftOver does not tell the recorded leader from another")
+	}
+	got := parseLedger([]byte("12 boot-a 100\nnot a line\n1 boot-a 5\n34 boot-b x\n56 boot-c 7\n"))
+	if want := []ledgerEntry{{12, "boot-a", 100}, {56, "boot-c", 7}}; !slices.Equal(got, want) {
+		t.Fatalf("parseLedger = %v", got)
+	}
 }

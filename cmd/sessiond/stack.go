@@ -28,6 +28,10 @@ import (
 // StoreFileName is the name of the store file in the data directory.
 const StoreFileName = "sessiond.db"
 
+// ProcessLedgerName is the file in the data directory that lists the
+// process groups of running tool commands (tools.RecordProcesses).
+const ProcessLedgerName = "tool-processes"
+
 // lockTimeout bounds waiting for the store's file lock. bbolt's lock is what
 // keeps two daemons off one data directory; a short wait turns "another
 // sessiond has it" into a prompt error instead of a hang.
@@ -125,6 +129,16 @@ func openStack(cfg Config, log zerolog.Logger, opts stackOptions) (_ *stack, err
 			_ = s.store.Close()
 		}
 	}()
+	// With the data dir to itself (its store is locked), this process
+	// kills what the tool commands of one that died without its graceful
+	// stop left running, before anything runs again.
+	killed, err := tools.RecordProcesses(filepath.Join(cfg.Data, ProcessLedgerName))
+	if err != nil {
+		return nil, err
+	}
+	if killed > 0 {
+		s.log.Warn().Int("groups", killed).Msg("killed the processes tool commands of a previous run left running")
+	}
 
 	ids := messages.NewIDs(nil, nil)
 	s.pending = tools.NewPending(tools.PendingConfig{
