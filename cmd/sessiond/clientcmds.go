@@ -97,14 +97,15 @@ func sessionPath(id, suffix string) string {
 
 var sessionCommand = &command{
 	name:     "session",
-	synopsis: "create --dir D | list | get ID | move ID --dir D",
-	summary:  "create, list, show or move Sessions of a running daemon",
+	synopsis: "create --dir D | list | get ID | move ID --dir D | agent ID AGENT | model ID provider/model",
+	summary:  "create, list, show, move Sessions of a running daemon, or select their agent or model",
 	help: `
 session create makes a Session whose Location is --dir (default the current
 directory) and prints it; with --id it returns the existing Session of that
 ID instead of creating a second one. session list prints every Session,
 session get one. session move gives Session ID the Location --dir and prints
-it. Output is the JSON of the API's data field. Each subcommand lists its
+it. session agent and session model select the agent or model of Session ID
+from its next step on. Output is the JSON of the API's data field. Each subcommand lists its
 flags: sessiond session create --help, sessiond session move --help.
 ` + clientHelp,
 	run: runSession,
@@ -144,7 +145,7 @@ at D, which starts from a complete instruction baseline.` + clientHelp,
 // runSession dispatches session's subcommands.
 func runSession(ctx context.Context, a *app, c *command, args []string) int {
 	if len(args) == 0 {
-		return a.usageError(c, "want a subcommand: create, list, get or move")
+		return a.usageError(c, "want a subcommand: create, list, get, move, agent or model")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help":
@@ -158,8 +159,64 @@ func runSession(ctx context.Context, a *app, c *command, args []string) int {
 		return runSessionGet(ctx, a, sessionGetCommand, args[1:])
 	case "move":
 		return runSessionMove(ctx, a, sessionMoveCommand, args[1:])
+	case "agent":
+		return runSessionAgent(ctx, a, sessionAgentCommand, args[1:])
+	case "model":
+		return runSessionModel(ctx, a, sessionModelCommand, args[1:])
 	}
-	return a.usageError(c, "unknown subcommand %q; want create, list, get or move", args[0])
+	return a.usageError(c, "unknown subcommand %q; want create, list, get, move, agent or model", args[0])
+}
+
+var sessionAgentCommand = &command{
+	name:     "session agent",
+	synopsis: "[flags] ID AGENT",
+	summary:  "select a Session's agent",
+	help: `
+Select AGENT for Session ID from its next step on; running work takes it at
+its next step boundary, with no more steps than the agent allows.` + clientHelp,
+}
+
+var sessionModelCommand = &command{
+	name:     "session model",
+	synopsis: "[flags] ID provider/model",
+	summary:  "select a Session's model",
+	help: `
+Select the model for Session ID from its next step on (a retry waiting
+after a failed attempt included).` + clientHelp,
+}
+
+// sessionSelect parses "ID VALUE" for a selection subcommand.
+func (a *app) sessionSelect(c *command, args []string, what string) (cf clientFlags, id, value string, code int, ok bool) {
+	fs := newFlags(c)
+	cf.register(fs)
+	pos, code, ok := a.parse(c, fs, args)
+	if !ok {
+		return cf, "", "", code, false
+	}
+	if len(pos) != 2 {
+		return cf, "", "", a.usageError(c, "want a Session ID and %s", what), false
+	}
+	return cf, pos[0], pos[1], exitOK, true
+}
+
+func runSessionAgent(ctx context.Context, a *app, c *command, args []string) int {
+	cf, id, agent, code, ok := a.sessionSelect(c, args, "an agent")
+	if !ok {
+		return code
+	}
+	return a.clientCall(ctx, c, cf, http.MethodPost, sessionPath(id, "/agent"), nil, map[string]string{"agent": agent}, "")
+}
+
+func runSessionModel(ctx context.Context, a *app, c *command, args []string) int {
+	cf, id, model, code, ok := a.sessionSelect(c, args, "a model provider/model")
+	if !ok {
+		return code
+	}
+	ref, err := llm.ParseModelRef(model)
+	if err != nil {
+		return a.usageError(c, "%v", err)
+	}
+	return a.clientCall(ctx, c, cf, http.MethodPost, sessionPath(id, "/model"), nil, ref, "")
 }
 
 func runSessionCreate(ctx context.Context, a *app, c *command, args []string) int {
@@ -355,12 +412,22 @@ the last seq printed.
 	run: runHistory,
 }
 
-func runHistory(ctx context.Context, a *app, c *command, args []string) int {
+var runHistory = pagedClient("/history", "events")
+
+// pagedClient runs a command that prints one page of a Session's listing
+// at suffix (what names its items).
+func pagedClient(suffix, what string) func(context.Context, *app, *command, []string) int {
+	return func(ctx context.Context, a *app, c *command, args []string) int {
+		return runPaged(ctx, a, c, args, suffix, what)
+	}
+}
+
+func runPaged(ctx context.Context, a *app, c *command, args []string, suffix, what string) int {
 	fs := newFlags(c)
 	var cf clientFlags
 	cf.register(fs)
-	after := fs.Int64("after", -1, "events with a seq greater than `N` (default from the start)")
-	limit := fs.Int("limit", 0, "at most `N` events, 1 to 100 (default 50)")
+	after := fs.Int64("after", -1, what+" with a seq greater than `N` (default from the start)")
+	limit := fs.Int("limit", 0, "at most `N` "+what+", 1 to 100 (default 50)")
 	pos, code, ok := a.parse(c, fs, args)
 	if !ok {
 		return code
@@ -379,7 +446,7 @@ func runHistory(ctx context.Context, a *app, c *command, args []string) int {
 			q.Set("limit", strconv.Itoa(*limit))
 		}
 	})
-	return a.clientCall(ctx, c, cf, http.MethodGet, sessionPath(pos[0], "/history"), q, nil, "")
+	return a.clientCall(ctx, c, cf, http.MethodGet, sessionPath(pos[0], suffix), q, nil, "")
 }
 
 var activeCommand = &command{
@@ -408,6 +475,55 @@ an idle Session does nothing.
 }
 
 var runInterrupt = plainClient(true, http.MethodPost, func(pos []string) string { return sessionPath(pos[0], "/interrupt") }, "")
+
+var resumeCommand = &command{
+	name:     "resume",
+	synopsis: "[flags] ID",
+	summary:  "run a Session: start its work or join what runs",
+	help: `
+Resume starts a busy period of Session ID, or joins the one running, and
+returns once it started; it does not wait for the work (see wait). An idle
+Session with nothing pending still takes one step. Prompts admitted with
+--resume=false run this way.
+` + clientHelp,
+	run: plainClient(true, http.MethodPost, func(pos []string) string { return sessionPath(pos[0], "/resume") }, ""),
+}
+
+var waitCommand = &command{
+	name:     "wait",
+	synopsis: "[flags] ID",
+	summary:  "wait until a Session is idle",
+	help: `
+Wait returns once Session ID has no work running and no wake in flight.
+` + clientHelp,
+	run: plainClient(true, http.MethodPost, func(pos []string) string { return sessionPath(pos[0], "/wait") }, ""),
+}
+
+var compactCommand = &command{
+	name:     "compact",
+	synopsis: "[flags] ID",
+	summary:  "ask for a manual compaction of a Session",
+	help: `
+Compact admits a manual compaction of Session ID (reusing one still
+pending) and wakes it. The compaction runs once the work in flight is done,
+before any prompt admitted after it; follow the log for
+session.compaction.ended.1 or session.compaction.failed.1.
+` + clientHelp,
+	run: plainClient(true, http.MethodPost, func(pos []string) string { return sessionPath(pos[0], "/compact") }, ""),
+}
+
+var messagesCommand = &command{
+	name:     "messages",
+	synopsis: "[flags] ID",
+	summary:  "print one page of a Session's messages",
+	help: `
+Messages prints one page of Session ID's projected messages (user, system,
+assistant with its parts, compaction rows) whose source seq is greater than
+--after: {"data": [message…], "hasMore": bool}. Page on with --after set to
+the last message's seq.
+` + clientHelp,
+	run: pagedClient("/message", "messages"),
+}
 
 var permissionsCommand = &command{
 	name:     "permissions",

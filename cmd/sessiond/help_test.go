@@ -38,6 +38,12 @@ func TestHelp(t *testing.T) {
 		"session list":   {"--addr HOST:PORT"},
 		"session get":    {"Usage: sessiond session get [flags] ID"},
 		"session move":   {"Usage: sessiond session move [flags] ID --dir D", "superseded"},
+		"session agent":  {"Usage: sessiond session agent [flags] ID AGENT", "next step"},
+		"session model":  {"Usage: sessiond session model [flags] ID provider/model", "retry"},
+		"messages":       {"--after N", "--limit N", "compaction rows"},
+		"resume":         {"does not wait", "--resume=false"},
+		"wait":           {"no wake in flight"},
+		"compact":        {"session.compaction.ended.1"},
 		"prompt":         {"--id ID", "--delivery MODE", "--no-resume"},
 		"log":            {"--after N", "--follow", "Last-Event-ID"},
 		"history":        {"--after N", "--limit N"},
@@ -66,8 +72,8 @@ func TestHelp(t *testing.T) {
 			}
 		}
 	}
-	if len(cases) != len(commands)+4 {
-		t.Errorf("%d help cases for %d commands (+4 session subcommands)", len(cases), len(commands))
+	if len(cases) != len(commands)+6 {
+		t.Errorf("%d help cases for %d commands (+6 session subcommands)", len(cases), len(commands))
 	}
 
 	// help CMD is CMD --help; -h works too.
@@ -94,7 +100,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"serve", "--nope"}, "flag provided but not defined: -nope"},
 		{[]string{"serve", "extra"}, `unexpected argument "extra"`},
-		{[]string{"session"}, "want a subcommand: create, list, get or move"},
+		{[]string{"session"}, "want a subcommand: create, list, get, move, agent or model"},
+		{[]string{"session", "agent", "ses_1"}, "want a Session ID and an agent"},
+		{[]string{"session", "model", "ses_1", "gpt"}, `invalid: model "gpt": want provider/model`},
+		{[]string{"compact"}, "want exactly one Session ID"},
+		{[]string{"messages", "--limit", "x", "ses_1"}, `invalid value "x" for flag -limit`},
 		{[]string{"session", "move", "ses_1"}, "--dir is required"},
 		{[]string{"session", "move", "--dir", "/tmp"}, "want a Session ID"},
 		{[]string{"session", "move", "ses_1", "ses_2", "--dir", "/tmp"}, `unexpected argument "ses_2"`},

@@ -181,8 +181,12 @@ var commands = []*command{
 	promptCommand,
 	logCommand,
 	historyCommand,
+	messagesCommand,
 	activeCommand,
+	resumeCommand,
+	waitCommand,
 	interruptCommand,
+	compactCommand,
 	permissionsCommand,
 	replyCommand,
 }

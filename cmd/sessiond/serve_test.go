@@ -322,3 +322,44 @@ func TestServeAppliesTheConfiguration(t *testing.T) {
 		}
 	}
 }
+
+// TestClientCommandsForSelectionAndCompaction drives the commands over the
+// routes the first client commands left to curl: a prompt admitted
+// without a wake runs on resume, wait returns once it is done, messages
+// pages the transcript, session model and session agent select, and
+// compact summarizes.
+func TestClientCommandsForSelectionAndCompaction(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "s.json", `{"default": {"steps": [{"text": "## Objective\nanswered"}, {"finish": "stop"}]}}`)
+	config := writeFile(t, dir, "sessiond.json", `{"providers": {"s": {"type": "script", "file": "s.json"}}, "model": "s/any",
+		"agents": {"plan": {"steps": 3}}}`)
+	srv, addr := serveDaemon(t, testEnv(t, "SESSIOND_DATA", t.TempDir()), "--config", config)
+	defer srv.stop()
+	client := testEnv(t, "SESSIOND_ADDR", addr)
+	sid := string(decode[persistence.Session](t, ok(t, client, "session", "create", "--dir", t.TempDir())).ID)
+
+	ok(t, client, "prompt", sid, "hello", "--no-resume")
+	ok(t, client, "resume", sid)
+	ok(t, client, "wait", sid)
+	page := decode[struct {
+		Data []persistence.Message `json:"data"`
+	}](t, ok(t, client, "messages", sid, "--limit", "10"))
+	if len(page.Data) != 2 || page.Data[0].Role != persistence.RoleUser || page.Data[1].Role != persistence.RoleAssistant {
+		t.Fatalf("messages %+v", page.Data)
+	}
+
+	ok(t, client, "session", "model", sid, "s/other")
+	ok(t, client, "session", "agent", sid, "plan")
+	if got := decode[persistence.Session](t, ok(t, client, "session", "get", sid)); got.Model.ID != "other" || got.Agent != "plan" {
+		t.Fatalf("after selection: %+v", got)
+	}
+	if r := sessiond(t, client, nil, "session", "agent", sid, "nope"); r.code != 1 || !strings.Contains(r.stderr, "(HTTP 400)") {
+		t.Fatalf("unknown agent: exit %d\n%s", r.code, r.stderr)
+	}
+
+	ok(t, client, "compact", sid)
+	ok(t, client, "wait", sid)
+	if h := ok(t, client, "history", sid, "--limit", "100"); !strings.Contains(h, messages.TypeCompactionEnded) {
+		t.Fatalf("no compaction in %s", h)
+	}
+}
