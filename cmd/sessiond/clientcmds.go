@@ -476,6 +476,44 @@ an idle Session does nothing.
 
 var runInterrupt = plainClient(true, http.MethodPost, func(pos []string) string { return sessionPath(pos[0], "/interrupt") }, "")
 
+var instructionCommand = &command{
+	name:     "instruction",
+	synopsis: "[flags] list ID | set ID KEY \"text\" | delete ID KEY",
+	summary:  "list, set or delete a Session's instruction entries",
+	help: `
+Instruction entries are the last instruction source of a Session: a change
+is observed at its next step boundary and reaches the log as
+session.instructions.updated.1. instruction list prints them as
+{"<key>": "<text>"}; instruction set gives KEY (1 to 200 characters) the
+text; instruction delete removes KEY (not-found when there is none).
+` + clientHelp,
+	run: runInstruction,
+}
+
+func runInstruction(ctx context.Context, a *app, c *command, args []string) int {
+	fs := newFlags(c)
+	var cf clientFlags
+	cf.register(fs)
+	pos, code, ok := a.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	want := map[string]int{"list": 2, "set": 4, "delete": 3}
+	if len(pos) == 0 || want[pos[0]] == 0 {
+		return a.usageError(c, "want a subcommand: list, set or delete")
+	}
+	if len(pos) != want[pos[0]] {
+		return a.usageError(c, "usage: %s %s", c.name, map[string]string{"list": "list ID", "set": `set ID KEY "text"`, "delete": "delete ID KEY"}[pos[0]])
+	}
+	switch pos[0] {
+	case "set":
+		return a.clientCall(ctx, c, cf, http.MethodPut, sessionPath(pos[1], "/instruction/"+url.PathEscape(pos[2])), nil, map[string]string{"text": pos[3]}, "")
+	case "delete":
+		return a.clientCall(ctx, c, cf, http.MethodDelete, sessionPath(pos[1], "/instruction/"+url.PathEscape(pos[2])), nil, nil, "")
+	}
+	return a.clientCall(ctx, c, cf, http.MethodGet, sessionPath(pos[1], "/instruction"), nil, nil, "data")
+}
+
 var resumeCommand = &command{
 	name:     "resume",
 	synopsis: "[flags] ID",

@@ -187,6 +187,7 @@ var commands = []*command{
 	waitCommand,
 	interruptCommand,
 	compactCommand,
+	instructionCommand,
 	permissionsCommand,
 	replyCommand,
 }

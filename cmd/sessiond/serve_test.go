@@ -357,6 +357,15 @@ func TestClientCommandsForSelectionAndCompaction(t *testing.T) {
 		t.Fatalf("unknown agent: exit %d\n%s", r.code, r.stderr)
 	}
 
+	ok(t, client, "instruction", "set", sid, "style", "Answer briefly.")
+	if got := decode[map[string]string](t, ok(t, client, "instruction", "list", sid)); got["style"] != "Answer briefly." || len(got) != 1 {
+		t.Fatalf("instructions %v", got)
+	}
+	ok(t, client, "instruction", "delete", sid, "style")
+	if r := sessiond(t, client, nil, "instruction", "delete", sid, "style"); r.code != 1 || !strings.Contains(r.stderr, "(HTTP 404)") {
+		t.Fatalf("deleting a missing entry: exit %d\n%s", r.code, r.stderr)
+	}
+
 	ok(t, client, "compact", sid)
 	ok(t, client, "wait", sid)
 	if h := ok(t, client, "history", sid, "--limit", "100"); !strings.Contains(h, messages.TypeCompactionEnded) {
