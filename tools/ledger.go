@@ -21,7 +21,8 @@ import (
 // finds them: every running command's process group is written to a file,
 // with what identifies it (the boot, and the start time of the shell that
 // leads it), and RecordProcesses kills the groups the previous process
-// left there before recording its own.
+// left there before recording its own: those whose shell is gone, which a
+// live process's command never is.
 //
 // The file is written on every start and end of a command, without
 // fdatasync: it must outlive the process, not the machine, whose restart
@@ -139,14 +140,15 @@ func parseLedger(b []byte) []ledgerEntry {
 	return out
 }
 
-// leftOver reports whether e's group still has processes that are the
-// recorded command's: its leader still runs with the recorded start time,
-// or the leader is gone (killed with the previous process) and members of
-// the group started no earlier than it remain. A group whose leader runs
-// with another start time took a reused ID, and is someone else's.
+// leftOver reports whether e's group is what a dead process's command
+// left: its leader (the shell, which dies with the process that started
+// it) is gone or a zombie, and members of the group started no earlier
+// than it remain. A group whose leader runs is never one: it is a command
+// of a live process (another sessiond, or another runtime of this one,
+// recorded here), or a reused ID.
 func (e ledgerEntry) leftOver() bool {
-	if start, ok := startTime(e.pgid); ok {
-		return start == e.start
+	if state, _, _, ok := procStat(e.pgid); ok && state != 'Z' && state != 'X' {
+		return false
 	}
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
@@ -157,7 +159,7 @@ func (e ledgerEntry) leftOver() bool {
 		if err != nil {
 			continue
 		}
-		if pgrp, start, ok := procStat(pid); ok && pgrp == e.pgid && start >= e.start {
+		if state, pgrp, start, ok := procStat(pid); ok && pgrp == e.pgid && start >= e.start && state != 'Z' && state != 'X' {
 			return true
 		}
 	}
@@ -174,31 +176,32 @@ func bootID() (string, bool) {
 // startTime returns the start time of process pid, in clock ticks after
 // boot.
 func startTime(pid int) (uint64, bool) {
-	_, start, ok := procStat(pid)
+	_, _, start, ok := procStat(pid)
 	return start, ok
 }
 
-// procStat returns the process group and start time of process pid from
-// /proc/<pid>/stat (fields 5 and 22, counted after the command name, which
-// is in parentheses and may itself hold spaces and parentheses).
-func procStat(pid int) (pgrp int, start uint64, ok bool) {
+// procStat returns the state, process group and start time of process
+// pid from /proc/<pid>/stat (fields 3, 5 and 22, counted after the command
+// name, which is in parentheses and may itself hold spaces and
+// parentheses).
+func procStat(pid int) (state byte, pgrp int, start uint64, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	f := strings.Fields(string(b[i+1:]))
 	// f[0] is field 3 (state): field n is f[n-3].
-	if len(f) < 20 {
-		return 0, 0, false
+	if len(f) < 20 || len(f[0]) != 1 {
+		return 0, 0, 0, false
 	}
 	pg, err1 := strconv.Atoi(f[2])
 	st, err2 := strconv.ParseUint(f[19], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
-	return pg, st, true
+	return f[0][0], pg, st, true
 }

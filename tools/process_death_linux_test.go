@@ -112,7 +112,7 @@ func TestLedgerChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = runProcess(context.Background(), procSpec{shell: "/bin/sh", dir: dir, timeout: time.Minute, maxOut: 1 << 10,
-		command: `sleep 60 & echo $! > pid.tmp && mv pid.tmp pid; wait`})
+		command: `echo $$ > shell; sleep 60 & echo $! > pid.tmp && mv pid.tmp pid; wait`})
 }
 
 // TestRestartKillsWhatToolsLeft: a process killed with SIGKILL while a
@@ -141,6 +141,15 @@ func TestRestartKillsWhatToolsLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	shell, err := os.ReadFile(filepath.Join(dir, "shell"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shellPID, err := strconv.Atoi(string(bytes.TrimSpace(shell)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the shell to die with its parent", func() bool { return exited(shellPID) })
 	if exited(pid) {
 		t.Fatal("the shell's sleep died with the process: nothing left to test")
 	}
@@ -155,17 +164,17 @@ func TestRestartKillsWhatToolsLeft(t *testing.T) {
 	}
 }
 
-// TestLedgerIgnoresReusedGroupIDs: a group whose leader runs with another
-// start time than recorded took a reused ID and is left alone; one from
-// another boot too.
-func TestLedgerIgnoresReusedGroupIDs(t *testing.T) {
+// TestLedgerLeavesLiveCommandsAlone: a group whose leader runs is a live
+// process's command (or a reused ID), never a leftover, whatever the
+// ledger says; lines that do not parse are skipped.
+func TestLedgerLeavesLiveCommandsAlone(t *testing.T) {
 	self := os.Getpid()
 	start, ok := startTime(self)
 	if !ok {
 		t.Fatal("no start time of this process")
 	}
-	if !(ledgerEntry{pgid: self, start: start}).leftOver() || (ledgerEntry{pgid: self, start: start + 1}).leftOver() {
-		t.Fatal("leftOver does not tell the recorded leader from another")
+	if (ledgerEntry{pgid: self, start: start}).leftOver() || (ledgerEntry{pgid: self, start: start + 1}).leftOver() {
+		t.Fatal("a group whose leader runs counted as left over")
 	}
 	got := parseLedger([]byte("12 boot-a 100\nnot a line\n1 boot-a 5\n34 boot-b x\n56 boot-c 7\n"))
 	if want := []ledgerEntry{{12, "boot-a", 100}, {56, "boot-c", 7}}; !slices.Equal(got, want) {
