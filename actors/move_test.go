@@ -996,3 +996,31 @@ func TestMoveContinuesAManualCompaction(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestMoveContinuesAToolLoopAfterAWaitingCompaction: a move that supersedes
+// a tool loop while a manual compaction waits for it carries the run: at
+// the new Location the compaction runs, then the loop goes on (a version
+// that ended the run after the compaction dropped it).
+func TestMoveContinuesAToolLoopAfterAWaitingCompaction(t *testing.T) {
+	h := actortest.New(t)
+	started := make(chan string, 1)
+	h.Tools.Add("slow", blocking(started, make(chan struct{})))
+	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	h.Model.Reply(script.Text("## Objective\nsummary"))
+	h.Model.Reply(script.Text("continued at the new place"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	<-started
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	got := typesAfter(h, sid, "session.moved")
+	if h.Model.Count() != 3 || !slices.Contains(got, "session.compaction.ended") || got[len(got)-2] != "session.step.ended" {
+		t.Fatalf("after the move: %v (%d model requests)", got, h.Model.Count())
+	}
+	h.CheckReplay()
+}

@@ -320,10 +320,6 @@ func (r *runner) drain(ctx context.Context, force bool) error {
 			if _, err := r.compact(ctx, sess, agent, messages.CompactionManual, barrier.ID); err != nil {
 				return err
 			}
-			// A forced run that found a compaction to do has done its
-			// work: no step follows without input (after a move, the
-			// compaction is what went on at the new Location).
-			force = false
 			continue
 		}
 		promoted := 0

@@ -56,6 +56,9 @@ type pendingMove struct {
 	// of the superseded busy period, and its work, go on at the new
 	// Location.
 	wake, run bool
+	// forced: a run (resume) was coalesced into the superseded busy
+	// period, which the move carries as asked.
+	forced bool
 	// waits are the Wait callers of the superseded busy period, routed
 	// after wake and run.
 	waits []*actor.PID
@@ -85,7 +88,12 @@ type (
 	// drainNext asks whether to run a coalesced follow-up drain.
 	drainNext struct{ reply chan bool }
 	// drainDone reports that the busy period's terminal event is committed.
-	drainDone struct{ pid *actor.PID }
+	drainDone struct {
+		pid *actor.PID
+		// compactionMoved: a move interrupted the busy period in a manual
+		// compaction, which it admitted again (errCompactionMoved).
+		compactionMoved bool
+	}
 )
 
 // interruptReason is the cancellation cause carrying the reason.
@@ -199,6 +207,7 @@ func (s *session) Receive(ctx actor.Context) {
 		running := s.c.phase == phaseRunning && s.c.interrupting == ""
 		s.move.wake = s.c.followUp || s.c.restart
 		s.move.run = running || s.c.restartForce
+		s.move.forced = s.c.restartForce
 		s.apply(ctx, s.c.interrupt(messages.ReasonSuperseded))
 	case *messages.Wait:
 		s.received++
@@ -222,6 +231,12 @@ func (s *session) Receive(ctx actor.Context) {
 			// The waits are answered where the Session goes on, after the
 			// work the move carries there: not as idle here, now.
 			s.move.waits, s.waitWaiters = s.waitWaiters, nil
+			if msg.compactionMoved && s.move.run && !s.move.forced {
+				// What went on was a compaction, admitted again: a wake
+				// runs it there. A forced run would also take a step with
+				// no input after it.
+				s.move.run, s.move.wake = false, true
+			}
 		}
 		s.apply(ctx, s.c.done())
 		if s.move != nil && !s.c.busy() && !s.stopping {
