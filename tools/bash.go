@@ -34,6 +34,10 @@ type BashConfig struct {
 	Env []string
 	// Home expands "~" for advisory warnings. Empty means $HOME.
 	Home string
+	// Ledger records the process groups of running commands, so that the
+	// next process kills what they leave if this one dies (see
+	// OpenProcessLedger). Nil records nothing.
+	Ledger *ProcessLedger
 }
 
 // DefaultBashConfig returns the defaults: a 2 minute timeout, at most 10
@@ -181,7 +185,8 @@ func (b *basher) run(ctx context.Context, call *CallContext, in BashInput) (Resu
 	if env == nil {
 		env = os.Environ()
 	}
-	res, err := runProcess(ctx, procSpec{shell: b.cfg.Shell, command: in.Command, dir: dir, env: env, timeout: timeout, maxOut: b.cfg.MaxOutputBytes})
+	res, err := runProcess(ctx, procSpec{shell: b.cfg.Shell, command: in.Command, dir: dir, env: env, timeout: timeout, maxOut: b.cfg.MaxOutputBytes,
+		ledger: b.cfg.Ledger})
 	if err != nil {
 		if ctx.Err() != nil {
 			return Result{}, messages.Errorf(messages.ErrAborted, "bash: the command was cancelled")

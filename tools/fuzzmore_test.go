@@ -119,14 +119,14 @@ func FuzzShowName(f *testing.F) {
 // panics, and every entry it keeps names a group other than init's and
 // writes back as the line it came from (fields separated by one space).
 func FuzzParseLedger(f *testing.F) {
-	f.Add([]byte("12 3f1c-boot 100\n"))
-	f.Add([]byte("1 b 2\n-5 b 2\n7 b -1\n\n8  b  9"))
+	f.Add([]byte("12 3f1c-boot 100 a1b2\n"))
+	f.Add([]byte("1 b 2 t\n-5 b 2 t\n7 b -1 t\n\n8  b  9  t"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, e := range parseLedger(b) {
-			if e.pgid <= 1 || e.boot == "" || strings.ContainsAny(e.boot, " \t\n") {
+			if e.pgid <= 1 || e.boot == "" || e.token == "" || strings.ContainsAny(e.boot+e.token, " \t\n") {
 				t.Fatalf("entry %+v from %q", e, b)
 			}
-			line := fmt.Sprintf("%d %s %d\n", e.pgid, e.boot, e.start)
+			line := fmt.Sprintf("%d %s %d %s\n", e.pgid, e.boot, e.start, e.token)
 			if again := parseLedger([]byte(line)); len(again) != 1 || again[0] != e {
 				t.Fatalf("%+v does not round-trip: %q -> %+v", e, line, again)
 			}

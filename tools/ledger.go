@@ -3,6 +3,8 @@ package tools
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"os"
@@ -19,8 +21,8 @@ import (
 // make recipe keeps running, out of any record, after the restarted daemon
 // has settled the call as interrupted. The ledger is how the next process
 // finds them: every running command's process group is written to a file,
-// with what identifies it (the boot, and the start time of the shell that
-// leads it), and RecordProcesses kills the groups the previous process
+// with what identifies it (the boot, the start time of the shell that
+// leads it, a token in its processes' environment), and OpenProcessLedger kills the groups the previous process
 // left there before recording its own: those whose shell is gone, which a
 // live process's command never is.
 //
@@ -29,56 +31,51 @@ import (
 // ends every process anyway (and changes the boot ID, so the records of an
 // earlier boot are ignored).
 
-// ledger is the process ledger in use, or nil.
-var ledger struct {
+// ProcessLedger records the process groups of the commands a bash tool
+// runs in a file (see above). It is safe for concurrent use; a nil ledger
+// records nothing.
+type ProcessLedger struct {
 	mu   sync.Mutex
 	path string
 	live map[int]ledgerEntry // by process group ID
 }
 
-// ledgerEntry identifies a process group of a running command.
-type ledgerEntry struct {
-	pgid  int
-	boot  string // /proc/sys/kernel/random/boot_id
-	start uint64 // the leader's start time, clock ticks after boot
-}
-
-// RecordProcesses kills the process groups a previous process recorded in
-// the file at path and left running (see above), then records the groups
-// of the commands this process runs there from now on. It returns how many
-// groups it killed. Where processes cannot be identified (no /proc), it
-// records nothing and kills nothing.
-func RecordProcesses(path string) (killed int, err error) {
+// OpenProcessLedger kills the process groups a previous process recorded
+// in the file at path and left running (see above), then returns a ledger
+// that records there from now on, and how many groups it killed. Where
+// processes cannot be identified (no /proc), it returns a nil ledger, which
+// records nothing. Only one process may use a path at a time (sessiond
+// keeps it in its locked data directory).
+func OpenProcessLedger(path string) (l *ProcessLedger, killed int, err error) {
 	boot, ok := bootID()
 	if !ok {
-		return 0, nil
+		return nil, 0, nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {
-		return 0, fmt.Errorf("tools: read process ledger: %w", err)
+		return nil, 0, fmt.Errorf("tools: read process ledger: %w", err)
 	}
 	for _, e := range parseLedger(b) {
 		if e.boot == boot && e.leftOver() {
+			// Only the command's own processes are left in its group
+			// (leftOver); the group's ID is what reaches them all.
 			_ = syscall.Kill(-e.pgid, syscall.SIGKILL)
 			killed++
 		}
 	}
-	ledger.mu.Lock()
-	defer ledger.mu.Unlock()
-	ledger.path, ledger.live = path, map[int]ledgerEntry{}
-	if err := writeLedgerLocked(); err != nil {
-		ledger.path = ""
-		return killed, err
+	l = &ProcessLedger{path: path, live: map[int]ledgerEntry{}}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writeLocked(); err != nil {
+		return nil, killed, err
 	}
-	return killed, nil
+	return l, killed, nil
 }
 
-// recordProcess adds the group led by pid (a command's shell) to the
-// ledger; forgetProcess removes it once the command is over.
-func recordProcess(pid int) {
-	ledger.mu.Lock()
-	defer ledger.mu.Unlock()
-	if ledger.path == "" {
+// record adds the group led by pid (a command's shell), whose processes
+// carry token, to the ledger; forget removes it once the command is over.
+func (l *ProcessLedger) record(pid int, token string) {
+	if l == nil {
 		return
 	}
 	boot, ok := bootID()
@@ -86,35 +83,68 @@ func recordProcess(pid int) {
 	if !ok || !ok2 {
 		return
 	}
-	ledger.live[pid] = ledgerEntry{pgid: pid, boot: boot, start: start}
-	_ = writeLedgerLocked() // best effort: a command is not refused over it
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.live[pid] = ledgerEntry{pgid: pid, boot: boot, start: start, token: token}
+	_ = l.writeLocked() // best effort: a command is not refused over it
 }
 
-func forgetProcess(pid int) {
-	ledger.mu.Lock()
-	defer ledger.mu.Unlock()
-	if ledger.path == "" {
+func (l *ProcessLedger) forget(pid int) {
+	if l == nil {
 		return
 	}
-	if _, ok := ledger.live[pid]; ok {
-		delete(ledger.live, pid)
-		_ = writeLedgerLocked()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.live[pid]; ok {
+		delete(l.live, pid)
+		_ = l.writeLocked()
 	}
 }
 
-// writeLedgerLocked replaces the file with the live entries (through a
-// temporary file and a rename, so a reader never sees half of it).
-func writeLedgerLocked() error {
-	var b bytes.Buffer
-	for _, pgid := range slices.Sorted(maps.Keys(ledger.live)) {
-		e := ledger.live[pgid]
-		fmt.Fprintf(&b, "%d %s %d\n", e.pgid, e.boot, e.start)
+// ledgerEntry identifies a process group of a running command.
+type ledgerEntry struct {
+	pgid  int
+	boot  string // /proc/sys/kernel/random/boot_id
+	start uint64 // the leader's start time, clock ticks after boot
+	// token is the command's run token (runTokenVar in the environment
+	// of every process it starts): a process that lacks it is not the
+	// command's, whatever its group ID.
+	token string
+}
+
+// runTokenVar is the environment variable that marks the processes of one
+// tool command.
+const runTokenVar = "SESSIOND_TOOL_RUN"
+
+// newRunToken returns a fresh run token.
+func newRunToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand does not fail on Linux
+	return hex.EncodeToString(b[:])
+}
+
+// withRunToken returns env (the process's own environment when nil, as
+// exec has it) with the run token set.
+func withRunToken(env []string, token string) []string {
+	if env == nil {
+		env = os.Environ()
 	}
-	tmp := ledger.path + ".tmp"
+	return append(slices.Clip(env), runTokenVar+"="+token)
+}
+
+// writeLocked replaces the file with the live entries (through a
+// temporary file and a rename, so a reader never sees half of it).
+func (l *ProcessLedger) writeLocked() error {
+	var b bytes.Buffer
+	for _, pgid := range slices.Sorted(maps.Keys(l.live)) {
+		e := l.live[pgid]
+		fmt.Fprintf(&b, "%d %s %d %s\n", e.pgid, e.boot, e.start, e.token)
+	}
+	tmp := l.path + ".tmp"
 	if err := os.WriteFile(tmp, b.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("tools: write process ledger: %w", err)
 	}
-	if err := os.Rename(tmp, ledger.path); err != nil {
+	if err := os.Rename(tmp, l.path); err != nil {
 		return fmt.Errorf("tools: write process ledger: %w", err)
 	}
 	return nil
@@ -127,7 +157,7 @@ func parseLedger(b []byte) []ledgerEntry {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) != 3 {
+		if len(f) != 4 {
 			continue
 		}
 		pgid, err1 := strconv.Atoi(f[0])
@@ -135,17 +165,18 @@ func parseLedger(b []byte) []ledgerEntry {
 		if err1 != nil || err2 != nil || pgid <= 1 {
 			continue
 		}
-		out = append(out, ledgerEntry{pgid: pgid, boot: f[1], start: start})
+		out = append(out, ledgerEntry{pgid: pgid, boot: f[1], start: start, token: f[3]})
 	}
 	return out
 }
 
 // leftOver reports whether e's group is what a dead process's command
 // left: its leader (the shell, which dies with the process that started
-// it) is gone or a zombie, and members of the group started no earlier
-// than it remain. A group whose leader runs is never one: it is a command
-// of a live process (another sessiond, or another runtime of this one,
-// recorded here), or a reused ID.
+// it) is gone or a zombie, and members of the group that carry the
+// command's run token remain, and nothing else does (a group ID reused by
+// another program's group is left alone). A group whose leader runs is
+// never one: it is a command of a live process (another sessiond, or
+// another runtime of this one, recorded here).
 func (e ledgerEntry) leftOver() bool {
 	if state, _, _, ok := procStat(e.pgid); ok && state != 'Z' && state != 'X' {
 		return false
@@ -154,12 +185,33 @@ func (e ledgerEntry) leftOver() bool {
 	if err != nil {
 		return false
 	}
+	ours := false
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
 			continue
 		}
-		if state, pgrp, start, ok := procStat(pid); ok && pgrp == e.pgid && start >= e.start && state != 'Z' && state != 'X' {
+		state, pgrp, start, ok := procStat(pid)
+		if !ok || pgrp != e.pgid || state == 'Z' || state == 'X' {
+			continue
+		}
+		if start < e.start || !hasRunToken(pid, e.token) {
+			return false // someone else's process in the group
+		}
+		ours = true
+	}
+	return ours
+}
+
+// hasRunToken reports whether process pid's environment holds token.
+func hasRunToken(pid int, token string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil || token == "" {
+		return false
+	}
+	want := []byte(runTokenVar + "=" + token)
+	for v := range bytes.SplitSeq(b, []byte{0}) {
+		if bytes.Equal(v, want) {
 			return true
 		}
 	}

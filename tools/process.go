@@ -45,6 +45,7 @@ type procSpec struct {
 	env     []string
 	timeout time.Duration
 	maxOut  int
+	ledger  *ProcessLedger // nil: not recorded
 }
 
 // runProcess runs spec.command with spec.shell -c in its own process group,
@@ -61,7 +62,8 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 	}
 	cmd := exec.Command(spec.shell, "-c", spec.command)
 	cmd.Dir = spec.dir
-	cmd.Env = spec.env
+	token := newRunToken()
+	cmd.Env = withRunToken(spec.env, token)
 	cmd.Stdout = pw // an *os.File: the child writes to it directly, exec starts no copier
 	cmd.Stderr = pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -88,8 +90,8 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 	pgid := cmd.Process.Pid
 	liveGroups.Store(pgid, struct{}{})
 	defer liveGroups.Delete(pgid)
-	recordProcess(pgid)
-	defer forgetProcess(pgid)
+	spec.ledger.record(pgid, token)
+	defer spec.ledger.forget(pgid)
 
 	var wg sync.WaitGroup
 	wg.Go(func() {

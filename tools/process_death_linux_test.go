@@ -3,11 +3,13 @@ package tools
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -108,10 +110,11 @@ func TestLedgerChild(t *testing.T) {
 	if dir == "" {
 		return
 	}
-	if _, err := RecordProcesses(filepath.Join(dir, "ledger")); err != nil {
-		t.Fatal(err)
+	l, _, err := OpenProcessLedger(filepath.Join(dir, "ledger"))
+	if err != nil || l == nil {
+		t.Fatalf("ledger %v: %v", l, err)
 	}
-	_, _ = runProcess(context.Background(), procSpec{shell: "/bin/sh", dir: dir, timeout: time.Minute, maxOut: 1 << 10,
+	_, _ = runProcess(context.Background(), procSpec{shell: "/bin/sh", dir: dir, timeout: time.Minute, maxOut: 1 << 10, ledger: l,
 		command: `echo $$ > shell; sleep 60 & echo $! > pid.tmp && mv pid.tmp pid; wait`})
 }
 
@@ -120,7 +123,6 @@ func TestLedgerChild(t *testing.T) {
 // started; the next process to record in the same ledger kills that
 // before anything runs again.
 func TestRestartKillsWhatToolsLeft(t *testing.T) {
-	t.Cleanup(func() { ledger.mu.Lock(); ledger.path = ""; ledger.mu.Unlock() })
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLedgerChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), ledgerChildEnv+"="+dir)
@@ -153,14 +155,80 @@ func TestRestartKillsWhatToolsLeft(t *testing.T) {
 	if exited(pid) {
 		t.Fatal("the shell's sleep died with the process: nothing left to test")
 	}
-	killed, err := RecordProcesses(filepath.Join(dir, "ledger"))
+	_, killed, err := OpenProcessLedger(filepath.Join(dir, "ledger"))
 	if err != nil || killed != 1 {
-		t.Fatalf("RecordProcesses killed %d groups: %v", killed, err)
+		t.Fatalf("OpenProcessLedger killed %d groups: %v", killed, err)
 	}
 	eventually(t, 10*time.Second, "the sleep to die", func() bool { return exited(pid) })
 	// The ledger starts over: the next process finds nothing to kill.
-	if killed, err := RecordProcesses(filepath.Join(dir, "ledger")); err != nil || killed != 0 {
+	if _, killed, err := OpenProcessLedger(filepath.Join(dir, "ledger")); err != nil || killed != 0 {
 		t.Fatalf("second sweep killed %d: %v", killed, err)
+	}
+}
+
+// TestLedgerLeavesAReusedGroupAlone: a ledger entry whose group ID the
+// kernel has since given to another program's group (its leader gone, its
+// members running: a daemon that forked away) is left alone, since its
+// processes lack the command's run token.
+func TestLedgerLeavesAReusedGroupAlone(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $! ; exit 0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	boot, _ := bootID()
+	self, _ := startTime(os.Getpid())
+	path := filepath.Join(t.TempDir(), "ledger")
+	if err := os.WriteFile(path, fmt.Appendf(nil, "%d %s %d %s\n", pgid, boot, self, newRunToken()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, killed, err := OpenProcessLedger(path); err != nil || killed != 0 || exited(child) {
+		t.Fatalf("the sweep killed %d group(s) (%v); the other program's process exited: %v", killed, err, exited(child))
+	}
+}
+
+// TestLedgersOfTwoRuntimes: two ledgers in one process (two runtimes on
+// two data directories) each record their own commands, and each command
+// leaves its ledger when it ends.
+func TestLedgersOfTwoRuntimes(t *testing.T) {
+	dir := t.TempDir()
+	a, _, err := OpenProcessLedger(filepath.Join(dir, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := OpenProcessLedger(filepath.Join(dir, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := func(l *ProcessLedger, name string) (done chan struct{}) {
+		done = make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = runProcess(context.Background(), procSpec{shell: "/bin/sh", dir: dir, timeout: time.Minute, maxOut: 1 << 10, ledger: l,
+				command: "touch " + name + "; sleep 0.2"})
+		}()
+		eventually(t, 10*time.Second, name+" to start", func() bool { _, err := os.Stat(filepath.Join(dir, name)); return err == nil })
+		return done
+	}
+	lines := func(name string) int {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return len(parseLedger(b))
+	}
+	doneA, doneB := started(a, "runA"), started(b, "runB")
+	if lines("a") != 1 || lines("b") != 1 {
+		t.Fatalf("while running: a lists %d, b lists %d", lines("a"), lines("b"))
+	}
+	<-doneA
+	<-doneB
+	if lines("a") != 0 || lines("b") != 0 {
+		t.Fatalf("after: a lists %d, b lists %d", lines("a"), lines("b"))
 	}
 }
 
@@ -176,8 +244,8 @@ func TestLedgerLeavesLiveCommandsAlone(t *testing.T) {
 	if (ledgerEntry{pgid: self, start: start}).leftOver() || (ledgerEntry{pgid: self, start: start + 1}).leftOver() {
 		t.Fatal("a group whose leader runs counted as left over")
 	}
-	got := parseLedger([]byte("12 boot-a 100\nnot a line\n1 boot-a 5\n34 boot-b x\n56 boot-c 7\n"))
-	if want := []ledgerEntry{{12, "boot-a", 100}, {56, "boot-c", 7}}; !slices.Equal(got, want) {
+	got := parseLedger([]byte("12 boot-a 100 t1\nnot a line\n1 boot-a 5 t2\n34 boot-b x t3\n56 boot-c 7 t4\n78 boot-d 9\n"))
+	if want := []ledgerEntry{{12, "boot-a", 100, "t1"}, {56, "boot-c", 7, "t4"}}; !slices.Equal(got, want) {
 		t.Fatalf("parseLedger = %v", got)
 	}
 }

@@ -29,7 +29,7 @@ import (
 const StoreFileName = "sessiond.db"
 
 // ProcessLedgerName is the file in the data directory that lists the
-// process groups of running tool commands (tools.RecordProcesses).
+// process groups of running tool commands (tools.OpenProcessLedger).
 const ProcessLedgerName = "tool-processes"
 
 // lockTimeout bounds waiting for the store's file lock. bbolt's lock is what
@@ -132,7 +132,7 @@ func openStack(cfg Config, log zerolog.Logger, opts stackOptions) (_ *stack, err
 	// With the data dir to itself (its store is locked), this process
 	// kills what the tool commands of one that died without its graceful
 	// stop left running, before anything runs again.
-	killed, err := tools.RecordProcesses(filepath.Join(cfg.Data, ProcessLedgerName))
+	ledger, killed, err := tools.OpenProcessLedger(filepath.Join(cfg.Data, ProcessLedgerName))
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +146,8 @@ func openStack(cfg Config, log zerolog.Logger, opts stackOptions) (_ *stack, err
 		OnReplied: func(p *messages.PermissionReplied) { s.publishLive(ids, p) },
 	})
 
+	bash := tools.DefaultBashConfig()
+	bash.Ledger = ledger
 	home, _ := os.UserHomeDir() // no home only means no global AGENTS.md fallback
 	builder := locations.NewBuilder(locations.BuildConfig{
 		Catalog:      s.catalog,
@@ -157,7 +159,7 @@ func openStack(cfg Config, log zerolog.Logger, opts stackOptions) (_ *stack, err
 		Asker:        s.pending,
 		Builtins: tools.BuiltinConfig{
 			Read:       tools.DefaultReadConfig(),
-			Bash:       tools.DefaultBashConfig(),
+			Bash:       bash,
 			ApplyPatch: tools.DefaultApplyPatchConfig(),
 		},
 		Instructions: &locations.InstructionsConfig{Getenv: os.Getenv, Home: home, Clock: time.Now},
