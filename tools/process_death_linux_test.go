@@ -39,15 +39,7 @@ func TestShellDiesWithTheDaemon(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var pid int
-	eventually(t, 10*time.Second, "the shell to start", func() bool {
-		b, err := os.ReadFile(filepath.Join(dir, "pid"))
-		if err != nil {
-			return false
-		}
-		pid, err = strconv.Atoi(string(bytes.TrimSpace(b)))
-		return err == nil
-	})
+	pid := waitPID(t, filepath.Join(dir, "pid"))
 	// The sleep the shell started is not covered by the death signal:
 	// kill the group once the test is done.
 	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
@@ -63,6 +55,23 @@ func TestShellDiesWithTheDaemon(t *testing.T) {
 
 // exited reports whether process pid has exited: it is gone, or a zombie
 // nobody reaped (a container's init may not reap).
+// waitPID waits for the file at path to hold a process ID (a command
+// writes it, through a rename when it must not be read half written) and
+// returns it.
+func waitPID(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	eventually(t, 10*time.Second, "a process ID in "+filepath.Base(path), func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(string(bytes.TrimSpace(b)))
+		return err == nil
+	})
+	return pid
+}
+
 func exited(pid int) bool {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -85,15 +94,7 @@ func TestKillProcessesReachesWhatTheShellStarted(t *testing.T) {
 		_, _ = runProcess(context.Background(), procSpec{shell: "/bin/sh", dir: dir, timeout: time.Minute, maxOut: 1 << 10,
 			command: `sleep 60 & echo $! > pid.tmp && mv pid.tmp pid; wait`})
 	}()
-	var pid int
-	eventually(t, 10*time.Second, "the command to start", func() bool {
-		b, err := os.ReadFile(filepath.Join(dir, "pid"))
-		if err != nil {
-			return false
-		}
-		pid, err = strconv.Atoi(string(bytes.TrimSpace(b)))
-		return err == nil
-	})
+	pid := waitPID(t, filepath.Join(dir, "pid"))
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	KillProcesses()
 	eventually(t, 10*time.Second, "the shell's sleep to die", func() bool { return exited(pid) })
@@ -115,7 +116,7 @@ func TestLedgerChild(t *testing.T) {
 		t.Fatalf("ledger %v: %v", l, err)
 	}
 	_, _ = runProcess(context.Background(), procSpec{shell: "/bin/sh", dir: dir, timeout: time.Minute, maxOut: 1 << 10, ledger: l,
-		command: `echo $$ > shell; sleep 60 & echo $! > pid.tmp && mv pid.tmp pid; wait`})
+		command: `echo $$ > shell.tmp && mv shell.tmp shell; sleep 60 & echo $! > pid.tmp && mv pid.tmp pid; wait`})
 }
 
 // TestRestartKillsWhatToolsLeft: a process killed with SIGKILL while a
@@ -129,28 +130,13 @@ func TestRestartKillsWhatToolsLeft(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var pid int
-	eventually(t, 10*time.Second, "the command to start", func() bool {
-		b, err := os.ReadFile(filepath.Join(dir, "pid"))
-		if err != nil {
-			return false
-		}
-		pid, err = strconv.Atoi(string(bytes.TrimSpace(b)))
-		return err == nil
-	})
+	pid := waitPID(t, filepath.Join(dir, "pid"))
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	shell, err := os.ReadFile(filepath.Join(dir, "shell"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	shellPID, err := strconv.Atoi(string(bytes.TrimSpace(shell)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	shellPID := waitPID(t, filepath.Join(dir, "shell"))
 	eventually(t, 10*time.Second, "the shell to die with its parent", func() bool { return exited(shellPID) })
 	if exited(pid) {
 		t.Fatal("the shell's sleep died with the process: nothing left to test")
