@@ -67,6 +67,16 @@ func TestSelectionAppliesAtNextStep(t *testing.T) {
 	h.CheckReplay()
 }
 
+// compactNow asks for a manual compaction of sid and waits until the
+// Session is idle again.
+func compactNow(t *testing.T, h *actortest.Harness, sid messages.SessionID) {
+	t.Helper()
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+}
+
 func TestManualCompactionBarrier(t *testing.T) {
 	h := actortest.New(t)
 	h.Model.Reply(script.Text("first answer"))
@@ -75,10 +85,7 @@ func TestManualCompactionBarrier(t *testing.T) {
 	sid := h.Session()
 	h.Prompt(sid, "one")
 	h.WaitIdle(sid)
-	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
-		t.Fatal(err)
-	}
-	h.WaitIdle(sid)
+	compactNow(t, h, sid)
 	h.Prompt(sid, "two")
 	h.WaitIdle(sid)
 	summary := h.Request(2)
@@ -385,10 +392,7 @@ func TestManualCompactionInterruptedByACrash(t *testing.T) {
 	sid := h.Session()
 	h.Prompt(sid, "one")
 	h.WaitIdle(sid)
-	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
-		t.Fatal(err)
-	}
-	h.WaitIdle(sid)
+	compactNow(t, h, sid)
 	h2, kept := crashedAt(t, h, sid, messages.TypeCompactionStarted)
 	h2.Model.Default(script.Text("answer"))
 	h2.Prompt(sid, "two")
@@ -559,10 +563,7 @@ func TestNoAutomaticCompactionWithoutNewSteps(t *testing.T) {
 	sid := h.Session()
 	h.Prompt(sid, "one")
 	h.WaitIdle(sid)
-	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
-		t.Fatal(err)
-	}
-	h.WaitIdle(sid)
+	compactNow(t, h, sid)
 	h.Prompt(sid, "two")
 	h.WaitIdle(sid)
 	if n := count(h, sid, messages.TypeCompactionEnded); n != 1 {
@@ -588,10 +589,7 @@ func TestManualCompactionCarriesNoEarlierPrompt(t *testing.T) {
 	sid := h.Session()
 	h.Prompt(sid, "delete the old branch")
 	h.WaitIdle(sid)
-	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
-		t.Fatal(err)
-	}
-	h.WaitIdle(sid)
+	compactNow(t, h, sid)
 	h.Prompt(sid, "two")
 	h.WaitIdle(sid)
 	got := userTexts(h.Request(3))
@@ -633,10 +631,7 @@ func TestCompactionRebaselinesInTheSameCommit(t *testing.T) {
 	sid := h.Session()
 	h.Prompt(sid, "one")
 	h.WaitIdle(sid)
-	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
-		t.Fatal(err)
-	}
-	h.WaitIdle(sid)
+	compactNow(t, h, sid)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for _, c := range rec.commits {
@@ -673,10 +668,7 @@ func TestRebaselineRestatesWhatWasApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	skills.down.Store(true)
-	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
-		t.Fatal(err)
-	}
-	h.WaitIdle(sid)
+	compactNow(t, h, sid)
 	h.Prompt(sid, "two")
 	h.WaitIdle(sid)
 	req := h.Request(3)
@@ -797,10 +789,7 @@ func TestTruncatedSummaryFailsTheCompaction(t *testing.T) {
 	sid := h.Session()
 	h.Prompt(sid, "one")
 	h.WaitIdle(sid)
-	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
-		t.Fatal(err)
-	}
-	h.WaitIdle(sid)
+	compactNow(t, h, sid)
 	failed := lastOf[*messages.CompactionFailed](h, sid)
 	if count(h, sid, messages.TypeCompactionEnded) != 0 || failed == nil || failed.Error.Type != messages.ErrCompactionFailed ||
 		!strings.Contains(failed.Error.Message, "cut off") {
@@ -984,10 +973,7 @@ func TestCompactionRecentLeavesInstructionsToTheBaseline(t *testing.T) {
 	}
 	h.Prompt(sid, "two")
 	h.WaitIdle(sid)
-	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
-		t.Fatal(err)
-	}
-	h.WaitIdle(sid)
+	compactNow(t, h, sid)
 	if ended := lastOf[*messages.CompactionEnded](h, sid); strings.Contains(ended.Recent, "Use spaces.") || !strings.Contains(ended.Recent, "user: two") {
 		t.Fatalf("recent context %q", ended.Recent)
 	}

@@ -215,10 +215,7 @@ func TestCompactionDeclaresHostedTools(t *testing.T) {
 	sid := h.Session()
 	h.Prompt(sid, "search")
 	h.WaitIdle(sid)
-	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
-		t.Fatal(err)
-	}
-	h.WaitIdle(sid)
+	compactNow(t, h, sid)
 	req := h.Request(2)
 	if req.ToolChoice != llm.ToolChoiceNone || !slices.Equal(req.HostedTools, []string{"web_search"}) {
 		t.Fatalf("compaction request: choice %s, hosted %q", req.ToolChoice, req.HostedTools)

@@ -941,10 +941,7 @@ func TestMoveDropsInstructionUpdatesOfTheOldPlace(t *testing.T) {
 // the destination's baseline superseded, as requests do.
 func TestCompactionAfterAMoveLeavesTheOldInstructionsOut(t *testing.T) {
 	h, sid := movedAfterAnUpdate(t)
-	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
-		t.Fatal(err)
-	}
-	h.WaitIdle(sid)
+	compactNow(t, h, sid)
 	h.Prompt(sid, "four")
 	h.WaitIdle(sid)
 	if count(h, sid, messages.TypeCompactionEnded) != 1 {
