@@ -128,16 +128,16 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 	case !finished || strings.TrimSpace(text.String()) == "":
 		return fail(messages.ErrCompactionFailed, "the model returned no summary")
 	}
-	// A completed compaction rebaselines instructions from current sources,
-	// in the same commit: apart, a crash between the two would leave the
-	// next attempt on the old baseline, the compaction done and the
-	// checkpoint unchanged.
 	// The prompts the checkpoint carries after it (see lower) are left out
 	// of the recent context, which would repeat them.
 	recent := msgs
 	if carried := carriedPrompts(msgs, len(msgs), reason); len(carried) > 0 {
 		recent = msgs[:carried[0]]
 	}
+	// A completed compaction rebaselines instructions from current sources,
+	// in the same commit: apart, a crash between the two would leave the
+	// next attempt on the old baseline, the compaction done and the
+	// checkpoint unchanged.
 	baseline, err := r.rebaseline(ctx)
 	if err != nil {
 		_, ferr := fail(messages.ErrCompactionFailed, err.Error())
