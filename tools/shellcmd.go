@@ -59,7 +59,11 @@ func commandPatterns(shell, script string) ([]string, error) {
 // out (see commandPatterns).
 func appendCommands(out []string, script string, f *syntax.File) []string {
 	add := func(n syntax.Node) {
-		text := strings.TrimSpace(script[n.Pos().Offset():n.End().Offset()])
+		// The parser can place the end of a node it closed itself past the
+		// script (zsh's "((A++." ends at 7 of 6 bytes): clamp.
+		end := min(int(n.End().Offset()), len(script))
+		start := min(int(n.Pos().Offset()), end)
+		text := strings.TrimSpace(script[start:end])
 		text = strings.TrimSpace(strings.TrimSuffix(text, ";"))
 		if text != "" && !slices.Contains(out, text) {
 			out = append(out, text)
