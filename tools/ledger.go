@@ -37,6 +37,7 @@ import (
 type ProcessLedger struct {
 	mu   sync.Mutex
 	path string
+	boot string              // this boot's ID, read once at open
 	live map[int]ledgerEntry // by process group ID
 }
 
@@ -63,7 +64,7 @@ func OpenProcessLedger(path string) (l *ProcessLedger, killed int, err error) {
 			killed++
 		}
 	}
-	l = &ProcessLedger{path: path, live: map[int]ledgerEntry{}}
+	l = &ProcessLedger{path: path, boot: boot, live: map[int]ledgerEntry{}}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writeLocked(); err != nil {
@@ -78,14 +79,13 @@ func (l *ProcessLedger) record(pid int, token string) {
 	if l == nil {
 		return
 	}
-	boot, ok := bootID()
-	start, ok2 := startTime(pid)
-	if !ok || !ok2 {
+	start, ok := startTime(pid)
+	if !ok {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.live[pid] = ledgerEntry{pgid: pid, boot: boot, start: start, token: token}
+	l.live[pid] = ledgerEntry{pgid: pid, boot: l.boot, start: start, token: token}
 	_ = l.writeLocked() // best effort: a command is not refused over it
 }
 

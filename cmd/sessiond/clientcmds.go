@@ -474,7 +474,13 @@ an idle Session does nothing.
 	run: runInterrupt,
 }
 
-var runInterrupt = plainClient(true, http.MethodPost, func(pos []string) string { return sessionPath(pos[0], "/interrupt") }, "")
+var runInterrupt = sessionPost("/interrupt")
+
+// sessionPost runs a command that POSTs to one Session's route at suffix
+// and prints nothing.
+func sessionPost(suffix string) func(context.Context, *app, *command, []string) int {
+	return plainClient(true, http.MethodPost, func(pos []string) string { return sessionPath(pos[0], suffix) }, "")
+}
 
 var instructionCommand = &command{
 	name:     "instruction",
@@ -524,7 +530,7 @@ returns once it started; it does not wait for the work (see wait). An idle
 Session with nothing pending still takes one step. Prompts admitted with
 --resume=false run this way.
 ` + clientHelp,
-	run: plainClient(true, http.MethodPost, func(pos []string) string { return sessionPath(pos[0], "/resume") }, ""),
+	run: sessionPost("/resume"),
 }
 
 var waitCommand = &command{
@@ -534,7 +540,7 @@ var waitCommand = &command{
 	help: `
 Wait returns once Session ID has no work running and no wake in flight.
 ` + clientHelp,
-	run: plainClient(true, http.MethodPost, func(pos []string) string { return sessionPath(pos[0], "/wait") }, ""),
+	run: sessionPost("/wait"),
 }
 
 var compactCommand = &command{
@@ -547,7 +553,7 @@ pending) and wakes it. The compaction runs once the work in flight is done,
 before any prompt admitted after it; follow the log for
 session.compaction.ended.1 or session.compaction.failed.1.
 ` + clientHelp,
-	run: plainClient(true, http.MethodPost, func(pos []string) string { return sessionPath(pos[0], "/compact") }, ""),
+	run: sessionPost("/compact"),
 }
 
 var messagesCommand = &command{
