@@ -158,10 +158,18 @@ func (r *reader) run(ctx context.Context, call *CallContext, in ReadInput) (Resu
 	}
 	shown := displayPath(res)
 	// Authorize before looking: whether a path the agent may not read
-	// exists is itself something it may not learn.
+	// exists is itself something it may not learn. A listing shows the
+	// names of what a directory holds, so for a directory the rules decide
+	// on its contents too (a rule that denies dir/* keeps their names
+	// hidden, not only their bytes), in the same question: one question,
+	// and "always" saves both.
+	patterns := []string{res.Path}
+	if fi, err := os.Stat(res.Path); err == nil && fi.IsDir() {
+		patterns = append(patterns, filepath.Join(res.Path, "*"))
+	}
 	if err := call.Ask(ctx, Request{
 		Permission: PermissionRead,
-		Patterns:   []string{res.Path},
+		Patterns:   patterns,
 		Metadata:   mustJSON(map[string]string{"path": shown}),
 	}); err != nil {
 		return Result{}, err
@@ -188,15 +196,16 @@ func (r *reader) run(ctx context.Context, call *CallContext, in ReadInput) (Resu
 	}
 	switch {
 	case fi.IsDir():
-		// A listing shows the names of what the directory holds, so the
-		// rules decide on its contents too: a rule that denies dir/*
-		// keeps their names hidden, not only their bytes.
-		if err := call.Ask(ctx, Request{
-			Permission: PermissionRead,
-			Patterns:   []string{filepath.Join(res.Path, "*")},
-			Metadata:   mustJSON(map[string]string{"path": shown}),
-		}); err != nil {
-			return Result{}, err
+		if len(patterns) == 1 {
+			// It became a directory after the question: ask for its
+			// contents now.
+			if err := call.Ask(ctx, Request{
+				Permission: PermissionRead,
+				Patterns:   []string{filepath.Join(res.Path, "*")},
+				Metadata:   mustJSON(map[string]string{"path": shown}),
+			}); err != nil {
+				return Result{}, err
+			}
 		}
 		return r.listDir(root, f, res, shown, offset, limit)
 	case fi.Mode().IsRegular():

@@ -381,6 +381,39 @@ func TestReadAuthorizesTheCanonicalPath(t *testing.T) {
 	}
 }
 
+func TestReadDirectoryAsksOnceForItAndItsContents(t *testing.T) {
+	asker := &scriptedAsker{answer: answerAlways(Always)}
+	h := newHarness(t, harnessConfig{asker: asker})
+	h.write(t, "sub/a.txt", "x")
+	canon, err := filepath.EvalSymlinks(filepath.Join(h.root, "sub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := h.call(ctx, t, "read", ReadInput{Path: "sub"})
+	if err != nil || !strings.Contains(res.Output, "a.txt") {
+		t.Fatalf("listing: %+v, %v", res, err)
+	}
+	asked := asker.requests()
+	if len(asked) != 1 || !slices.Equal(asked[0].Patterns, []string{canon, canon + "/*"}) {
+		t.Fatalf("asked %+v, want one question for %s and %s/*", asked, canon, canon)
+	}
+	// "always" saved both: listing again asks nothing.
+	if _, err := h.call(ctx, t, "read", ReadInput{Path: "sub"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(asker.requests()); n != 1 {
+		t.Fatalf("%d questions after the approval, want 1", n)
+	}
+	// A file is one pattern.
+	if _, err := h.call(ctx, t, "read", ReadInput{Path: "sub/a.txt"}); err != nil {
+		t.Fatal(err)
+	}
+	if asked := asker.requests(); len(asked) != 2 || !slices.Equal(asked[1].Patterns, []string{canon + "/a.txt"}) {
+		t.Fatalf("asked %+v", asked)
+	}
+}
+
 func TestReadReference(t *testing.T) {
 	lib := t.TempDir()
 	if err := os.WriteFile(filepath.Join(lib, "util.go"), []byte("package util\n"), 0o644); err != nil {
