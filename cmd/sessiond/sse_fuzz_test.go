@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"unicode"
+	"unicode/utf8"
 )
 
 // chunkReader returns the bytes of its data in reads of the given sizes,
@@ -107,5 +109,41 @@ func FuzzSSERoundTrip(f *testing.F) {
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("stream %q: %+v, %v; want %+v", b.String(), got, err, want)
 		}
+	})
+}
+
+// FuzzTerminalSafe checks what the transcript prints of text it does not
+// control: valid UTF-8 without a control or bidi character (tabs, and
+// newlines when multiline, excepted), and the same string when there was
+// nothing to escape.
+func FuzzTerminalSafe(f *testing.F) {
+	for _, s := range []string{"plain", "\x1b[2J", "a\u202eb", "\x9b31m", "tab\tnew\nline", "\xff\xfe", "é\u0085"} {
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, s string, multiline bool) {
+		out := terminalSafe(s, multiline)
+		if !utf8.ValidString(out) {
+			t.Fatalf("terminalSafe(%q) = %q: not valid UTF-8", s, out)
+		}
+		for _, r := range out {
+			if r == '\t' || multiline && r == '\n' {
+				continue
+			}
+			if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+				t.Fatalf("terminalSafe(%q) = %q keeps %U", s, out, r)
+			}
+		}
+		clean := utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool {
+			return r != '\t' && !(multiline && r == '\n') && (unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r))
+		})
+		if clean && out != s {
+			t.Fatalf("terminalSafe(%q) = %q: changed a string with nothing to escape", s, out)
+		}
+		// What the transcript shortens stays whole characters.
+		if c := clip(out, 7); !utf8.ValidString(c) || utf8.RuneCountInString(c) > 7 {
+			t.Fatalf("clip(%q, 7) = %q", out, c)
+		}
+		_ = summarize(s)
+		_ = citedSources([]byte(s))
 	})
 }

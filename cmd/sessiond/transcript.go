@@ -426,7 +426,9 @@ func quotePatterns(ps []string) string {
 // terminalSafe shows the control characters of s as escapes (\x1b,
 // \u202e): text from the model, a file or a command could otherwise move
 // the cursor and redraw the permission question above it, or reorder what
-// is shown. Tabs stay, and newlines when multiline.
+// is shown. Tabs stay, and newlines when multiline. Bytes that are not
+// UTF-8 are escaped too: a terminal that reads 8-bit controls takes a lone
+// 0x9b for the escape sequence introducer.
 func terminalSafe(s string, multiline bool) string {
 	unsafe := func(r rune) bool {
 		if r == '\t' || multiline && r == '\n' {
@@ -434,12 +436,14 @@ func terminalSafe(s string, multiline bool) string {
 		}
 		return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
 	}
-	if !strings.ContainsFunc(s, unsafe) {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, unsafe) {
 		return s
 	}
 	var b strings.Builder
-	for _, r := range s {
+	for i, r := range s {
 		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, "\\x%02x", s[i]) // one byte that is not UTF-8
 		case !unsafe(r):
 			b.WriteRune(r)
 		case r < 0x100:
