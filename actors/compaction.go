@@ -117,7 +117,7 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 			&messages.CompactionAdmitted{SessionID: r.sid, InputID: r.ids.Message()}); err != nil {
 			return false, err
 		}
-		return false, errCompactionMoved
+		return false, errInterrupted // the move carries a wake, or a run when one is owed (runner.owed)
 	case ctx.Err() != nil:
 		if _, err := fail(messages.ErrAborted, "Compaction interrupted"); err != nil {
 			return false, err
@@ -213,11 +213,6 @@ func fitHistory(req llm.Request, history []llm.Message, budget int) []llm.Messag
 	}
 	return append(history[cut:len(history):len(history)], final)
 }
-
-// errCompactionMoved is the interruption of a manual compaction by a move:
-// the work the move carries to the new Location is that compaction, which
-// a wake runs there, not a forced step (see session's drainDone).
-var errCompactionMoved = fmt.Errorf("%w: a move interrupted a manual compaction", errInterrupted)
 
 // compactionMoved is the error message of a manual compaction a move
 // interrupted, which runs again at the new Location.

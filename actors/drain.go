@@ -77,7 +77,7 @@ func (d *drain) run(self *actor.PID) {
 	} else if err != nil && !errors.Is(err, errInterrupted) && !errors.Is(err, errSuperseded) {
 		d.rt.cfg.Logger.Warn().Err(err).Str("session", string(d.sid)).Msg("drain failed before writing anything")
 	}
-	root.Send(d.session, &drainDone{pid: self, compactionMoved: errors.Is(err, errCompactionMoved)})
+	root.Send(d.session, &drainDone{pid: self, owed: r.owed})
 }
 
 // loop runs drains until the coordinator has no follow-up. A panic in the

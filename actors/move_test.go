@@ -1021,3 +1021,133 @@ func TestMoveContinuesAToolLoopAfterAWaitingCompaction(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// heldSource is an instruction source whose next Observe, once armed,
+// signals reached and then blocks until its context ends.
+type heldSource struct {
+	armed   atomic.Bool
+	reached chan struct{}
+}
+
+func (s *heldSource) Key() string { return locations.SourceSkills }
+
+func (s *heldSource) Observe(ctx context.Context) (locations.Observation, error) {
+	if s.armed.CompareAndSwap(true, false) {
+		close(s.reached)
+		<-ctx.Done()
+		return locations.Unavailable(ctx.Err()), nil
+	}
+	return locations.Available("Skill: deploy."), nil
+}
+
+// TestMoveDuringACompactionsRebaseline: a move that arrives while a manual
+// compaction observes the instructions for its new baseline (after the
+// summary) lets the compaction complete (the source the cancellation cut
+// off is restated from the last applied belief, and the move resets the
+// baseline anyway) and carries no step to the new Location: there was none
+// owed. A forced run took one there with no input, answering again.
+func TestMoveDuringACompactionsRebaseline(t *testing.T) {
+	src := &heldSource{reached: make(chan struct{})}
+	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Getenv: func(string) string { return "" }, Skills: src}})
+	g := script.NewGate()
+	h.Model.Reply(script.Text("first answer"))
+	h.Model.Reply(script.Text("## Objective\n"), script.Hold(g), script.Text("summarized here"))
+	h.Model.Reply(script.Text("## Objective\nsummarized at the new place"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	src.armed.Store(true) // the next observation is the rebaseline's
+	g.Release()
+	select {
+	case <-src.reached:
+	case <-h.Ctx().Done():
+		t.Fatal("the compaction never observed the instructions")
+	}
+	if n := h.Model.Count(); n != 2 {
+		t.Fatalf("%d model requests before the rebaseline, want 2 (the summary came first)", n)
+	}
+	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	if got := typesAfter(h, sid, "session.moved"); len(got) != 0 || h.Model.Count() != 2 {
+		t.Fatalf("after the move: %v (%d model requests, want 2)", got, h.Model.Count())
+	}
+	if types := h.Types(sid); !slices.Contains(types, "session.compaction.ended") || slices.Contains(types, "session.compaction.failed") {
+		t.Fatalf("the compaction did not complete: %v", types)
+	}
+	h.CheckReplay()
+}
+
+// boundaryAfterStep holds the first boundary read after a step.ended
+// commit until its context ends: the runner is then past its last step,
+// with nothing owed, and only an interruption lets it go on.
+type boundaryAfterStep struct {
+	persistence.Store
+	armed, held atomic.Bool
+	reached     chan struct{}
+}
+
+func (g *boundaryAfterStep) Commit(ctx context.Context, id messages.SessionID, data ...messages.Payload) (persistence.Committed, error) {
+	c, err := g.Store.Commit(ctx, id, data...)
+	if _, ok := data[len(data)-1].(*messages.StepEnded); ok && err == nil && !g.held.Load() {
+		g.armed.Store(true)
+	}
+	return c, err
+}
+
+func (g *boundaryAfterStep) hold(ctx context.Context) error {
+	if !g.armed.CompareAndSwap(true, false) {
+		return nil
+	}
+	g.held.Store(true)
+	close(g.reached)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (g *boundaryAfterStep) Watermark(ctx context.Context, id messages.SessionID) (int64, error) {
+	if err := g.hold(ctx); err != nil {
+		return 0, err
+	}
+	return g.Store.Watermark(ctx, id)
+}
+
+func (g *boundaryAfterStep) Boundary(ctx context.Context, id messages.SessionID, after int64) (persistence.Boundary, error) {
+	if err := g.hold(ctx); err != nil {
+		return persistence.Boundary{}, err
+	}
+	return g.Store.Boundary(ctx, id, after)
+}
+
+// TestMoveAfterTheLastStepCarriesNoStep: a move that supersedes a busy
+// period after its last step (the answer given, its terminal not yet
+// written) carries a wake, not a run: at the new Location nothing is
+// eligible and no step runs. A forced run asked the model again with no
+// new input.
+func TestMoveAfterTheLastStepCarriesNoStep(t *testing.T) {
+	gate := &boundaryAfterStep{reached: make(chan struct{})}
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { gate.Store = c.Store; c.Store = gate }})
+	h.Model.Reply(script.Text("the answer"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	select {
+	case <-gate.reached:
+	case <-h.Ctx().Done():
+		t.Fatal("the step never ended")
+	}
+	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	if got := typesAfter(h, sid, "session.moved"); len(got) != 0 || h.Model.Count() != 1 {
+		t.Fatalf("after the move: %v (%d model requests, want 1)", got, h.Model.Count())
+	}
+	h.CheckReplay()
+}

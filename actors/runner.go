@@ -105,6 +105,12 @@ type runner struct {
 	mirror      persistence.Boundary
 	mirrorAfter int64
 	mirrorOK    bool
+	// owed says whether the drain, were it to stop now, would leave a step
+	// owed: one is running, continuation is required, or a forced run has
+	// not taken its step. A move carries such work to the new Location as
+	// a run, and anything else as a wake. Only the drain's goroutine uses
+	// it.
+	owed bool
 }
 
 // DefaultLiveHold is the default of Config.LiveHold: how long a live event
@@ -265,6 +271,7 @@ func (r *runner) drain(ctx context.Context, force bool) error {
 	allowance, continuation := 0, false
 	agentName := ""
 	for first := true; ; first = false {
+		r.owed = continuation || force
 		if ctx.Err() != nil {
 			return errInterrupted
 		}
@@ -357,6 +364,7 @@ func (r *runner) drain(ctx context.Context, force bool) error {
 		if allowance <= 0 {
 			return nil
 		}
+		r.owed = true
 		cont, err := r.step(ctx, sess, agent, &allowance)
 		if err != nil {
 			return err

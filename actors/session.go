@@ -90,9 +90,10 @@ type (
 	// drainDone reports that the busy period's terminal event is committed.
 	drainDone struct {
 		pid *actor.PID
-		// compactionMoved: a move interrupted the busy period in a manual
-		// compaction, which it admitted again (errCompactionMoved).
-		compactionMoved bool
+		// owed: the busy period ended owing a step (runner.owed): one was
+		// running, continuation was required, or a forced run had not yet
+		// taken its step.
+		owed bool
 	}
 )
 
@@ -231,10 +232,11 @@ func (s *session) Receive(ctx actor.Context) {
 			// The waits are answered where the Session goes on, after the
 			// work the move carries there: not as idle here, now.
 			s.move.waits, s.waitWaiters = s.waitWaiters, nil
-			if msg.compactionMoved && s.move.run && !s.move.forced {
-				// What went on was a compaction, admitted again: a wake
-				// runs it there. A forced run would also take a step with
-				// no input after it.
+			if s.move.run && !s.move.forced && !msg.owed {
+				// The busy period owed no step (it was between steps with
+				// nothing to continue, or in a manual compaction, which it
+				// admitted again): a wake runs what is pending there. A
+				// forced run would take a step with no input.
 				s.move.run, s.move.wake = false, true
 			}
 		}
