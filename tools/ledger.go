@@ -20,33 +20,38 @@ import (
 // signal), but not what those shells started: a subshell, a pipeline, a
 // make recipe keeps running, out of any record, after the restarted daemon
 // has settled the call as interrupted. The ledger is how the next process
-// finds them: every running command's process group is written to a file,
-// with what identifies it (the boot, the start time of the shell that
-// leads it, a token in its processes' environment), and OpenProcessLedger kills the groups the previous process
-// left there before recording its own: those whose shell is gone, which a
-// live process's command never is.
+// finds them: every command's run token (runTokenVar, in the environment
+// of every process the command starts) is written to a file, with the
+// boot, before its shell starts, and OpenProcessLedger kills the process
+// groups the previous process's commands left: groups whose members all
+// carry one of its tokens and whose leader (the shell) is gone, which a
+// live process's command's never is. Written after the start, an entry
+// missed what a shell forked before a kill in between.
 //
 // The file is written on every start and end of a command, without
 // fdatasync: it must outlive the process, not the machine, whose restart
 // ends every process anyway (and changes the boot ID, so the records of an
 // earlier boot are ignored).
 
-// ProcessLedger records the process groups of the commands a bash tool
-// runs in a file (see above). It is safe for concurrent use; a nil ledger
-// records nothing.
+// ProcessLedger records the run tokens of the commands a bash tool runs in
+// a file (see above). It is safe for concurrent use; a nil ledger records
+// nothing.
 type ProcessLedger struct {
 	mu   sync.Mutex
 	path string
 	boot string              // this boot's ID, read once at open
-	live map[int]ledgerEntry // by process group ID
+	live map[string]struct{} // run tokens of running commands
+	// recorded, when set (by tests), is called with each token once it is
+	// written.
+	recorded func(token string)
 }
 
-// OpenProcessLedger kills the process groups a previous process recorded
-// in the file at path and left running (see above), then returns a ledger
-// that records there from now on, and how many groups it killed. Where
-// processes cannot be identified (no /proc), it returns a nil ledger, which
-// records nothing. Only one process may use a path at a time (sessiond
-// keeps it in its locked data directory).
+// OpenProcessLedger kills the process groups the commands of a previous
+// process recorded in the file at path left running (see above), then
+// returns a ledger that records there from now on, and how many groups it
+// killed. Where processes cannot be identified (no /proc), it returns a
+// nil ledger, which records nothing. Only one process may use a path at a
+// time (sessiond keeps it in its locked data directory).
 func OpenProcessLedger(path string) (l *ProcessLedger, killed int, err error) {
 	boot, ok := bootID()
 	if !ok {
@@ -56,15 +61,17 @@ func OpenProcessLedger(path string) (l *ProcessLedger, killed int, err error) {
 	if err != nil && !os.IsNotExist(err) {
 		return nil, 0, fmt.Errorf("tools: read process ledger: %w", err)
 	}
+	tokens := map[string]bool{}
 	for _, e := range parseLedger(b) {
-		if e.boot == boot && e.leftOver() {
-			// Only the command's own processes are left in its group
-			// (leftOver); the group's ID is what reaches them all.
-			_ = syscall.Kill(-e.pgid, syscall.SIGKILL)
-			killed++
+		if e.boot == boot {
+			tokens[e.token] = true
 		}
 	}
-	l = &ProcessLedger{path: path, boot: boot, live: map[int]ledgerEntry{}}
+	for _, pgid := range leftOverGroups(tokens) {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		killed++
+	}
+	l = &ProcessLedger{path: path, boot: boot, live: map[string]struct{}{}}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writeLocked(); err != nil {
@@ -73,43 +80,37 @@ func OpenProcessLedger(path string) (l *ProcessLedger, killed int, err error) {
 	return l, killed, nil
 }
 
-// record adds the group led by pid (a command's shell), whose processes
-// carry token, to the ledger; forget removes it once the command is over.
-func (l *ProcessLedger) record(pid int, token string) {
+// record adds a command's run token to the ledger, before its shell
+// starts; forget removes it once the command is over.
+func (l *ProcessLedger) record(token string) {
 	if l == nil {
-		return
-	}
-	start, ok := startTime(pid)
-	if !ok {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.live[pid] = ledgerEntry{pgid: pid, boot: l.boot, start: start, token: token}
+	l.live[token] = struct{}{}
 	_ = l.writeLocked() // best effort: a command is not refused over it
+	if l.recorded != nil {
+		l.recorded(token)
+	}
 }
 
-func (l *ProcessLedger) forget(pid int) {
+func (l *ProcessLedger) forget(token string) {
 	if l == nil {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.live[pid]; ok {
-		delete(l.live, pid)
+	if _, ok := l.live[token]; ok {
+		delete(l.live, token)
 		_ = l.writeLocked()
 	}
 }
 
-// ledgerEntry identifies a process group of a running command.
+// ledgerEntry is one line of the file: a command of the boot boot (from
+// /proc/sys/kernel/random/boot_id) whose processes carry token.
 type ledgerEntry struct {
-	pgid  int
-	boot  string // /proc/sys/kernel/random/boot_id
-	start uint64 // the leader's start time, clock ticks after boot
-	// token is the command's run token (runTokenVar in the environment
-	// of every process it starts): a process that lacks it is not the
-	// command's, whatever its group ID.
-	token string
+	boot, token string
 }
 
 // runTokenVar is the environment variable that marks the processes of one
@@ -136,9 +137,8 @@ func withRunToken(env []string, token string) []string {
 // temporary file and a rename, so a reader never sees half of it).
 func (l *ProcessLedger) writeLocked() error {
 	var b bytes.Buffer
-	for _, pgid := range slices.Sorted(maps.Keys(l.live)) {
-		e := l.live[pgid]
-		fmt.Fprintf(&b, "%d %s %d %s\n", e.pgid, e.boot, e.start, e.token)
+	for _, token := range slices.Sorted(maps.Keys(l.live)) {
+		fmt.Fprintf(&b, "%s %s\n", l.boot, token)
 	}
 	tmp := l.path + ".tmp"
 	if err := os.WriteFile(tmp, b.Bytes(), 0o600); err != nil {
@@ -156,66 +156,87 @@ func parseLedger(b []byte) []ledgerEntry {
 	var out []ledgerEntry
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 4 {
-			continue
+		if f := strings.Fields(sc.Text()); len(f) == 2 {
+			out = append(out, ledgerEntry{boot: f[0], token: f[1]})
 		}
-		pgid, err1 := strconv.Atoi(f[0])
-		start, err2 := strconv.ParseUint(f[2], 10, 64)
-		if err1 != nil || err2 != nil || pgid <= 1 {
-			continue
-		}
-		out = append(out, ledgerEntry{pgid: pgid, boot: f[1], start: start, token: f[3]})
 	}
 	return out
 }
 
-// leftOver reports whether e's group is what a dead process's command
-// left: its leader (the shell, which dies with the process that started
-// it) is gone or a zombie, and members of the group that carry the
-// command's run token remain, and nothing else does (a group ID reused by
-// another program's group is left alone). A group whose leader runs is
-// never one: it is a command of a live process (another sessiond, or
-// another runtime of this one, recorded here).
-func (e ledgerEntry) leftOver() bool {
-	if state, _, _, ok := procStat(e.pgid); ok && state != 'Z' && state != 'X' {
-		return false
+// leftOverGroups returns the process groups a dead process's commands
+// left, among those whose processes carry one of tokens: the group's
+// leader (the command's shell, which dies with the process that started
+// it) is gone or a zombie, and its every other member carries the same
+// token. A group whose leader runs is a live process's command, or a job
+// the shell put in a group of its own; a group with a process that lacks
+// the token is someone else's, whose group ID the kernel reused.
+func leftOverGroups(tokens map[string]bool) []int {
+	if len(tokens) == 0 {
+		return nil
 	}
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
-		return false
+		return nil
 	}
-	ours := false
+	type group struct {
+		token string
+		mixed bool // members with another token, or none
+	}
+	groups := map[int]*group{}
+	var others []int // groups of processes that carry none of tokens
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
 			continue
 		}
-		state, pgrp, start, ok := procStat(pid)
-		if !ok || pgrp != e.pgid || state == 'Z' || state == 'X' {
+		state, pgrp, ok := procStat(pid)
+		if !ok || state == 'Z' || state == 'X' {
 			continue
 		}
-		if start < e.start || !hasRunToken(pid, e.token) {
-			return false // someone else's process in the group
+		token := runToken(pid)
+		if !tokens[token] {
+			others = append(others, pgrp)
+			continue
 		}
-		ours = true
+		g := groups[pgrp]
+		if g == nil {
+			groups[pgrp] = &group{token: token}
+		} else if g.token != token {
+			g.mixed = true
+		}
 	}
-	return ours
+	for _, pgrp := range others {
+		if g := groups[pgrp]; g != nil {
+			g.mixed = true
+		}
+	}
+	var out []int
+	for pgrp, g := range groups {
+		if g.mixed || pgrp <= 1 {
+			continue
+		}
+		if state, _, ok := procStat(pgrp); ok && state != 'Z' && state != 'X' {
+			continue // its leader runs
+		}
+		out = append(out, pgrp)
+	}
+	slices.Sort(out)
+	return out
 }
 
-// hasRunToken reports whether process pid's environment holds token.
-func hasRunToken(pid int, token string) bool {
+// runToken returns the run token in process pid's environment, or "".
+func runToken(pid int) string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil || token == "" {
-		return false
+	if err != nil {
+		return ""
 	}
-	want := []byte(runTokenVar + "=" + token)
+	prefix := []byte(runTokenVar + "=")
 	for v := range bytes.SplitSeq(b, []byte{0}) {
-		if bytes.Equal(v, want) {
-			return true
+		if t, ok := bytes.CutPrefix(v, prefix); ok {
+			return string(t)
 		}
 	}
-	return false
+	return ""
 }
 
 // bootID returns the kernel's ID of this boot.
@@ -225,35 +246,26 @@ func bootID() (string, bool) {
 	return id, err == nil && id != "" && !strings.ContainsAny(id, " \t\n")
 }
 
-// startTime returns the start time of process pid, in clock ticks after
-// boot.
-func startTime(pid int) (uint64, bool) {
-	_, _, start, ok := procStat(pid)
-	return start, ok
-}
-
-// procStat returns the state, process group and start time of process
-// pid from /proc/<pid>/stat (fields 3, 5 and 22, counted after the command
-// name, which is in parentheses and may itself hold spaces and
-// parentheses).
-func procStat(pid int) (state byte, pgrp int, start uint64, ok bool) {
+// procStat returns the state and process group of process pid from
+// /proc/<pid>/stat (fields 3 and 5, counted after the command name, which
+// is in parentheses and may itself hold spaces and parentheses).
+func procStat(pid int) (state byte, pgrp int, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, 0, 0, false
+		return 0, 0, false
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, 0, 0, false
+		return 0, 0, false
 	}
 	f := strings.Fields(string(b[i+1:]))
 	// f[0] is field 3 (state): field n is f[n-3].
-	if len(f) < 20 || len(f[0]) != 1 {
-		return 0, 0, 0, false
+	if len(f) < 3 || len(f[0]) != 1 {
+		return 0, 0, false
 	}
-	pg, err1 := strconv.Atoi(f[2])
-	st, err2 := strconv.ParseUint(f[19], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, 0, 0, false
+	pg, err := strconv.Atoi(f[2])
+	if err != nil {
+		return 0, 0, false
 	}
-	return f[0][0], pg, st, true
+	return f[0][0], pg, true
 }

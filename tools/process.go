@@ -79,6 +79,10 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 	// daemon), as they are not by the kill of the process group either
 	// once they leave it.
 	setDeathSignal(cmd.SysProcAttr)
+	// In the ledger before the shell runs: what it forks before a kill
+	// must be found by its token (ledger.go).
+	spec.ledger.record(token)
+	defer spec.ledger.forget(token)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := cmd.Start(); err != nil {
@@ -90,8 +94,6 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 	pgid := cmd.Process.Pid
 	liveGroups.Store(pgid, struct{}{})
 	defer liveGroups.Delete(pgid)
-	spec.ledger.record(pgid, token)
-	defer spec.ledger.forget(pgid)
 
 	var wg sync.WaitGroup
 	wg.Go(func() {

@@ -170,13 +170,107 @@ func TestLedgerLeavesAReusedGroupAlone(t *testing.T) {
 	pgid := cmd.Process.Pid
 	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
 	boot, _ := bootID()
-	self, _ := startTime(os.Getpid())
 	path := filepath.Join(t.TempDir(), "ledger")
-	if err := os.WriteFile(path, fmt.Appendf(nil, "%d %s %d %s\n", pgid, boot, self, newRunToken()), 0o600); err != nil {
+	if err := os.WriteFile(path, fmt.Appendf(nil, "%s %s\n", boot, newRunToken()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, killed, err := OpenProcessLedger(path); err != nil || killed != 0 || exited(child) {
 		t.Fatalf("the sweep killed %d group(s) (%v); the other program's process exited: %v", killed, err, exited(child))
+	}
+}
+
+// orphanedGroup starts a group, as a command's shell does, whose leader
+// exits at once and leaves a sleep behind; every process in it carries
+// token when it is not empty. It returns the sleep's PID and the group.
+func orphanedGroup(t *testing.T, token string) (pid, pgid int) {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $! ; exit 0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if token != "" {
+		cmd.Env = withRunToken(nil, token)
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pid, err = strconv.Atoi(strings.TrimSpace(string(out))); err != nil {
+		t.Fatal(err)
+	}
+	pgid = cmd.Process.Pid
+	t.Cleanup(func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) })
+	return pid, pgid
+}
+
+// TestLedgerKillsGroupsByToken: the ledger holds only run tokens, written
+// before a shell starts, so a group the shell made and left is found by
+// the token its processes carry. A token of another boot, and a group
+// with a process that lacks the token, are left alone.
+func TestLedgerKillsGroupsByToken(t *testing.T) {
+	token, stale, mixed := newRunToken(), newRunToken(), newRunToken()
+	left, _ := orphanedGroup(t, token)
+	ofOtherBoot, _ := orphanedGroup(t, stale)
+	// A group whose members carry the token but for one that does not.
+	cmd := exec.Command("/bin/sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $! ; env -u "+runTokenVar+" sleep 30 >/dev/null 2>&1 & exit 0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = withRunToken(nil, mixed)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inMixed, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixedGroup := cmd.Process.Pid
+	t.Cleanup(func() { _ = syscall.Kill(-mixedGroup, syscall.SIGKILL) })
+	boot, _ := bootID()
+	path := filepath.Join(t.TempDir(), "ledger")
+	ledger := fmt.Sprintf("%s %s\nanother-boot %s\n%s %s\n", boot, token, stale, boot, mixed)
+	if err := os.WriteFile(path, []byte(ledger), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, killed, err := OpenProcessLedger(path)
+	if err != nil || killed != 1 {
+		t.Fatalf("OpenProcessLedger killed %d groups (%v), want 1", killed, err)
+	}
+	eventually(t, 10*time.Second, "the left process to die", func() bool { return exited(left) })
+	if exited(ofOtherBoot) || exited(inMixed) {
+		t.Fatalf("killed what it should not: another boot's %v, a mixed group's %v", exited(ofOtherBoot), exited(inMixed))
+	}
+}
+
+// TestLedgerRecordsBeforeTheShellRuns: a command's token is in the ledger
+// before its shell exists: recorded after the start, a kill in between left
+// what the shell forked meanwhile unrecorded.
+func TestLedgerRecordsBeforeTheShellRuns(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger")
+	l, _, err := OpenProcessLedger(path)
+	if err != nil || l == nil {
+		t.Fatalf("ledger %v: %v", l, err)
+	}
+	var running []int // processes carrying the token when it was recorded
+	var inFile bool
+	l.recorded = func(token string) {
+		b, _ := os.ReadFile(path)
+		inFile = slices.ContainsFunc(parseLedger(b), func(e ledgerEntry) bool { return e.token == token })
+		dirs, _ := os.ReadDir("/proc")
+		for _, d := range dirs {
+			if pid, err := strconv.Atoi(d.Name()); err == nil && runToken(pid) == token {
+				running = append(running, pid)
+			}
+		}
+	}
+	res, err := runProcess(context.Background(), procSpec{shell: "/bin/sh", dir: dir, timeout: time.Minute, maxOut: 1 << 10, ledger: l,
+		command: "echo ran"})
+	if err != nil || !strings.Contains(res.output.String(), "ran") {
+		t.Fatalf("the command: %+v, %v", res, err)
+	}
+	if !inFile || len(running) > 0 {
+		t.Fatalf("at the record: token in the file %v; processes already carrying it %v", inFile, running)
+	}
+	if b, _ := os.ReadFile(path); len(parseLedger(b)) != 0 {
+		t.Fatalf("the ledger keeps a finished command: %q", b)
 	}
 }
 
@@ -219,19 +313,22 @@ func TestLedgersOfTwoRuntimes(t *testing.T) {
 }
 
 // TestLedgerLeavesLiveCommandsAlone: a group whose leader runs is a live
-// process's command (or a reused ID), never a leftover, whatever the
-// ledger says; lines that do not parse are skipped.
+// process's command (or a job in a group of its own), never a leftover,
+// whatever the ledger says; lines that do not parse are skipped.
 func TestLedgerLeavesLiveCommandsAlone(t *testing.T) {
-	self := os.Getpid()
-	start, ok := startTime(self)
-	if !ok {
-		t.Fatal("no start time of this process")
+	token := newRunToken()
+	cmd := exec.Command("/bin/sh", "-c", "sleep 30 & wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = withRunToken(nil, token)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	if (ledgerEntry{pgid: self, start: start}).leftOver() || (ledgerEntry{pgid: self, start: start + 1}).leftOver() {
-		t.Fatal("a group whose leader runs counted as left over")
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	if got := leftOverGroups(map[string]bool{token: true}); len(got) != 0 {
+		t.Fatalf("a group whose leader runs counted as left over: %v", got)
 	}
-	got := parseLedger([]byte("12 boot-a 100 t1\nnot a line\n1 boot-a 5 t2\n34 boot-b x t3\n56 boot-c 7 t4\n78 boot-d 9\n"))
-	if want := []ledgerEntry{{12, "boot-a", 100, "t1"}, {56, "boot-c", 7, "t4"}}; !slices.Equal(got, want) {
+	got := parseLedger([]byte("boot-a t1\nnot a line at all\n\nboot-b\n  boot-c   t3  \n"))
+	if want := []ledgerEntry{{"boot-a", "t1"}, {"boot-c", "t3"}}; !slices.Equal(got, want) {
 		t.Fatalf("parseLedger = %v", got)
 	}
 }

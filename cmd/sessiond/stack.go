@@ -28,8 +28,8 @@ import (
 // StoreFileName is the name of the store file in the data directory.
 const StoreFileName = "sessiond.db"
 
-// ProcessLedgerName is the file in the data directory that lists the
-// process groups of running tool commands (tools.OpenProcessLedger).
+// ProcessLedgerName is the file in the data directory that lists the run
+// tokens of running tool commands (tools.OpenProcessLedger).
 const ProcessLedgerName = "tool-processes"
 
 // lockTimeout bounds waiting for the store's file lock. bbolt's lock is what
