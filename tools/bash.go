@@ -34,7 +34,7 @@ type BashConfig struct {
 	Env []string
 	// Home expands "~" for advisory warnings. Empty means $HOME.
 	Home string
-	// Ledger records the process groups of running commands, so that the
+	// Ledger records the run tokens of running commands, so that the
 	// next process kills what they leave if this one dies (see
 	// OpenProcessLedger). Nil records nothing.
 	Ledger *ProcessLedger
