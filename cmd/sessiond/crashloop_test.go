@@ -530,30 +530,28 @@ func (l *crashLoop) listSessions(base string) []persistence.Session {
 // history returns a Session's whole log.
 func (l *crashLoop) history(base string, sid messages.SessionID) []messages.Event {
 	l.t.Helper()
-	var all []messages.Event
-	for after := int64(-1); ; {
-		var page persistence.Page[messages.Event]
-		mustJSON(l.t, l.mustDo(base, http.MethodGet, fmt.Sprintf("/api/session/%s/history?after=%d&limit=100", sid, after), nil, http.StatusOK), &page)
-		all = append(all, page.Data...)
-		if !page.HasMore || len(page.Data) == 0 {
-			return all
-		}
-		after = page.Data[len(page.Data)-1].Seq()
-	}
+	return allPages(l, base, "/api/session/"+string(sid)+"/history", messages.Event.Seq)
 }
 
 // transcript returns a Session's projected messages.
 func (l *crashLoop) transcript(base string, sid messages.SessionID) []persistence.Message {
 	l.t.Helper()
-	var all []persistence.Message
+	return allPages(l, base, "/api/session/"+string(sid)+"/message", func(m persistence.Message) int64 { return m.Seq })
+}
+
+// allPages reads every page of a paged route, following the seq of each
+// page's last item.
+func allPages[T any](l *crashLoop, base, path string, seq func(T) int64) []T {
+	l.t.Helper()
+	var all []T
 	for after := int64(-1); ; {
-		var page persistence.Page[persistence.Message]
-		mustJSON(l.t, l.mustDo(base, http.MethodGet, fmt.Sprintf("/api/session/%s/message?after=%d&limit=100", sid, after), nil, http.StatusOK), &page)
+		var page persistence.Page[T]
+		mustJSON(l.t, l.mustDo(base, http.MethodGet, fmt.Sprintf("%s?after=%d&limit=100", path, after), nil, http.StatusOK), &page)
 		all = append(all, page.Data...)
 		if !page.HasMore || len(page.Data) == 0 {
 			return all
 		}
-		after = page.Data[len(page.Data)-1].Seq
+		after = seq(page.Data[len(page.Data)-1])
 	}
 }
 
