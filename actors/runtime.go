@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -493,9 +494,6 @@ func (rt *Runtime) Active() map[messages.SessionID]Status {
 	return out
 }
 
-// requestAbandoned completes a request's future when its caller gives up.
-type requestAbandoned struct{}
-
 // request sends a command to the execution router and waits for its reply.
 // timeout 0 waits as long as ctx allows (interrupt and wait depend on
 // execution, not on the actor's responsiveness).
@@ -521,8 +519,13 @@ func (rt *Runtime) request(ctx context.Context, cmd any, timeout time.Duration) 
 	}()
 	abandon := func() {
 		// Complete the future ourselves so the helper goroutine ends now;
-		// the actor's late reply then goes to a dead letter.
-		rt.system.Root.Send(f.PID(), requestAbandoned{})
+		// the actor's late reply then goes to a dead letter. A future
+		// writes a message it receives to its result without a lock (its
+		// timer may have completed it, the helper reading that result), so
+		// stop it rather than send it one, through a PID of its own: a PID
+		// caches the process it resolves, and the reply, sent to the
+		// future's PID, must find none.
+		rt.system.Root.Stop(actor.NewPID(f.PID().Address, f.PID().Id))
 		<-done
 	}
 	select {
@@ -544,6 +547,11 @@ func (rt *Runtime) request(ctx context.Context, cmd any, timeout time.Duration) 
 		}
 	}
 	if err != nil {
+		if dl, ok := ctx.Deadline(); ok && errors.Is(err, actor.ErrTimeout) && !time.Now().Before(dl) {
+			// The future's timeout was ctx's deadline and its timer fired
+			// first: the caller's context ended, as the select reports.
+			return nil, cmp.Or(ctx.Err(), context.DeadlineExceeded)
+		}
 		return nil, fmt.Errorf("actors: %T: %w", cmd, err)
 	}
 	if e, ok := res.(*messages.ErrorReply); ok {
