@@ -458,9 +458,15 @@ func TestMoveBesideAWake(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.WaitIdle(sid)
-		// The prompt ran before the move, or after it at the new Location.
-		if types := h.Types(sid); !slices.Contains(types, "session.execution.succeeded") || types[len(types)-1] == "session.execution.interrupted" {
+		// The prompt ran before the move, or after it at the new Location
+		// (a move after its answer carries no step: none is owed).
+		types := h.Types(sid)
+		at := slices.Index(types, "session.moved")
+		if p := slices.Index(types, "session.prompt.promoted"); p < 0 || at < 0 || !slices.Contains(types[p:], "session.step.ended") {
 			t.Fatalf("round %d: the prompt did not run: %v", i, types)
+		}
+		if slices.Contains(types[:at], "session.step.ended") && slices.Contains(types[at:], "session.step.started") {
+			t.Fatalf("round %d: a step ran again after the move, with no input: %v", i, types)
 		}
 	}
 }
