@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // A process that dies without its graceful stop (SIGKILL, a crash) takes
@@ -22,11 +23,13 @@ import (
 // has settled the call as interrupted. The ledger is how the next process
 // finds them: every command's run token (runTokenVar, in the environment
 // of every process the command starts) is written to a file, with the
-// boot, before its shell starts, and OpenProcessLedger kills the process
-// groups the previous process's commands left: groups whose members all
-// carry one of its tokens and whose leader (the shell) is gone, which a
-// live process's command's never is. Written after the start, an entry
-// missed what a shell forked before a kill in between.
+// boot, before its shell starts, and OpenProcessLedger kills every process
+// that carries one of the tokens the previous process left there: the
+// data directory's lock makes that process dead, so its commands are over.
+// Written after the start, an entry missed what a shell forked before a
+// kill in between. The kernel ends the shells of a killed process (their
+// parent-death signal) while the next one starts, so the sweep scans
+// again until no such process is left, for at most sweepFor.
 //
 // The file is written on every start and end of a command, without
 // fdatasync: it must outlive the process, not the machine, whose restart
@@ -48,8 +51,8 @@ type ProcessLedger struct {
 
 // OpenProcessLedger kills the process groups the commands of a previous
 // process recorded in the file at path left running (see above), then
-// returns a ledger that records there from now on, and how many groups it
-// killed. Where processes cannot be identified (no /proc), it returns a
+// returns a ledger that records there from now on, and how many processes
+// it killed. Where processes cannot be identified (no /proc), it returns a
 // nil ledger, which records nothing. Only one process may use a path at a
 // time (sessiond keeps it in its locked data directory).
 func OpenProcessLedger(path string) (l *ProcessLedger, killed int, err error) {
@@ -67,10 +70,7 @@ func OpenProcessLedger(path string) (l *ProcessLedger, killed int, err error) {
 			tokens[e.token] = true
 		}
 	}
-	for _, pgid := range leftOverGroups(tokens) {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		killed++
-	}
+	killed = sweep(tokens, sweepFor)
 	l = &ProcessLedger{path: path, boot: boot, live: map[string]struct{}{}}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -163,64 +163,57 @@ func parseLedger(b []byte) []ledgerEntry {
 	return out
 }
 
-// leftOverGroups returns the process groups a dead process's commands
-// left, among those whose processes carry one of tokens: the group's
-// leader (the command's shell, which dies with the process that started
-// it) is gone or a zombie, and its every other member carries the same
-// token. A group whose leader runs is a live process's command, or a job
-// the shell put in a group of its own; a group with a process that lacks
-// the token is someone else's, whose group ID the kernel reused.
-func leftOverGroups(tokens map[string]bool) []int {
+// sweepFor bounds how long a sweep waits for the processes it kills, and
+// for shells still dying, to be gone.
+const sweepFor = 2 * time.Second
+
+// sweep kills the processes that carry one of tokens, scanning /proc
+// again, after a pause that doubles from a millisecond, until a scan finds
+// none or within is over, and returns how many it killed. Processes whose
+// environment cannot be read (another user's, or one exiting) are not
+// taken for the command's; zombies are already dead.
+func sweep(tokens map[string]bool, within time.Duration) int {
 	if len(tokens) == 0 {
-		return nil
+		return 0
 	}
+	killed := map[int]bool{}
+	end := time.Now().Add(within)
+	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+		found := false
+		for _, pid := range carrying(tokens) {
+			found = true
+			if !killed[pid] && syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed[pid] = true
+			}
+		}
+		if !found || time.Now().After(end) {
+			return len(killed)
+		}
+		time.Sleep(pause)
+	}
+}
+
+// carrying returns the live processes whose environment holds one of
+// tokens.
+func carrying(tokens map[string]bool) []int {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	type group struct {
-		token string
-		mixed bool // members with another token, or none
-	}
-	groups := map[int]*group{}
-	var others []int // groups of processes that carry none of tokens
+	var out []int
+	self := os.Getpid()
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
+		if err != nil || pid <= 1 || pid == self {
 			continue
 		}
-		state, pgrp, ok := procStat(pid)
-		if !ok || state == 'Z' || state == 'X' {
+		if state, ok := procState(pid); !ok || state == 'Z' || state == 'X' {
 			continue
 		}
-		token := runToken(pid)
-		if !tokens[token] {
-			others = append(others, pgrp)
-			continue
-		}
-		g := groups[pgrp]
-		if g == nil {
-			groups[pgrp] = &group{token: token}
-		} else if g.token != token {
-			g.mixed = true
+		if tokens[runToken(pid)] {
+			out = append(out, pid)
 		}
 	}
-	for _, pgrp := range others {
-		if g := groups[pgrp]; g != nil {
-			g.mixed = true
-		}
-	}
-	var out []int
-	for pgrp, g := range groups {
-		if g.mixed || pgrp <= 1 {
-			continue
-		}
-		if state, _, ok := procStat(pgrp); ok && state != 'Z' && state != 'X' {
-			continue // its leader runs
-		}
-		out = append(out, pgrp)
-	}
-	slices.Sort(out)
 	return out
 }
 
@@ -246,26 +239,17 @@ func bootID() (string, bool) {
 	return id, err == nil && id != "" && !strings.ContainsAny(id, " \t\n")
 }
 
-// procStat returns the state and process group of process pid from
-// /proc/<pid>/stat (fields 3 and 5, counted after the command name, which
-// is in parentheses and may itself hold spaces and parentheses).
-func procStat(pid int) (state byte, pgrp int, ok bool) {
+// procState returns the state of process pid from /proc/<pid>/stat (field
+// 3, after the command name, which is in parentheses and may itself hold
+// spaces and parentheses).
+func procState(pid int) (byte, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, 0, false
+		return 0, false
 	}
 	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, false
+	if i < 0 || i+3 > len(b) || b[i+1] != ' ' {
+		return 0, false
 	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state): field n is f[n-3].
-	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, false
-	}
-	pg, err := strconv.Atoi(f[2])
-	if err != nil {
-		return 0, 0, false
-	}
-	return f[0][0], pg, true
+	return b[i+2], true
 }

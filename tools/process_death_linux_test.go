@@ -201,24 +201,26 @@ func orphanedGroup(t *testing.T, token string) (pid, pgid int) {
 	return pid, pgid
 }
 
-// TestLedgerKillsGroupsByToken: the ledger holds only run tokens, written
-// before a shell starts, so a group the shell made and left is found by
-// the token its processes carry. A token of another boot, and a group
-// with a process that lacks the token, are left alone.
-func TestLedgerKillsGroupsByToken(t *testing.T) {
+// TestLedgerKillsByToken: the ledger holds only run tokens, written before
+// a shell starts, so what a shell started and left is found by the token
+// its processes carry, in its group or not. A token of another boot, and
+// a process without the token (in a group with one that has it), are left
+// alone.
+func TestLedgerKillsByToken(t *testing.T) {
 	token, stale, mixed := newRunToken(), newRunToken(), newRunToken()
 	left, _ := orphanedGroup(t, token)
 	ofOtherBoot, _ := orphanedGroup(t, stale)
-	// A group whose members carry the token but for one that does not.
-	cmd := exec.Command("/bin/sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $! ; env -u "+runTokenVar+" sleep 30 >/dev/null 2>&1 & exit 0")
+	// A group with one process that carries the token and one that does
+	// not.
+	cmd := exec.Command("/bin/sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $! ; env -u "+runTokenVar+" sleep 30 >/dev/null 2>&1 & echo $! ; exit 0")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Env = withRunToken(nil, mixed)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	inMixed, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	if err != nil {
+	var withToken, without int
+	if _, err := fmt.Sscan(string(out), &withToken, &without); err != nil {
 		t.Fatal(err)
 	}
 	mixedGroup := cmd.Process.Pid
@@ -230,12 +232,34 @@ func TestLedgerKillsGroupsByToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, killed, err := OpenProcessLedger(path)
-	if err != nil || killed != 1 {
-		t.Fatalf("OpenProcessLedger killed %d groups (%v), want 1", killed, err)
+	if err != nil || killed != 2 {
+		t.Fatalf("OpenProcessLedger killed %d processes (%v), want 2", killed, err)
 	}
-	eventually(t, 10*time.Second, "the left process to die", func() bool { return exited(left) })
-	if exited(ofOtherBoot) || exited(inMixed) {
-		t.Fatalf("killed what it should not: another boot's %v, a mixed group's %v", exited(ofOtherBoot), exited(inMixed))
+	eventually(t, 10*time.Second, "the left processes to die", func() bool { return exited(left) && exited(withToken) })
+	if exited(ofOtherBoot) || exited(without) {
+		t.Fatalf("killed what it should not: another boot's %v, one without the token %v", exited(ofOtherBoot), exited(without))
+	}
+}
+
+// TestSweepLeavesNoneBehind: a sweep scans again until no process carries
+// a recorded token, so what a dying shell forks after a scan is killed
+// too. Here a shell forks sleeps in a loop, as fast as it can.
+func TestSweepLeavesNoneBehind(t *testing.T) {
+	token := newRunToken()
+	cmd := exec.Command("/bin/sh", "-c", "while :; do sleep 30 & done")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = withRunToken(nil, token)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	tokens := map[string]bool{token: true}
+	eventually(t, 10*time.Second, "the loop to fork", func() bool { return len(carrying(tokens)) > 2 })
+	if n := sweep(tokens, 10*time.Second); n < 2 {
+		t.Fatalf("sweep killed %d processes", n)
+	}
+	if left := carrying(tokens); len(left) != 0 {
+		t.Fatalf("left running: %v", left)
 	}
 }
 
@@ -312,20 +336,19 @@ func TestLedgersOfTwoRuntimes(t *testing.T) {
 	}
 }
 
-// TestLedgerLeavesLiveCommandsAlone: a group whose leader runs is a live
-// process's command (or a job in a group of its own), never a leftover,
-// whatever the ledger says; lines that do not parse are skipped.
-func TestLedgerLeavesLiveCommandsAlone(t *testing.T) {
-	token := newRunToken()
+// TestLedgerLeavesOthersAlone: a process whose token the ledger does not
+// list (another ledger's live command) is left alone; lines that do not
+// parse are skipped.
+func TestLedgerLeavesOthersAlone(t *testing.T) {
 	cmd := exec.Command("/bin/sh", "-c", "sleep 30 & wait")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Env = withRunToken(nil, token)
+	cmd.Env = withRunToken(nil, newRunToken())
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
-	if got := leftOverGroups(map[string]bool{token: true}); len(got) != 0 {
-		t.Fatalf("a group whose leader runs counted as left over: %v", got)
+	if n := sweep(map[string]bool{newRunToken(): true}, time.Second); n != 0 || exited(cmd.Process.Pid) {
+		t.Fatalf("killed %d processes of a token it was not given", n)
 	}
 	got := parseLedger([]byte("boot-a t1\nnot a line at all\n\nboot-b\n  boot-c   t3  \n"))
 	if want := []ledgerEntry{{"boot-a", "t1"}, {"boot-c", "t3"}}; !slices.Equal(got, want) {

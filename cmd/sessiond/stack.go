@@ -137,7 +137,7 @@ func openStack(cfg Config, log zerolog.Logger, opts stackOptions) (_ *stack, err
 		return nil, err
 	}
 	if killed > 0 {
-		s.log.Warn().Int("groups", killed).Msg("killed the processes tool commands of a previous run left running")
+		s.log.Warn().Int("processes", killed).Msg("killed the processes tool commands of a previous run left running")
 	}
 
 	ids := messages.NewIDs(nil, nil)
