@@ -70,7 +70,11 @@ var tokenRx = regexp.MustCompile(`token=([0-9a-f]+)`)
 // call is settled once (those cut by a kill as interrupted), no step is
 // left open and every busy period of the last daemon ends; no tool command
 // ran twice or without its record; and nothing a killed daemon's commands
-// started is still running (the process ledger's sweep).
+// started is still running (the process ledger's sweep). Meanwhile
+// followers stream some Sessions' logs across every kill and restart,
+// resuming after the last event they received; at the end each must have
+// received every event of its Session once, in order, as the history has
+// it (crashloop_follow_test.go).
 func TestCrashLoop(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the process ledger and the check of what it sweeps read /proc")
@@ -84,6 +88,8 @@ func TestCrashLoop(t *testing.T) {
 	}
 	l := newCrashLoop(t)
 	began := time.Now()
+	followers := l.startFollowers()
+	defer followers.stop() // also when a check stops the test early
 	var kills, sweeps int
 	for round := range rounds {
 		mode := "admissions"
@@ -131,16 +137,21 @@ func TestCrashLoop(t *testing.T) {
 	retries := l.retries
 	l.retryAcknowledged(base)
 	tools := l.check(base, before)
+	followed := followers.check(base, srv)
 	l.checkProcesses(rounds, "once the final busy periods ended")
 	srv.stop()
 	sweeps += l.ended(rounds, srv)
 
 	t.Logf("%d rounds, %d SIGKILLs in %v: %d Sessions, %d acknowledged admissions (%d sent, %d acknowledged retries during the rounds), "+
-		"%d tool calls (%d succeeded, %d interrupted by a kill), %d tool runs in the effects file, %d process groups swept",
+		"%d tool calls (%d succeeded, %d interrupted by a kill), %d tool runs in the effects file, %d left processes swept",
 		rounds, kills, time.Since(began).Round(time.Millisecond), len(sessions), l.ackedCount(), len(l.prompts), retries,
 		tools.called, tools.succeeded, tools.failed, tools.runs, sweeps)
-	if l.ackedCount() == 0 || tools.succeeded == 0 {
-		t.Errorf("the loop exercised nothing: %d acknowledged admissions, %d tool successes", l.ackedCount(), tools.succeeded)
+	t.Logf("%d log followers: %d events received in %d streams (%d reconnects), %d log.synced markers, %d connects refused; caught up %v after the history was read",
+		len(followers.all), followed.events, followed.streams, followed.streams-len(followers.all), followed.markers, followed.refused,
+		followed.catchUp.Round(time.Millisecond))
+	if l.ackedCount() == 0 || tools.succeeded == 0 || followed.events == 0 || followed.streams <= len(followers.all) {
+		t.Errorf("the loop exercised nothing: %d acknowledged admissions, %d tool successes, %d events followed in %d streams",
+			l.ackedCount(), tools.succeeded, followed.events, followed.streams)
 	}
 }
 
@@ -153,6 +164,8 @@ type crashLoop struct {
 	effects string // the side-effect file of the tool commands
 	data    string // the daemon's data dir, kept across rounds
 	hc      *http.Client
+	// daemon is the address of the running daemon, for the followers.
+	daemon crashDaemon
 
 	// starts holds the epoch ms at which each daemon (by round; the last
 	// is the final one) was started, to tell which round wrote an event.
@@ -281,6 +294,7 @@ func (l *crashLoop) startDaemon(round int, mode string) (*proc, string) {
 	l.modes = append(l.modes, mode)
 	srv, addr := serveDaemon(l.t, l.env, "--config", l.config)
 	base := "http://" + addr
+	l.daemon.set(addr, round)
 	if round > 0 {
 		l.checkProcesses(round, "after the restart")
 		l.checkAdmissions(round, base)
@@ -321,6 +335,7 @@ func (l *crashLoop) kill(round int, mode string, srv *proc) time.Duration {
 	case <-time.After(deadline):
 		l.t.Fatalf("round %d: the daemon did not die within %v of SIGKILL", round, deadline)
 	}
+	l.daemon.set("", round)
 	if ws, ok := srv.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		l.t.Fatalf("round %d: the daemon ended with %v, not by the SIGKILL\nstderr:\n%s", round, srv.cmd.ProcessState, srv.stderr.String())
 	}
@@ -340,7 +355,7 @@ func (l *crashLoop) ended(round int, srv *proc) int {
 		line := sc.Text()
 		var entry struct {
 			Level  string `json:"level"`
-			Groups int    `json:"groups"`
+			Groups int    `json:"processes"`
 		}
 		if json.Unmarshal([]byte(line), &entry) != nil {
 			if strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "fatal error:") {
