@@ -1157,3 +1157,58 @@ func TestMoveAfterTheLastStepCarriesNoStep(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// heldTerminal holds the commit of a session.execution.failed.1 until
+// released, once.
+type heldTerminal struct {
+	persistence.Store
+	reached, release chan struct{}
+	once             atomic.Bool
+}
+
+func (g *heldTerminal) Commit(ctx context.Context, id messages.SessionID, data ...messages.Payload) (persistence.Committed, error) {
+	if _, ok := data[len(data)-1].(*messages.ExecutionFailed); ok && g.once.CompareAndSwap(false, true) {
+		close(g.reached)
+		<-g.release
+	}
+	return g.Store.Commit(ctx, id, data...)
+}
+
+// TestMoveAfterAFailedStepCarriesNoStep: a move that arrives while a busy
+// period whose step failed for good (a refused request) writes its
+// terminal carries nothing owed: the new Location does not ask the model
+// again with no new input.
+func TestMoveAfterAFailedStepCarriesNoStep(t *testing.T) {
+	gate := &heldTerminal{reached: make(chan struct{}), release: make(chan struct{})}
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { gate.Store = c.Store; c.Store = gate }})
+	moveSeen := make(chan struct{})
+	var seen atomic.Bool
+	actors.SetSessionFault(func(msg any) {
+		if _, ok := msg.(*messages.Move); ok && seen.CompareAndSwap(false, true) {
+			close(moveSeen)
+		}
+	})
+	t.Cleanup(func() { actors.SetSessionFault(nil) })
+	h.Model.Reply(script.Fail(&llm.Error{Type: messages.ErrProviderInvalidRequest, Message: "refused"}))
+	h.Model.Default(script.Text("asked again"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	select {
+	case <-gate.reached:
+	case <-h.Ctx().Done():
+		t.Fatal("the busy period never failed")
+	}
+	moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
+	// The Session actor handles the move before the drain can report its
+	// end, which waits for the terminal's commit.
+	<-moveSeen
+	close(gate.release)
+	if err := <-moved; err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	if got := typesAfter(h, sid, "session.moved"); len(got) != 0 || h.Model.Count() != 1 {
+		t.Fatalf("after the move: %v (%d model requests, want 1)", got, h.Model.Count())
+	}
+	h.CheckReplay()
+}

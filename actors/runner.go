@@ -265,6 +265,7 @@ func (r *runner) settleLive() bool {
 // drain runs one drain: orphan recovery, then promote-and-step until
 // nothing is eligible. force bypasses the no-eligible-input guard once.
 func (r *runner) drain(ctx context.Context, force bool) error {
+	r.owed = force
 	if err := r.failInterruptedTools(ctx); err != nil {
 		return err
 	}
@@ -367,6 +368,10 @@ func (r *runner) drain(ctx context.Context, force bool) error {
 		r.owed = true
 		cont, err := r.step(ctx, sess, agent, &allowance)
 		if err != nil {
+			// A step that failed for good (a refused request, a content
+			// filter, retries used up) owes nothing more; an interrupted
+			// one still owes its work.
+			r.owed = errors.Is(err, errInterrupted) || errors.Is(err, errSuperseded)
 			return err
 		}
 		continuation = cont && allowance > 0

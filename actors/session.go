@@ -202,8 +202,9 @@ func (s *session) Receive(ctx actor.Context) {
 		// Supersede the busy period; the move commits once it has ended
 		// (drainDone).
 		// Its work goes on at the new Location: a busy period still
-		// running resumes there with a run, and a wake or run coalesced
-		// into it is carried over. A user's interrupt in progress has
+		// running resumes there with a run when it owed a step, else
+		// with a wake (see drainDone), and a wake or run coalesced into
+		// it is carried over. A user's interrupt in progress has
 		// cleared those, and the move does not undo it.
 		running := s.c.phase == phaseRunning && s.c.interrupting == ""
 		s.move.wake = s.c.followUp || s.c.restart
