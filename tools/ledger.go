@@ -49,11 +49,11 @@ type ProcessLedger struct {
 	recorded func(token string)
 }
 
-// OpenProcessLedger kills the process groups the commands of a previous
-// process recorded in the file at path left running (see above), then
+// OpenProcessLedger kills the processes the commands of a previous process
+// recorded in the file at path left running (see above), then
 // returns a ledger that records there from now on, and how many processes
 // it killed. Where processes cannot be identified (no /proc), it returns a
-// nil ledger, which records nothing. Only one process may use a path at a
+// nil ledger, which records nothing. Only one ledger may use a path at a
 // time (sessiond keeps it in its locked data directory).
 func OpenProcessLedger(path string) (l *ProcessLedger, killed int, err error) {
 	boot, ok := bootID()
