@@ -98,3 +98,21 @@ func TestWaitDeadlineIsTheContexts(t *testing.T) {
 	g.Release()
 	h.WaitIdle(sid)
 }
+
+// TestWaitsGivenUpAsTheyAreAnswered: Waits on an idle Session whose
+// deadlines pass about when the answer comes, so that replies race the
+// caller giving up. A protoactor future written by a late reply while the
+// caller read it was a data race (-race reports it); every Wait must
+// answer nil or the context's error.
+func TestWaitsGivenUpAsTheyAreAnswered(t *testing.T) {
+	h := actortest.New(t)
+	sid := h.Session()
+	for i := range 3000 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%60)*time.Microsecond)
+		err := h.Runtime.Wait(ctx, sid)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("wait %d: %v", i, err)
+		}
+	}
+}

@@ -494,6 +494,20 @@ func (rt *Runtime) Active() map[messages.SessionID]Status {
 	return out
 }
 
+// replyProcess receives the one reply of a request (see request).
+type replyProcess struct{ ch chan any }
+
+func (p *replyProcess) SendUserMessage(_ *actor.PID, message any) {
+	_, msg, _ := actor.UnwrapEnvelope(message)
+	select {
+	case p.ch <- msg:
+	default: // one reply is all a request takes
+	}
+}
+
+func (p *replyProcess) SendSystemMessage(*actor.PID, any) {}
+func (p *replyProcess) Stop(*actor.PID)                   {}
+
 // request sends a command to the execution router and waits for its reply.
 // timeout 0 waits as long as ctx allows (interrupt and wait depend on
 // execution, not on the actor's responsiveness).
@@ -509,37 +523,33 @@ func (rt *Runtime) request(ctx context.Context, cmd any, timeout time.Duration) 
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
 	}
-	f := rt.system.Root.RequestFuture(rt.exec, cmd, timeout)
-	done := make(chan struct{})
+	// A reply process of our own, not a protoactor future: a future
+	// writes the reply it receives to its result without a lock, so a
+	// reply arriving as the caller gives up raced with the caller. This
+	// one hands the reply over a channel and, once removed, is not found.
+	reply := &replyProcess{ch: make(chan any, 1)}
+	pid, _ := rt.system.ProcessRegistry.Add(reply, "request$"+rt.system.ProcessRegistry.NextId())
+	defer rt.system.ProcessRegistry.Remove(pid)
+	rt.system.Root.RequestWithCustomSender(rt.exec, cmd, pid)
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
 	var res any
 	var err error
-	go func() {
-		res, err = f.Result()
-		close(done)
-	}()
-	abandon := func() {
-		// Complete the future ourselves so the helper goroutine ends now;
-		// the actor's late reply then goes to a dead letter. A future
-		// writes a message it receives to its result without a lock (its
-		// timer may have completed it, the helper reading that result), so
-		// stop it rather than send it one, through a PID of its own: a PID
-		// caches the process it resolves, and the reply, sent to the
-		// future's PID, must find none.
-		rt.system.Root.Stop(actor.NewPID(f.PID().Address, f.PID().Id))
-		<-done
-	}
 	select {
-	case <-done:
+	case res = <-reply.ch:
+		if _, ok := res.(*actor.DeadLetterResponse); ok {
+			err = actor.ErrDeadLetter
+		}
+	case <-timer.C:
+		err = actor.ErrTimeout
 	case <-ctx.Done():
-		abandon()
 		return nil, ctx.Err()
 	case <-rt.execStopped:
 		// Shutdown stopped the router with this command still on its way:
 		// protoactor drops messages to stopped actors without a reply.
 		select {
-		case <-done:
+		case res = <-reply.ch:
 		default:
-			abandon()
 			if _, ok := cmd.(*messages.Interrupt); ok {
 				return &messages.InterruptReply{}, nil // every Session was interrupted
 			}
@@ -548,8 +558,8 @@ func (rt *Runtime) request(ctx context.Context, cmd any, timeout time.Duration) 
 	}
 	if err != nil {
 		if dl, ok := ctx.Deadline(); ok && errors.Is(err, actor.ErrTimeout) && !time.Now().Before(dl) {
-			// The future's timeout was ctx's deadline and its timer fired
-			// first: the caller's context ended, as the select reports.
+			// The timeout was ctx's deadline and its timer fired first:
+			// the caller's context ended, as the select reports.
 			return nil, cmp.Or(ctx.Err(), context.DeadlineExceeded)
 		}
 		return nil, fmt.Errorf("actors: %T: %w", cmd, err)
