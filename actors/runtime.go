@@ -155,6 +155,20 @@ func (rt *Runtime) Spawn(name string, props *actor.Props) (*actor.PID, error) {
 	return pid, nil
 }
 
+// StopActor stops the actor pid (one Spawn started) and waits until it
+// has terminated, so its name is free again, or ctx ends.
+func (rt *Runtime) StopActor(ctx context.Context, pid *actor.PID) error {
+	f := rt.system.Root.StopFuture(pid)
+	done := make(chan error, 1)
+	go func() { done <- f.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Send delivers msg to pid from outside the actor system.
 func (rt *Runtime) Send(pid *actor.PID, msg any) { rt.system.Root.Send(pid, msg) }
 

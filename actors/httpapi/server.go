@@ -121,6 +121,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			s.stopErr = ctx.Err()
 		}
 		s.serve.Wait()
+		// The actor stops itself after its reply; its name ("http") is
+		// free for a next Server once it has terminated.
+		if err := s.api.cfg.Runtime.StopActor(ctx, s.pid); err != nil && s.stopErr == nil {
+			s.stopErr = err
+		}
 	})
 	return s.stopErr
 }
