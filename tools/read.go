@@ -163,15 +163,16 @@ func (r *reader) run(ctx context.Context, call *CallContext, in ReadInput) (Resu
 	// on its contents too (a rule that denies dir/* keeps their names
 	// hidden, not only their bytes), in the same question: one question,
 	// and "always" saves both.
+	ask := func(patterns ...string) error {
+		return call.Ask(ctx, Request{Permission: PermissionRead, Patterns: patterns,
+			Metadata: mustJSON(map[string]string{"path": shown})})
+	}
+	contents := filepath.Join(res.Path, "*")
 	patterns := []string{res.Path}
 	if fi, err := os.Stat(res.Path); err == nil && fi.IsDir() {
-		patterns = append(patterns, filepath.Join(res.Path, "*"))
+		patterns = append(patterns, contents)
 	}
-	if err := call.Ask(ctx, Request{
-		Permission: PermissionRead,
-		Patterns:   patterns,
-		Metadata:   mustJSON(map[string]string{"path": shown}),
-	}); err != nil {
+	if err := ask(patterns...); err != nil {
 		return Result{}, err
 	}
 	if !res.Exists {
@@ -199,11 +200,7 @@ func (r *reader) run(ctx context.Context, call *CallContext, in ReadInput) (Resu
 		if len(patterns) == 1 {
 			// It became a directory after the question: ask for its
 			// contents now.
-			if err := call.Ask(ctx, Request{
-				Permission: PermissionRead,
-				Patterns:   []string{filepath.Join(res.Path, "*")},
-				Metadata:   mustJSON(map[string]string{"path": shown}),
-			}); err != nil {
+			if err := ask(contents); err != nil {
 				return Result{}, err
 			}
 		}

@@ -1,3 +1,7 @@
+// The process ledger, and the check of what its sweep leaves, read /proc.
+
+//go:build linux
+
 package main
 
 import (

@@ -1,3 +1,7 @@
+// The process ledger, and the check of what its sweep leaves, read /proc.
+
+//go:build linux
+
 package main
 
 import (
@@ -14,7 +18,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,9 +79,6 @@ var tokenRx = regexp.MustCompile(`token=([0-9a-f]+)`)
 // received every event of its Session once, in order, as the history has
 // it (crashloop_follow_test.go).
 func TestCrashLoop(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("the process ledger and the check of what it sweeps read /proc")
-	}
 	rounds := crashRoundsDefault
 	if testing.Short() {
 		rounds = 2
