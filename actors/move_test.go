@@ -1212,3 +1212,41 @@ func TestMoveAfterAFailedStepCarriesNoStep(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestMoveCarriesAnUnservedForcedRun: a resume (a forced run) that finds
+// a manual compaction pending runs the compaction first; a move during it
+// carries the run, not a wake, since the forced step is still owed: at the
+// new Location the compaction runs again and then the step the resume
+// asked for. A wake there would stop after the compaction, nothing being
+// eligible, and the resume would go unanswered.
+func TestMoveCarriesAnUnservedForcedRun(t *testing.T) {
+	h := actortest.New(t)
+	g := script.NewGate()
+	h.Model.Reply(script.Text("first answer"))
+	h.Model.Reply(script.Text("## Objective\n"), script.Hold(g), script.Text("never"))
+	h.Model.Reply(script.Text("## Objective\nsummarized at the new place"))
+	h.Model.Reply(script.Text("resumed"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	if _, _, err := h.Store.AdmitCompaction(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Runtime.Resume(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	got := typesAfter(h, sid, "session.moved")
+	want := []string{"session.execution.started", "session.compaction.started", "session.compaction.ended",
+		"session.step.started", "session.text.started", "session.text.ended", "session.step.ended", "session.execution.succeeded"}
+	if !slices.Equal(got, want) || h.Model.Count() != 4 {
+		t.Fatalf("after the move: %v (%d model requests, want 4)", got, h.Model.Count())
+	}
+	h.CheckReplay()
+}
