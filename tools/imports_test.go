@@ -12,12 +12,14 @@ import (
 
 // TestImportDirection keeps tools below actors and beside persistence and
 // locations (DESIGN.md §2): it may import the standard library, the
-// JSON-schema validator, the shell parser, goleak (tests), messages and
-// its own sub-packages, and nothing else.
+// JSON-schema validator, the shell parser, x/sys/unix (pidfds, which the
+// standard library does not expose), goleak (tests), messages and its own
+// sub-packages, and nothing else.
 func TestImportDirection(t *testing.T) {
 	allowed := []string{
 		"github.com/santhosh-tekuri/jsonschema/v6",
 		"mvdan.cc/sh/v3/syntax",
+		"golang.org/x/sys/unix",
 		"go.uber.org/goleak",
 		"github.com/sessiond/sessiond/messages",
 		"github.com/sessiond/sessiond/tools",

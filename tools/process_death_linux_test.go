@@ -330,3 +330,41 @@ func TestLedgerLeavesOthersAlone(t *testing.T) {
 		t.Fatalf("parseLedger = %v", got)
 	}
 }
+
+// TestKillCarrierReadsTheTokenAgain: killCarrier kills only a process that
+// still carries one of the tokens when it is pinned (what the scan read
+// may belong to a process since replaced under the same PID), and reports
+// whether it killed.
+func TestKillCarrierReadsTheTokenAgain(t *testing.T) {
+	token := newRunToken()
+	cmd := exec.Command("/bin/sh", "-c", "sleep 30")
+	cmd.Env = withRunToken(nil, token)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-waited })
+	pid := cmd.Process.Pid
+	eventually(t, 10*time.Second, "the shell to carry its token", func() bool { return runToken(pid) == token })
+	if killCarrier(pid, map[string]bool{newRunToken(): true}) {
+		t.Fatal("killed a process carrying another token")
+	}
+	select {
+	case err := <-waited:
+		t.Fatalf("the process exited: %v", err)
+		waited <- err
+	default:
+	}
+	if !killCarrier(pid, map[string]bool{token: true}) {
+		t.Fatal("did not kill the carrier")
+	}
+	err := <-waited
+	waited <- err
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the carrier ended with %v, not SIGKILL", err)
+	}
+	if killCarrier(pid, map[string]bool{token: true}) {
+		t.Fatal("killed a PID whose process is gone")
+	}
+}
