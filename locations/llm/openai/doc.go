@@ -30,7 +30,10 @@
 // HTTP 429 is provider.rate-limit with RetryAfter from retry-after-ms or
 // retry-after; 5xx is provider.internal; 401 and 403 are provider.auth; the
 // error code context_length_exceeded (and llama.cpp's error type
-// exceed_context_size_error) is provider.context-overflow; the code
+// exceed_context_size_error, and a 400 without a specific code whose
+// message says "maximum context length is", as vLLM, DeepSeek and
+// OpenRouter put it, or names LiteLLM's ContextWindowExceededError) is
+// provider.context-overflow; the code
 // content_filter (Azure) is provider.content-filter; insufficient_quota
 // (a 429 of an account without credit, which no retry fixes) is
 // provider.auth; other 4xx are
@@ -54,11 +57,12 @@
 // API has no error flag. Chat Completions has no input field for reasoning:
 // reasoning this adapter produced (it carries ProviderMetadata, which the
 // runner keeps only for the same model) is dropped on replay, except that
-// reasoning read from reasoning_content goes back in that field on the
-// assistant message of a tool call (DeepSeek's thinking mode refuses a tool
-// loop without it); reasoning from another model (no ProviderMetadata) is
-// replayed as ordinary assistant text. Request.CacheKey is sent as prompt_cache_key. tool_choice none is
-// sent only alongside tools, since OpenAI rejects it without them.
+// reasoning read from reasoning_content goes back in that field on its
+// assistant message (DeepSeek's thinking mode refuses a turn that called
+// tools without it on each of its messages); reasoning from another model
+// (no ProviderMetadata) is replayed as ordinary assistant text.
+// Request.CacheKey is sent as prompt_cache_key. tool_choice none is sent
+// only alongside tools, since OpenAI rejects it without them.
 //
 // # Usage
 //

@@ -120,7 +120,7 @@ func statusError(status int, header http.Header, body errorBody, now time.Time) 
 		lerr.Type = messages.ErrProviderContentFilter
 	case body.Code == codeQuota || body.Type == codeQuota:
 		lerr.Type = messages.ErrProviderAuth
-	case status == http.StatusBadRequest && (body.Code == "" || body.Code == "400") && vllmOverflow(body.Message):
+	case status == http.StatusBadRequest && genericCode(body.Code) && overflowMessage(body.Message):
 		lerr.Type = messages.ErrProviderContextOverflow
 	case status != 0:
 		lerr.Type = wire.StatusType(status)
@@ -134,11 +134,23 @@ func statusError(status int, header http.Header, body errorBody, now time.Time) 
 	return lerr
 }
 
-// vllmOverflow recognizes vLLM's context overflow, which carries no code or
-// type of its own: only the message OpenAI also uses says what happened. The
-// match is deliberately narrow, the fixed phrase vLLM emits for this case.
-func vllmOverflow(msg string) bool {
-	return strings.Contains(msg, "maximum context length is")
+// genericCode reports whether an error code says nothing beyond "bad
+// request": none, the status again (vLLM, OpenRouter, LiteLLM), or the
+// error type repeated as its code (DeepSeek). Only then may the message
+// decide (overflowMessage); a specific code means something else.
+func genericCode(code string) bool {
+	return code == "" || code == "400" || code == "invalid_request_error"
+}
+
+// overflowMessage recognizes a context overflow that carries no code or
+// type of its own (vLLM, DeepSeek, OpenRouter, a LiteLLM proxy): only the
+// message says what happened. The match is deliberately narrow, the fixed
+// phrases these servers emit for this case: "… maximum context length is
+// 4096 tokens …" (OpenAI's wording, which the first three reuse) and the
+// name of LiteLLM's exception class, which wraps the upstream provider's
+// own message ("prompt is too long" from Anthropic, for instance).
+func overflowMessage(msg string) bool {
+	return strings.Contains(msg, "maximum context length is") || strings.Contains(msg, "ContextWindowExceededError")
 }
 
 // streamType classifies an in-stream error without a status by its type or

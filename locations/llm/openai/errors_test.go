@@ -60,6 +60,22 @@ func TestHTTPErrors(t *testing.T) {
 		{"vLLM bare other", 400, nil,
 			`{"object":"error","message":"temperature must be non-negative","type":"BadRequestError","param":null,"code":400}`,
 			messages.ErrProviderInvalidRequest, 0, "temperature must be"},
+		// DeepSeek repeats its error type as the code: no more specific
+		// than none, so the message decides, as for vLLM.
+		{"DeepSeek overflow", 400, nil,
+			openaiErr("This model's maximum context length is 131072 tokens. However, you requested 141980 tokens (133980 in the messages, 8000 in the completion). Please reduce the length of the messages or completion.", "invalid_request_error", `"invalid_request_error"`),
+			messages.ErrProviderContextOverflow, 0, "maximum context length is 131072"},
+		{"DeepSeek other 400", 400, nil,
+			openaiErr("Invalid max_tokens value, the valid range of max_tokens is [1, 8192]", "invalid_request_error", `"invalid_request_error"`),
+			messages.ErrProviderInvalidRequest, 0, "Invalid max_tokens"},
+		{"OpenRouter overflow", 400, nil,
+			`{"error":{"message":"This endpoint's maximum context length is 163840 tokens. However, you requested about 200000 tokens (200000 of text input). Please reduce the length of either one.","code":400}}`,
+			messages.ErrProviderContextOverflow, 0, "maximum context length is 163840"},
+		// A LiteLLM proxy wraps the upstream provider's message (here
+		// Anthropic's) in its own exception's name.
+		{"LiteLLM overflow", 400, nil,
+			`{"error":{"message":"litellm.BadRequestError: litellm.ContextWindowExceededError: AnthropicError - {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"prompt is too long: 209303 tokens > 200000 maximum\"}}","type":null,"param":null,"code":"400"}}`,
+			messages.ErrProviderContextOverflow, 0, "ContextWindowExceededError"},
 		{"Azure content filter", 400, nil,
 			openaiErr("The response was filtered due to the prompt triggering content management policy.", "null", `"content_filter"`),
 			messages.ErrProviderContentFilter, 0, "filtered"},
