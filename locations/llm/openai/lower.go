@@ -194,12 +194,15 @@ func lowerAssistant(parts []llm.Part) (oa.ChatCompletionMessageParamUnion, bool)
 	if text != "" {
 		a.Content.OfString = param.NewOpt(text)
 	}
-	if len(calls) > 0 && len(reasoning) > 0 {
+	if len(reasoning) > 0 {
 		// Servers that stream reasoning_content (DeepSeek in thinking mode,
 		// vLLM and others for Qwen3 and kin) take it back on the assistant
-		// message of a tool call, and DeepSeek refuses a tool loop without
-		// it. Chat Completions has no such field, so only reasoning that
-		// came in it goes back, to the same model (the runner keeps
+		// message. DeepSeek refuses a request without it on every
+		// assistant message of a turn that called tools, the answer that
+		// ends the loop included (the message without tool calls), and
+		// ignores it elsewhere: it goes back on every message that has it.
+		// Chat Completions has no such field, so only reasoning that came
+		// in it goes back, to the same model (the runner keeps
 		// ProviderMetadata only for that).
 		a.SetExtraFields(map[string]any{"reasoning_content": joinNonEmpty(reasoning)})
 	}

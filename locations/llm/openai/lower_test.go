@@ -231,10 +231,11 @@ func TestUserTurns(t *testing.T) {
 }
 
 // TestReasoningContentReplay: reasoning this adapter read from
-// reasoning_content goes back in that field on the assistant message of a
-// tool call, as DeepSeek in thinking mode requires of a tool loop (and the
-// chat templates of Qwen3 and kin read); not on a turn without tool calls,
-// not when it came in another field, and never as text.
+// reasoning_content goes back in that field on every assistant message
+// that has it, as DeepSeek in thinking mode requires of each message of a
+// turn that called tools, the answer that ends the tool loop included (and
+// the chat templates of Qwen3 and kin read); not when it came in another
+// field, and never as text.
 func TestReasoningContentReplay(t *testing.T) {
 	thought := func(field string) llm.Part {
 		return llm.Part{Kind: llm.PartReasoning, Text: "thinking in " + field,
@@ -246,6 +247,9 @@ func TestReasoningContentReplay(t *testing.T) {
 	req.Tools = []llm.ToolDefinition{{Name: "read"}}
 	req.Messages = append(req.Messages,
 		llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{thought("reasoning_content"), call}}, result,
+		// The answer that ends the tool loop: DeepSeek refuses every later
+		// request if it lacks its reasoning_content.
+		llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{thought("reasoning_content"), text("done")}},
 		llm.Message{Role: llm.RoleUser, Parts: []llm.Part{text("and?")}},
 		llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{thought("reasoning_content"), text("no tools here")}},
 		llm.Message{Role: llm.RoleUser, Parts: []llm.Part{text("again")}},
@@ -271,7 +275,8 @@ func TestReasoningContentReplay(t *testing.T) {
 			}
 		}
 	}
-	if want := []string{`"thinking in reasoning_content"`, "", ""}; !slices.Equal(got, want) {
+	want := []string{`"thinking in reasoning_content"`, `"thinking in reasoning_content"`, `"thinking in reasoning_content"`, ""}
+	if !slices.Equal(got, want) {
 		t.Fatalf("reasoning_content of the assistant messages %q, want %q", got, want)
 	}
 }
