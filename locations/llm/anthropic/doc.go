@@ -56,7 +56,9 @@
 // a 200; authentication_error, permission_error, billing_error, 401 and 403 are
 // provider.auth; timeout_error, a cut stream, a reset connection and a
 // timeout are provider.transport; a prompt that is too long is
-// provider.context-overflow; other 4xx are provider.invalid-request;
+// provider.context-overflow; "Output blocked by content filtering policy"
+// (an invalid_request_error, before or inside the stream) is
+// provider.content-filter; other 4xx are provider.invalid-request;
 // cancellation of the context is aborted.
 //
 // # Request lowering

@@ -34,6 +34,11 @@ func apiError(e *sdk.Error, now time.Time) *llm.Error {
 	switch t := e.Type(); {
 	case e.ErrorCode() == codeContextWindow, t == sdk.ErrorTypeInvalidRequestError && promptTooLong(e.Message):
 		lerr.Type = messages.ErrProviderContextOverflow
+	case t == sdk.ErrorTypeInvalidRequestError && outputBlocked(e.Message):
+		// The content filter stopped the response, before its first byte
+		// (a 400) or in the middle of the stream: not a malformed request,
+		// nor a server failure that a retry would get past.
+		lerr.Type = messages.ErrProviderContentFilter
 	case t == sdk.ErrorTypeOverloadedError || t == sdk.ErrorTypeAPIError:
 		lerr.Type = messages.ErrProviderInternal
 	case spendLimit(e.ErrorCode()):
@@ -74,4 +79,12 @@ func spendLimit(code sdk.ErrorCode) bool {
 // `max_tokens` exceed context limit: …".
 func promptTooLong(msg string) bool {
 	return strings.HasPrefix(msg, "prompt is too long") || strings.Contains(msg, "exceed context limit")
+}
+
+// outputBlocked recognizes the content filter's refusal of a response from
+// the message of an invalid_request_error, which like promptTooLong's has
+// no type or code of its own: the fixed phrase "Output blocked by content
+// filtering policy".
+func outputBlocked(msg string) bool {
+	return strings.HasPrefix(msg, "Output blocked by content filtering policy")
 }

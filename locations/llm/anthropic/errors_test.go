@@ -61,6 +61,10 @@ func TestHTTPErrors(t *testing.T) {
 		{"error_code context window", 400, nil,
 			`{"type":"error","error":{"type":"invalid_request_error","message":"too many tokens","details":{"error_code":"model_context_window_exceeded"}}}`,
 			messages.ErrProviderContextOverflow, 0, "too many tokens"},
+		// The content filter refused the response before it began: the
+		// API gives it no type or code of its own.
+		{"output blocked", 400, nil, apiErr("invalid_request_error", "Output blocked by content filtering policy"),
+			messages.ErrProviderContentFilter, 0, "content filtering"},
 		{"other 400", 400, nil, apiErr("invalid_request_error", "messages: text content blocks must be non-empty"),
 			messages.ErrProviderInvalidRequest, 0, "must be non-empty"},
 		{"404", 404, nil, apiErr("not_found_error", "model: claude-nope"), messages.ErrProviderInvalidRequest, 0, "claude-nope"},
@@ -89,6 +93,9 @@ func TestStreamErrors(t *testing.T) {
 		{"billing", apiErr("billing_error", "Your credit balance is too low"), messages.ErrProviderAuth},
 		{"unknown type", apiErr("brand_new_error", "?"), messages.ErrProviderInternal},
 		{"prompt too long", apiErr("invalid_request_error", "prompt is too long: 2 tokens > 1 maximum"), messages.ErrProviderContextOverflow},
+		// The content filter stopped the response midway: not a server
+		// failure, which the runner would retry.
+		{"output blocked", apiErr("invalid_request_error", "Output blocked by content filtering policy"), messages.ErrProviderContentFilter},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := messageStart(smallUsage) + blockStart("0", `{"type":"text","text":""}`) +
