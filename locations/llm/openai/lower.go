@@ -99,7 +99,9 @@ func appendMessage(out []oa.ChatCompletionMessageParamUnion, m llm.Message) []oa
 	case llm.RoleTool:
 		for _, p := range m.Parts {
 			output := p.Output
-			if p.IsError {
+			if p.IsError && !strings.HasPrefix(output, "Error") {
+				// Chat Completions has no error flag: the text says it,
+				// unless it already does (the runner's "Error (type): …").
 				output = "Error: " + output
 			}
 			out = append(out, oa.ToolMessage(output, p.CallID))

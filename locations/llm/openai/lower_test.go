@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -278,5 +279,42 @@ func TestReasoningContentReplay(t *testing.T) {
 	want := []string{`"thinking in reasoning_content"`, `"thinking in reasoning_content"`, `"thinking in reasoning_content"`, ""}
 	if !slices.Equal(got, want) {
 		t.Fatalf("reasoning_content of the assistant messages %q, want %q", got, want)
+	}
+}
+
+// TestErrorResultsSayErrorOnce: a failed tool's output is marked as an
+// error in its text, once: output the runner already wrote as "Error
+// (type): …" is not prefixed again.
+func TestErrorResultsSayErrorOnce(t *testing.T) {
+	req := simpleRequest()
+	req.Messages = append(req.Messages,
+		llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{
+			{Kind: llm.PartToolCall, CallID: "call_1", Name: "bash", Input: json.RawMessage(`{}`)},
+			{Kind: llm.PartToolCall, CallID: "call_2", Name: "bash", Input: json.RawMessage(`{}`)},
+		}},
+		llm.Message{Role: llm.RoleTool, Parts: []llm.Part{
+			{Kind: llm.PartToolResult, CallID: "call_1", Name: "bash", IsError: true, Output: "Error (tool.execution): exit status 1"},
+			{Kind: llm.PartToolResult, CallID: "call_2", Name: "bash", IsError: true, Output: "no such file"},
+		}})
+	_, srv, err := run(t, req, okReply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Messages []struct {
+			Role, Content any
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(srv.Requests()[0].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	var got []any
+	for _, m := range body.Messages {
+		if m.Role == "tool" {
+			got = append(got, m.Content)
+		}
+	}
+	if want := []any{"Error (tool.execution): exit status 1", "Error: no such file"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("tool messages %q, want %q", got, want)
 	}
 }

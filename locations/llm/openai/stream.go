@@ -13,7 +13,7 @@ import (
 	"github.com/sessiond/sessiond/messages"
 )
 
-// reasoningMetadata marks reasoning this adapter produced, so that replay can
+// reasoningMeta marks reasoning this adapter produced, so that replay can
 // tell it from another model's reasoning (see lowerAssistant), and names
 // the delta field it came in.
 type reasoningMeta struct {
