@@ -10,13 +10,13 @@ import (
 )
 
 // commandPatterns returns what a bash call asks permission for: each
-// simple command of the script, as its source text with its assignments
-// and redirections, in order. A rule or saved approval must cover every
-// one, so a rule allowing "git status*" allows neither "git status; rm -rf
-// ~" nor "git status $(curl … | sh)": the commands after the first, and
-// those inside substitutions, are asked for on their own. A compound
-// command with redirections of its own ("{ a; b; } > f") is asked for as a
-// whole as well.
+// simple command of the script, as its source text with its assignments,
+// redirections and here-document bodies, in order. A rule or saved
+// approval must cover every one, so a rule allowing "git status*" allows
+// neither "git status; rm -rf ~" nor "git status $(curl … | sh)": the
+// commands after the first, and those inside substitutions, are asked for
+// on their own. A compound command with redirections of its own
+// ("{ a; b; } > f") is asked for as a whole as well.
 //
 // The script is parsed with mvdan.cc/sh, the shell parser behind shfmt: a
 // hand-written split on ";", "&&" and "|" would miss substitutions,
@@ -58,11 +58,21 @@ func commandPatterns(shell, script string) ([]string, error) {
 // appendCommands appends the simple commands of f, parsed from script, to
 // out (see commandPatterns).
 func appendCommands(out []string, script string, f *syntax.File) []string {
-	add := func(n syntax.Node) {
+	add := func(st *syntax.Stmt) {
+		end := int(st.End().Offset())
+		// A here-document's body comes on the lines after its statement,
+		// which the parser ends at its ';' or '&' or its last redirection:
+		// "python3 - <<'EOF' 2>&1" would leave out the script python runs,
+		// and approving it would approve every script run that way.
+		for _, r := range st.Redirs {
+			if r.Hdoc != nil && len(r.Hdoc.Parts) > 0 {
+				end = max(end, int(r.Hdoc.End().Offset()))
+			}
+		}
 		// The parser can place the end of a node it closed itself past the
 		// script (zsh's "((A++." ends at 7 of 6 bytes): clamp.
-		end := min(int(n.End().Offset()), len(script))
-		start := min(int(n.Pos().Offset()), end)
+		end = min(end, len(script))
+		start := min(int(st.Pos().Offset()), end)
 		text := strings.TrimSpace(script[start:end])
 		text = strings.TrimSpace(strings.TrimSuffix(text, ";"))
 		if text != "" && !slices.Contains(out, text) {

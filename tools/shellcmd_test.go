@@ -35,6 +35,13 @@ func TestCommandPatterns(t *testing.T) {
 		{"sleep 5 &\nwait", []string{"sleep 5 &", "wait"}},
 		{"export X=1; [[ -n $X ]]", []string{"export X=1", "[[ -n $X ]]"}},
 		{"cat <<EOF\nhello; rm x\nEOF", []string{"cat <<EOF\nhello; rm x\nEOF"}},
+		// A here-document's body is part of its command, though the
+		// parser ends the statement before it: at a later redirection,
+		// at its ';' or at its '&'.
+		{"python3 - <<'EOF' 2>&1\nprint(1)\nEOF", []string{"python3 - <<'EOF' 2>&1\nprint(1)\nEOF"}},
+		{"cat <<'EOF' > run.sh\nrm -rf ~\nEOF", []string{"cat <<'EOF' > run.sh\nrm -rf ~\nEOF"}},
+		{"sh <<EOF &\nrm -rf ~\nEOF", []string{"sh <<EOF &\nrm -rf ~\nEOF"}},
+		{"sh <<EOF; echo done\nrm -rf ~\nEOF", []string{"sh <<EOF; echo done\nrm -rf ~\nEOF", "echo done"}},
 	} {
 		got, err := commandPatterns("bash", tc.script)
 		if err != nil || !slices.Equal(got, tc.want) {
@@ -123,6 +130,25 @@ func TestBashAlwaysCoversOnlyItsWorkdir(t *testing.T) {
 	// In build/ again, the approval holds.
 	if _, err := h.call(context.Background(), t, "bash", BashInput{Command: "rm -f *", Workdir: "build"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBashAlwaysCoversOnlyThatHereDocument: "always" for a command that
+// reads a here-document approves that document, not every one the
+// command could read ("python3 - <<'EOF' 2>&1" runs any script).
+func TestBashAlwaysCoversOnlyThatHereDocument(t *testing.T) {
+	asker := &scriptedAsker{answer: answerAlways(Always)}
+	h := newHarness(t, harnessConfig{asker: asker})
+	if _, err := h.call(context.Background(), t, "bash", BashInput{Command: "cat <<'EOF' > out.txt\nharmless\nEOF"}); err != nil {
+		t.Fatal(err)
+	}
+	asker.answer = answerAlways(Reject)
+	_, err := h.call(context.Background(), t, "bash", BashInput{Command: "cat <<'EOF' > out.txt\nrm -rf ~\nEOF"})
+	if errorType(t, err) != messages.ErrPermissionRejected {
+		t.Fatalf("another here-document ran on the first one's approval: %v", err)
+	}
+	if got := readFile(t, filepath.Join(h.root, "out.txt")); got != "harmless\n" {
+		t.Fatalf("out.txt is %q", got)
 	}
 }
 
