@@ -54,12 +54,13 @@
 //     ask) guards every call; "always" approves those commands in that
 //     workdir only. A workdir outside the Location also
 //     needs external_directory. Mentions of outside paths only produce
-//     advisory warnings. The command runs in its own process group, which
-//     is killed on timeout, cancellation and when the shell exits. A
-//     process that leaves the group escapes those kills: one that calls
-//     setsid, or a background job of a shell with job control on (set -m),
-//     which gets a process group of its own. After a crash, the next
-//     daemon's ledger sweep (ProcessLedger) kills it by its run token.
+//     advisory warnings. The command runs in its own session, without a
+//     terminal (a password prompt fails at once), and its own process
+//     group, which is killed on timeout, cancellation and when the shell
+//     exits. A process that leaves the group escapes those kills: one that
+//     calls setsid, or a background job of a shell with job control on
+//     (set -m), which gets a process group of its own. After a crash, the
+//     next daemon's ledger sweep (ProcessLedger) kills it by its run token.
 //   - apply_patch: "*** Begin Patch" edits (package patch). The whole patch
 //     is parsed, every target resolved, external directories approved once
 //     each, the edit batch approved once, every operation preflighted; then

@@ -48,12 +48,13 @@ type procSpec struct {
 	ledger  *ProcessLedger // nil: not recorded
 }
 
-// runProcess runs spec.command with spec.shell -c in its own process group,
-// capturing stdout and stderr together. When the shell exits, times out or
-// ctx ends, the whole group is killed with SIGKILL, so background jobs do
-// not outlive the call, unless they left the group (setsid, or job control
-// with set -m, which puts each job in a group of its own). Every goroutine it starts has ended when it
-// returns.
+// runProcess runs spec.command with spec.shell -c in its own session and
+// process group, without a controlling terminal, capturing stdout and
+// stderr together. When the shell exits, times out or ctx ends, the whole
+// group is killed with SIGKILL, so background jobs do not outlive the
+// call, unless they left the group (setsid, or job control with set -m,
+// which puts each job in a group of its own). Every goroutine it starts
+// has ended when it returns.
 func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 	res := procResult{output: newCapture(spec.maxOut)}
 	pr, pw, err := os.Pipe()
@@ -66,7 +67,13 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 	cmd.Env = withRunToken(spec.env, token)
 	cmd.Stdout = pw // an *os.File: the child writes to it directly, exec starts no copier
 	cmd.Stderr = pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A session of its own, not only a process group: in a group of the
+	// daemon's session, a command that reads or sets up the daemon's
+	// terminal (`sessiond run`'s; a sudo, ssh or git password prompt) was
+	// stopped by SIGTTIN or SIGTTOU until its timeout. Without a
+	// controlling terminal it fails at once. The session's ID is the
+	// shell's PID, as the group's is.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	// If the daemon dies (SIGKILL, a crash), the shell must die with it:
 	// the log will record the call as aborted after a restart, and a shell
 	// running on would carry out the rest of its command after that, out

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 const deathChildEnv = "SESSIOND_TOOLS_DEATH_CHILD_DIR"
@@ -366,5 +368,64 @@ func TestKillCarrierReadsTheTokenAgain(t *testing.T) {
 	}
 	if killCarrier(pid, map[string]bool{token: true}) {
 		t.Fatal("killed a PID whose process is gone")
+	}
+}
+
+const ttyChildEnv = "SESSIOND_TOOLS_TTY_CHILD_DIR"
+
+// TestTerminalChild is the child half of
+// TestCommandsDoNotWaitOnTheDaemonsTerminal: with a controlling terminal,
+// as `sessiond run` has, it runs a command that reads the terminal and
+// writes what became of it. It does nothing in a normal run.
+func TestTerminalChild(t *testing.T) {
+	dir := os.Getenv(ttyChildEnv)
+	if dir == "" {
+		return
+	}
+	res, err := runProcess(context.Background(), procSpec{shell: "/bin/sh", dir: dir, timeout: 10 * time.Second, maxOut: 1 << 10,
+		command: `read -r x </dev/tty; echo "read: $?"`})
+	outcome := "exited"
+	if res.outcome == procTimedOut {
+		outcome = "timed out"
+	}
+	_ = os.WriteFile(filepath.Join(dir, "result"), []byte(fmt.Sprintf("%s %v: %s", outcome, err, res.output.String())), 0o644)
+}
+
+// TestCommandsDoNotWaitOnTheDaemonsTerminal: a command that reads the
+// terminal (a password or passphrase prompt: sudo, ssh, git's credential
+// prompt) fails at once when the daemon runs in a terminal, as `sessiond
+// run` does, instead of being stopped by SIGTTIN until its timeout.
+func TestCommandsDoNotWaitOnTheDaemonsTerminal(t *testing.T) {
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("no pseudo-terminals here: %v", err)
+	}
+	defer ptmx.Close()
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlock pseudo-terminal: %v", err)
+	}
+	n, err := unix.IoctlGetUint32(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("pseudo-terminal number: %v", err)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open pseudo-terminal: %v", err)
+	}
+	defer pts.Close()
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestTerminalChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), ttyChildEnv+"="+dir)
+	cmd.Stdin = pts
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "result"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(b), "exited <nil>") {
+		t.Fatalf("the command that reads the terminal: %s", b)
 	}
 }
