@@ -253,6 +253,14 @@ func (p *patcher) check(t *target) error {
 		case !fi.Mode().IsRegular():
 			return fmt.Errorf("update %s: not a regular file", t.shown)
 		}
+		if fi.Mode().Perm()&0o222 == 0 {
+			// Read-only for everyone, root included: whoever marked it so
+			// meant it to stay as it is, and root's writes would ignore it.
+			return fmt.Errorf("update %s: the file is read-only", t.shown)
+		}
+		if err := p.fs.writable(base, t.res.Rel); err != nil {
+			return fmt.Errorf("update %s: the file is not writable: %s", t.shown, describeErr(err))
+		}
 		old, err := p.fs.read(base, t.res.Rel, p.cfg.MaxFileBytes)
 		if err != nil {
 			if errors.Is(err, errTooLarge) {

@@ -283,3 +283,26 @@ func TestApplyPatchCancelledBeforeCommit(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestApplyPatchLeavesReadOnlyFilesAlone: an update of a file this process
+// may not write fails in preflight, as a plain write would, though the
+// rename that replaces it needs only the directory's permission; a user
+// marks a file read-only to keep it as it is (and so for root too).
+func TestApplyPatchLeavesReadOnlyFilesAlone(t *testing.T) {
+	h := newHarness(t, harnessConfig{rules: allowAll})
+	p := h.write(t, "locked.txt", "old\n")
+	if err := os.Chmod(p, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.call(context.Background(), t, "apply_patch", patchText(
+		"*** Add File: first.txt\n+x\n*** Update File: locked.txt\n@@\n-old\n+new\n"))
+	if err == nil || !strings.Contains(err.Error(), "no files were changed") || !strings.Contains(err.Error(), "locked.txt") {
+		t.Fatalf("got %v, want the patch refused", err)
+	}
+	if readFile(t, p) != "old\n" {
+		t.Fatal("a read-only file was changed")
+	}
+	if _, err := os.Stat(filepath.Join(h.root, "first.txt")); err == nil {
+		t.Fatal("the patch was partly applied")
+	}
+}

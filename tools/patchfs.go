@@ -8,6 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // patchFS performs the file operations of apply_patch. Every path is
@@ -24,6 +27,10 @@ type patchFS interface {
 	// create makes rel with data, creating missing parent directories; it
 	// fails if rel exists.
 	create(base, rel string, data []byte) error
+	// writable returns an error when this process may not write the
+	// existing file rel: its permission bits, an ACL or a read-only mount
+	// say no.
+	writable(base, rel string) error
 	// replace atomically replaces the content of the existing file rel,
 	// keeping its permission bits.
 	replace(base, rel string, data []byte, perm fs.FileMode) error
@@ -93,6 +100,16 @@ func (rootFS) create(base, rel string, data []byte) (err error) {
 		return err
 	}
 	return f.Close()
+}
+
+func (rootFS) writable(base, rel string) error {
+	// replace renames a new file over rel, which asks only the directory's
+	// permission: a file the user made read-only (chmod a-w, a Perforce
+	// workspace) was rewritten, where a plain write fails. This asks the
+	// file's own. A check, not an operation, so a path: a link swapped in
+	// meanwhile only changes the answer, and replace still goes through
+	// the root.
+	return unix.Access(filepath.Join(base, filepath.FromSlash(rel)), unix.W_OK)
 }
 
 func (rootFS) replace(base, rel string, data []byte, perm fs.FileMode) error {
