@@ -477,3 +477,25 @@ func TestBashAdvisoryWarningsAskNothing(t *testing.T) {
 		t.Fatalf("warnings %q, output %q", m.Warnings, res.Output)
 	}
 }
+
+// TestBashDoesNotStartWhenTheInterruptRacesAOnceReply: a "once" reply that
+// wins the race with an interrupt does not start the command; the call is
+// settled as aborted, and a command started then would run unrecorded.
+func TestBashDoesNotStartWhenTheInterruptRacesAOnceReply(t *testing.T) {
+	ledger, _, err := OpenProcessLedger(filepath.Join(t.TempDir(), "ledger"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := false
+	ledger.recorded = func(string) { started = true }
+	ctx, cancel := context.WithCancel(context.Background())
+	asker := &scriptedAsker{answer: func(Request) (Answer, error) {
+		cancel() // the interrupt arrives as the user approves
+		return Answer{Reply: Once}, nil
+	}}
+	h := newHarness(t, harnessConfig{asker: asker, builtins: BuiltinConfig{Bash: BashConfig{Ledger: ledger}}})
+	_, err = h.call(ctx, t, "bash", BashInput{Command: "touch ran"})
+	if errorType(t, err) != messages.ErrAborted || started {
+		t.Fatalf("got %v; the command started: %v", err, started)
+	}
+}

@@ -243,6 +243,12 @@ func (p *Permissions) ask(ctx context.Context, req Request) error {
 	}
 	switch ans.Reply {
 	case Once:
+		// A reply can win the race with an interrupt (Pending honours it):
+		// the call is cancelled all the same, and must not start its
+		// work, a command that the settled call would not record.
+		if ctx.Err() != nil {
+			return aborted(req)
+		}
 		return nil
 	case Always:
 		// The user's answer is saved even when the call was cancelled
