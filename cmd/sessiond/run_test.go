@@ -273,3 +273,20 @@ func TestRunSurvivesAClosedStdout(t *testing.T) {
 		t.Fatalf("the Session's last event is %s", last)
 	}
 }
+
+// TestCommandsDoNotSeeTheToken: a bash command the model runs does not
+// find the daemon's bearer token in its environment (where `env` would
+// put it in the transcript, and a command could answer its own permission
+// questions through the API), and sees the rest of the environment.
+func TestCommandsDoNotSeeTheToken(t *testing.T) {
+	cfgDir := t.TempDir()
+	writeFile(t, cfgDir, "env.json", `{"responses": [
+		{"times": 1, "steps": [{"toolCall": {"id": "c1", "name": "bash", "input": {"command": "echo \"token=[$SESSIOND_TOKEN] other=[$SESSIOND_TEST_OTHER]\""}}}, {"finish": "tool-calls"}]},
+		{"steps": [{"text": "done"}, {"finish": "stop"}]}]}`)
+	cfg := writeFile(t, cfgDir, "sessiond.json", `{"providers": {"s": {"type": "script", "file": "env.json"}}, "model": "s/any"}`)
+	env := testEnv(t, "SESSIOND_DATA", t.TempDir(), "SESSIOND_TOKEN", "secret-token-1234", "SESSIOND_TEST_OTHER", "kept")
+	r := sessiond(t, env, nil, "run", "--yes", "--config", cfg, "--dir", t.TempDir(), "hi")
+	if r.code != 0 || !strings.Contains(r.stdout, "token=[] other=[kept]") || strings.Contains(r.stdout, "secret-token-1234") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}

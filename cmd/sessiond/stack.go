@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -148,6 +149,7 @@ func openStack(cfg Config, log zerolog.Logger, opts stackOptions) (_ *stack, err
 
 	bash := tools.DefaultBashConfig()
 	bash.Ledger = ledger
+	bash.Env = commandEnv(os.Environ())
 	home, _ := os.UserHomeDir() // no home only means no global AGENTS.md fallback
 	builder := locations.NewBuilder(locations.BuildConfig{
 		Catalog:      s.catalog,
@@ -270,4 +272,17 @@ func agentsOf(cfg Config) (map[string]locations.Agent, map[string]tools.Ruleset,
 		agents[name], rules[name] = a, rs
 	}
 	return agents, rules, nil
+}
+
+// commandEnv returns the environment of tool commands: the daemon's,
+// without its bearer token. A command has no use for it, `env` would put
+// it in the transcript (and so in the provider's hands), and with it a
+// command could answer its own permission questions through the API.
+// Commands are not sandboxed (SEED.md), so this keeps the token out of
+// their way, not out of their reach: a configuration file that holds it
+// stays readable to them.
+func commandEnv(environ []string) []string {
+	return slices.DeleteFunc(slices.Clone(environ), func(e string) bool {
+		return strings.HasPrefix(e, "SESSIOND_TOKEN=")
+	})
 }
