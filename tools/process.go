@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -92,6 +93,7 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 	defer spec.ledger.forget(token)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	kills := killRounds.Load()
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
@@ -101,6 +103,11 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 	pgid := cmd.Process.Pid
 	liveGroups.Store(pgid, struct{}{})
 	defer liveGroups.Delete(pgid)
+	if killRounds.Load() != kills {
+		// KillProcesses ran while the shell was starting, before its
+		// group was listed: the shell may already have started something.
+		killGroup(pgid)
+	}
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -163,12 +170,17 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 // KillProcesses. It is process state, as the processes themselves are.
 var liveGroups sync.Map // pgid -> struct{}
 
+// killRounds counts the calls of KillProcesses, so that a command whose
+// group was not yet in liveGroups when one ran still has its group killed.
+var killRounds atomic.Int64
+
 // KillProcesses sends SIGKILL to the process group of every command the
 // tools of this process are running, for a process about to exit without
 // the graceful stop that cancels them (a second signal): the shell would
 // die with the process anyway (its death signal), but what it started
 // would run on.
 func KillProcesses() {
+	killRounds.Add(1)
 	liveGroups.Range(func(pgid, _ any) bool {
 		killGroup(pgid.(int))
 		return true
