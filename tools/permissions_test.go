@@ -262,24 +262,19 @@ func TestMemoryApprovalsMatchWildcards(t *testing.T) {
 func TestAlwaysReplySavedWhenTheCallIsCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	asked := make(chan string, 1)
-	pending := NewPending(PendingConfig{
-		OnAsked:   func(p *messages.PermissionAsked) { asked <- p.RequestID },
-		OnReplied: func(*messages.PermissionReplied) { cancel() }, // the interrupt lands right after the reply
-	})
+	// The reply wins the race (Pending then honours it) and the interrupt
+	// lands before the asking call goes on: cancelled as the answer comes.
+	asker := &scriptedAsker{answer: func(Request) (Answer, error) {
+		cancel()
+		return Answer{Reply: Always}, nil
+	}}
 	approvals := &MemoryApprovals{}
-	perms, err := NewPermissions(PermissionsConfig{Project: "/p", Approvals: approvals, Asker: pending})
+	perms, err := NewPermissions(PermissionsConfig{Project: "/p", Approvals: approvals, Asker: asker})
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		done <- perms.Check(ctx, Request{SessionID: "ses_x", Permission: "bash", Patterns: []string{"make"}}, nil)
-	}()
-	if err := pending.Reply(<-asked, Always, ""); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; messages.TypeOf(err) != messages.ErrAborted {
+	err = perms.Check(ctx, Request{SessionID: "ses_x", Permission: "bash", Patterns: []string{"make"}}, nil)
+	if messages.TypeOf(err) != messages.ErrAborted {
 		t.Fatalf("cancelled call: %v", err)
 	}
 	if got := approvals.List("/p"); len(got) != 1 || got[0] != (Approval{Permission: "bash", Pattern: "make"}) {
