@@ -19,7 +19,8 @@
 // # Permissions
 //
 // Rules {permission, pattern, action} are wildcard-matched (Match: '*' any
-// run, '?' one character, '\' makes the next character literal) against
+// run, '?' one character, '\' makes the next character literal, a trailing
+// " *" is optional) against
 // the request's permission and patterns, which are plain text, and
 // evaluated per agent; the last matching rule wins and the default is ask. A Session without an agent runs as
 // DefaultAgent ("build") for both tool materialization and permission

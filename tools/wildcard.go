@@ -10,14 +10,32 @@ import (
 // matches exactly one character (one UTF-8 encoded rune); and '\' makes the
 // character after it match itself, so "\*", "\?" and "\\" match a literal
 // '*', '?' and '\' (a '\' that ends the pattern matches itself). Every
-// other character matches itself. s is plain text: nothing in it is
-// special. Permission names and patterns of rules and saved approvals are
-// matched with it; LiteralPattern turns text into the pattern that matches
-// only that text.
+// other character matches itself. A pattern that ends with a space and a
+// '*' also matches s without them: "git push *" matches "git push" as well
+// as "git push origin" (as opencode's rules do, whose configurations carry
+// over), so a rule that denies a command's every use denies its bare use
+// too. s is plain text: nothing in it is special. Permission names and
+// patterns of rules and saved approvals are matched with it;
+// LiteralPattern turns text into the pattern that matches only that text
+// (it escapes the '*', so a literal command never ends with " *").
 //
 // Match runs in O(len(pattern)·len(s)) time in the worst case and does not
 // allocate.
 func Match(pattern, s string) bool {
+	if bare, ok := strings.CutSuffix(pattern, " *"); ok {
+		// The space may be escaped ("a\ *"): then its '\' goes too.
+		if n := len(bare) - len(strings.TrimRight(bare, `\`)); n%2 == 1 {
+			bare = bare[:len(bare)-1]
+		}
+		if match(bare, s) {
+			return true
+		}
+	}
+	return match(pattern, s)
+}
+
+// match is Match without the optional trailing " *".
+func match(pattern, s string) bool {
 	p, i := 0, 0
 	// star and resume record the most recent '*' and the position in s it
 	// currently consumes up to, for backtracking.

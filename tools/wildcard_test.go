@@ -23,7 +23,15 @@ func TestMatch(t *testing.T) {
 		{"?", "é", true}, // one rune, two bytes
 		{"??", "é", false},
 		{"git *", "git status", true},
-		{"git *", "git", false},
+		{"git *", "git", true}, // a trailing " *" is optional
+		{"git push *", "git push", true},
+		{"git push *", "git pushx", false},
+		{"git push *", "git", false},
+		{`a\ *`, "a", true}, // the space escaped: both go
+		{`a\\ *`, `a\`, true},
+		{`a\\ *`, "a", false},
+		{`git \*`, "git", false}, // a literal '*' is not optional
+		{"git*", "git", true},
 		{"git *", "gitk", false},
 		{"*.env", "/home/me/proj/.env", true},
 		{"*.env", "/home/me/proj/.env.local", false},
@@ -67,29 +75,30 @@ func TestMatch(t *testing.T) {
 // wildcardRegexp translates a wildcard pattern to the equivalent anchored
 // regular expression: the oracle of FuzzMatch.
 func wildcardRegexp(pattern string) *regexp.Regexp {
-	var b strings.Builder
-	b.WriteString(`^(?s:`)
+	var tokens []string
 	escaped := false
 	for _, r := range pattern {
 		switch {
 		case escaped:
-			b.WriteString(regexp.QuoteMeta(string(r)))
+			tokens = append(tokens, regexp.QuoteMeta(string(r)))
 			escaped = false
 		case r == '\\':
 			escaped = true
 		case r == '*':
-			b.WriteString(`.*`)
+			tokens = append(tokens, `.*`)
 		case r == '?':
-			b.WriteString(`.`)
+			tokens = append(tokens, `.`)
 		default:
-			b.WriteString(regexp.QuoteMeta(string(r)))
+			tokens = append(tokens, regexp.QuoteMeta(string(r)))
 		}
 	}
 	if escaped { // a trailing '\' is itself
-		b.WriteString(`\\`)
+		tokens = append(tokens, `\\`)
 	}
-	b.WriteString(`)$`)
-	return regexp.MustCompile(b.String())
+	if n := len(tokens); !escaped && n >= 2 && tokens[n-2] == " " && tokens[n-1] == `.*` {
+		tokens = append(tokens[:n-2], `(?: .*)?`) // a trailing " *" is optional
+	}
+	return regexp.MustCompile(`^(?s:` + strings.Join(tokens, "") + `)$`)
 }
 
 func FuzzMatch(f *testing.F) {
