@@ -64,8 +64,15 @@ func FuzzReadTextPage(f *testing.F) {
 				}
 				continue
 			}
-			prefix, marker, ok := strings.Cut(got, "… [line truncated: ")
-			if !ok || !strings.HasPrefix(full, prefix) || len(prefix) > maxLine || len(prefix) < maxLine-utf8.UTFMax+1 {
+			// The marker follows the kept text, which may hold the
+			// marker's own words: it is their last occurrence.
+			const mark = "… [line truncated: "
+			cut := strings.LastIndex(got, mark)
+			if cut < 0 {
+				t.Fatalf("line %d: %q of %d bytes (max %d) has no truncation marker", offset+i, got, len(full), maxLine)
+			}
+			prefix, marker := got[:cut], got[cut+len(mark):]
+			if !strings.HasPrefix(full, prefix) || len(prefix) > maxLine || len(prefix) < maxLine-utf8.UTFMax+1 {
 				t.Fatalf("line %d: truncated %q does not fit %q (max %d)", offset+i, got, full, maxLine)
 			}
 			dropped, err := strconv.Atoi(strings.TrimSuffix(marker, " more bytes]"))
