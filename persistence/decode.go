@@ -9,6 +9,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"unicode"
 
 	"github.com/sessiond/sessiond/messages"
 )
@@ -71,8 +72,9 @@ func DecodeStrict(b []byte, v any) error {
 		return messages.Errorf(messages.ErrInvalid, "body: unexpected data after the JSON object")
 	}
 	if field, ok := duplicateMember(b); ok {
-		// encoding/json keeps the last of two members with one name; a
-		// proxy or client library may keep the first, so the two would
+		// encoding/json keeps the last of two members with one name, and
+		// matches names regardless of case; a proxy or client library may
+		// keep the first, or tell "text" from "Text", so the two would
 		// read different requests from the same bytes.
 		return messages.Errorf(messages.ErrInvalid, "%s: given twice", field)
 	}
@@ -80,7 +82,10 @@ func DecodeStrict(b []byte, v any) error {
 }
 
 // duplicateMember returns the path of the first member whose name appears
-// twice in one object of b, a valid JSON document.
+// twice in one object of b, a valid JSON document, names that differ only
+// in case counting as one (as encoding/json matches them to fields; every
+// body decoded here is a struct, none a map whose keys case could tell
+// apart).
 func duplicateMember(b []byte) (string, bool) {
 	type frame struct {
 		names   map[string]bool // nil in an array
@@ -124,15 +129,33 @@ func duplicateMember(b []byte) (string, bool) {
 		case string:
 			if n := len(stack); n > 0 && stack[n-1].names != nil && stack[n-1].wantKey {
 				f := &stack[n-1]
-				if f.names[t] {
+				key := foldKey(t)
+				if f.names[key] {
 					return path(t), true
 				}
-				f.names[t], f.name, f.wantKey = true, t, false
+				f.names[key], f.name, f.wantKey = true, t, false
 				continue
 			}
 		}
 		valueDone()
 	}
+}
+
+// foldKey returns s with every rune replaced by the least rune it folds
+// to (unicode.SimpleFold's orbit), so that two names have one key exactly
+// when they are equal under Unicode case folding (strings.EqualFold), the
+// rule encoding/json matches member names to fields by.
+func foldKey(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
 }
 
 // jsonError turns a decoding error into a typed invalid error naming the

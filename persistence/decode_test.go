@@ -162,6 +162,8 @@ func TestDecodeRefusesDuplicateMembers(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"prompt":{"text":"a"},"delivery":"queue","delivery":"steer"}`:                           "delivery: given twice",
 		`{"prompt":{"text":"a","text":"b"}}`:                                                      "prompt.text: given twice",
+		`{"prompt":{"text":"a","Text":"b"}}`:                                                      "prompt.Text: given twice",
+		`{"prompt":{"text":"a"},"DELIVERY":"queue","delivery":"steer"}`:                           "delivery: given twice",
 		`{"prompt":{"text":"a","files":[{"mime":"text/plain","url":"data:,x","url":"data:,y"}]}}`: "prompt.files.url: given twice",
 	} {
 		_, err := persistence.DecodePromptRequest([]byte(body))
