@@ -963,20 +963,22 @@ func TestCompactionAfterAMoveLeavesTheOldInstructionsOut(t *testing.T) {
 	h.CheckReplay()
 }
 
-// TestMoveContinuesAManualCompaction: a manual compaction a move
-// interrupts goes on at the new Location, as the move's other work does,
-// under a new barrier; no step runs without input there (it ran one, and
-// the compaction was lost).
-func TestMoveContinuesAManualCompaction(t *testing.T) {
+// moveDuringAManualCompaction answers a first prompt, lets start begin a
+// manual compaction, moves the Session while the compaction's request is
+// held, and returns once the Session is idle again. The model summarizes
+// at the new Location, then answers "resumed" to a step after it.
+func moveDuringAManualCompaction(t *testing.T, start func(*actortest.Harness, messages.SessionID) error) (*actortest.Harness, messages.SessionID) {
+	t.Helper()
 	h := actortest.New(t)
 	g := script.NewGate()
 	h.Model.Reply(script.Text("first answer"))
 	h.Model.Reply(script.Text("## Objective\n"), script.Hold(g), script.Text("never"))
 	h.Model.Reply(script.Text("## Objective\nsummarized at the new place"))
+	h.Model.Reply(script.Text("resumed"))
 	sid := h.Session()
 	h.Prompt(sid, "one")
 	h.WaitIdle(sid)
-	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+	if err := start(h, sid); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Reached(h.Ctx()); err != nil {
@@ -986,6 +988,18 @@ func TestMoveContinuesAManualCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.WaitIdle(sid)
+	return h, sid
+}
+
+// TestMoveContinuesAManualCompaction: a manual compaction a move
+// interrupts goes on at the new Location, as the move's other work does,
+// under a new barrier; no step runs without input there (it ran one, and
+// the compaction was lost).
+func TestMoveContinuesAManualCompaction(t *testing.T) {
+	h, sid := moveDuringAManualCompaction(t, func(h *actortest.Harness, sid messages.SessionID) error {
+		_, err := h.Runtime.Compact(h.Ctx(), sid)
+		return err
+	})
 	got := typesAfter(h, sid, "session.moved")
 	want := []string{"session.execution.started", "session.compaction.started", "session.compaction.ended", "session.execution.succeeded"}
 	if !slices.Equal(got, want) || h.Model.Count() != 3 {
@@ -1220,28 +1234,13 @@ func TestMoveAfterAFailedStepCarriesNoStep(t *testing.T) {
 // asked for. A wake there would stop after the compaction, nothing being
 // eligible, and the resume would go unanswered.
 func TestMoveCarriesAnUnservedForcedRun(t *testing.T) {
-	h := actortest.New(t)
-	g := script.NewGate()
-	h.Model.Reply(script.Text("first answer"))
-	h.Model.Reply(script.Text("## Objective\n"), script.Hold(g), script.Text("never"))
-	h.Model.Reply(script.Text("## Objective\nsummarized at the new place"))
-	h.Model.Reply(script.Text("resumed"))
-	sid := h.Session()
-	h.Prompt(sid, "one")
-	h.WaitIdle(sid)
-	if _, _, err := h.Store.AdmitCompaction(h.Ctx(), sid); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.Runtime.Resume(h.Ctx(), sid); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Reached(h.Ctx()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()}); err != nil {
-		t.Fatal(err)
-	}
-	h.WaitIdle(sid)
+	h, sid := moveDuringAManualCompaction(t, func(h *actortest.Harness, sid messages.SessionID) error {
+		if _, _, err := h.Store.AdmitCompaction(h.Ctx(), sid); err != nil {
+			return err
+		}
+		_, err := h.Runtime.Resume(h.Ctx(), sid)
+		return err
+	})
 	got := typesAfter(h, sid, "session.moved")
 	want := []string{"session.execution.started", "session.compaction.started", "session.compaction.ended",
 		"session.step.started", "session.text.started", "session.text.ended", "session.step.ended", "session.execution.succeeded"}
