@@ -58,8 +58,10 @@
 // timeout are provider.transport; a prompt that is too long is
 // provider.context-overflow; "Output blocked by content filtering policy"
 // (an invalid_request_error, before or inside the stream) is
-// provider.content-filter; other 4xx are provider.invalid-request;
-// cancellation of the context is aborted.
+// provider.content-filter; other 4xx, and other invalid_request_errors
+// inside the stream, are provider.invalid-request; an in-stream error of a
+// type not named here is provider.internal; cancellation of the context is
+// aborted.
 //
 // # Request lowering
 //

@@ -51,6 +51,10 @@ func apiError(e *sdk.Error, now time.Time) *llm.Error {
 		lerr.Type = messages.ErrProviderAuth
 	case t == sdk.ErrorTypeTimeoutError:
 		lerr.Type = messages.ErrProviderTransport
+	case inStream && t == sdk.ErrorTypeInvalidRequestError:
+		// Refused inside the stream (the 200 came first): still a refusal
+		// of this request, which a retry would repeat.
+		lerr.Type = messages.ErrProviderInvalidRequest
 	case inStream:
 		// The request was accepted and then failed on the server side.
 		lerr.Type = messages.ErrProviderInternal

@@ -96,6 +96,9 @@ func TestStreamErrors(t *testing.T) {
 		// The content filter stopped the response midway: not a server
 		// failure, which the runner would retry.
 		{"output blocked", apiErr("invalid_request_error", "Output blocked by content filtering policy"), messages.ErrProviderContentFilter},
+		// Any other refusal of the request is one: asking again, as for a
+		// server failure, would be refused again.
+		{"invalid request", apiErr("invalid_request_error", "messages.1: tool_use ids must be unique"), messages.ErrProviderInvalidRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := messageStart(smallUsage) + blockStart("0", `{"type":"text","text":""}`) +
