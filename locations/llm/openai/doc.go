@@ -19,7 +19,9 @@
 // all of them end, each followed by its complete ToolCall, when the finish
 // reason arrives. Exactly one StepFinish ends a successful stream, after the
 // usage chunk. Refusal deltas are shown as text and finish the step as
-// content-filter, like an Anthropic refusal.
+// content-filter, like an Anthropic refusal. DeepSeek's finish reason
+// insufficient_system_resource (its servers cut the answer short) ends the
+// stream with a provider.internal error instead, after what was streamed.
 //
 // Usage: Input is prompt_tokens minus cached and cache-write tokens, Output
 // is completion_tokens minus reasoning_tokens (so that llm.Prices.Cost does

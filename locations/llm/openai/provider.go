@@ -13,6 +13,7 @@ import (
 
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/internal/wire"
+	"github.com/sessiond/sessiond/messages"
 )
 
 // DefaultBaseURL is the OpenAI API root used when Config.BaseURL is empty.
@@ -123,6 +124,13 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Ev
 			yield(llm.Event{}, wire.Truncated("a finish reason"))
 			return
 		}
+		if st.wire == finishServerResources {
+			// DeepSeek's server cut the answer short: a failure of the
+			// server, not an answer that ended (which would pass for one).
+			yield(llm.Event{}, &llm.Error{Type: messages.ErrProviderInternal,
+				Message: "generation stopped: the server ran out of resources (finish_reason " + finishServerResources + ")"})
+			return
+		}
 		// A failure after the finish reason (for instance a cut before the
 		// usage chunk) loses only usage: the step's content is complete.
 		fin := st.finish()
@@ -132,6 +140,10 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Ev
 		yield(fin, nil)
 	}
 }
+
+// finishServerResources is the finish reason with which DeepSeek ends a
+// response its inference servers could not complete.
+const finishServerResources = "insufficient_system_resource"
 
 func (p *Provider) prices(model string) (llm.Prices, bool) {
 	if p.cfg.Prices == nil {

@@ -54,6 +54,7 @@ type state struct {
 
 	finished bool
 	reason   string
+	wire     string // the finish reason as the server sent it
 	refusal  bool
 	usage    messages.Tokens
 }
@@ -223,7 +224,7 @@ func (s *state) end(reason string) bool {
 	for _, call := range s.calls {
 		named = named || call.started
 	}
-	s.reason = finishReason(reason, named, s.refusal)
+	s.reason, s.wire = finishReason(reason, named, s.refusal), reason
 	if !s.closeText() || !s.closeReasoning() {
 		return false
 	}

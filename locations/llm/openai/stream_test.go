@@ -7,6 +7,7 @@ import (
 
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/internal/ssetest"
+	"github.com/sessiond/sessiond/messages"
 )
 
 func TestText(t *testing.T) {
@@ -187,6 +188,19 @@ func TestFinishReasons(t *testing.T) {
 				t.Fatalf("first event %s, want text-start", ssetest.Line(events[0]))
 			}
 		})
+	}
+}
+
+// TestServerResourcesFinishFails: DeepSeek's finish reason
+// insufficient_system_resource (its servers cut the answer short) fails the
+// step as a server failure, keeping what was streamed, instead of finishing
+// it as if the answer were whole.
+func TestServerResourcesFinishFails(t *testing.T) {
+	body := sse(chunk(`{"content":"half an ans"}`, ""), chunk(`{}`, "insufficient_system_resource"), done)
+	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
+	wantError(t, err, messages.ErrProviderInternal, 0, 0)
+	if len(events) == 0 || events[0].Kind != llm.TextStart {
+		t.Fatalf("events %v: the partial text is lost", events)
 	}
 }
 
