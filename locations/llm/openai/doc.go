@@ -65,7 +65,9 @@
 // tools without it on each of its messages); reasoning from another model
 // (no ProviderMetadata) is replayed as ordinary assistant text.
 // Request.CacheKey is sent as prompt_cache_key. tool_choice none is sent
-// only alongside tools, since OpenAI rejects it without them.
+// only alongside tools, since OpenAI rejects it without them. A tool's
+// object schema without properties is sent with empty ones, which OpenAI
+// requires.
 //
 // # Usage
 //

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -221,9 +222,15 @@ func lowerTool(t llm.ToolDefinition) (oa.ChatCompletionToolUnionParam, error) {
 			return oa.ChatCompletionToolUnionParam{}, llm.Errorf(messages.ErrProviderInvalidRequest,
 				"openai: tool %q: input schema is not a JSON object: %v", t.Name, err)
 		}
-		schema = make(shared.FunctionParameters, len(members))
+		schema = make(shared.FunctionParameters, len(members)+1)
 		for k, v := range members {
 			schema[k] = v
+		}
+		if _, ok := members["properties"]; !ok && bytes.Equal(bytes.TrimSpace(members["type"]), []byte(`"object"`)) {
+			// OpenAI refuses an object schema without properties ("object
+			// schema missing properties"), which a tool without parameters
+			// (an MCP tool, say) often has.
+			schema["properties"] = map[string]any{}
 		}
 	}
 	def := shared.FunctionDefinitionParam{Name: t.Name, Parameters: schema}

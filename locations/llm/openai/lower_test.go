@@ -318,3 +318,34 @@ func TestErrorResultsSayErrorOnce(t *testing.T) {
 		t.Fatalf("tool messages %q, want %q", got, want)
 	}
 }
+
+// TestObjectSchemaGetsProperties: a tool whose schema is an object without
+// properties (a tool with no parameters) is sent with empty properties,
+// which OpenAI requires; a schema with properties is sent as it is.
+func TestObjectSchemaGetsProperties(t *testing.T) {
+	req := simpleRequest()
+	req.Tools = []llm.ToolDefinition{
+		{Name: "now", InputSchema: json.RawMessage(`{"type": "object"}`)},
+		{Name: "read", InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)},
+	}
+	_, srv, err := run(t, req, okReply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Tools []struct {
+			Function struct {
+				Parameters map[string]json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(srv.Requests()[0].Body, &body); err != nil || len(body.Tools) != 2 {
+		t.Fatalf("tools %+v, %v", body.Tools, err)
+	}
+	if got := string(body.Tools[0].Function.Parameters["properties"]); got != "{}" {
+		t.Fatalf("the parameterless tool's properties: %q", got)
+	}
+	if got := string(body.Tools[1].Function.Parameters["properties"]); got != `{"path":{"type":"string"}}` {
+		t.Fatalf("the read tool's properties: %q", got)
+	}
+}
