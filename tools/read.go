@@ -241,7 +241,11 @@ func formatTextPage(shown string, size int64, page textPage) Result {
 	case page.next > 0:
 		fmt.Fprintf(&b, "\n(Showing lines %d-%d. The file has more lines: call read with offset=%d to continue.)", page.first, last, page.next)
 	default:
-		fmt.Fprintf(&b, "\n(End of file: %d lines.)", page.total)
+		unit := "lines"
+		if page.total == 1 {
+			unit = "line"
+		}
+		fmt.Fprintf(&b, "\n(End of file: %d %s.)", page.total, unit)
 	}
 	return Result{
 		Title:  shown,

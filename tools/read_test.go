@@ -424,7 +424,7 @@ func TestReadReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Output != numbered(1, "package util")+"\n(End of file: 1 lines.)" || res.Title != "@lib/util.go" {
+	if res.Output != numbered(1, "package util")+"\n(End of file: 1 line.)" || res.Title != "@lib/util.go" {
 		t.Fatalf("result %+v", res)
 	}
 }
