@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,6 +27,23 @@ func moveAsync(h *actortest.Harness, sid messages.SessionID, loc messages.Locati
 		_, err := h.Runtime.Move(h.Ctx(), sid, loc)
 		moved <- err
 	}()
+	return moved
+}
+
+// moveSeen starts a Move of sid to loc and returns, with where its error
+// comes, once the Session actor has received it.
+func moveSeen(t *testing.T, h *actortest.Harness, sid messages.SessionID, loc messages.Location) <-chan error {
+	t.Helper()
+	arrived := make(chan struct{})
+	var once sync.Once
+	actors.SetSessionFault(func(msg any) {
+		if m, ok := msg.(*messages.Move); ok && m.SessionID == sid {
+			once.Do(func() { close(arrived) })
+		}
+	})
+	t.Cleanup(func() { actors.SetSessionFault(nil) })
+	moved := moveAsync(h, sid, loc)
+	<-arrived
 	return moved
 }
 
@@ -188,15 +206,7 @@ func TestMoveRespectsAUsersInterrupt(t *testing.T) {
 	interrupted := make(chan error, 1)
 	go func() { interrupted <- h.Runtime.Interrupt(h.Ctx(), sid) }()
 	<-cancelled
-	arrived := make(chan struct{})
-	actors.SetSessionFault(func(msg any) {
-		if m, ok := msg.(*messages.Move); ok && m.SessionID == sid {
-			close(arrived)
-		}
-	})
-	defer actors.SetSessionFault(nil)
-	moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
-	<-arrived // while the interrupt is settling
+	moved := moveSeen(t, h, sid, messages.Location{Directory: t.TempDir()}) // while the interrupt is settling
 	close(release)
 	if err := <-interrupted; err != nil {
 		t.Fatal(err)
@@ -353,15 +363,7 @@ func TestMoveDuringShutdown(t *testing.T) {
 	sid := h.Session()
 	h.Prompt(sid, "one")
 	<-entered
-	got := make(chan struct{})
-	actors.SetSessionFault(func(msg any) {
-		if m, ok := msg.(*messages.Move); ok && m.SessionID == sid {
-			close(got)
-		}
-	})
-	defer actors.SetSessionFault(nil)
-	moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
-	<-got
+	moved := moveSeen(t, h, sid, messages.Location{Directory: t.TempDir()})
 	stopped := make(chan error, 1)
 	go func() { stopped <- h.Runtime.Shutdown(h.Ctx()) }()
 	close(release)
@@ -771,15 +773,7 @@ func TestMoveRechecksTheAgentAtCommit(t *testing.T) {
 	sid := h.Session()
 	h.Prompt(sid, "one")
 	<-entered
-	arrived := make(chan struct{})
-	actors.SetSessionFault(func(msg any) {
-		if m, ok := msg.(*messages.Move); ok && m.SessionID == sid {
-			close(arrived)
-		}
-	})
-	defer actors.SetSessionFault(nil)
-	moved := moveAsync(h, sid, messages.Location{Directory: bare})
-	<-arrived
+	moved := moveSeen(t, h, sid, messages.Location{Directory: bare})
 	if err := h.Runtime.SelectAgent(h.Ctx(), sid, "plan"); err != nil {
 		t.Fatal(err)
 	}
@@ -812,15 +806,7 @@ func TestMoveCarriesAWakeOfAClosingBusyPeriod(t *testing.T) {
 	if err := h.Runtime.Wake(h.Ctx(), sid); err != nil { // waits for the closing busy period
 		t.Fatal(err)
 	}
-	arrived := make(chan struct{})
-	actors.SetSessionFault(func(msg any) {
-		if m, ok := msg.(*messages.Move); ok && m.SessionID == sid {
-			close(arrived)
-		}
-	})
-	defer actors.SetSessionFault(nil)
-	moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
-	<-arrived
+	moved := moveSeen(t, h, sid, messages.Location{Directory: t.TempDir()})
 	close(g.release)
 	if err := <-moved; err != nil {
 		t.Fatal(err)
@@ -860,15 +846,7 @@ func TestHeldCommandsSurviveAPanickingRoute(t *testing.T) {
 	p.sid.Store(sid)
 	h.Prompt(sid, "one")
 	<-entered
-	arrived := make(chan struct{})
-	actors.SetSessionFault(func(msg any) {
-		if m, ok := msg.(*messages.Move); ok && m.SessionID == sid {
-			close(arrived)
-		}
-	})
-	defer actors.SetSessionFault(nil)
-	moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
-	<-arrived
+	moved := moveSeen(t, h, sid, messages.Location{Directory: t.TempDir()})
 	waited := make(chan error, 2)
 	for range 2 {
 		go func() { waited <- h.Runtime.Wait(h.Ctx(), sid) }()
@@ -1195,14 +1173,6 @@ func (g *heldTerminal) Commit(ctx context.Context, id messages.SessionID, data .
 func TestMoveAfterAFailedStepCarriesNoStep(t *testing.T) {
 	gate := &heldTerminal{reached: make(chan struct{}), release: make(chan struct{})}
 	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { gate.Store = c.Store; c.Store = gate }})
-	moveSeen := make(chan struct{})
-	var seen atomic.Bool
-	actors.SetSessionFault(func(msg any) {
-		if _, ok := msg.(*messages.Move); ok && seen.CompareAndSwap(false, true) {
-			close(moveSeen)
-		}
-	})
-	t.Cleanup(func() { actors.SetSessionFault(nil) })
 	h.Model.Reply(script.Fail(&llm.Error{Type: messages.ErrProviderInvalidRequest, Message: "refused"}))
 	h.Model.Default(script.Text("asked again"))
 	sid := h.Session()
@@ -1212,10 +1182,9 @@ func TestMoveAfterAFailedStepCarriesNoStep(t *testing.T) {
 	case <-h.Ctx().Done():
 		t.Fatal("the busy period never failed")
 	}
-	moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
 	// The Session actor handles the move before the drain can report its
 	// end, which waits for the terminal's commit.
-	<-moveSeen
+	moved := moveSeen(t, h, sid, messages.Location{Directory: t.TempDir()})
 	close(gate.release)
 	if err := <-moved; err != nil {
 		t.Fatal(err)

@@ -56,8 +56,8 @@
 // URLs) and text notes otherwise. Assistant tool calls become
 // tool_calls followed by one tool message per call (paired by call ID, see
 // wire.PairToolResults); an error result not already starting with
-// "Error" is prefixed with "Error: " since the API has no error flag. Chat
-// Completions has no input field for reasoning:
+// "Error (" or "Error:" is prefixed with "Error: " since the API has no
+// error flag. Chat Completions has no input field for reasoning:
 // reasoning this adapter produced (it carries ProviderMetadata, which the
 // runner keeps only for the same model) is dropped on replay, except that
 // reasoning read from reasoning_content goes back in that field on its

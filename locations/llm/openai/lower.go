@@ -100,7 +100,7 @@ func appendMessage(out []oa.ChatCompletionMessageParamUnion, m llm.Message) []oa
 	case llm.RoleTool:
 		for _, p := range m.Parts {
 			output := p.Output
-			if p.IsError && !strings.HasPrefix(output, "Error") {
+			if p.IsError && !strings.HasPrefix(output, "Error (") && !strings.HasPrefix(output, "Error:") {
 				// Chat Completions has no error flag: the text says it,
 				// unless it already does (the runner's "Error (type): …").
 				output = "Error: " + output

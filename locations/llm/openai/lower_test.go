@@ -291,10 +291,12 @@ func TestErrorResultsSayErrorOnce(t *testing.T) {
 		llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{
 			{Kind: llm.PartToolCall, CallID: "call_1", Name: "bash", Input: json.RawMessage(`{}`)},
 			{Kind: llm.PartToolCall, CallID: "call_2", Name: "bash", Input: json.RawMessage(`{}`)},
+			{Kind: llm.PartToolCall, CallID: "call_3", Name: "bash", Input: json.RawMessage(`{}`)},
 		}},
 		llm.Message{Role: llm.RoleTool, Parts: []llm.Part{
 			{Kind: llm.PartToolResult, CallID: "call_1", Name: "bash", IsError: true, Output: "Error (tool.execution): exit status 1"},
 			{Kind: llm.PartToolResult, CallID: "call_2", Name: "bash", IsError: true, Output: "no such file"},
+			{Kind: llm.PartToolResult, CallID: "call_3", Name: "bash", IsError: true, Output: "Errors: 3"},
 		}})
 	_, srv, err := run(t, req, okReply)
 	if err != nil {
@@ -314,7 +316,7 @@ func TestErrorResultsSayErrorOnce(t *testing.T) {
 			got = append(got, m.Content)
 		}
 	}
-	if want := []any{"Error (tool.execution): exit status 1", "Error: no such file"}; !reflect.DeepEqual(got, want) {
+	if want := []any{"Error (tool.execution): exit status 1", "Error: no such file", "Error: Errors: 3"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("tool messages %q, want %q", got, want)
 	}
 }

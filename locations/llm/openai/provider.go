@@ -124,7 +124,7 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Ev
 			yield(llm.Event{}, wire.Truncated("a finish reason"))
 			return
 		}
-		if st.wire == finishServerResources {
+		if st.raw == finishServerResources {
 			// DeepSeek's server cut the answer short: a failure of the
 			// server, not an answer that ended (which would pass for one).
 			yield(llm.Event{}, &llm.Error{Type: messages.ErrProviderInternal,

@@ -54,7 +54,7 @@ type state struct {
 
 	finished bool
 	reason   string
-	wire     string // the finish reason as the server sent it
+	raw      string // the finish reason as the server sent it
 	refusal  bool
 	usage    messages.Tokens
 }
@@ -224,7 +224,7 @@ func (s *state) end(reason string) bool {
 	for _, call := range s.calls {
 		named = named || call.started
 	}
-	s.reason, s.wire = finishReason(reason, named, s.refusal), reason
+	s.reason, s.raw = finishReason(reason, named, s.refusal), reason
 	if !s.closeText() || !s.closeReasoning() {
 		return false
 	}
