@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sessiond/sessiond/messages"
@@ -304,5 +305,51 @@ func TestApplyPatchLeavesReadOnlyFilesAlone(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(h.root, "first.txt")); err == nil {
 		t.Fatal("the patch was partly applied")
+	}
+}
+
+// TestApplyPatchKeepsHardLinks: an update of a file with another hard link
+// changes the content every link sees. Replacing it by a rename would give
+// the patched name a new file and leave the other link with the old text.
+func TestApplyPatchKeepsHardLinks(t *testing.T) {
+	h := newHarness(t, harnessConfig{rules: allowAll})
+	p := h.write(t, "a.txt", "old\n")
+	other := filepath.Join(h.root, "b.txt")
+	if err := os.Link(p, other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.call(context.Background(), t, "apply_patch", patchText("*** Update File: a.txt\n@@\n-old\n+new\n")); err != nil {
+		t.Fatal(err)
+	}
+	if readFile(t, p) != "new\n" || readFile(t, other) != "new\n" {
+		t.Fatalf("a.txt %q, its link b.txt %q", readFile(t, p), readFile(t, other))
+	}
+	a, _ := os.Stat(p)
+	b, _ := os.Stat(other)
+	if !os.SameFile(a, b) {
+		t.Fatal("the link was broken")
+	}
+}
+
+// TestApplyPatchKeepsTheOwner: root editing a user's file leaves it the
+// user's. It needs root to give a file away; CI runs as root.
+func TestApplyPatchKeepsTheOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root can give a file to another user")
+	}
+	h := newHarness(t, harnessConfig{rules: allowAll})
+	p := h.write(t, "mine.txt", "old\n")
+	if err := os.Chown(p, 4242, 4343); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.call(context.Background(), t, "apply_patch", patchText("*** Update File: mine.txt\n@@\n-old\n+new\n")); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil || readFile(t, p) != "new\n" {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 4242 || st.Gid != 4343 {
+		t.Fatalf("owner %d:%d, want 4242:4343", st.Uid, st.Gid)
 	}
 }

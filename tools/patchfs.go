@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,7 +33,9 @@ type patchFS interface {
 	// say no.
 	writable(base, rel string) error
 	// replace atomically replaces the content of the existing file rel,
-	// keeping its permission bits.
+	// keeping its permission bits and owner; a file it cannot replace so
+	// without changing what the file is (hard links, an owner this
+	// process may not give) is written in place instead.
 	replace(base, rel string, data []byte, perm fs.FileMode) error
 	// remove deletes rel (a symbolic link itself, not its target).
 	remove(base, rel string) error
@@ -118,6 +121,17 @@ func (rootFS) replace(base, rel string, data []byte, perm fs.FileMode) error {
 		return err
 	}
 	defer r.Close()
+	cur, err := r.Stat(rel)
+	if err != nil {
+		return err
+	}
+	st, _ := cur.Sys().(*syscall.Stat_t)
+	if st != nil && st.Nlink > 1 {
+		// A rename gives this name a new file and leaves every other link
+		// to the old one with the old content: a hard-linked file is
+		// written in place, as editors do.
+		return overwrite(r, rel, data)
+	}
 	// The temporary name must not grow with the file's name: a name near
 	// the file system's limit (NAME_MAX, 255 bytes on most) plus a suffix
 	// would not fit, and the update would fail only at commit, after
@@ -127,20 +141,51 @@ func (rootFS) replace(base, rel string, data []byte, perm fs.FileMode) error {
 	if err != nil {
 		return err
 	}
+	inPlace := false
 	_, err = f.Write(data)
 	if err == nil {
 		// OpenFile's permission is filtered by the umask; restore the
 		// original bits exactly.
 		err = f.Chmod(perm)
 	}
+	if err == nil && st != nil {
+		// The new file belongs to this process; the old one may not (root
+		// editing a user's file, a user a group-writable one). Give it the
+		// old owner, or, where this process may not, write in place.
+		if mine, serr := f.Stat(); serr == nil {
+			if t, ok := mine.Sys().(*syscall.Stat_t); ok && (t.Uid != st.Uid || t.Gid != st.Gid) {
+				if cerr := f.Chown(int(st.Uid), int(st.Gid)); cerr != nil {
+					inPlace = true
+				}
+			}
+		}
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
+	if err == nil && !inPlace {
 		err = r.Rename(tmp, rel)
 	}
-	if err != nil {
+	if err != nil || inPlace {
 		_ = r.Remove(tmp)
+	}
+	if err == nil && inPlace {
+		return overwrite(r, rel, data)
+	}
+	return err
+}
+
+// overwrite writes data over the existing file rel, keeping the file
+// itself (its owner, links and extended attributes). Unlike replace's
+// rename it is not atomic: a crash part-way leaves part of the new content.
+func overwrite(r *os.Root, rel string, data []byte) error {
+	f, err := r.OpenFile(rel, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }
