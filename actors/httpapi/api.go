@@ -239,8 +239,13 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Flush lets handlers that type-assert http.Flusher (promhttp) flush.
-func (w *statusWriter) Flush() {
-	_ = http.NewResponseController(w.ResponseWriter).Flush()
+func (w *statusWriter) Flush() { _ = w.FlushError() }
+
+// FlushError flushes and reports a failure. http.ResponseController tries
+// it before Flush: without it, the controller would find Flush, whose
+// error is dropped, and a stream would never learn that its client is gone.
+func (w *statusWriter) FlushError() error {
+	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
 // withStop returns a context that ends with the request or when the Server

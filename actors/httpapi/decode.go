@@ -259,6 +259,17 @@ func parseAfter(name, s string) (int64, error) {
 	return n, nil
 }
 
+// query parses the request's query string. A malformed one (a bad percent
+// escape, a ";" separator) is invalid: r.URL.Query drops what it cannot
+// parse, so "after=5;follow=true" would read as no cursor at all.
+func query(r *http.Request) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, invalid("query: %s", clip(err.Error()))
+	}
+	return q, nil
+}
+
 // single returns the one value of a query parameter; a repeated parameter
 // is ambiguous and therefore invalid.
 func single(q url.Values, name string) (string, bool, error) {

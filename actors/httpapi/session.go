@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/messages"
@@ -45,6 +46,17 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.fail(w, r, err)
 		return
+	}
+	if req.ID != "" {
+		// A reused ID returns the existing Session unchanged (SEED.md),
+		// whatever Location the request names: the roots bound new
+		// Sessions, and an exact retry must not fail because the
+		// directory has gone since (the runtime's Create, which the roots
+		// check below precedes, answers a reuse the same way).
+		if s, err := a.store.Get(r.Context(), req.ID); err == nil {
+			a.data(w, r, s)
+			return
+		}
 	}
 	if req.Location.Directory, err = a.checkRoots(req.Location.Directory); err != nil {
 		a.fail(w, r, err)
@@ -308,7 +320,12 @@ func servePage[T any](a *api, w http.ResponseWriter, r *http.Request,
 		a.fail(w, r, err)
 		return
 	}
-	q, err := parsePage(r.URL.Query())
+	qv, err := query(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	q, err := parsePage(qv)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -352,7 +369,14 @@ func (a *api) putInstruction(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		return a.store.PutEntry(r.Context(), sid, r.PathValue("key"), text)
+		// The path is unescaped as bytes ("%FF"), and JSON cannot carry a
+		// key that is not UTF-8: the listing would show it as U+FFFD, a
+		// key that no DELETE names.
+		key := r.PathValue("key")
+		if !utf8.ValidString(key) {
+			return invalid("key: not valid UTF-8")
+		}
+		return a.store.PutEntry(r.Context(), sid, key, text)
 	})
 }
 

@@ -134,7 +134,12 @@ func (a *api) logStream(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	q, err := parseLog(r.URL.Query(), r.Header.Get("Last-Event-ID"))
+	qv, err := query(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	q, err := parseLog(qv, r.Header.Get("Last-Event-ID"))
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -242,7 +247,12 @@ func (a *api) writeLogFrame(r *http.Request, sse *sseWriter, f logFrame) bool {
 // durable log.
 func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 	var filter func(messages.Event) bool
-	if v, ok, err := single(r.URL.Query(), "sessionID"); err != nil {
+	qv, err := query(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if v, ok, err := single(qv, "sessionID"); err != nil {
 		a.fail(w, r, err)
 		return
 	} else if ok {
