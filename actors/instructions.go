@@ -6,6 +6,7 @@ import (
 
 	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
 )
 
 // observeInstructions loads every instruction source of the Session's
@@ -50,6 +51,21 @@ func (r *runner) prepareInstructions(ctx context.Context) error {
 		// its execution.failed tells clients why nothing answers it.
 		return errors.Join(d.Err, r.begin(ctx))
 	}
+	if d.Kind == locations.DecisionUpdate {
+		// A completed compaction causes the next physical attempt to
+		// rebaseline from current instructions (SEED.md). The compaction
+		// wrote a baseline when it ended; when they changed since and no
+		// attempt has shown that one yet, the change replaces it rather
+		// than follow it as an update.
+		unseen, err := r.unseenCompaction(ctx)
+		if err != nil {
+			return err
+		}
+		if unseen {
+			d = locations.Decision{Kind: locations.DecisionBaseline, Text: locations.RenderBaseline(obs.Keys(), d.Applied),
+				Applied: d.Applied, Unavailable: d.Unavailable}
+		}
+	}
 	switch d.Kind {
 	case locations.DecisionBaseline:
 		r.metrics.baseline(len(d.Text))
@@ -61,6 +77,25 @@ func (r *runner) prepareInstructions(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// unseenCompaction reports whether a compaction completed and no physical
+// attempt has run since: no assistant message follows its boundary.
+func (r *runner) unseenCompaction(ctx context.Context) (bool, error) {
+	msgs, err := r.history(ctx)
+	if err != nil {
+		return false, err
+	}
+	ck, start := activeCheckpoint(msgs)
+	if ck == nil {
+		return false, nil
+	}
+	for _, m := range msgs[start:] {
+		if m.Role == persistence.RoleAssistant {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // rebaseline returns the event of a fresh baseline from current sources

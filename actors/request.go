@@ -650,6 +650,10 @@ func compactionPrompt(previous string) string {
 	b.WriteString("Summarize the conversation so far as a continuation checkpoint for another engineer. ")
 	b.WriteString("Use exactly these headings in this order, writing (none) under any heading with nothing to say:\n\n")
 	b.WriteString(strings.Join(summaryHeadings, "\n"))
+	// What each section records (SEED.md): the headings alone leave Next
+	// Move to one action, and the work in flight to the model's guess.
+	b.WriteString("\n\nWork State records the completed, active and blocked work under its three subheadings. " +
+		"Next Move records the immediate next action and the actions that follow it.")
 	if previous != "" {
 		b.WriteString("\n\nUpdate this previous summary with the newer messages rather than starting over:\n\n")
 		b.WriteString(previous)

@@ -494,11 +494,14 @@ func (r *runner) step(ctx context.Context, sess persistence.Session, agent locat
 				return false, err
 			}
 			r.metrics.step("failed")
-			if e.Type == messages.ErrProviderContextOverflow && !out.durableOutput && !overflowCompacted && *allowance > 0 {
+			if e.Type == messages.ErrProviderContextOverflow && !out.durableOutput && !overflowCompacted {
 				// One overflow-triggered compaction, then the same logical
-				// step with one remaining physical attempt.
+				// step with one remaining physical attempt. It compacts on
+				// the allowance's last step too: the attempt cannot run,
+				// but without the checkpoint the next turn would overflow
+				// again (every turn, for an agent of one step).
 				overflowCompacted = true
-				if ok, err := r.compact(ctx, sess, agent, messages.CompactionOverflow, r.ids.Message()); err != nil || !ok {
+				if ok, err := r.compact(ctx, sess, agent, messages.CompactionOverflow, r.ids.Message()); err != nil || !ok || *allowance <= 0 {
 					return false, firstErr(err, e.Typed())
 				}
 				// The retried attempt answers after the compaction boundary, so it

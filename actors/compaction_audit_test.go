@@ -1,0 +1,115 @@
+package actors_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/sessiond/sessiond/actors/actortest"
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/locations/llm/script"
+	"github.com/sessiond/sessiond/messages"
+)
+
+// TestNextAttemptAfterCompactionRebaselines: a completed compaction
+// causes the next physical attempt to rebaseline from current
+// instructions (SEED.md). Instructions that change between a manual
+// compaction and the next prompt reach that attempt as a fresh baseline,
+// not as the baseline of the compaction's moment followed by a
+// chronological update.
+func TestNextAttemptAfterCompactionRebaselines(t *testing.T) {
+	h, sid, agents := answeredWithAgentsMD(t, "Use tabs.")
+	compactNow(t, h, sid)
+	if err := os.WriteFile(agents, []byte("Use spaces."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	req := h.Request(3) // 1: "one", 2: the summary, 3: "two"
+	if !strings.HasPrefix(req.Messages[0].Parts[0].Text, "<summary>") {
+		t.Fatalf("request 3 is not the first after the compaction: %+v", req.Messages)
+	}
+	sys := strings.Join(req.System, "\n")
+	if !strings.Contains(sys, "Use spaces.") || strings.Contains(sys, "Use tabs.") {
+		t.Fatalf("the first attempt after the compaction has the baseline %q", req.System)
+	}
+	for _, m := range req.Messages {
+		if m.Role == llm.RoleSystem {
+			t.Fatalf("a chronological update follows the compaction instead of a fresh baseline: %q", m.Parts[0].Text)
+		}
+	}
+	if n := count(h, sid, messages.TypeInstructionsUpdated); n != 0 {
+		t.Fatalf("%d instruction updates: %v", n, h.Types(sid))
+	}
+	// Once an attempt has seen that baseline, changes are updates again.
+	if err := os.WriteFile(agents, []byte("Use both."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "three")
+	h.WaitIdle(sid)
+	if n := count(h, sid, messages.TypeInstructionsUpdated); n != 1 {
+		t.Fatalf("%d instruction updates after an attempt saw the baseline: %v", n, h.Types(sid))
+	}
+	h.CheckReplay()
+}
+
+// TestOverflowOnTheLastStepStillCompacts: a context overflow before
+// any output triggers one compaction even on the last step of the agent's
+// allowance, where no attempt is left to rebuild: without the checkpoint,
+// an agent of one step failed every later turn on the same overflow.
+func TestOverflowOnTheLastStepStillCompacts(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Steps: 1})
+	overflow := &llm.Error{Type: messages.ErrProviderContextOverflow, Message: "prompt is too long"}
+	h.Model.Reply(script.Text("earlier"))
+	h.Model.Reply(script.Fail(overflow))
+	h.Model.Reply(script.Text("## Objective\nsummary"))
+	h.Model.Reply(script.Text("answer three"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	ended := lastOf[*messages.CompactionEnded](h, sid)
+	if ended == nil || ended.Reason != messages.CompactionOverflow {
+		t.Fatalf("no overflow compaction on the last step: %v", h.Types(sid))
+	}
+	// No attempt was left: the step fails as it would have, after the
+	// compaction, and nothing else is sent.
+	if f := lastOf[*messages.ExecutionFailed](h, sid); f == nil || f.Error.Type != messages.ErrProviderContextOverflow || h.Model.Count() != 3 {
+		t.Fatalf("busy period %+v after %d requests: %v", f, h.Model.Count(), h.Types(sid))
+	}
+	h.Prompt(sid, "three")
+	h.WaitIdle(sid)
+	got := userTexts(h.Request(4))
+	if len(got) != 3 || !strings.HasPrefix(got[0], "<summary>") || got[1] != "two" || got[2] != "three" {
+		t.Fatalf("the next turn's user messages: %q", got)
+	}
+	if types := h.Types(sid); types[len(types)-1] != "session.execution.succeeded" {
+		t.Fatalf("the next turn: %v", types)
+	}
+	h.CheckReplay()
+}
+
+// TestSummaryPromptSaysWhatEachSectionRecords: the rolling summary's
+// Work State records completed, active and blocked work, and its Next Move
+// the immediate and following actions (SEED.md); the summary request asks
+// for that content, not only for the headings.
+func TestSummaryPromptSaysWhatEachSectionRecords(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Text("first answer"))
+	h.Model.Reply(script.Text("## Objective\nKeep going"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	compactNow(t, h, sid)
+	sys := strings.Join(h.Request(2).System, "\n")
+	if !strings.Contains(sys, "## Next Move") {
+		t.Fatalf("request 2 is not the summary request: %q", sys)
+	}
+	for _, want := range []string{"completed, active and blocked work", "immediate next action", "actions that follow it"} {
+		if !strings.Contains(sys, want) {
+			t.Fatalf("the summary request does not ask for %q: %q", want, sys)
+		}
+	}
+	h.CheckReplay()
+}
