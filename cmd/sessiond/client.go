@@ -70,10 +70,20 @@ func baseURL(addr string) (*url.URL, error) {
 	return &url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}, nil
 }
 
-// request builds a request for path (with query q) and a JSON body.
+// request builds a request for path (with query q) and a JSON body. path
+// is escaped already: its segments went through url.PathEscape.
 func (c *client) request(ctx context.Context, method, path string, q url.Values, body any) (*http.Request, error) {
 	u := *c.base
-	u.Path += path
+	// Appended to the decoded Path, an escaped segment was escaped a
+	// second time on the wire: instruction key "a b" reached the daemon
+	// as "a%20b", and "a/b" as "a%2Fb". The raw path keeps the escaping
+	// as it is, "/" within a segment included.
+	raw := u.EscapedPath() + path
+	decoded, err := url.PathUnescape(raw)
+	if err != nil {
+		return nil, fmt.Errorf("request path %q: %w", raw, err)
+	}
+	u.Path, u.RawPath = decoded, raw
 	u.RawQuery = q.Encode()
 	var rd io.Reader
 	if body != nil {

@@ -57,6 +57,11 @@ func (f *clientFlags) client(a *app) (*client, error) {
 		// configuration that does not load (no home directory, a
 		// daemon-only mistake) need not stop a client.
 		cfg = Config{Addr: cmp.Or(env("SESSIOND_ADDR"), builtinConfig().Addr), Token: env("SESSIOND_TOKEN")}
+		if _, err := baseURL(cfg.Addr); err != nil && f.addr == "" {
+			// --addr is checked as it is parsed: this one is the
+			// environment's.
+			return nil, fmt.Errorf("SESSIOND_ADDR %q: want host:port or an http(s) URL", cfg.Addr)
+		}
 	}
 	return newClient(cfg.Addr, cfg.Token)
 }
@@ -115,21 +120,21 @@ var sessionCreateCommand = &command{
 	name:     "session create",
 	synopsis: "[--dir D] [--id ses_…] [--agent A] [--model provider/model]",
 	summary:  "create a Session",
-	help:     "Create a Session in directory D (made absolute here) and print it." + clientHelp,
+	help:     "Create a Session in directory D (made absolute here) and print it.\n" + clientHelp,
 }
 
 var sessionListCommand = &command{
 	name:     "session list",
 	synopsis: "[flags]",
 	summary:  "list Sessions",
-	help:     "Print every Session, oldest first." + clientHelp,
+	help:     "Print every Session, oldest first.\n" + clientHelp,
 }
 
 var sessionGetCommand = &command{
 	name:     "session get",
 	synopsis: "[flags] ID",
 	summary:  "show one Session",
-	help:     "Print Session ID." + clientHelp,
+	help:     "Print Session ID.\n" + clientHelp,
 }
 
 var sessionMoveCommand = &command{
@@ -139,7 +144,8 @@ var sessionMoveCommand = &command{
 	help: `
 Move Session ID to directory D (made absolute here) and print it. Work
 running at the old Location is interrupted (reason superseded) and goes on
-at D, which starts from a complete instruction baseline.` + clientHelp,
+at D, which starts from a complete instruction baseline.
+` + clientHelp,
 }
 
 // runSession dispatches session's subcommands.
@@ -173,7 +179,8 @@ var sessionAgentCommand = &command{
 	summary:  "select a Session's agent",
 	help: `
 Select AGENT for Session ID from its next step on; running work takes it at
-its next step boundary, with no more steps than the agent allows.` + clientHelp,
+its next step boundary, with no more steps than the agent allows.
+` + clientHelp,
 }
 
 var sessionModelCommand = &command{
@@ -182,7 +189,8 @@ var sessionModelCommand = &command{
 	summary:  "select a Session's model",
 	help: `
 Select the model for Session ID from its next step on (a retry waiting
-after a failed attempt included).` + clientHelp,
+after a failed attempt included).
+` + clientHelp,
 }
 
 // sessionSelect parses "ID VALUE" for a selection subcommand.
@@ -511,6 +519,16 @@ func runInstruction(ctx context.Context, a *app, c *command, args []string) int 
 	if len(pos) != want[pos[0]] {
 		return a.usageError(c, "usage: %s %s", c.name, map[string]string{"list": "list ID", "set": `set ID KEY "text"`, "delete": "delete ID KEY"}[pos[0]])
 	}
+	if pos[0] != "list" {
+		switch pos[2] {
+		case "":
+			return a.usageError(c, "KEY is empty; want 1 to 200 characters")
+		case ".", "..":
+			// A URL path cannot name it: the daemon would answer
+			// "no route".
+			return a.usageError(c, "KEY %q cannot be a path segment; choose another", pos[2])
+		}
+	}
 	switch pos[0] {
 	case "set":
 		return a.clientCall(ctx, c, cf, http.MethodPut, sessionPath(pos[1], "/instruction/"+url.PathEscape(pos[2])), nil, map[string]string{"text": pos[3]}, "")
@@ -528,7 +546,7 @@ var resumeCommand = &command{
 Resume starts a busy period of Session ID, or joins the one running, and
 returns once it started; it does not wait for the work (see wait). An idle
 Session with nothing pending still takes one step. Prompts admitted with
---resume=false run this way.
+'sessiond prompt --no-resume' run this way.
 ` + clientHelp,
 	run: sessionPost("/resume"),
 }

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tailscale/hujson"
@@ -283,7 +284,11 @@ func LoadConfig(path string, env func(string) string) (Config, error) {
 			if c, err = decodeConfig(c, data, dir); err != nil {
 				return Config{}, fmt.Errorf("config %s: %w", path, err)
 			}
-		case !explicit && errors.Is(err, fs.ErrNotExist):
+		case !explicit && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)):
+			// No file; ENOTDIR: the data directory is a file (or lies
+			// under one), which is the data directory's problem, and
+			// opening the store says so, not a configuration file the
+			// user never named.
 			path = ""
 		default:
 			return Config{}, fmt.Errorf("config: %w", err)

@@ -41,7 +41,7 @@ func TestHelp(t *testing.T) {
 		"session agent":  {"Usage: sessiond session agent [flags] ID AGENT", "next step"},
 		"session model":  {"Usage: sessiond session model [flags] ID provider/model", "retry"},
 		"messages":       {"--after N", "--limit N", "compaction rows"},
-		"resume":         {"does not wait", "--resume=false"},
+		"resume":         {"does not wait", "prompt --no-resume"},
 		"wait":           {"no wake in flight"},
 		"compact":        {"session.compaction.ended.1"},
 		"instruction":    {"session.instructions.updated.1", "1 to 200 characters"},

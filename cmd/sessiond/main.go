@@ -73,7 +73,12 @@ func main() {
 	// A closed stdout (run … | head -1) must be a write error the commands
 	// handle (run interrupts its Session and records why), not the signal
 	// that kills a Go program writing to a broken pipe on fd 1 or 2.
-	signal.Ignore(syscall.SIGPIPE)
+	// Notify, not Ignore: an ignored signal stays ignored across exec, so
+	// every tool command would run with SIGPIPE ignored (yes | head would
+	// fail with "Broken pipe", a shell loop writing to a closed pipe would
+	// never end), while a caught one is reset to the default in children.
+	// Nothing reads the channel: the runtime drops what does not fit.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	tuneGC(os.Getenv)
 	tuneProcs(os.Getenv)
 	ctx, stop := notifySignals()

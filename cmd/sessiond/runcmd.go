@@ -52,7 +52,8 @@ so it needs --yes without a terminal:
 
 ^C interrupts the Session (reason user) and a second ^C quits at once.
 Exit status: 0 when the busy period succeeded, 1 when it failed (the error
-type and message are printed to stderr), 130 when interrupted.`,
+type and message are printed to stderr), 130 when interrupted by ^C (143
+by SIGTERM, which stops the runtime: reason shutdown).`,
 	run: runRun,
 }
 
@@ -123,6 +124,11 @@ func runRun(ctx context.Context, a *app, c *command, args []string) int {
 
 	sess, _, err := st.runtime.Create(ctx, persistence.CreateSession{Location: messages.Location{Directory: loc}, Model: ref})
 	if err != nil {
+		if ctx.Err() != nil {
+			// ^C or SIGTERM while starting: nothing ran; exit as
+			// interrupted (130, 143), not as a failure.
+			return exitCode(ctx)
+		}
 		return a.fail(c, err)
 	}
 	fmt.Fprintf(a.stderr, "sessiond: session %s in %s\n", sess.ID, loc)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 
 	"github.com/sessiond/sessiond/actors/httpapi"
 )
@@ -38,7 +39,20 @@ func runServe(ctx context.Context, a *app, c *command, args []string) int {
 	fs := newFlags(c)
 	var sf storeFlags
 	sf.register(fs, "info")
-	addr := fs.String("addr", "", "listen address `HOST:PORT`; port 0 picks a free one (default $SESSIOND_ADDR, else the configuration's, else 127.0.0.1:4096)")
+	// Checked as it is parsed, so a malformed address is a usage error
+	// (exit 2), as it is for the client commands.
+	var addr string
+	fs.Func("addr", "listen address `HOST:PORT`; port 0 picks a free one (default $SESSIOND_ADDR, else the configuration's, else 127.0.0.1:4096)", func(v string) error {
+		// Empty is unset, as before: scripts pass --addr "$X".
+		if err := checkListen(v); err != nil && v != "" {
+			if strings.Contains(v, "://") {
+				return errors.New("want host:port to listen on, not a URL")
+			}
+			return errors.New("want host:port, with a port from 0 to 65535")
+		}
+		addr = v
+		return nil
+	})
 	token := fs.String("token", "", "bearer `TOKEN` every route but /api/health and /metrics requires (default $SESSIOND_TOKEN)")
 	var roots stringList
 	fs.Var(&roots, "root", "allow Session directories only under `DIR` (repeatable; adds to the configuration's roots)")
@@ -53,7 +67,7 @@ func runServe(ctx context.Context, a *app, c *command, args []string) int {
 	if err != nil {
 		return a.usageError(c, "%v", err)
 	}
-	cfg, err := sf.load(a, overrides{"SESSIOND_ADDR": *addr, "SESSIOND_TOKEN": *token})
+	cfg, err := sf.load(a, overrides{"SESSIOND_ADDR": addr, "SESSIOND_TOKEN": *token})
 	if err == nil {
 		// A URL names the daemon for clients; the daemon listens on
 		// host:port.

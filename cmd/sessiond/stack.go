@@ -149,7 +149,7 @@ func openStack(cfg Config, log zerolog.Logger, opts stackOptions) (_ *stack, err
 
 	bash := tools.DefaultBashConfig()
 	bash.Ledger = ledger
-	bash.Env = commandEnv(os.Environ())
+	bash.Env = commandEnv(os.Environ(), cfg.Token)
 	home, _ := os.UserHomeDir() // no home only means no global AGENTS.md fallback
 	builder := locations.NewBuilder(locations.BuildConfig{
 		Catalog:      s.catalog,
@@ -275,14 +275,17 @@ func agentsOf(cfg Config) (map[string]locations.Agent, map[string]tools.Ruleset,
 }
 
 // commandEnv returns the environment of tool commands: the daemon's,
-// without its bearer token. A command has no use for it, `env` would put
-// it in the transcript (and so in the provider's hands), and with it a
-// command could answer its own permission questions through the API.
-// Commands are not sandboxed (SEED.md), so this keeps the token out of
-// their way, not out of their reach: a configuration file that holds it
-// stays readable to them.
-func commandEnv(environ []string) []string {
+// without its bearer token: SESSIOND_TOKEN, and any other variable that
+// holds the token (the one a "{env:NAME}" token in the configuration
+// names, or one --token "$VAR" was given from). A command has no use for
+// it, `env` would put it in the transcript (and so in the provider's
+// hands), and with it a command could answer its own permission questions
+// through the API. Commands are not sandboxed (SEED.md), so this keeps the
+// token out of their way, not out of their reach: a configuration file
+// that holds it stays readable to them.
+func commandEnv(environ []string, token string) []string {
 	return slices.DeleteFunc(slices.Clone(environ), func(e string) bool {
-		return strings.HasPrefix(e, "SESSIOND_TOKEN=")
+		name, value, _ := strings.Cut(e, "=")
+		return name == "SESSIOND_TOKEN" || (token != "" && value == token)
 	})
 }
