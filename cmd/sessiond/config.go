@@ -311,10 +311,18 @@ func LoadConfig(path string, env func(string) string) (Config, error) {
 // decodeConfig decodes the HuJSON document data over base. Relative paths
 // in the document are resolved against dir. It does not apply the
 // environment or validate.
+// utf8BOM is the UTF-8 byte-order mark.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 func decodeConfig(base Config, data []byte, dir string) (Config, error) {
 	// hujson.Parse aliases its input and Standardize rewrites comments in
 	// place; work on a copy so the caller's bytes stay intact.
 	src := bytes.Clone(data)
+	if bytes.HasPrefix(src, utf8BOM) {
+		// Editors on Windows start UTF-8 files with a byte-order mark,
+		// which JSON does not allow; spaces keep every offset.
+		copy(src, "   ")
+	}
 	ast, err := hujson.Parse(src)
 	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), "hujson: ")

@@ -176,6 +176,14 @@ func TestLoadConfigDefaultPath(t *testing.T) {
 		t.Fatalf("LoadConfig read addr %q, data %q", c.Addr, c.Data)
 	}
 
+	// A byte-order mark, as Windows editors write, is not an error.
+	if err := os.WriteFile(filepath.Join(dir, ConfigFileName), []byte("\xef\xbb\xbf{\"addr\": \"127.0.0.1:1\"}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = LoadConfig("", env); err != nil || c.Addr != "127.0.0.1:1" {
+		t.Fatalf("LoadConfig with a byte-order mark: addr %q, %v", c.Addr, err)
+	}
+
 	// An explicit path must exist.
 	_, err = LoadConfig(filepath.Join(dir, "missing.json"), env)
 	if !errors.Is(err, fs.ErrNotExist) {
