@@ -489,7 +489,8 @@ var flushFault func() error
 func (s *Bolt) Path() string { return s.db.Path() }
 
 // Close stops accepting writes, waits for queued commits, flushes the
-// memtable, and closes the files. Active Log tails end with ErrClosed.
+// memtable, and closes the files. Active Log tails end with ErrClosed,
+// and reads from then on fail with it.
 func (s *Bolt) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -912,9 +913,19 @@ func runOp(o *op, w *wtx) (err error) {
 // makes it take both again.
 func (s *Bolt) view(fn func(v *view) error) error {
 	for {
+		// A closed store reads nothing, as it writes nothing: Close's last
+		// flush moves bbolt past every snapshot (this loop would spin
+		// until the file closes), and then bbolt fails with an error of
+		// its own.
+		if s.tails.done() {
+			return ErrClosed
+		}
 		sn := s.snap.Load()
 		tx, err := s.db.Begin(false)
 		if err != nil {
+			if s.tails.done() {
+				return ErrClosed
+			}
 			return err
 		}
 		if id := tx.ID(); id < sn.lo || id > sn.hi {

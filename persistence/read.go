@@ -86,6 +86,10 @@ func (s *Bolt) List(ctx context.Context) ([]Session, error) {
 
 // Watermark implements Store.
 func (s *Bolt) Watermark(ctx context.Context, id messages.SessionID) (int64, error) {
+	if s.tails.done() {
+		// The memtables stay readable after Close; the store does not.
+		return -1, ErrClosed
+	}
 	if w, ok := memLastSeq(s.snap.Load().mems, id); ok {
 		return w, nil
 	}

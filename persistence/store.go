@@ -41,7 +41,9 @@ type Store interface {
 	// Append commits events for one Session with their projections in one
 	// transaction and returns them with their envelopes. A projector error
 	// (for instance promoting an input twice) rolls back every event of the
-	// call.
+	// call. The store may keep the payloads (their byte slices included)
+	// until a later commit of the Session, and the returned events share
+	// them: neither may be modified afterwards.
 	Append(ctx context.Context, id messages.SessionID, data ...messages.Payload) ([]messages.Event, error)
 	// Commit is Append that also returns what the commit left in the
 	// projections a step boundary reads (see Committed), so a caller that

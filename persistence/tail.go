@@ -59,6 +59,17 @@ func (t *tails) notify(sid messages.SessionID) {
 
 func (t *tails) closeAll() { close(t.closed) }
 
+// done reports whether Close has stopped the writer (closeAll): from then
+// on reads, like writes and tails, end with ErrClosed.
+func (t *tails) done() bool {
+	select {
+	case <-t.closed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Tails returns the number of Sessions with an active tail (for tests and
 // metrics).
 func (s *Bolt) Tails() int {
