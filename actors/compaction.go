@@ -229,15 +229,21 @@ const compactionOrphaned = "Compaction interrupted: the process running it stopp
 // barrier, when compact comes to it.) It reads history, which the step
 // about to run reads anyway.
 func (r *runner) failInterruptedCompactions(ctx context.Context) error {
+	return r.failRunningCompactions(ctx, false, messages.Error{Type: messages.ErrAborted, Message: compactionOrphaned})
+}
+
+// failRunningCompactions settles the compactions the Session shows
+// running with e: the automatic and overflow ones, and with manual the
+// manual ones too, which settles their barriers.
+func (r *runner) failRunningCompactions(ctx context.Context, manual bool, e messages.Error) error {
 	msgs, err := r.history(ctx)
 	if err != nil {
 		return err
 	}
 	var ps []messages.Payload
 	for _, m := range msgs {
-		if c := m.Compaction; c != nil && c.State == persistence.CompactionRunning && c.Reason != messages.CompactionManual {
-			ps = append(ps, &messages.CompactionFailed{SessionID: r.sid, Reason: c.Reason, InputID: m.ID,
-				Error: messages.Error{Type: messages.ErrAborted, Message: compactionOrphaned}})
+		if c := m.Compaction; c != nil && c.State == persistence.CompactionRunning && (manual || c.Reason != messages.CompactionManual) {
+			ps = append(ps, &messages.CompactionFailed{SessionID: r.sid, Reason: c.Reason, InputID: m.ID, Error: e})
 		}
 	}
 	if len(ps) == 0 {

@@ -87,9 +87,14 @@ func (d *drain) loop(r *runner, self *actor.PID) (err error) {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("actors: runner panicked: %v\n%s", p, debug.Stack())
 			// Close the step the panic left open, settlement first, as the
-			// orphan sweep would; its calls are not re-run.
+			// orphan sweep would; its calls are not re-run. A compaction it
+			// left running fails, settling its barrier.
 			e := messages.Error{Type: messages.ErrUnknown, Message: fmt.Sprintf("The runner failed: %v", p)}
 			if ferr := r.failOpenSteps(context.WithoutCancel(d.ctx), "", func(string) messages.Error { return e }, e); ferr != nil {
+				err = errors.Join(err, ferr)
+			}
+			ce := messages.Error{Type: messages.ErrCompactionFailed, Message: e.Message}
+			if ferr := r.failRunningCompactions(context.WithoutCancel(d.ctx), true, ce); ferr != nil {
 				err = errors.Join(err, ferr)
 			}
 		}

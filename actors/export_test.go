@@ -45,3 +45,11 @@ func (rt *Runtime) Held(sid messages.SessionID) int {
 	}
 	return r.(int)
 }
+
+// SetToolGrace sets how long a cancelled step waits for tools that ignore
+// cancellation, and returns a function restoring it.
+func SetToolGrace(d time.Duration) (restore func()) {
+	old := toolGrace
+	toolGrace = d
+	return func() { toolGrace = old }
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -315,6 +316,13 @@ func (r *runner) drain(ctx context.Context, force bool) error {
 		if err := r.prepareInstructions(ctx); err != nil {
 			return err
 		}
+		if ctx.Err() != nil {
+			// Interrupted while observing the instructions (an unavailable
+			// source keeps what was applied): nothing is promoted or
+			// compacted after it, and the inbox keeps the input for a
+			// later wake or resume.
+			return errInterrupted
+		}
 		var barrier *persistence.Input
 		for i := range pending {
 			if pending[i].Kind == persistence.InputCompaction {
@@ -463,7 +471,12 @@ func (r *runner) step(ctx context.Context, sess persistence.Session, agent locat
 		r.queue(&messages.StepStarted{SessionID: r.sid, AssistantMessageID: asst, Agent: agent.Name, Model: model.Ref, Attempt: attempt})
 		req, err := r.request(ctx, agent, model, final)
 		if err != nil {
-			return false, r.failStep(ctx, asst, messages.AsError(err, messages.ErrUnknown))
+			// The step fails, and the busy period with it: it must not go
+			// on (to a queued prompt) as if the step had ended.
+			if ferr := r.failStep(ctx, asst, messages.AsError(err, messages.ErrUnknown)); ferr != nil {
+				return false, errors.Join(err, ferr)
+			}
+			return false, err
 		}
 		out, err := r.attempt(ctx, asst, sess.Agent, provider, model, req)
 		if err != nil {
@@ -566,26 +579,49 @@ func (r *runner) fence(ctx context.Context) (persistence.Session, error) {
 	return sess, nil
 }
 
-// toolGrace bounds how long a cancelled step waits for a tool that ignores
-// cancellation (or whose actor never started because the system is
-// stopping). It is wall-clock on purpose: it guards against misbehaving
-// tools, not a protocol delay, and tests never reach it.
-const toolGrace = 10 * time.Second
+// toolGrace bounds how long a cancelled step waits for the tools that
+// ignore cancellation (or whose actors never started because the system is
+// stopping), all of them together. It is wall-clock on purpose: it guards
+// against misbehaving tools, not a protocol delay; only a test that sets it
+// short (SetToolGrace) reaches it.
+var toolGrace = 10 * time.Second
 
-// awaitTool waits for a tool's result; after cancellation it waits at most
-// toolGrace and then settles the call as interrupted.
-func awaitTool(ctx context.Context, ch <-chan locations.ToolResult, name string) locations.ToolResult {
+// toolGraceWait is the grace of one cancelled step: it starts when the
+// first of its calls outlives the cancellation and runs out for all of
+// them at once, so that several stuck tools do not wait one grace after
+// another.
+type toolGraceWait struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// done returns a channel closed once the grace has run out, starting it.
+func (g *toolGraceWait) done() <-chan struct{} {
+	if g.ctx == nil {
+		g.ctx, g.cancel = context.WithTimeout(context.Background(), toolGrace)
+	}
+	return g.ctx.Done()
+}
+
+// stop releases the grace's timer.
+func (g *toolGraceWait) stop() {
+	if g.cancel != nil {
+		g.cancel()
+	}
+}
+
+// awaitTool waits for a tool's result; after cancellation it waits until
+// the step's grace runs out and then settles the call as interrupted.
+func awaitTool(ctx context.Context, ch <-chan locations.ToolResult, name string, grace *toolGraceWait) locations.ToolResult {
 	select {
 	case res := <-ch:
 		return res
 	case <-ctx.Done():
 	}
-	t := time.NewTimer(toolGrace)
-	defer t.Stop()
 	select {
 	case res := <-ch:
 		return res
-	case <-t.C:
+	case <-grace.done():
 		return locations.ToolResult{Err: &messages.Error{Type: messages.ErrAborted, Message: "Tool execution interrupted: " + name}}
 	}
 }
@@ -833,6 +869,51 @@ func (a *attemptState) handle(ev llm.Event) error {
 	return nil
 }
 
+// stream plays the provider's stream of req into a. A panic of the
+// provider's own (an adapter's bug) is a thrown provider failure: it ends
+// the stream as one, so that the closeout still awaits and settles every
+// call the attempt started before its step fails (SEED.md). A panic in the
+// runner's handling of an event is left to the drain's recovery.
+func (a *attemptState) stream(provider llm.Provider, req llm.Request) {
+	inBody := false
+	defer func() {
+		if inBody {
+			return
+		}
+		if p := recover(); p != nil {
+			a.r.log.Error().Str("session", string(a.r.sid)).Str("stack", string(debug.Stack())).Msgf("provider stream panicked: %v", p)
+			a.out.err = llm.Errorf(messages.ErrProviderUnknown, "The provider's stream failed: %v", p)
+		}
+	}()
+	for ev, err := range provider.Stream(a.ctx, req) {
+		inBody = true
+		stop := a.consume(ev, err)
+		inBody = false
+		if stop {
+			break
+		}
+	}
+}
+
+// consume takes one item of the provider's stream and reports whether the
+// stream ends there.
+func (a *attemptState) consume(ev llm.Event, err error) bool {
+	if err != nil {
+		a.out.err = llm.AsError(err)
+		return true
+	}
+	if herr := a.handle(ev); herr != nil {
+		var le *llm.Error
+		if errors.As(herr, &le) {
+			a.out.err = le
+		} else {
+			a.storeErr = herr
+		}
+		return true
+	}
+	return a.finished
+}
+
 // attempt streams one provider call, committing fragments and tool calls as
 // they complete, starting each local tool eagerly, and settling every call
 // before it returns (settlement first, on every path).
@@ -841,24 +922,7 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName
 		declared: req.Tools, hostedTools: req.HostedTools}
 	out := &a.out
 	r.metrics.request()
-	for ev, err := range provider.Stream(ctx, req) {
-		if err != nil {
-			out.err = llm.AsError(err)
-			break
-		}
-		if herr := a.handle(ev); herr != nil {
-			var le *llm.Error
-			if errors.As(herr, &le) {
-				out.err = le
-			} else {
-				a.storeErr = herr
-			}
-			break
-		}
-		if a.finished {
-			break
-		}
-	}
+	a.stream(provider, req)
 	if out.err == nil && a.storeErr == nil && !a.finished && ctx.Err() == nil {
 		out.err = llm.Errorf(messages.ErrProviderTransport, "stream ended without a finish event")
 	}
@@ -866,6 +930,8 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName
 	a.closeFrag(persistence.PartReasoning, nil)
 	a.closeFrag(persistence.PartText, nil)
 	var settle []messages.Payload
+	var grace toolGraceWait // shared by the calls awaited below
+	defer grace.stop()
 	for id, name := range a.inputs {
 		settle = append(settle, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: id,
 			Error: messages.Error{Type: messages.ErrToolResultMissing, Message: "The tool call " + name + " was cut off before its input was complete"}})
@@ -888,7 +954,7 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName
 			r.metrics.tool(a.toolLabel(c.name), "failed")
 			continue
 		}
-		res := awaitTool(ctx, c.result, c.name)
+		res := awaitTool(ctx, c.result, c.name, &grace)
 		if res.Err != nil {
 			if res.Halt {
 				out.rejected = true
