@@ -38,10 +38,11 @@ const (
 // The Location directory is canonicalized with filepath.EvalSymlinks and the
 // project root is its nearest ancestor (or itself) containing ".git", or the
 // directory itself when there is none; traversal never goes above the root,
-// and a project file whose symlink resolves outside the root is rejected. A
-// missing file contributes nothing; a file that exists but cannot be read
-// makes the whole source unavailable, so a transient failure never reads as
-// a removal. Dir is required unless DisableProject is set.
+// and a project file whose symlink resolves outside the root is rejected
+// (unless it is the global file, already read). A missing file contributes
+// nothing; a file that exists but cannot be read makes the whole source
+// unavailable, so a transient failure never reads as a removal. Dir is
+// required unless DisableProject is set.
 type InstructionDiscovery struct {
 	// Dir is the Location directory.
 	Dir string
@@ -124,7 +125,9 @@ func (d InstructionDiscovery) Observe(ctx context.Context) (Observation, error) 
 		if err := ctx.Err(); err != nil {
 			return Observation{}, err
 		}
-		if _, err := os.Lstat(c.path); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Lstat(c.path); errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			// Missing, or below a regular file ($XDG_CONFIG_HOME/sessiond
+			// is a file): either way no such file exists.
 			continue
 		} else if err != nil {
 			return Observation{}, fmt.Errorf("locations: stat %s: %w", c.path, err)
@@ -135,11 +138,13 @@ func (d InstructionDiscovery) Observe(ctx context.Context) (Observation, error) 
 		if err != nil {
 			return Observation{}, fmt.Errorf("locations: resolve %s: %w", c.path, err)
 		}
+		if seen[real] {
+			// Already read (a project file linking to the global file):
+			// nothing new is read, whatever the link's target.
+			continue
+		}
 		if c.root != "" && !withinDir(c.root, real) {
 			return Observation{}, fmt.Errorf("locations: %s resolves to %s outside project root %s", c.path, real, c.root)
-		}
-		if seen[real] {
-			continue
 		}
 		seen[real] = true
 		b, err := readInstructionFile(real)

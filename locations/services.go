@@ -115,30 +115,78 @@ func (s *Services) Model(session messages.ModelRef, agent Agent) (llm.Model, llm
 // Builder builds the service set of a Location.
 type Builder func(loc messages.Location) (*Services, error)
 
-// Manager caches one service set per Location key. It is safe for
-// concurrent use.
+// Manager caches one service set per Location key. Builds of different
+// keys run concurrently, and Gets of one key share one build: a directory
+// that is slow to resolve (a stalled network mount) delays only its own
+// Location, not every Get behind one lock. It is safe for concurrent use.
 type Manager struct {
 	build Builder
 	mu    sync.Mutex
-	sets  map[string]*Services
+	sets  map[string]*serviceSet
+}
+
+// serviceSet is the entry of one Location key: a build in flight until
+// done is closed, then the built set or the build's error.
+type serviceSet struct {
+	done chan struct{}
+	svc  *Services
+	err  error
 }
 
 // NewManager returns a Manager that builds service sets with build.
 func NewManager(build Builder) *Manager {
-	return &Manager{build: build, sets: map[string]*Services{}}
+	return &Manager{build: build, sets: map[string]*serviceSet{}}
 }
 
 // Get returns the cached service set of loc, building it on first use.
 func (m *Manager) Get(loc messages.Location) (*Services, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if s, ok := m.sets[loc.Key()]; ok {
-		return s, nil
+	key := loc.Key()
+	for {
+		m.mu.Lock()
+		e, ok := m.sets[key]
+		if !ok {
+			e = &serviceSet{done: make(chan struct{})}
+			m.sets[key] = e
+			m.mu.Unlock()
+			return m.fill(key, loc, e)
+		}
+		m.mu.Unlock()
+		<-e.done
+		if e.err != nil {
+			return nil, e.err
+		}
+		if e.svc != nil {
+			return e.svc, nil
+		}
+		// Its build panicked: build it anew.
+		m.forget(key, e)
 	}
-	s, err := m.build(loc)
+}
+
+// fill builds the set of the new entry e of key and hands the outcome to
+// the Gets waiting for it. A failed build is not cached: the next Get
+// tries again.
+func (m *Manager) fill(key string, loc messages.Location, e *serviceSet) (s *Services, err error) {
+	defer func() {
+		if s == nil { // also when build panicked
+			m.forget(key, e)
+		}
+		close(e.done)
+	}()
+	s, err = m.build(loc)
 	if err != nil {
-		return nil, fmt.Errorf("locations: build %s: %w", loc.Directory, err)
+		e.err = fmt.Errorf("locations: build %s: %w", loc.Directory, err)
+		return nil, e.err
 	}
-	m.sets[loc.Key()] = s
+	e.svc = s
 	return s, nil
+}
+
+// forget removes the entry e of key unless a newer one replaced it.
+func (m *Manager) forget(key string, e *serviceSet) {
+	m.mu.Lock()
+	if m.sets[key] == e {
+		delete(m.sets, key)
+	}
+	m.mu.Unlock()
 }

@@ -139,6 +139,7 @@ func NewCatalog(specs []ProviderSpec) (*Catalog, error) {
 			}
 			m.HostedTools = slices.Clone(ms.HostedTools)
 			m.Family = spec.Type
+			ms.HostedTools = slices.Clone(ms.HostedTools) // the caller's slice stays the caller's
 			cp.spec.Models[id] = ms
 			cp.models[id] = m
 		}
@@ -276,6 +277,7 @@ func (c *Catalog) Provider(id string) (ProviderSpec, bool) {
 	spec := p.spec
 	spec.Models = make(map[string]ModelSpec, len(p.spec.Models))
 	for id, m := range p.spec.Models {
+		m.HostedTools = slices.Clone(m.HostedTools)
 		spec.Models[id] = m
 	}
 	return spec, true
