@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"os"
-	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -30,9 +30,14 @@ func (r *reader) listDir(root *os.Root, d *os.File, res Resolved, shown string, 
 	for _, de := range des {
 		e := dirEntry{name: de.Name(), isDir: de.IsDir()}
 		if de.Type()&os.ModeSymlink != 0 {
-			// root.Stat refuses links that leave the root: those list as files.
-			if fi, err := root.Stat(path.Join(res.Rel, de.Name())); err == nil && fi.IsDir() {
-				e.isDir = true
+			// Links resolve as Resolve resolves them: os.Root alone refuses
+			// an absolute link even to a directory inside the root, which
+			// read follows. Links that leave the root, dangle or loop list
+			// as files; root.Stat keeps the look inside.
+			if target, err := filepath.EvalSymlinks(filepath.Join(res.Path, de.Name())); err == nil && within(res.Base, target) {
+				if fi, err := root.Stat(relSlash(res.Base, target)); err == nil && fi.IsDir() {
+					e.isDir = true
+				}
 			}
 		}
 		entries = append(entries, e)
@@ -72,7 +77,11 @@ func (r *reader) listDir(root *os.Root, d *os.File, res Resolved, shown string, 
 		next = end + 1
 		fmt.Fprintf(&b, "\n(Showing entries %d-%d of %d. Call read with offset=%d to continue.)", offset, end, total, next)
 	} else {
-		fmt.Fprintf(&b, "\n(%d entries.)", total)
+		unit := "entries"
+		if total == 1 {
+			unit = "entry"
+		}
+		fmt.Fprintf(&b, "\n(%d %s.)", total, unit)
 	}
 	return Result{
 		Title:  shown,

@@ -183,6 +183,15 @@ func (r *reader) run(ctx context.Context, call *CallContext, in ReadInput) (Resu
 		return Result{}, fmt.Errorf("read %s: %v", shown, describeErr(err))
 	}
 	defer root.Close()
+	// Opening a special file is not harmless: a device's driver runs (a
+	// watchdog arms, a tape rewinds, a terminal can become the daemon's
+	// controlling one), a writer waiting on a FIFO is released, and a
+	// socket fails with "no such device or address". What is neither a
+	// regular file nor a directory is refused unopened; the descriptor's
+	// own type, checked below, covers a swap in between.
+	if fi, err := root.Stat(res.Rel); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		return Result{}, fmt.Errorf("read %s: not a regular file or directory (%s)", shown, fi.Mode().Type())
+	}
 	f, fi, err := openNoBlock(root, res.Rel)
 	if err != nil {
 		return Result{}, fmt.Errorf("read %s: %v", shown, describeErr(err))

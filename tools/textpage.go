@@ -73,12 +73,14 @@ func readTextPage(ctx context.Context, br *bufio.Reader, lim pageLimits) (textPa
 		text := strings.ToValidUTF8(string(line), "\uFFFD")
 		if dropped > 0 {
 			text += fmt.Sprintf("… [line truncated: %d more bytes]", dropped)
-			page.truncated++
 		}
 		if size+len(text) > lim.maxPage && len(page.lines) > 0 {
 			// The line was consumed but is not shown; the cursor points at it.
 			page.next = lim.offset + len(page.lines)
 			return page, nil
+		}
+		if dropped > 0 {
+			page.truncated++
 		}
 		size += len(text)
 		page.lines = append(page.lines, text)
