@@ -104,6 +104,7 @@ func TestEventsMatchReflection(t *testing.T) {
 				// A durable type always carries its section (checkDurability).
 				head.Durable = &Durable{AggregateID: "ses_x", Seq: 1, Version: 1}
 			}
+			head.Durable.Version = VersionOf(typ) // and its type's version
 			p, _ := NewPayload(typ)
 			g.Fill(p, src[256:])
 			ev := Event{ID: head.ID, Created: head.Created, Type: typ, Durable: head.Durable, Location: head.Location, Data: p}

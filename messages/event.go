@@ -3,6 +3,7 @@ package messages
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // Durable places a durable event in its aggregate's log.
@@ -161,9 +163,39 @@ func isNilPointer(v any) bool {
 // sizes exceed their bytes (see checkFrame).
 func Unmarshal(b []byte, v any) error {
 	if err := checkFrame(b); err != nil {
+		return storedError("", err)
+	}
+	if err := msgpack.Unmarshal(b, v); err != nil {
+		return storedError("", err)
+	}
+	return nil
+}
+
+// decodeError is a decode failure as a typed *Error (TypeOf, the HTTP
+// status table) that still wraps its cause (errors.Is(err, errFrame)).
+type decodeError struct {
+	typed *Error
+	cause error
+}
+
+func (e *decodeError) Error() string   { return e.typed.Message }
+func (e *decodeError) Unwrap() []error { return []error{e.typed, e.cause} }
+
+// storedError types a failure to read stored bytes: this program wrote
+// them, so an unreadable value is a server-side fault (internal, 500),
+// never the request's, whatever the cause says.
+func storedError(prefix string, err error) error {
+	return &decodeError{typed: &Error{Type: ErrInternal, Message: prefix + err.Error()}, cause: err}
+}
+
+// servedError types a failure to read the served (JSON) form: it comes
+// from outside this process, so it is invalid input.
+func servedError(err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Type == ErrInvalid {
 		return err
 	}
-	return msgpack.Unmarshal(b, v)
+	return &decodeError{typed: &Error{Type: ErrInvalid, Message: err.Error()}, cause: err}
 }
 
 // MarshalEvent encodes an event in its stored form.
@@ -184,6 +216,10 @@ func AppendEventData(dst []byte, e Event, data []byte) ([]byte, error) {
 	}
 	if e.Type != e.Data.Type() {
 		return nil, fmt.Errorf("messages: marshal %s: type %q does not match data %q", e.ID, e.Type, e.Data.Type())
+	}
+	if e.Durable != nil && e.Durable.Version != VersionOf(e.Type) {
+		// The decoders refuse such a row (checkDurability): never write one.
+		return nil, fmt.Errorf("messages: marshal %s: durable version %d, type %s has %d", e.ID, e.Durable.Version, e.Type, VersionOf(e.Type))
 	}
 	if data == nil {
 		var err error
@@ -214,7 +250,8 @@ type pooledDecoder struct {
 }
 
 // UnmarshalEvent decodes an event from its stored form. It rejects unknown
-// formats and types with an error rather than guessing. The envelope is
+// formats and types with an error rather than guessing; every error is
+// typed internal (see storedError). The envelope is
 // read field by field (it is a fixed array) and the payload is decoded in
 // place, without an intermediate copy.
 func UnmarshalEvent(b []byte) (Event, error) {
@@ -225,7 +262,7 @@ func UnmarshalEvent(b []byte) (Event, error) {
 func withDecoder[T any](b []byte, decode func(*msgpack.Decoder) (T, error)) (T, error) {
 	if err := checkFrame(b); err != nil {
 		var zero T
-		return zero, fmt.Errorf("messages: unmarshal event: %w", err)
+		return zero, storedError("messages: unmarshal event: ", err)
 	}
 	p := decPool.Get().(*pooledDecoder)
 	defer decPool.Put(p)
@@ -234,7 +271,7 @@ func withDecoder[T any](b []byte, decode func(*msgpack.Decoder) (T, error)) (T, 
 	v, err := decode(&p.dec)
 	if err != nil {
 		var zero T
-		return zero, fmt.Errorf("messages: unmarshal event: %w", err)
+		return zero, storedError("messages: unmarshal event: ", err)
 	}
 	return v, nil
 }
@@ -317,6 +354,12 @@ func decodeEnvelope(dec *msgpack.Decoder) (Event, error) {
 	if err := dec.Decode(&ev.Location); err != nil {
 		return ev, err
 	}
+	if c, err := dec.PeekCode(); err != nil {
+		return ev, err
+	} else if c == msgpcode.Nil {
+		// The encoder never writes one; the JSON decoder refuses it too.
+		return ev, fmt.Errorf("event %s has no data", ev.ID)
+	}
 	if err := dec.Decode(p); err != nil {
 		return ev, fmt.Errorf("event %s data: %w", ev.ID, err)
 	}
@@ -325,8 +368,15 @@ func decodeEnvelope(dec *msgpack.Decoder) (Event, error) {
 }
 
 // UnmarshalJSON decodes the served JSON form, choosing the payload type from
-// the envelope's type field.
+// the envelope's type field. Its errors are typed invalid.
 func (e *Event) UnmarshalJSON(b []byte) error {
+	if err := e.unmarshalJSON(b); err != nil {
+		return servedError(err)
+	}
+	return nil
+}
+
+func (e *Event) unmarshalJSON(b []byte) error {
 	var raw struct {
 		ID       EventID         `json:"id"`
 		Created  int64           `json:"created"`
@@ -359,13 +409,16 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 // checkDurability refuses an event whose durable section disagrees with
 // its type (durableType: whether it is a durable one): readers of the log
 // take a durable event's seq from it (a missing one would stop a Log
-// tail), and a live-only event has none.
+// tail), a live-only event has none, and the section's version is the
+// type's.
 func checkDurability(ev Event, durableType bool) error {
 	switch has := ev.Durable != nil; {
 	case has && !durableType:
 		return Errorf(ErrInvalid, "messages: event %s: live-only type %s with a durable section", ev.ID, ev.Type)
 	case !has && durableType:
 		return Errorf(ErrInvalid, "messages: event %s: durable type %s without its durable section", ev.ID, ev.Type)
+	case has && ev.Durable.Version != VersionOf(ev.Type):
+		return Errorf(ErrInvalid, "messages: event %s: durable version %d, type %s has %d", ev.ID, ev.Durable.Version, ev.Type, VersionOf(ev.Type))
 	}
 	return nil
 }
