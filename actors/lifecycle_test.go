@@ -3,6 +3,7 @@ package actors_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"iter"
 	"os"
@@ -612,6 +613,34 @@ func TestRemovedAgentFailsTheRun(t *testing.T) {
 	}
 	if failed == nil || failed.Error.Type != messages.ErrInvalid || !strings.Contains(failed.Error.Message, `"plan"`) || runs.Load() != 0 || h.Model.Count() != 0 {
 		t.Fatalf("failure %+v, %d tool runs, %d requests: %v", failed, runs.Load(), h.Model.Count(), h.Types(s.ID))
+	}
+	h.CheckReplay()
+}
+
+// badMetadataProvider starts a text fragment whose provider metadata is not
+// JSON.
+type badMetadataProvider struct{}
+
+func (badMetadataProvider) Stream(context.Context, llm.Request) iter.Seq2[llm.Event, error] {
+	return func(yield func(llm.Event, error) bool) {
+		_ = yield(llm.Event{Kind: llm.TextStart, ProviderMetadata: []byte(`{"sig":`)}, nil)
+	}
+}
+
+// TestProviderMetadataThatIsNotJSONIsRefused: a provider event whose
+// metadata is not JSON fails the step instead of being stored, where it
+// would have made every later history page and log replay unservable.
+func TestProviderMetadataThatIsNotJSONIsRefused(t *testing.T) {
+	h := actortest.New(t)
+	h.Services.Provider = func(string) (llm.Provider, error) { return badMetadataProvider{}, nil }
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	if f := lastOf[*messages.StepFailed](h, sid); f == nil || f.Error.Type != messages.ErrProviderUnknown {
+		t.Fatalf("step: %+v: %v", f, h.Types(sid))
+	}
+	if _, err := json.Marshal(h.Events(sid)); err != nil {
+		t.Fatalf("the Session's events cannot be served: %v", err)
 	}
 	h.CheckReplay()
 }

@@ -753,6 +753,12 @@ func (a *attemptState) called(id string) bool {
 
 func (a *attemptState) handle(ev llm.Event) error {
 	r, asst := a.r, a.asst
+	if len(ev.ProviderMetadata) > 0 && !json.Valid(ev.ProviderMetadata) {
+		// An adapter's bug, refused before it is stored: an event whose
+		// raw JSON member is not JSON cannot be served, so every history
+		// page and log replay holding it would fail from then on.
+		return llm.Errorf(messages.ErrProviderUnknown, "provider metadata of a %v event is not valid JSON", ev.Kind)
+	}
 	switch ev.Kind {
 	case llm.TextStart, llm.ReasoningStart:
 		kind := persistence.PartText
