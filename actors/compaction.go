@@ -79,6 +79,7 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 		sent := estimateTokens(req)
 		text.Reset()
 		streamErr, finished = nil, false
+		r.metrics.request() // a summary request is a provider request too
 		for ev, err := range provider.Stream(ctx, req) {
 			if err != nil {
 				streamErr = err

@@ -53,3 +53,14 @@ func SetToolGrace(d time.Duration) (restore func()) {
 	toolGrace = d
 	return func() { toolGrace = old }
 }
+
+// OrderLocked reports whether the order stripe of sid (Runtime.order) is
+// held at this moment.
+func (rt *Runtime) OrderLocked(sid messages.SessionID) bool {
+	mu := rt.orderLock(sid)
+	if mu.TryLock() {
+		mu.Unlock()
+		return false
+	}
+	return true
+}

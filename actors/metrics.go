@@ -35,7 +35,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Admissions:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiond_admissions_total", Help: "Prompts admitted (new rows only)."}),
 		Promotions:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiond_promotions_total", Help: "Inputs promoted into visible history."}),
 		Drains:        prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiond_drains_total", Help: "Runner drains started."}),
-		Requests:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiond_provider_requests_total", Help: "Provider stream requests."}),
+		Requests:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiond_provider_requests_total", Help: "Provider stream requests: step attempts and compaction summaries."}),
 		Steps:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiond_steps_total", Help: "Step attempts by outcome."}, []string{"outcome"}),
 		Retries:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiond_retries_total", Help: "Retries scheduled."}),
 		Tools:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiond_tool_calls_total", Help: "Tool calls (local and provider-hosted) by tool (\"unknown\" for a name the request did not offer) and outcome (success or failed), counted as each settles."}, []string{"tool", "outcome"}),

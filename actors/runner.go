@@ -532,9 +532,13 @@ func (r *runner) step(ctx context.Context, sess persistence.Session, agent locat
 					return false, err
 				}
 				r.metrics.retry()
+				wait := r.clock.After(delay)
 				select {
-				case <-r.clock.After(delay):
+				case <-wait:
 				case <-ctx.Done():
+					if f, ok := r.clock.(forgetter); ok {
+						f.Forget(wait)
+					}
 					return false, errInterrupted
 				}
 				continue

@@ -215,10 +215,21 @@ func (rt *Runtime) Create(ctx context.Context, req persistence.CreateSession) (p
 			}
 		}
 	}
+	// The Session's order lock covers the commit and the publication of
+	// session.created.1, as it does for every other durable event, so an
+	// admission racing the creation (its ID supplied, or read from a
+	// listing) cannot reach the bus before seq 0. An omitted ID is
+	// generated here, not by the store, to know the lock beforehand.
+	if req.ID == "" {
+		req.ID = rt.cfg.IDs.Session()
+	}
+	mu := rt.orderLock(req.ID)
+	mu.Lock()
 	s, created, err := rt.cfg.Store.CreateSession(ctx, req)
 	if err == nil && created {
 		rt.publishEvent(ctx, s.ID, 0)
 	}
+	mu.Unlock()
 	return s, created, err
 }
 

@@ -70,6 +70,21 @@ func (c *Clock) Advance(d time.Duration) {
 	c.signal()
 }
 
+// Forget drops the pending After call that returned ch: the runtime calls
+// it when it gives up waiting (an interrupt during a retry delay), so
+// Waiters and BlockUntil count only the waits someone is still blocked on.
+func (c *Clock) Forget(ch <-chan time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if (<-chan time.Time)(w.ch) != ch {
+			kept = append(kept, w)
+		}
+	}
+	c.waiters = kept
+}
+
 // Waiters returns the number of pending After calls.
 func (c *Clock) Waiters() int {
 	c.mu.Lock()

@@ -15,6 +15,7 @@ package actortest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -199,6 +200,11 @@ func (h *Harness) WaitIdle(sid messages.SessionID) {
 		h.T.Fatalf("WaitIdle(%s): %v", sid, err)
 	}
 	if err := h.Runtime.Wait(h.Ctx(), sid); err != nil {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, actor.ErrTimeout) {
+			// Not a timeout: the runtime refused the wait (it is shutting
+			// down, say), and the Session may never have run.
+			h.T.Fatalf("WaitIdle(%s): %v; its last event: %s", sid, err, h.lastEvent(sid))
+		}
 		h.T.Fatalf("WaitIdle(%s): still busy after %v (%v); its last event: %s. A retry's backoff waits for the fake clock: Clock.BlockUntil, then Clock.Advance",
 			sid, Timeout, err, h.lastEvent(sid))
 	}
@@ -274,9 +280,11 @@ func (h *Harness) WaitEvent(sid messages.SessionID, match func(messages.Event) b
 	return messages.Event{}
 }
 
-// OfType matches events of a durable type.
+// OfType matches events of a durable type, named in full
+// ("session.text.ended.1", messages.TypeTextEnded) or as Types prints it,
+// without the ".1" suffix ("session.text.ended").
 func OfType(typ string) func(messages.Event) bool {
-	return func(ev messages.Event) bool { return ev.Type == typ }
+	return func(ev messages.Event) bool { return ev.Type == typ || trimVersion(ev.Type) == typ }
 }
 
 // Request waits for the n-th (1-based) model request.
