@@ -69,6 +69,10 @@ func NewPayload(typ string) (Payload, bool) {
 
 // VersionOf returns the schema version suffix of a durable type string.
 func VersionOf(typ string) int {
+	if n := len(typ); n >= 2 && typ[n-2] == '.' && typ[n-1] >= '1' && typ[n-1] <= '9' {
+		// One digit, as every type has: decoders check it per event.
+		return int(typ[n-1] - '0')
+	}
 	i := strings.LastIndexByte(typ, '.')
 	if i < 0 {
 		return 0
