@@ -235,11 +235,13 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 			s.closeFiles()
 		}
 	}()
-	_, statErr := os.Stat(path)
-	created := w.created || errors.Is(statErr, os.ErrNotExist)
-	if errors.Is(statErr, os.ErrNotExist) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		for i := range w.files {
-			if _, ok := w.readHeader(i); ok {
+			_, ok, err := w.readHeader(i)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
 				return nil, fmt.Errorf("%w: %s has no database file beside it", errWALCorrupt, w.files[i].f.Name())
 			}
 		}
@@ -264,13 +266,13 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if created {
-		// The new files' directory entries must be durable before a commit
-		// in them is acknowledged: fdatasync of a file does not promise its
-		// name (POSIX), and a log lost that way would be started over.
-		if err = syncDir(filepath.Dir(path)); err != nil {
-			return nil, err
-		}
+	// The files' directory entries must be durable before a commit in them
+	// is acknowledged: fdatasync of a file does not promise its name
+	// (POSIX), and a log lost that way would be started over. Every Open
+	// syncs them, not only one that creates a file: the Open that created
+	// them may have failed, or been killed, before its sync.
+	if err = syncDir(filepath.Dir(path)); err != nil {
+		return nil, err
 	}
 	var applied, last uint64
 	err = s.db.Update(func(tx *bolt.Tx) error {
@@ -775,6 +777,9 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, touched []messages.Sessio
 	if seq, err = s.wal.append(s.rec); err != nil {
 		if errors.Is(err, errWALTorn) {
 			s.fail(err)
+			// Its invalidation may not be on the disk, and the record
+			// may be, whole: the next Open may replay it.
+			err = fmt.Errorf("%w: %w", err, ErrOutcomeUnknown)
 		}
 		return -1, 0, nil, err
 	}

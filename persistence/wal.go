@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"io/fs"
 	"math"
 	"os"
 
@@ -75,21 +74,15 @@ type wal struct {
 	cur    int    // file receiving records
 	off    int64  // where the next record goes in cur
 	next   uint64 // number the next record must carry
-	// created: Open created a log file, whose name is not durable yet.
-	created bool
-	chain   uint32 // checksum of the last record in cur (its seed before any)
-	buf     []byte
+	chain  uint32 // checksum of the last record in cur (its seed before any)
+	buf    []byte
 }
 
 // openWAL opens (creating) both log files and takes an exclusive lock on
 // the first, which also guards the bbolt file against a second sessiond.
 func openWAL(path string, lockTimeout func() bool) (*wal, error) {
 	w := &wal{}
-	created := false
 	for i, name := range []string{path + "-wal", path + "-wal2"} {
-		if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
-			created = true
-		}
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
 			w.close()
@@ -109,12 +102,20 @@ func openWAL(path string, lockTimeout func() bool) (*wal, error) {
 		}
 		w.files[i].end = st.Size()
 	}
-	w.created = created
 	return w, nil
 }
 
+// dirSyncFault, when set by a test before Open, can fail a directory
+// fsync.
+var dirSyncFault func() error
+
 // syncDir makes the entries of directory dir durable.
 func syncDir(dir string) error {
+	if dirSyncFault != nil {
+		if err := dirSyncFault(); err != nil {
+			return err
+		}
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -146,11 +147,16 @@ type walHeader struct {
 }
 
 // readHeader returns file i's header, or ok=false when it has none (a new
-// file, or one whose header write was torn).
-func (w *wal) readHeader(i int) (walHeader, bool) {
+// file, or one whose header write was torn). A file that cannot be read
+// is an error, not one without a header.
+func (w *wal) readHeader(i int) (walHeader, bool, error) {
 	b := make([]byte, walHeaderLen)
-	n, _ := w.files[i].f.ReadAt(b, 0)
-	return decodeHeader(b[:n])
+	n, err := w.files[i].f.ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return walHeader{}, false, err
+	}
+	h, ok := decodeHeader(b[:n])
+	return h, ok, nil
 }
 
 func decodeHeader(b []byte) (walHeader, bool) {
@@ -170,12 +176,16 @@ func decodeHeader(b []byte) (walHeader, bool) {
 // flush started; while that flush had not completed, the ones it was
 // writing are still in the older file, and recovery reads on from there.
 // A log that does not reach back to applied+1, or has a hole, means bbolt
-// or the log lost something they relied on, which is corruption.
+// or the log lost something they relied on, which is corruption. A read
+// that fails fails recovery: taken for the end of the log, it would drop
+// the acknowledged records after it.
 func (w *wal) recover(applied uint64) (replay [][]byte, last uint64, err error) {
 	var hs [2]walHeader
 	var valid [2]bool
 	for i := range 2 {
-		hs[i], valid[i] = w.readHeader(i)
+		if hs[i], valid[i], err = w.readHeader(i); err != nil {
+			return nil, 0, err
+		}
 	}
 	n := 1
 	switch {
@@ -187,24 +197,33 @@ func (w *wal) recover(applied uint64) (replay [][]byte, last uint64, err error) 
 	}
 	w.gen, w.cur = hs[n].gen, n
 	last = applied
-	take := func(i int) {
-		for j, p := range readRecords(w.files[i].f, w.files[i].end, hs[i].first, hs[i].seed) {
+	take := func(i int) error {
+		recs, err := readRecords(w.files[i].f, w.files[i].end, hs[i].first, hs[i].seed)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", w.files[i].f.Name(), err)
+		}
+		for j, p := range recs {
 			if num := hs[i].first + uint64(j); num == last+1 {
 				replay, last = append(replay, p), num
 			}
 		}
+		return nil
 	}
 	if hs[n].first > applied+1 {
 		o := 1 - n
 		if !valid[o] || hs[o].first > applied+1 {
 			return nil, 0, fmt.Errorf("%w: the log starts at record %d but the database holds only up to %d", errWALCorrupt, hs[n].first, applied)
 		}
-		take(o)
+		if err := take(o); err != nil {
+			return nil, 0, err
+		}
 		if last+1 != hs[n].first {
 			return nil, 0, fmt.Errorf("%w: records %d to %d are missing", errWALCorrupt, last+1, hs[n].first-1)
 		}
 	}
-	take(n)
+	if err := take(n); err != nil {
+		return nil, 0, err
+	}
 	return replay, last, nil
 }
 
@@ -339,13 +358,14 @@ func (w *wal) close() error {
 
 // readRecords returns the payloads of the records numbered first, first+1,
 // ... chained from seed, in order, stopping at the first that is missing,
-// torn or stale.
-func readRecords(r io.ReaderAt, size int64, first uint64, seed uint32) (out [][]byte) {
+// torn or stale, or at a failed read, whose error it returns (the reads
+// stay within size, so even a short one is an error).
+func readRecords(r io.ReaderAt, size int64, first uint64, seed uint32) (out [][]byte, err error) {
 	chain := seed
 	head := make([]byte, walRecordHead)
 	for off, want := int64(walRecordStart), first; off+walRecordHead <= size; want++ {
 		if _, err := r.ReadAt(head, off); err != nil {
-			break
+			return out, err
 		}
 		n := int64(binary.LittleEndian.Uint32(head[0:4]))
 		if binary.LittleEndian.Uint64(head[8:16]) != want || off+walRecordHead+n > size {
@@ -353,7 +373,7 @@ func readRecords(r io.ReaderAt, size int64, first uint64, seed uint32) (out [][]
 		}
 		body := make([]byte, 8+n)
 		if _, err := r.ReadAt(body, off+8); err != nil {
-			break
+			return out, err
 		}
 		next := crc32.Update(chain, crcTable, body)
 		if next != binary.LittleEndian.Uint32(head[4:8]) {
@@ -362,5 +382,5 @@ func readRecords(r io.ReaderAt, size int64, first uint64, seed uint32) (out [][]
 		out, chain = append(out, body[8:]), next
 		off += walRecordHead + n
 	}
-	return out
+	return out, nil
 }

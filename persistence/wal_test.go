@@ -442,8 +442,8 @@ func TestWALRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	b[walRecordStart+walRecordHead] ^= 0xff
-	if got := readRecords(bytes.NewReader(b), int64(len(b)), 16, 3); len(got) != 0 {
-		t.Fatalf("torn record read back: %q", got)
+	if got, err := readRecords(bytes.NewReader(b), int64(len(b)), 16, 3); len(got) != 0 || err != nil {
+		t.Fatalf("torn record read back: %q %v", got, err)
 	}
 }
 
@@ -612,7 +612,11 @@ func FuzzReadWAL(f *testing.F) {
 	f.Add([]byte("sdwal"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, _ := decodeHeader(b)
-		for _, p := range readRecords(bytes.NewReader(b), int64(len(b)), h.first, h.seed) {
+		recs, err := readRecords(bytes.NewReader(b), int64(len(b)), h.first, h.seed)
+		if err != nil {
+			t.Fatalf("reading within the bytes: %v", err)
+		}
+		for _, p := range recs {
 			_ = decodeRecord(p, func(byte, []byte, []byte, []byte) error { return nil })
 		}
 	})
