@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sessiond/sessiond/actors/httpapi"
 	"github.com/sessiond/sessiond/messages"
 )
 
@@ -172,6 +173,46 @@ type logOptions struct {
 	Retry time.Duration
 	// Notify receives notes about reconnects; nil discards them.
 	Notify func(string)
+	// Idle is how long a followed stream may bring nothing, not even a
+	// heartbeat, before it is taken for lost and replaced. Zero means
+	// three of the daemon's heartbeat intervals.
+	Idle time.Duration
+}
+
+// idle returns how long a stream of these options may stay silent: only
+// a followed stream has heartbeats (the daemon sends one every
+// httpapi.DefaultHeartbeat); a replay is never cut for being slow.
+func (o logOptions) idle() time.Duration {
+	switch {
+	case !o.Follow:
+		return 0
+	case o.Idle > 0:
+		return o.Idle
+	}
+	return 3 * httpapi.DefaultHeartbeat
+}
+
+// idleError ends a stream that brought nothing for a while: its connection
+// died without a close (a dropped network, a gateway or NAT that forgot
+// it), which no read would ever report.
+type idleError struct{ d time.Duration }
+
+func (e *idleError) Error() string {
+	return fmt.Sprintf("nothing received for %v, not even a heartbeat", e.d)
+}
+
+// touchReader calls touch after every read that brought bytes.
+type touchReader struct {
+	r     io.Reader
+	touch func()
+}
+
+func (r touchReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.touch()
+	}
+	return n, err
 }
 
 // maxRetry caps the reconnect delay of a log stream.
@@ -226,7 +267,7 @@ func (c *client) streamLog(ctx context.Context, sid string, opts logOptions, out
 			q.Set("follow", "true")
 		}
 		before := last
-		opened, n, synced, err := c.streamOnce(ctx, "/api/session/"+url.PathEscape(sid)+"/log", q, connected, printedSynced, &last, onOpen, out)
+		opened, n, synced, err := c.streamOnce(ctx, "/api/session/"+url.PathEscape(sid)+"/log", q, opts.idle(), connected, printedSynced, &last, onOpen, out)
 		printedSynced = printedSynced || synced
 		if ctx.Err() != nil {
 			return nil
@@ -239,8 +280,13 @@ func (c *client) streamLog(ctx context.Context, sid string, opts logOptions, out
 		var ae *apiError
 		var we *writeError
 		switch {
-		case errors.As(err, &ae):
-			return err // the server answered: retrying will not change it
+		case errors.As(err, &ae) && (!connected || ae.Status < http.StatusInternalServerError):
+			// The server answered: retrying will not change it. A
+			// server error once a stream was open is a restart seen
+			// through a gateway (502, 503, 504 while the daemon is
+			// down) or a store failure: it passes like a dropped
+			// connection, and reconnects as one does.
+			return err
 		case errors.As(err, &we):
 			return err // nobody reads the output any more
 		case !opts.Follow && synced:
@@ -291,8 +337,26 @@ func incompleteLog(last int64, streams int, err error) error {
 // server accepted the stream, and reports whether it did, how many events
 // it read and whether one was the log.synced marker, which it prints only
 // when hideSynced is false (a resumed stream has its own marker; the reader
-// has seen one).
-func (c *client) streamOnce(ctx context.Context, path string, q url.Values, resume, hideSynced bool, last *int64, onOpen func(), out io.Writer) (opened bool, n int, synced bool, err error) {
+// has seen one). With idle > 0 a stream that brings nothing for that long,
+// from the request on, ends with an *idleError.
+func (c *client) streamOnce(ctx context.Context, path string, q url.Values, idle time.Duration, resume, hideSynced bool, last *int64, onOpen func(), out io.Writer) (opened bool, n int, synced bool, err error) {
+	touch := func() {}
+	if idle > 0 {
+		sctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		watchdog := time.AfterFunc(idle, func() { cancel(&idleError{idle}) })
+		defer watchdog.Stop()
+		touch = func() { watchdog.Reset(idle) }
+		ctx = sctx
+		defer func() {
+			// The read or the request failed because the watchdog
+			// cancelled it: say why.
+			var ie *idleError
+			if err != nil && errors.As(context.Cause(sctx), &ie) {
+				err = ie
+			}
+		}()
+	}
 	req, err := c.request(ctx, http.MethodGet, path, q, nil)
 	if err != nil {
 		return false, 0, false, err
@@ -311,7 +375,7 @@ func (c *client) streamOnce(ctx context.Context, path string, q url.Values, resu
 		return false, 0, false, responseError(res.StatusCode, b)
 	}
 	onOpen()
-	err = readSSE(res.Body, func(ev sseEvent) error {
+	err = readSSE(touchReader{res.Body, touch}, func(ev sseEvent) error {
 		n++
 		if ev.ID != "" {
 			seq, err := strconv.ParseInt(ev.ID, 10, 64)
