@@ -192,6 +192,11 @@ func existingReceipt(v *view, req Admission) (Admitted, bool, error) {
 	if err != nil || !ok {
 		return Admitted{}, false, err
 	}
+	// A prompt for a Session that does not exist is refused as such, before
+	// whatever its ID collides with: the caller's mistake is the Session.
+	if _, err := existing(lastSeq(v, req.SessionID), req.SessionID); err != nil {
+		return Admitted{}, false, err
+	}
 	if ent.Kind != idInput {
 		return Admitted{}, false, messages.Errorf(messages.ErrPromptConflict, "message ID %q already names another message", req.ID)
 	}

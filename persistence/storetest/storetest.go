@@ -353,6 +353,12 @@ func testIDsUnique(t *testing.T, open Factory) {
 	must(t, err)
 	_, err = st.Append(ctx, b, &messages.StepStarted{SessionID: b, AssistantMessageID: "msg_in", Attempt: 1})
 	wantType(t, err, messages.ErrPromptConflict)
+	// A prompt for a Session that does not exist is refused as such, not
+	// as a conflict with the ID it reuses (an input's or a message's).
+	for _, id := range []messages.MessageID{"msg_in", "msg_asst"} {
+		_, _, err = st.Admit(ctx, persistence.Admission{ID: id, SessionID: "ses_missing", Prompt: messages.Prompt{Text: "x"}})
+		wantType(t, err, messages.ErrSessionNotFound)
+	}
 }
 
 func testPendingAndPromotion(t *testing.T, open Factory) {
