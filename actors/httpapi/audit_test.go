@@ -11,6 +11,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rs/zerolog"
+
+	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/actors/actortest"
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
@@ -192,4 +195,40 @@ func TestInstructionKeyNotUTF8(t *testing.T) {
 		t.Fatalf("entries %q", got)
 	}
 	e.do("DELETE", base+"/caf%C3%A9", nil).want(t, http.StatusNoContent)
+}
+
+// TestCleanStopLogsNoDeadLetters: a graceful Server.Shutdown stops the
+// adapter actor once. It stopped itself and was then stopped again, and
+// every clean stop of the daemon logged two [DeadLetter] lines.
+func TestCleanStopLogsNoDeadLetters(t *testing.T) {
+	var logs lockedLog
+	b := harnessBackend(t, actortest.Options{Config: func(c *actors.Config) { c.Logger = zerolog.New(&logs) }})
+	e := newEnv(t, b, nil)
+	e.do("GET", "/api/health", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
+	defer cancel()
+	if err := e.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "DeadLetter") {
+		t.Fatalf("a clean stop logged dead letters:\n%s", logs.String())
+	}
+}
+
+// lockedLog is a goroutine-safe log sink.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

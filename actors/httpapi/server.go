@@ -118,11 +118,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		select {
 		case s.stopErr = <-reply:
 		case <-ctx.Done():
+			// No answer (past the deadline, or the runtime stopped the
+			// actor first): cut the connections here, or the wait below
+			// for the serving goroutine would never end.
 			s.stopErr = ctx.Err()
+			_ = s.http.Close()
 		}
 		s.serve.Wait()
-		// The actor stops itself after its reply; its name ("http") is
-		// free for a next Server once it has terminated.
+		// Stopped here, once, and waited for: its name ("http") is free
+		// for a next Server once it has terminated. (Had it stopped
+		// itself too, this stop would reach a dead actor, and every
+		// clean stop logged dead letters.)
 		if err := s.api.cfg.Runtime.StopActor(ctx, s.pid); err != nil && s.stopErr == nil {
 			s.stopErr = err
 		}
@@ -158,6 +164,5 @@ func (a *adapter) Receive(c actor.Context) {
 			_ = a.s.http.Close() // past the deadline: cut what is left
 		}
 		m.reply <- err
-		c.Stop(c.Self())
 	}
 }
