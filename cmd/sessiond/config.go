@@ -308,12 +308,12 @@ func LoadConfig(path string, env func(string) string) (Config, error) {
 	}
 }
 
-// decodeConfig decodes the HuJSON document data over base. Relative paths
-// in the document are resolved against dir. It does not apply the
-// environment or validate.
 // utf8BOM is the UTF-8 byte-order mark.
 var utf8BOM = []byte("\xef\xbb\xbf")
 
+// decodeConfig decodes the HuJSON document data over base. Relative paths
+// in the document are resolved against dir. It does not apply the
+// environment or validate.
 func decodeConfig(base Config, data []byte, dir string) (Config, error) {
 	// hujson.Parse aliases its input and Standardize rewrites comments in
 	// place; work on a copy so the caller's bytes stay intact.
