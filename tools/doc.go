@@ -34,7 +34,12 @@
 // and everything beneath it. Pending is the in-process
 // Asker: questions wait under request IDs until Reply, their context ends,
 // or Cancel withdraws them on interrupt; hooks publish the live
-// permission.asked and permission.replied events.
+// permission.asked and permission.replied events. As in opencode, a reply
+// settles the Session's other questions it decides: "always" saves the
+// approval first, then approves every other question of the Session and
+// project that rules and saved approvals now allow, evaluated as its ask
+// was; "reject" rejects every other question of the Session, so a step
+// that asked twice ends; "once" answers one question only.
 //
 // # Built-ins
 //

@@ -17,16 +17,18 @@ type PendingConfig struct {
 	// before Ask waits, so a client that sees the event can already reply.
 	OnAsked func(*messages.PermissionAsked)
 	// OnReplied, when set, is called once per question when it leaves the
-	// broker: on a reply, and with reply "reject" and a message starting
-	// with "cancelled" when the asking context ends or the question is
-	// withdrawn.
+	// broker: on a reply, including the other questions of the Session a
+	// reply settles with it (see Reply), and with reply "reject" and a
+	// message starting with "cancelled" when the asking context ends or the
+	// question is withdrawn.
 	OnReplied func(*messages.PermissionReplied)
 }
 
 // Pending is an in-process Asker: every question waits under its request
-// ID until Reply answers it, the asking context ends, or Cancel withdraws
-// it. The actor layer plugs it in as the Asker of Permissions, lists it on
-// GET /api/permission and routes replies to it.
+// ID until Reply answers it (or a reply to another question of its Session
+// settles it, see Reply), the asking context ends, or Cancel withdraws it.
+// The actor layer plugs it in as the Asker of Permissions, lists it on GET
+// /api/permission and routes replies to it.
 //
 // Hooks run synchronously on the goroutine that caused them, one at a time
 // and in event order (an asked event precedes its replied event); they must
@@ -47,6 +49,9 @@ type Pending struct {
 // waiting is one question waiting for its answer.
 type waiting struct {
 	req Request
+	// grant is set when Permissions asked: it saves an "always" reply and
+	// re-evaluates the request against rules and saved approvals.
+	grant *grant
 	// answer receives exactly one outcome; its capacity of one means the
 	// sender never blocks.
 	answer chan outcome
@@ -58,7 +63,10 @@ type outcome struct {
 	cancelled string // reason when withdrawn
 }
 
-var _ Asker = (*Pending)(nil)
+var (
+	_ Asker   = (*Pending)(nil)
+	_ granter = (*Pending)(nil)
+)
 
 // NewPending returns an empty broker.
 func NewPending(cfg PendingConfig) *Pending {
@@ -72,10 +80,16 @@ func NewPending(cfg PendingConfig) *Pending {
 // Ask implements Asker. It registers req under a new ID (req.ID when set
 // and not in use), publishes it and waits.
 func (p *Pending) Ask(ctx context.Context, req Request) (Answer, error) {
+	return p.askGranted(ctx, req, nil)
+}
+
+// askGranted is Ask for a question of Permissions, whose grant lets Reply
+// save an "always" reply and decide which other questions it covers.
+func (p *Pending) askGranted(ctx context.Context, req Request, g *grant) (Answer, error) {
 	if err := ctx.Err(); err != nil {
 		return Answer{}, err
 	}
-	w := &waiting{answer: make(chan outcome, 1)}
+	w := &waiting{grant: g, answer: make(chan outcome, 1)}
 	p.publish.Lock()
 	p.mu.Lock()
 	if _, taken := p.asks[req.ID]; req.ID == "" || taken {
@@ -109,9 +123,28 @@ func (p *Pending) Ask(ctx context.Context, req Request) (Answer, error) {
 	}
 }
 
-// Reply answers the question requestID. It returns a *RequestNotFoundError
-// when no such question is waiting (it was answered, withdrawn or never
-// asked) and a *messages.Error of type invalid for an unknown reply.
+// Reply answers the question requestID, and settles the other questions of
+// its Session that the answer decides, as opencode does:
+//
+//   - always, to a question Permissions asked, first saves its approval;
+//     then every other question of the same Session and project that
+//     Permissions asked and that its rules and saved approvals now allow
+//     entirely (evaluated as the ask was) is answered always too, without
+//     saving anything of its own.
+//   - reject rejects every other question of the same Session as well,
+//     without the message, so that a step that asked twice ends.
+//   - once answers requestID only.
+//
+// Every question answered gets its permission.replied event, requestID's
+// first and the others in the order they were asked; all are settled
+// before Reply returns. Questions without a Session have no siblings.
+//
+// A failing save does not fail Reply: the reply was taken, the asking call
+// fails with the store's error, and no other question is approved.
+//
+// It returns a *RequestNotFoundError when no such question is waiting (it
+// was answered, withdrawn or never asked) and a *messages.Error of type
+// invalid for an unknown reply.
 func (p *Pending) Reply(requestID string, reply Reply, message string) error {
 	if !reply.Valid() {
 		return messages.Errorf(messages.ErrInvalid, "reply: want once, always or reject, got %q", reply)
@@ -122,11 +155,60 @@ func (p *Pending) Reply(requestID string, reply Reply, message string) error {
 	if !ok {
 		return &RequestNotFoundError{RequestID: requestID}
 	}
-	w.answer <- outcome{ans: Answer{Reply: reply, Message: message}}
-	if p.onReplied != nil {
-		p.onReplied(&messages.PermissionReplied{SessionID: w.req.SessionID, RequestID: requestID, Reply: string(reply), Message: message})
+	saved := false
+	if reply == Always && w.grant != nil {
+		// Save before anyone learns of the reply: the siblings are judged
+		// against this approval, and a client that sees the event may
+		// already rely on it.
+		saved = w.grant.apply() == nil
+	}
+	p.answer(w, Answer{Reply: reply, Message: message})
+	session := w.req.SessionID
+	if session == "" {
+		return nil
+	}
+	switch {
+	case reply == Reject:
+		for _, sib := range p.waitingOf(session) {
+			if _, ok := p.take(sib.req.ID); ok {
+				p.answer(sib, Answer{Reply: Reject})
+			}
+		}
+	case reply == Always && saved:
+		for _, sib := range p.waitingOf(session) {
+			if sib.grant == nil || sib.grant.project != w.grant.project || !sib.grant.covered() {
+				continue
+			}
+			if _, ok := p.take(sib.req.ID); ok {
+				sib.grant.coveredAlready()
+				p.answer(sib, Answer{Reply: Always})
+			}
+		}
 	}
 	return nil
+}
+
+// answer delivers ans to w, which has left the broker, and publishes it.
+// The caller holds p.publish.
+func (p *Pending) answer(w *waiting, ans Answer) {
+	w.answer <- outcome{ans: ans}
+	if p.onReplied != nil {
+		p.onReplied(&messages.PermissionReplied{SessionID: w.req.SessionID, RequestID: w.req.ID, Reply: string(ans.Reply), Message: ans.Message})
+	}
+}
+
+// waitingOf returns the questions of session still waiting, in the order
+// they were asked.
+func (p *Pending) waitingOf(session messages.SessionID) []*waiting {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*waiting
+	for _, id := range p.order {
+		if w := p.asks[id]; w.req.SessionID == session {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // List returns the waiting questions in the order they were asked.

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/sessiond/sessiond/messages"
 )
@@ -165,7 +166,11 @@ func (p *Permissions) Rules(agent string) Ruleset {
 // the request; patterns the rules send to ask and no saved approval covers
 // go to the Asker as one question. Replies: once allows, always saves the
 // request's Always patterns and then allows, reject rejects with the user's
-// message. The error is nil or a *messages.Error: permission.rejected,
+// message. With Pending as the Asker, a reply to another question of the
+// Session may answer this one (see Pending.Reply): always when the approval
+// saved for it covers this request, evaluated as here, which then saves
+// nothing of its own; reject, without a message. The error is nil or a
+// *messages.Error: permission.rejected,
 // aborted (ctx ended or the question was withdrawn), or unknown (the
 // approval store failed).
 func (p *Permissions) Check(ctx context.Context, req Request, extra Ruleset) error {
@@ -187,31 +192,9 @@ func (p *Permissions) Check(ctx context.Context, req Request, extra Ruleset) err
 		return aborted(req)
 	}
 	rules := concat(p.agents[req.Agent], extra)
-	var pending []string
-	for _, pat := range req.Patterns {
-		r, matched := rules.Find(req.Permission, pat)
-		switch {
-		case matched && r.Action == Deny:
-			return messages.Errorf(messages.ErrPermissionRejected,
-				"permission %s for %q is denied by the rules of agent %s (rule: %s); do not retry this call",
-				req.Permission, pat, req.Agent, r)
-		case matched && r.Action == Allow:
-		default:
-			pending = append(pending, pat)
-		}
-	}
-	var unapproved []string
-	for _, pat := range pending {
-		ok, err := p.approvals.Approved(ctx, p.project, req.Permission, req.approvalPattern(pat))
-		if err != nil {
-			if ctx.Err() != nil {
-				return aborted(req)
-			}
-			return messages.Errorf(messages.ErrUnknown, "checking saved approvals for %s: %v", req.Permission, err)
-		}
-		if !ok {
-			unapproved = append(unapproved, pat)
-		}
+	unapproved, err := p.evaluate(ctx, req, rules)
+	if err != nil {
+		return err
 	}
 	if len(unapproved) == 0 {
 		return nil
@@ -225,16 +208,104 @@ func (p *Permissions) Check(ctx context.Context, req Request, extra Ruleset) err
 			req.Always = append(req.Always, LiteralPattern(req.approvalPattern(pat)))
 		}
 	}
-	return p.ask(ctx, req)
+	return p.ask(ctx, req, rules)
 }
 
-// ask puts req to the Asker and settles the answer.
-func (p *Permissions) ask(ctx context.Context, req Request) error {
+// evaluate returns the patterns of req that rules send to ask and no saved
+// approval covers. The error is a *messages.Error: permission.rejected when
+// rules deny a pattern, aborted when ctx ended while the approvals were
+// read, unknown when the approval store failed.
+func (p *Permissions) evaluate(ctx context.Context, req Request, rules Ruleset) ([]string, error) {
+	var pending []string
+	for _, pat := range req.Patterns {
+		r, matched := rules.Find(req.Permission, pat)
+		switch {
+		case matched && r.Action == Deny:
+			return nil, messages.Errorf(messages.ErrPermissionRejected,
+				"permission %s for %q is denied by the rules of agent %s (rule: %s); do not retry this call",
+				req.Permission, pat, req.Agent, r)
+		case matched && r.Action == Allow:
+		default:
+			pending = append(pending, pat)
+		}
+	}
+	var unapproved []string
+	for _, pat := range pending {
+		ok, err := p.approvals.Approved(ctx, p.project, req.Permission, req.approvalPattern(pat))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, aborted(req)
+			}
+			return nil, messages.Errorf(messages.ErrUnknown, "checking saved approvals for %s: %v", req.Permission, err)
+		}
+		if !ok {
+			unapproved = append(unapproved, pat)
+		}
+	}
+	return unapproved, nil
+}
+
+// grant is what a question asked through Permissions carries besides the
+// Request: how to save the approval an "always" reply gives, and how to
+// tell whether rules and saved approvals now allow the request without
+// asking. Pending uses it to apply an "always" reply before anything else
+// happens, and to settle the other questions of the Session the saved
+// approval covers.
+type grant struct {
+	// project keys the approvals the gate saves and reads.
+	project string
+	// save saves the request's Always patterns.
+	save func() error
+	// covered re-evaluates the request as Check did: every pattern allowed
+	// by the rules or covered by a saved approval.
+	covered func() bool
+
+	once sync.Once
+	err  error
+}
+
+// apply saves the approval once, however often it is called, and returns
+// the outcome of that one save.
+func (g *grant) apply() error {
+	g.once.Do(func() { g.err = g.save() })
+	return g.err
+}
+
+// coveredAlready marks the approval as in place without saving anything:
+// the request is answered by an approval saved for another question.
+func (g *grant) coveredAlready() { g.once.Do(func() {}) }
+
+// granter is an Asker that takes a question's grant along (Pending).
+type granter interface {
+	askGranted(ctx context.Context, req Request, g *grant) (Answer, error)
+}
+
+// ask puts req, which rules evaluated to ask, to the Asker and settles the
+// answer.
+func (p *Permissions) ask(ctx context.Context, req Request, rules Ruleset) error {
 	if p.asker == nil {
 		return messages.Errorf(messages.ErrPermissionRejected,
 			"permission %s for %s needs approval, but nobody can be asked here; do not retry this call", req.Permission, quoteList(req.Patterns))
 	}
-	ans, err := p.asker.Ask(ctx, req)
+	// The user's answer is saved even when the call was cancelled
+	// meanwhile (an interrupt racing the reply): the reply was accepted,
+	// and the approval is theirs, not the call's.
+	saveCtx := context.WithoutCancel(ctx)
+	g := &grant{
+		project: p.project,
+		save:    func() error { return p.approvals.Save(saveCtx, p.project, req.Permission, req.Always) },
+		covered: func() bool {
+			left, err := p.evaluate(ctx, req, rules)
+			return err == nil && len(left) == 0
+		},
+	}
+	var ans Answer
+	var err error
+	if ga, ok := p.asker.(granter); ok {
+		ans, err = ga.askGranted(ctx, req, g)
+	} else {
+		ans, err = p.asker.Ask(ctx, req)
+	}
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, ErrAskCancelled) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return aborted(req)
@@ -251,10 +322,10 @@ func (p *Permissions) ask(ctx context.Context, req Request) error {
 		}
 		return nil
 	case Always:
-		// The user's answer is saved even when the call was cancelled
-		// meanwhile (an interrupt racing the reply): the reply was
-		// accepted, and the approval is theirs, not the call's.
-		if err := p.approvals.Save(context.WithoutCancel(ctx), p.project, req.Permission, req.Always); err != nil {
+		// Pending saved the approval already when it took the reply (apply
+		// then reports that save), or saved nothing because an approval
+		// saved for another question covers this one.
+		if err := g.apply(); err != nil {
 			return messages.Errorf(messages.ErrUnknown, "saving the approval of %s: %v", req.Permission, err)
 		}
 		if ctx.Err() != nil {
