@@ -18,25 +18,6 @@ import (
 	"github.com/sessiond/sessiond/persistence"
 )
 
-// heldInstrSource is an instruction source whose next Observe, once
-// armed, signals reached and then blocks until its context ends (an
-// interrupt), when it reports itself unavailable.
-type heldInstrSource struct {
-	armed   atomic.Bool
-	reached chan struct{}
-}
-
-func (s *heldInstrSource) Key() string { return locations.SourceSkills }
-
-func (s *heldInstrSource) Observe(ctx context.Context) (locations.Observation, error) {
-	if s.armed.CompareAndSwap(true, false) {
-		close(s.reached)
-		<-ctx.Done()
-		return locations.Unavailable(ctx.Err()), nil
-	}
-	return locations.Available("Skill: deploy."), nil
-}
-
 // promotedInputs returns the input IDs the Session's log promoted.
 func promotedInputs(h *actortest.Harness, sid messages.SessionID) []messages.MessageID {
 	var out []messages.MessageID
@@ -81,7 +62,7 @@ func checkBusyPeriods(t *testing.T, h *actortest.Harness, sid messages.SessionID
 // promotable input, never answered it) and opened a step that failed as
 // interrupted at once.
 func TestInterruptWhilePreparingInstructionsKeepsThePromptPending(t *testing.T) {
-	src := &heldInstrSource{reached: make(chan struct{})}
+	src := &heldSource{reached: make(chan struct{})}
 	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Getenv: func(string) string { return "" }, Skills: src}})
 	h.Model.Reply(script.Text("first answer"))
 	h.Model.Reply(script.Text("second answer"))
