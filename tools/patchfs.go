@@ -141,25 +141,7 @@ func (rootFS) replace(base, rel string, data []byte, perm fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	inPlace := false
-	_, err = f.Write(data)
-	if err == nil {
-		// OpenFile's permission is filtered by the umask; restore the
-		// original bits exactly.
-		err = f.Chmod(perm)
-	}
-	if err == nil && st != nil {
-		// The new file belongs to this process; the old one may not (root
-		// editing a user's file, a user a group-writable one). Give it the
-		// old owner, or, where this process may not, write in place.
-		if mine, serr := f.Stat(); serr == nil {
-			if t, ok := mine.Sys().(*syscall.Stat_t); ok && (t.Uid != st.Uid || t.Gid != st.Gid) {
-				if cerr := f.Chown(int(st.Uid), int(st.Gid)); cerr != nil {
-					inPlace = true
-				}
-			}
-		}
-	}
+	inPlace, err := fillTemp(f, data, perm, st)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -169,10 +151,42 @@ func (rootFS) replace(base, rel string, data []byte, perm fs.FileMode) error {
 	if err != nil || inPlace {
 		_ = r.Remove(tmp)
 	}
-	if err == nil && inPlace {
+	if err != nil {
+		return err
+	}
+	if inPlace {
 		return overwrite(r, rel, data)
 	}
-	return err
+	return nil
+}
+
+// fillTemp writes data into f, the replacement of a file whose stat is old
+// (nil where the platform gives none), with the old file's permission
+// bits and owner. inPlace reports that this process may not give f that
+// owner (a user editing another's group-writable file): the old file must
+// then be written in place instead.
+func fillTemp(f *os.File, data []byte, perm fs.FileMode, old *syscall.Stat_t) (inPlace bool, err error) {
+	if _, err := f.Write(data); err != nil {
+		return false, err
+	}
+	// OpenFile's permission is filtered by the umask; restore the
+	// original bits exactly.
+	if err := f.Chmod(perm); err != nil {
+		return false, err
+	}
+	if old == nil {
+		return false, nil
+	}
+	// The new file belongs to this process; the old one may not (root
+	// editing a user's file).
+	mine, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	if t, ok := mine.Sys().(*syscall.Stat_t); ok && (t.Uid != old.Uid || t.Gid != old.Gid) {
+		return f.Chown(int(old.Uid), int(old.Gid)) != nil, nil
+	}
+	return false, nil
 }
 
 // overwrite writes data over the existing file rel, keeping the file
