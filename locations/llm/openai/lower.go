@@ -2,9 +2,12 @@ package openai
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	oa "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
@@ -105,7 +108,7 @@ func appendMessage(out []oa.ChatCompletionMessageParamUnion, m llm.Message) []oa
 				// unless it already does (the runner's "Error (type): …").
 				output = "Error: " + output
 			}
-			out = append(out, oa.ToolMessage(output, p.CallID))
+			out = append(out, oa.ToolMessage(output, toolCallID(p.CallID)))
 		}
 	}
 	return out
@@ -180,7 +183,7 @@ func lowerAssistant(parts []llm.Part) (oa.ChatCompletionMessageParamUnion, bool)
 			}
 			calls = append(calls, oa.ChatCompletionMessageToolCallUnionParam{
 				OfFunction: &oa.ChatCompletionMessageFunctionToolCallParam{
-					ID: p.CallID,
+					ID: toolCallID(p.CallID),
 					Function: oa.ChatCompletionMessageFunctionToolCallFunctionParam{
 						Name:      p.Name,
 						Arguments: string(wire.ToolInput(string(p.Input))),
@@ -264,4 +267,25 @@ func joinNonEmpty(ss []string) string {
 		b.WriteString(s)
 	}
 	return b.String()
+}
+
+// maxCallID is the longest tool call ID the Chat Completions API accepts
+// ("string too long. Expected a string with maximum length 40").
+const maxCallID = 40
+
+// toolCallID returns a call ID as tool_calls[].id and tool_call_id accept
+// it: unchanged when it fits, otherwise (another provider's, made before a
+// model switch) its start and a hash of the whole ID, so that distinct IDs
+// stay distinct and a call and its result agree.
+func toolCallID(id string) string {
+	if len(id) <= maxCallID {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	tag := "_" + hex.EncodeToString(sum[:8])
+	n := maxCallID - len(tag)
+	for n > 0 && !utf8.RuneStart(id[n]) {
+		n-- // never cut a character in two
+	}
+	return id[:n] + tag
 }

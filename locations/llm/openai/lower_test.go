@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/internal/ssetest"
@@ -349,5 +350,59 @@ func TestObjectSchemaGetsProperties(t *testing.T) {
 	}
 	if got := string(body.Tools[1].Function.Parameters["properties"]); got != `{"path":{"type":"string"}}` {
 		t.Fatalf("the read tool's properties: %q", got)
+	}
+}
+
+// TestLongCallIDs: a call ID longer than the API's 40 characters (another
+// provider's, from before a model switch) is shortened the same way in the
+// call and in its result; two IDs that share a long start stay distinct;
+// a character is never cut in two; an ID that fits is sent unchanged.
+func TestLongCallIDs(t *testing.T) {
+	long := strings.Repeat("a", 45)
+	ids := []string{long + "1", long + "2", strings.Repeat("é", 30), "call_short"}
+	req := simpleRequest()
+	for _, id := range ids {
+		req.Messages = append(req.Messages,
+			llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{{Kind: llm.PartToolCall, CallID: id, Name: "read", Input: json.RawMessage(`{}`)}}},
+			llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: id, Name: "read", Output: "ok"}}})
+	}
+	req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: "go on"}}})
+	_, srv, err := run(t, req, okReply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Messages []struct {
+			Role       string `json:"role"`
+			ToolCallID string `json:"tool_call_id"`
+			ToolCalls  []struct {
+				ID string `json:"id"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(srv.LastBody(), &body); err != nil {
+		t.Fatal(err)
+	}
+	var calls, results []string
+	for _, m := range body.Messages {
+		for _, c := range m.ToolCalls {
+			calls = append(calls, c.ID)
+		}
+		if m.Role == "tool" {
+			results = append(results, m.ToolCallID)
+		}
+	}
+	if !slices.Equal(calls, results) || len(calls) != len(ids) {
+		t.Fatalf("calls %q, results %q", calls, results)
+	}
+	seen := map[string]bool{}
+	for i, id := range calls {
+		if len(id) > 40 || !utf8.ValidString(id) || seen[id] {
+			t.Fatalf("call %d: ID %q (%d bytes) is too long, not UTF-8 or repeated", i, id, len(id))
+		}
+		seen[id] = true
+	}
+	if calls[3] != "call_short" || !strings.HasPrefix(calls[0], strings.Repeat("a", 20)) {
+		t.Fatalf("IDs %q: a fitting ID changed or a long one lost its start", calls)
 	}
 }
