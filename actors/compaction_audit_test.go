@@ -5,6 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/actors/actortest"
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/script"
@@ -112,4 +116,30 @@ func TestSummaryPromptSaysWhatEachSectionRecords(t *testing.T) {
 		}
 	}
 	h.CheckReplay()
+}
+
+// TestCompactionBaselineIsMeasured: the fresh baseline a completed
+// compaction writes is the last rendered baseline, so
+// sessiond_instruction_baseline_bytes reports its size (it kept the size
+// of the Session's first baseline).
+func TestCompactionBaselineIsMeasured(t *testing.T) {
+	m := actors.NewMetrics(prometheus.NewRegistry())
+	h, sid, agents := answeredWithAgentsMD(t, "Use tabs.", withMetrics(m))
+	if err := os.WriteFile(agents, []byte("Use spaces, four of them, never tabs, in every file of this project."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	compactNow(t, h, sid)
+	ended := h.Events(sid)
+	var last *messages.InstructionsBaselined
+	for _, ev := range ended {
+		if b, ok := ev.Data.(*messages.InstructionsBaselined); ok {
+			last = b
+		}
+	}
+	if last == nil || !strings.Contains(last.Text, "four of them") {
+		t.Fatalf("the compaction wrote no fresh baseline: %v", h.Types(sid))
+	}
+	if got := testutil.ToFloat64(m.BaselineBytes); got != float64(len(last.Text)) {
+		t.Fatalf("sessiond_instruction_baseline_bytes %v, the last baseline has %d bytes", got, len(last.Text))
+	}
 }

@@ -132,14 +132,19 @@ func TestOverflowCompactsOnceThenRetries(t *testing.T) {
 // answeredWithAgentsMD runs one prompt of a Session whose directory has an
 // AGENTS.md saying text, on a harness that observes instructions, and
 // returns the file's path.
-func answeredWithAgentsMD(t *testing.T, text string) (*actortest.Harness, messages.SessionID, string) {
+func answeredWithAgentsMD(t *testing.T, text string, opts ...actortest.Options) (*actortest.Harness, messages.SessionID, string) {
 	t.Helper()
 	dir := t.TempDir()
 	agents := filepath.Join(dir, "AGENTS.md")
 	if err := os.WriteFile(agents, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := actortest.New(t, actortest.Options{Instructions: &locations.InstructionsConfig{Getenv: func(string) string { return "" }}})
+	o := actortest.Options{}
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	o.Instructions = &locations.InstructionsConfig{Getenv: func(string) string { return "" }}
+	h := actortest.New(t, o)
 	h.Dir = dir
 	h.Model.Default(script.Text("ok"))
 	sid := h.Session()

@@ -113,5 +113,6 @@ func (r *runner) rebaseline(ctx context.Context) (messages.Payload, error) {
 	}
 	applied := obs.Merge(cp.Applied)
 	d := locations.Decision{Kind: locations.DecisionBaseline, Text: locations.RenderBaseline(ins.Keys(), applied), Applied: applied}
+	r.metrics.baseline(len(d.Text))
 	return d.Payload(r.sid), nil
 }

@@ -399,7 +399,8 @@ func (r *runner) failInterruptedTools(ctx context.Context) error {
 // failOpenSteps closes the steps the store holds open (only the one of
 // assistant message only, when set): it fails their pending and running
 // tools with toolErr, ends their unfinished fragments, then fails each
-// step with stepErr, settlement first.
+// step with stepErr, settlement first. Each counts as a failed step (an
+// orphan's too: the process that started it could not count it).
 func (r *runner) failOpenSteps(ctx context.Context, only messages.MessageID, toolErr func(name string) messages.Error, stepErr messages.Error) error {
 	open, err := r.store.OpenSteps(ctx, r.sid)
 	if err != nil {
@@ -424,6 +425,7 @@ func (r *runner) failOpenSteps(ctx context.Context, only messages.MessageID, too
 		if _, err := r.append(ctx, ps...); err != nil {
 			return err
 		}
+		r.metrics.step("failed")
 	}
 	return nil
 }
@@ -486,7 +488,9 @@ func (r *runner) step(ctx context.Context, sess persistence.Session, agent locat
 			// the refused commit held, and a failed commit drops what it
 			// held), from what the store itself holds.
 			e := *messages.AsError(err, messages.ErrUnknown)
-			if ferr := r.failStep(ctx, asst, &e); ferr != nil {
+			if ferr := r.failStep(ctx, asst, &e); ferr == nil {
+				r.metrics.step("failed")
+			} else {
 				lost := func(string) messages.Error { return e }
 				if ferr := r.failOpenSteps(context.WithoutCancel(ctx), asst, lost, e); ferr != nil {
 					err = errors.Join(err, ferr)

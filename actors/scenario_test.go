@@ -734,7 +734,8 @@ func TestRefusedCommitStillClosesTheStep(t *testing.T) {
 		"after text and a call":   {script.Text("a"), script.ToolCall("c1", "echo", `{}`), script.Text("b"), script.ToolCall("refused", "echo", `{}`)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store = &refusingStore{Store: c.Store} }})
+			m := actors.NewMetrics(prometheus.NewRegistry())
+			h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store, c.Metrics = &refusingStore{Store: c.Store}, m }})
 			h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "ok", nil })
 			h.Model.Reply(steps...)
 			sid := h.Session()
@@ -746,6 +747,11 @@ func TestRefusedCommitStillClosesTheStep(t *testing.T) {
 				count(h, sid, messages.TypeExecutionInterrupted)
 			if closed != count(h, sid, messages.TypeStepStarted) || terminals != 1 || count(h, sid, messages.TypeExecutionStarted) != 1 {
 				t.Fatalf("events: %v", types)
+			}
+			// sessiond_steps_total counts the step the refused commit
+			// failed, as every other closed step.
+			if n := testutil.ToFloat64(m.Steps.WithLabelValues("ended")) + testutil.ToFloat64(m.Steps.WithLabelValues("failed")); n != float64(closed) {
+				t.Fatalf("sessiond_steps_total %v, %d steps closed", n, closed)
 			}
 			h.CheckReplay()
 		})
