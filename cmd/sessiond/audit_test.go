@@ -67,15 +67,15 @@ func TestCommandEnvKeepsOtherValues(t *testing.T) {
 	}
 }
 
-// TestRunInterruptedBeforeThePrompt: a ^C (or SIGTERM) that arrives
-// while run is still starting (opening the store, creating the Session)
-// ends it with 130 (143), as documented, not with exit 1 and "context
-// canceled".
+// TestRunInterruptedBeforeThePrompt: a ^C (or SIGTERM, or SIGHUP) that
+// arrives while run is still starting (opening the store, creating the
+// Session) ends it with 130 (143, 129), as documented, not with exit 1
+// and "context canceled".
 func TestRunInterruptedBeforeThePrompt(t *testing.T) {
 	for _, tt := range []struct {
 		sig  syscall.Signal
 		want int
-	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}, {syscall.SIGHUP, 129}} {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		cancel(signalCause{tt.sig})
 		env := map[string]string{"SESSIOND_DATA": t.TempDir(), "HOME": t.TempDir()}
@@ -161,7 +161,7 @@ func TestServeAddrIsAUsageError(t *testing.T) {
 	// The environment's address is checked with the configuration (exit 1),
 	// and the message names where it came from.
 	code, _, errOut := runApp(t, map[string]string{"SESSIOND_DATA": t.TempDir(), "SESSIOND_ADDR": "nope"}, "serve")
-	if code != exitFailed || !strings.Contains(errOut, `addr: "nope"`) {
+	if code != exitFailed || !strings.Contains(errOut, `SESSIOND_ADDR: "nope": want host:port`) {
 		t.Errorf("SESSIOND_ADDR=nope serve: exit %d, stderr %q", code, errOut)
 	}
 }

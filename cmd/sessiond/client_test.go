@@ -416,7 +416,7 @@ func TestURLAddr(t *testing.T) {
 		t.Fatalf("run with a URL in SESSIOND_ADDR: exit %d: %s", code, errOut)
 	}
 	code, _, errOut := runApp(t, urlEnv, "serve")
-	if code == 0 || !strings.Contains(errOut, `addr: "https://sd.example": want host:port to listen on`) {
+	if code == 0 || !strings.Contains(errOut, `SESSIOND_ADDR: "https://sd.example": want host:port to listen on`) {
 		t.Fatalf("serve with a URL address: exit %d: %s", code, errOut)
 	}
 }

@@ -47,8 +47,9 @@ func (f *clientFlags) register(fs *flag.FlagSet) {
 
 // client returns a client of the daemon the flags name.
 func (f *clientFlags) client(a *app) (*client, error) {
-	env := a.env(overrides{"SESSIOND_ADDR": f.addr, "SESSIOND_TOKEN": f.token})
-	cfg, err := LoadConfig(f.config, env)
+	o := overrides{"SESSIOND_ADDR": f.addr, "SESSIOND_TOKEN": f.token}
+	env := a.env(o)
+	cfg, err := loadConfig(f.config, env, loadOptions{source: o.source})
 	if err != nil {
 		if f.config != "" || (env("SESSIOND_ADDR") == "" && !errors.Is(err, errNoDataDir)) {
 			return nil, err
@@ -315,6 +316,9 @@ func (a *app) clientCall(ctx context.Context, c *command, cf clientFlags, method
 		return exitOK
 	}
 	if err := a.printJSON(res, field); err != nil {
+		if readerGone(err) {
+			return exitReaderGone
+		}
 		return a.fail(c, err)
 	}
 	return exitOK
@@ -400,6 +404,9 @@ func runLog(ctx context.Context, a *app, c *command, args []string) int {
 	}
 	opts := logOptions{After: *after, Follow: *follow, Notify: func(s string) { fmt.Fprintf(a.stderr, "sessiond log: %s\n", s) }}
 	if err := cl.streamLog(ctx, pos[0], opts, a.stdout); err != nil {
+		if readerGone(err) {
+			return exitReaderGone
+		}
 		return a.fail(c, err)
 	}
 	if ctx.Err() != nil && !*follow {

@@ -263,8 +263,47 @@ func envHome(env func(string) string) func() (string, error) {
 //
 // Configuration errors are invalid *messages.Error values naming the field,
 // such as "providers.local.type: ...", wrapped with the file's path when a
-// file was read.
+// file was read. An error in a value taken from a variable names the
+// variable instead ("SESSIOND_ADDR: ...") and is not wrapped with the path:
+// the file is not at fault. One in the value a "{env:NAME}" of the file
+// read names the field, the reference and the variable, with the path.
 func LoadConfig(path string, env func(string) string) (Config, error) {
+	return loadConfig(path, env, loadOptions{})
+}
+
+// loadOptions adapt loadConfig to a command.
+type loadOptions struct {
+	// source names, for errors, where the value env returns for a
+	// variable came from when not from the variable itself: the flag
+	// that stands in for it (--token for SESSIOND_TOKEN). Nil, or "",
+	// names the variable.
+	source func(name string) string
+	// listen requires addr to be an address to listen on, not a URL, as
+	// the daemon's is.
+	listen bool
+}
+
+// name returns the name errors give the source of variable v's value.
+func (o loadOptions) name(v string) string {
+	if o.source != nil {
+		if s := o.source(v); s != "" {
+			return s
+		}
+	}
+	return v
+}
+
+// envError is a configuration error in a value that came from the
+// environment (or from a flag standing in for a variable), not from the
+// file: its message names the variable, and loadConfig does not wrap it
+// with the file's path.
+type envError struct{ err error }
+
+func (e *envError) Error() string { return e.err.Error() }
+func (e *envError) Unwrap() error { return e.err }
+
+// loadConfig is LoadConfig with the options of a command.
+func loadConfig(path string, env func(string) string, o loadOptions) (Config, error) {
 	if env == nil {
 		env = os.Getenv
 	}
@@ -294,14 +333,19 @@ func LoadConfig(path string, env func(string) string) (Config, error) {
 			return Config{}, fmt.Errorf("config: %w", err)
 		}
 	}
-	err := c.applyEnv(env)
+	err := c.applyEnv(env, o)
 	if err == nil {
 		err = c.validate()
 	}
+	if err == nil && o.listen {
+		// The file's or the default: applyEnv checked the environment's.
+		err = checkListen("addr", c.Addr)
+	}
+	var ee *envError
 	switch {
 	case err == nil:
 		return c, nil
-	case path != "":
+	case path != "" && !errors.As(err, &ee):
 		return Config{}, fmt.Errorf("config %s: %w", path, err)
 	default:
 		return Config{}, err
@@ -376,9 +420,28 @@ func resolvePath(dir, p string) string {
 }
 
 // applyEnv applies the environment overrides described at LoadConfig and
-// expands "{env:NAME}" in token and apiKey values.
-func (c *Config) applyEnv(env func(string) string) error {
+// expands "{env:NAME}" in token and apiKey values. It checks every value
+// it takes from a variable as it takes it, with the check validate would
+// make: validate can only name the field, and the error would blame the
+// file. A variable's own value fails with an *envError naming the
+// variable (or the flag that stood in for it, see loadOptions); a value a
+// reference of the file read names the field and the variable.
+func (c *Config) applyEnv(env func(string) string, o loadOptions) error {
+	// fromEnv checks variable name's value under the name of its source.
+	fromEnv := func(name string, check func(field, v string) error) error {
+		if err := check(o.name(name), env(name)); err != nil {
+			return &envError{err}
+		}
+		return nil
+	}
 	if v := env("SESSIOND_ADDR"); v != "" {
+		check := checkAddr
+		if o.listen {
+			check = checkListen
+		}
+		if err := fromEnv("SESSIOND_ADDR", check); err != nil {
+			return err
+		}
 		c.Addr = v
 	}
 	if v := env("SESSIOND_DATA"); v != "" {
@@ -389,6 +452,9 @@ func (c *Config) applyEnv(env func(string) string) error {
 	case err != nil:
 		return err
 	case env("SESSIOND_TOKEN") != "":
+		if err := fromEnv("SESSIOND_TOKEN", checkToken); err != nil {
+			return err
+		}
 		token = env("SESSIOND_TOKEN")
 	case name != "" && token == "":
 		// An empty token turns authentication off: a file that asks for
@@ -396,6 +462,10 @@ func (c *Config) applyEnv(env func(string) string) error {
 		// none) because the variable is missing. An empty apiKey, by
 		// contrast, fails on its own at the first request.
 		return fieldErrorf("token", "%q: environment variable %s is unset or empty; an empty token would turn authentication off", c.Token, name)
+	case name != "":
+		if err := checkToken(refField("token", c.Token, name), token); err != nil {
+			return err
+		}
 	}
 	c.Token = token
 
@@ -403,51 +473,88 @@ func (c *Config) applyEnv(env func(string) string) error {
 	haveOpenAI, haveAnthropic := false, false
 	for _, id := range slices.Sorted(maps.Keys(c.Providers)) {
 		p := c.Providers[id]
-		set := p.APIKey != ""
-		if p.APIKey, _, err = expandEnvRef("providers."+id+".apiKey", p.APIKey, env); err != nil {
+		field := "providers." + id + ".apiKey"
+		ref, set := p.APIKey, p.APIKey != ""
+		if p.APIKey, name, err = expandEnvRef(field, p.APIKey, env); err != nil {
 			return err
+		}
+		switch p.Type {
+		case llm.ProviderOpenAI, llm.ProviderAnthropic:
+			// Only these take a key: a script provider's is an error
+			// of the file, which validate reports as such.
+			if name != "" {
+				if err := checkKey(refField(field, ref, name), p.APIKey); err != nil {
+					return err
+				}
+			}
 		}
 		switch p.Type {
 		case llm.ProviderOpenAI:
 			haveOpenAI = true
-			if p.BaseURL == "" {
+			if p.BaseURL == "" && openaiBase != "" {
+				if err := fromEnv("OPENAI_BASE_URL", checkBaseURL); err != nil {
+					return err
+				}
 				p.BaseURL = openaiBase
 			}
-			if !set {
+			if !set && openaiKey != "" {
+				if err := fromEnv("OPENAI_API_KEY", checkKey); err != nil {
+					return err
+				}
 				p.APIKey = openaiKey
 			}
 		case llm.ProviderAnthropic:
 			haveAnthropic = true
-			if !set {
+			if !set && anthropicKey != "" {
+				if err := fromEnv("ANTHROPIC_API_KEY", checkKey); err != nil {
+					return err
+				}
 				p.APIKey = anthropicKey
 			}
 		}
 		c.Providers[id] = p
 	}
+	// A provider of another type that has the name is kept, and the
+	// variables go unused.
+	free := func(id string) bool {
+		_, taken := c.Providers[id]
+		return !taken
+	}
 	add := func(id string, p ProviderConfig) {
-		if _, taken := c.Providers[id]; taken {
-			return // a provider of another type has the name; keep it
-		}
 		if c.Providers == nil {
 			c.Providers = make(map[string]ProviderConfig)
 		}
 		c.Providers[id] = p
 	}
-	if !haveOpenAI && openaiKey != "" {
+	if !haveOpenAI && openaiKey != "" && free("openai") {
+		if err := fromEnv("OPENAI_API_KEY", checkKey); err != nil {
+			return err
+		}
 		p := ProviderConfig{Type: llm.ProviderOpenAI, BaseURL: openaiBase, APIKey: openaiKey}
 		if openaiBase == "" {
 			// OpenAI's own API: its models are known. Another server's
 			// (OPENAI_BASE_URL) are not, and need a configuration.
 			p.Models, _ = keyModels(llm.ProviderOpenAI)
+		} else if err := fromEnv("OPENAI_BASE_URL", checkBaseURL); err != nil {
+			return err
 		}
 		add("openai", p)
 	}
-	if !haveAnthropic && anthropicKey != "" {
+	if !haveAnthropic && anthropicKey != "" && free("anthropic") {
+		if err := fromEnv("ANTHROPIC_API_KEY", checkKey); err != nil {
+			return err
+		}
 		p := ProviderConfig{Type: llm.ProviderAnthropic, APIKey: anthropicKey}
 		p.Models, _ = keyModels(llm.ProviderAnthropic)
 		add("anthropic", p)
 	}
 	return nil
+}
+
+// refField names, for errors, the value that reference ref
+// ("{env:NAME}") in field read from variable name.
+func refField(field, ref, name string) string {
+	return fmt.Sprintf("%s: %q: environment variable %s", field, ref, name)
 }
 
 // sameLimits reports whether a and b have the same limits and prices.
@@ -504,16 +611,14 @@ func (c *Config) validate() error {
 	if c.Addr == "" {
 		c.Addr = d.Addr
 	}
-	if err := checkAddr(c.Addr); err != nil {
+	if err := checkAddr("addr", c.Addr); err != nil {
 		return err
 	}
 	if c.Data == "" {
 		return errNoDataDir
 	}
-	for _, r := range c.Token {
-		if r <= ' ' || r >= 0x7f {
-			return fieldErrorf("token", "use printable ASCII without spaces")
-		}
+	if err := checkToken("token", c.Token); err != nil {
+		return err
 	}
 	for i, r := range c.Roots {
 		field := fmt.Sprintf("roots[%d]", i)
@@ -554,30 +659,64 @@ func (c *Config) validate() error {
 // data directory; client commands, which need none, go on without it.
 var errNoDataDir = fieldErrorf("data", "no data directory; set SESSIOND_DATA, XDG_DATA_HOME or HOME")
 
+// The checks of values that a variable may supply as well as the file
+// take the name to report them under: the field, or the variable.
+
 // checkAddr checks addr as the daemon's address: a listen address
 // host:port, or (for clients only, see checkListen) an http(s) URL.
-func checkAddr(addr string) error {
+func checkAddr(field, addr string) error {
 	if strings.Contains(addr, "://") {
 		u, err := url.Parse(addr)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fieldErrorf("addr", "%q: want host:port or an http(s) URL", addr)
+			return fieldErrorf(field, "%q: want host:port or an http(s) URL", addr)
 		}
 		return nil
 	}
-	return checkListen(addr)
+	return checkListen(field, addr)
 }
 
 // checkListen checks a listen address.
-func checkListen(addr string) error {
+func checkListen(field, addr string) error {
 	if strings.Contains(addr, "://") {
-		return fieldErrorf("addr", "%q: want host:port to listen on, not a URL", addr)
+		return fieldErrorf(field, "%q: want host:port to listen on, not a URL", addr)
 	}
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fieldErrorf("addr", "%q: want host:port", addr)
+		return fieldErrorf(field, "%q: want host:port", addr)
 	}
 	if n, err := strconv.ParseUint(port, 10, 16); err != nil || strconv.FormatUint(n, 10) != port {
-		return fieldErrorf("addr", "%q: want a port number from 0 to 65535", addr)
+		return fieldErrorf(field, "%q: want a port number from 0 to 65535", addr)
+	}
+	return nil
+}
+
+// checkToken checks a bearer token: it goes into an HTTP header.
+func checkToken(field, token string) error {
+	for _, r := range token {
+		if r <= ' ' || r >= 0x7f {
+			return fieldErrorf(field, "use printable ASCII without spaces")
+		}
+	}
+	return nil
+}
+
+// checkBaseURL checks the API endpoint of an openai or anthropic provider.
+func checkBaseURL(field, v string) error {
+	if v == "" {
+		return nil
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fieldErrorf(field, "%q is not an http or https URL", v)
+	}
+	return nil
+}
+
+// checkKey checks an API key: white space around it is a copying mistake
+// the provider would answer with an authentication error.
+func checkKey(field, key string) error {
+	if strings.TrimSpace(key) != key {
+		return fieldErrorf(field, "has surrounding white space")
 	}
 	return nil
 }
@@ -614,14 +753,11 @@ func (c *Config) checkProviders() error {
 			if p.File != "" {
 				return fieldErrorf(field+".file", "only script providers read a file")
 			}
-			if p.BaseURL != "" {
-				u, err := url.Parse(p.BaseURL)
-				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-					return fieldErrorf(field+".baseURL", "%q is not an http or https URL", p.BaseURL)
-				}
+			if err := checkBaseURL(field+".baseURL", p.BaseURL); err != nil {
+				return err
 			}
-			if strings.TrimSpace(p.APIKey) != p.APIKey {
-				return fieldErrorf(field+".apiKey", "has surrounding white space")
+			if err := checkKey(field+".apiKey", p.APIKey); err != nil {
+				return err
 			}
 			if p.IdleTimeout < -1 {
 				return fieldErrorf(field+".idleTimeout", "%d: want seconds, 0 for the default (600) or -1 for none", p.IdleTimeout)

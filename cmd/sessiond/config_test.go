@@ -347,14 +347,16 @@ func TestLoadConfigErrors(t *testing.T) {
 			"providers: a provider has an empty ID"},
 		{"bad base URL", `{"providers": {"local": {"type": "openai", "baseURL": "127.0.0.1:11434"}}}`, nil,
 			`providers.local.baseURL: "127.0.0.1:11434" is not an http or https URL`},
-		{"bad base URL from the environment", `{"providers": {"o": {"type": "openai"}}}`, []string{"OPENAI_BASE_URL", "ftp://x"},
-			`providers.o.baseURL: "ftp://x" is not an http or https URL`},
 		{"negative idle timeout", `{"providers": {"o": {"type": "openai", "idleTimeout": -2}}}`, nil,
 			`providers.o.idleTimeout: -2: want seconds, 0 for the default (600) or -1 for none`},
 		{"idle timeout of a script provider", `{"providers": {"s": {"type": "script", "file": "s.json", "idleTimeout": 5}}}`, nil,
 			`providers.s.idleTimeout: a script provider takes no idleTimeout`},
-		{"api key with white space", `{"providers": {"o": {"type": "openai"}}}`, []string{"OPENAI_API_KEY", "sk-1\n"},
+		{"api key with white space", `{"providers": {"o": {"type": "openai", "apiKey": " sk-1"}}}`, nil,
 			"providers.o.apiKey: has surrounding white space"},
+		{"token from a variable with a space", `{"token": "{env:TOK}"}`, []string{"TOK", "a b"},
+			`token: "{env:TOK}": environment variable TOK: use printable ASCII without spaces`},
+		{"api key from a variable with white space", `{"providers": {"o": {"type": "anthropic", "apiKey": "{env:KEY}"}}}`, []string{"KEY", "sk-1\n"},
+			`providers.o.apiKey: "{env:KEY}": environment variable KEY: has surrounding white space`},
 		{"file on an openai provider", `{"providers": {"o": {"type": "openai", "file": "x.json"}}}`, nil,
 			"providers.o.file: only script providers read a file"},
 		{"script without a file", `{"providers": {"demo": {"type": "script"}}}`, nil,
@@ -416,8 +418,6 @@ func TestLoadConfigErrors(t *testing.T) {
 			"limits.bodyBytes: -3 is negative"},
 		{"prompt larger than a body", `{"limits": {"promptBytes": 4194304}}`, nil,
 			"limits.promptBytes: 4194304 exceeds limits.bodyBytes (2097152); a prompt must fit in a request body"},
-		{"bad addr from the environment", `{}`, []string{"SESSIOND_ADDR", "nope"},
-			`addr: "nope": want host:port`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -437,6 +437,109 @@ func TestLoadConfigErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLoadConfigEnvErrors: a bad value in a variable is reported under
+// the variable's name, not blamed on the configuration file, whether a
+// file was read or not. The file's path, in front of every error of the
+// file's own values (TestLoadConfigErrors), stays away from these.
+func TestLoadConfigEnvErrors(t *testing.T) {
+	// The file configures a provider of each type, so that the provider
+	// variables fill them in; without it they add providers.
+	doc := `{"providers": {"o": {"type": "openai"}, "a": {"type": "anthropic"}}}`
+	for _, tt := range []struct {
+		env  []string
+		want string // the message of the invalid *messages.Error
+	}{
+		{[]string{"SESSIOND_ADDR", "nope"}, `SESSIOND_ADDR: "nope": want host:port`},
+		{[]string{"SESSIOND_ADDR", "ftp://sd.example"}, `SESSIOND_ADDR: "ftp://sd.example": want host:port or an http(s) URL`},
+		{[]string{"SESSIOND_TOKEN", "a b"}, "SESSIOND_TOKEN: use printable ASCII without spaces"},
+		{[]string{"OPENAI_API_KEY", "sk-1\n"}, "OPENAI_API_KEY: has surrounding white space"},
+		{[]string{"OPENAI_API_KEY", "sk-1", "OPENAI_BASE_URL", "ftp://x"}, `OPENAI_BASE_URL: "ftp://x" is not an http or https URL`},
+		{[]string{"ANTHROPIC_API_KEY", " sk-ant"}, "ANTHROPIC_API_KEY: has surrounding white space"},
+	} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "conf", ConfigFileName)
+		if err := os.Mkdir(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env := envOf(append([]string{"SESSIOND_DATA", dir}, tt.env...)...)
+		for _, p := range []string{path, ""} { // the file, or none at <data>/sessiond.json
+			c, err := LoadConfig(p, env)
+			var me *messages.Error
+			if !errors.As(err, &me) || me.Type != messages.ErrInvalid || me.Message != tt.want {
+				t.Errorf("%q, file %q: LoadConfig = %+v, %v\nwant invalid: %s", tt.env, p, c, err, tt.want)
+				continue
+			}
+			if want := "invalid: " + tt.want; err.Error() != want {
+				t.Errorf("%q, file %q: error %q, want %q", tt.env, p, err, want)
+			}
+		}
+	}
+
+	// A variable nothing uses is not checked: no openai provider takes
+	// OPENAI_BASE_URL, and no key adds one.
+	if _, err := LoadConfig("", envOf("SESSIOND_DATA", t.TempDir(), "OPENAI_BASE_URL", "ftp://x")); err != nil {
+		t.Fatalf("unused OPENAI_BASE_URL: %v", err)
+	}
+}
+
+// TestConfigErrorsNameTheirSource: the commands report a bad setting
+// under its source: the variable, the flag that stands in for it, or the
+// configuration file's path.
+func TestConfigErrorsNameTheirSource(t *testing.T) {
+	data := t.TempDir()
+	file := filepath.Join(data, ConfigFileName)
+	if err := os.WriteFile(file, []byte(`{"providers": {"o": {"type": "openai"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		// serve listens on its address: a URL is for clients.
+		{map[string]string{"SESSIOND_ADDR": "http://127.0.0.1:1"}, []string{"serve"},
+			`sessiond serve: invalid: SESSIOND_ADDR: "http://127.0.0.1:1": want host:port to listen on, not a URL`},
+		{map[string]string{"SESSIOND_TOKEN": "a b"}, []string{"serve"},
+			"sessiond serve: invalid: SESSIOND_TOKEN: use printable ASCII without spaces"},
+		{nil, []string{"serve", "--token", "a b"},
+			"sessiond serve: invalid: --token: use printable ASCII without spaces"},
+		{map[string]string{"OPENAI_BASE_URL": "127.0.0.1:11434"}, []string{"run", "hi"},
+			`sessiond run: invalid: OPENAI_BASE_URL: "127.0.0.1:11434" is not an http or https URL`},
+		{map[string]string{"SESSIOND_TOKEN": "a\tb"}, []string{"active"},
+			"sessiond active: invalid: SESSIOND_TOKEN: use printable ASCII without spaces"},
+		{nil, []string{"active", "--token", "a b", "--config", file},
+			"sessiond active: invalid: --token: use printable ASCII without spaces"},
+	} {
+		env := map[string]string{"SESSIOND_DATA": data, "HOME": t.TempDir()}
+		for k, v := range tt.env {
+			env[k] = v
+		}
+		code, out, errOut := runApp(t, env, tt.args...)
+		if code != exitFailed || out != "" || errOut != tt.want+"\n" {
+			t.Errorf("%v %q: exit %d, stderr %q; want exit 1, %q", tt.env, tt.args, code, errOut, tt.want)
+		}
+	}
+
+	// A flag that replaces a bad variable leaves nothing to report: the
+	// client goes on to dial.
+	code, _, errOut := runApp(t, map[string]string{"SESSIOND_DATA": data, "SESSIOND_TOKEN": "a b"}, "active", "--token", "ok", "--addr", "127.0.0.1:1")
+	if code != exitFailed || !strings.Contains(errOut, "cannot reach sessiond") {
+		t.Errorf("--token over a bad SESSIOND_TOKEN: exit %d, stderr %q", code, errOut)
+	}
+
+	// The file's own mistakes name the file.
+	if err := os.WriteFile(file, []byte(`{"addr": "http://127.0.0.1:1"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = runApp(t, map[string]string{"SESSIOND_DATA": data}, "serve")
+	if want := "sessiond serve: config " + file + `: invalid: addr: "http://127.0.0.1:1": want host:port to listen on, not a URL` + "\n"; code != exitFailed || errOut != want {
+		t.Errorf("a URL addr in the file: exit %d, stderr %q; want %q", code, errOut, want)
 	}
 }
 
@@ -780,7 +883,7 @@ func FuzzLoadConfig(f *testing.F) {
 		base := defaultConfig(fuzzEnv, func() (string, error) { return "/home/u", nil })
 		c, err := decodeConfig(base, data, "/cfg")
 		if err == nil {
-			err = c.applyEnv(fuzzEnv)
+			err = c.applyEnv(fuzzEnv, loadOptions{})
 		}
 		if err == nil {
 			err = c.validate()

@@ -37,6 +37,22 @@ const (
 	exitInterrupted = 130 // 128 + SIGINT, what a shell reports for ^C
 )
 
+// exitReaderGone is the status of a command that stopped writing because
+// the reader of its stdout went away (sessiond log … | head -1): 0, what
+// it would have been had everything been read, with nothing on stderr. A
+// program that SIGPIPE kills reports 141 (128 + SIGPIPE), but sessiond
+// catches SIGPIPE on purpose (see main), and the reader leaving is its
+// choice, not a failure: a script under set -o pipefail must not fail
+// because its head saw enough, and run's status must stay the outcome of
+// its busy period, which goes on to its end when nobody reads the
+// transcript. One status for every command keeps that rule simple.
+const exitReaderGone = exitOK
+
+// readerGone reports whether err is a write to a pipe whose reader has
+// gone away. With SIGPIPE caught, such a write fails with EPIPE instead
+// of killing the process.
+func readerGone(err error) bool { return errors.Is(err, syscall.EPIPE) }
+
 // defaultGCPercent is the garbage collector's target unless GOGC is set.
 // sessiond's live heap is small and bounded (memtables of at most about
 // twice the store's FlushBytes, idle Session actors at a few KiB each), and
@@ -71,8 +87,9 @@ func tuneProcs(getenv func(string) string) {
 
 func main() {
 	// A closed stdout (run … | head -1) must be a write error the commands
-	// handle (run interrupts its Session and records why), not the signal
-	// that kills a Go program writing to a broken pipe on fd 1 or 2.
+	// handle (readerGone: they stop writing and end quietly; run lets its
+	// busy period end, so the Session gets its terminal event), not the
+	// signal that kills a Go program writing to a broken pipe on fd 1 or 2.
 	// Notify, not Ignore: an ignored signal stays ignored across exec, so
 	// every tool command would run with SIGPIPE ignored (yes | head would
 	// fail with "Broken pipe", a shell loop writing to a closed pipe would
@@ -120,7 +137,30 @@ func exitCode(ctx context.Context) int {
 	return exitInterrupted
 }
 
-// notifySignals returns a context cancelled by the first SIGINT or SIGTERM.
+// stopSignals returns the signals that stop sessiond: SIGINT (^C),
+// SIGTERM and SIGHUP. SIGHUP is what a foreground serve or run gets when
+// its terminal closes; its default action killed the process at once,
+// without the graceful stop, so no terminal event was recorded and the
+// tool commands, in process groups of their own, ran on. A SIGHUP ignored
+// from the start (nohup) stays ignored: Notify would install a handler
+// and undo what nohup asked for.
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
+}
+
+// stopsRuntime reports whether sig asks run to stop the runtime (reason
+// shutdown) rather than interrupt its Session for the user, as ^C does:
+// SIGTERM, and SIGHUP, which says that the terminal, and the user at it,
+// is gone.
+func stopsRuntime(sig os.Signal) bool {
+	return sig == syscall.SIGTERM || sig == syscall.SIGHUP
+}
+
+// notifySignals returns a context cancelled by the first of stopSignals.
 // A second one ends the process at once if a graceful stop hangs: the
 // process groups of running tool commands are killed first (what a shell
 // started would outlive the process), then the signal's default action
@@ -128,7 +168,8 @@ func exitCode(ctx context.Context) int {
 func notifySignals() (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	sigs := stopSignals()
+	signal.Notify(ch, sigs...)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -141,7 +182,7 @@ func notifySignals() (context.Context, func()) {
 		select {
 		case s := <-ch:
 			tools.KillProcesses()
-			signal.Reset(os.Interrupt, syscall.SIGTERM)
+			signal.Reset(sigs...)
 			if sig, ok := s.(syscall.Signal); ok {
 				_ = syscall.Kill(os.Getpid(), sig)
 			}

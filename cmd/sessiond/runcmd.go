@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sessiond/sessiond/locations"
@@ -51,9 +50,11 @@ so it needs --yes without a terminal:
   sessiond run --yes --dir "$(mktemp -d)" "Look around and leave a hello file"
 
 ^C interrupts the Session (reason user) and a second ^C quits at once.
-Exit status: 0 when the busy period succeeded, 1 when it failed (the error
-type and message are printed to stderr), 130 when interrupted by ^C (143
-by SIGTERM, which stops the runtime: reason shutdown).`,
+SIGTERM, and SIGHUP (the terminal closed), stop the runtime instead
+(reason shutdown); a second signal quits at once, killing the commands
+tools are running. Exit status: 0 when the busy period succeeded, 1 when
+it failed (the error type and message are printed to stderr), 130 when
+interrupted by ^C (143 by SIGTERM, 129 by SIGHUP).`,
 	run: runRun,
 }
 
@@ -85,7 +86,7 @@ func runRun(ctx context.Context, a *app, c *command, args []string) int {
 	if err != nil {
 		return a.usageError(c, "%v", err)
 	}
-	cfg, err := sf.load(a, nil)
+	cfg, err := sf.load(a, nil, false)
 	if err != nil {
 		return a.fail(c, err)
 	}
@@ -125,8 +126,8 @@ func runRun(ctx context.Context, a *app, c *command, args []string) int {
 	sess, _, err := st.runtime.Create(ctx, persistence.CreateSession{Location: messages.Location{Directory: loc}, Model: ref})
 	if err != nil {
 		if ctx.Err() != nil {
-			// ^C or SIGTERM while starting: nothing ran; exit as
-			// interrupted (130, 143), not as a failure.
+			// ^C, SIGTERM or SIGHUP while starting: nothing ran;
+			// exit as interrupted (130, 143, 129), not as a failure.
 			return exitCode(ctx)
 		}
 		return a.fail(c, err)
@@ -173,7 +174,9 @@ func runRun(ctx context.Context, a *app, c *command, args []string) int {
 		waitErr = a.stopRun(ctx, st, sess.ID, cancelWait, waited)
 	}
 	stopTranscript()
-	if t.err != nil && !errors.Is(t.err, syscall.EPIPE) {
+	// A transcript nobody reads any more (readerGone) changes nothing:
+	// the busy period ran to its end and its outcome is the status.
+	if t.err != nil && !readerGone(t.err) {
 		fmt.Fprintf(a.stderr, "sessiond run: write transcript: %v\n", t.err)
 	}
 	return a.outcome(ctx, c, st, sess.ID, admitted.AdmittedSeq, waitErr)
@@ -181,12 +184,12 @@ func runRun(ctx context.Context, a *app, c *command, args []string) int {
 
 // stopRun interrupts the Session after a signal and waits for the
 // interruption to settle: SIGINT interrupts it with reason user, SIGTERM
-// stops the runtime (reason shutdown).
+// and SIGHUP stop the runtime (reason shutdown).
 func (a *app) stopRun(ctx context.Context, st *stack, sid messages.SessionID, cancelWait func(), waited <-chan error) error {
 	sctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 	var c signalCause
-	if errors.As(context.Cause(ctx), &c) && c.sig == syscall.SIGTERM {
+	if errors.As(context.Cause(ctx), &c) && stopsRuntime(c.sig) {
 		fmt.Fprintln(a.stderr, "sessiond: stopping")
 		err := st.runtime.Shutdown(sctx)
 		cancelWait() // the runtime is gone; its Wait cannot answer

@@ -17,7 +17,8 @@ var serveCommand = &command{
 	summary:  "run the daemon: the HTTP API over a durable store",
 	help: `
 Serve opens the store <data>/sessiond.db, starts the Session runtime and
-serves the HTTP API on --addr until SIGINT or SIGTERM. It prints
+serves the HTTP API on --addr until SIGINT, SIGTERM or SIGHUP (its
+terminal closed; nohup keeps SIGHUP away). It prints
 "listening on http://HOST:PORT" to stderr once GET /api/health answers
 (port 0 picks a free port). One data directory serves one daemon: a second
 one fails with "data dir is in use by another sessiond".
@@ -44,7 +45,7 @@ func runServe(ctx context.Context, a *app, c *command, args []string) int {
 	var addr string
 	fs.Func("addr", "listen address `HOST:PORT`; port 0 picks a free one (default $SESSIOND_ADDR, else the configuration's, else 127.0.0.1:4096)", func(v string) error {
 		// Empty is unset, as before: scripts pass --addr "$X".
-		if err := checkListen(v); err != nil && v != "" {
+		if err := checkListen("--addr", v); err != nil && v != "" {
 			if strings.Contains(v, "://") {
 				return errors.New("want host:port to listen on, not a URL")
 			}
@@ -67,12 +68,9 @@ func runServe(ctx context.Context, a *app, c *command, args []string) int {
 	if err != nil {
 		return a.usageError(c, "%v", err)
 	}
-	cfg, err := sf.load(a, overrides{"SESSIOND_ADDR": addr, "SESSIOND_TOKEN": *token})
-	if err == nil {
-		// A URL names the daemon for clients; the daemon listens on
-		// host:port.
-		err = checkListen(cfg.Addr)
-	}
+	// listen (true): the daemon listens on host:port; a URL names it for
+	// clients only.
+	cfg, err := sf.load(a, overrides{"SESSIOND_ADDR": addr, "SESSIOND_TOKEN": *token}, true)
 	if err != nil {
 		return a.fail(c, err)
 	}

@@ -11,9 +11,20 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// overrides maps environment variable names to flag values that take their
-// place: flags override the environment, which overrides the file.
+// overrides maps environment variable names SESSIOND_X to the values of
+// the flags --x (in lower case) that take their place: flags override the
+// environment, which overrides the file.
 type overrides map[string]string
+
+// source names, for errors, where the value a.env(o) returns for variable
+// name came from when a flag set it: the flag (--token for
+// SESSIOND_TOKEN). It returns "" for the environment's own values.
+func (o overrides) source(name string) string {
+	if o[name] == "" {
+		return ""
+	}
+	return "--" + strings.ToLower(strings.TrimPrefix(name, "SESSIOND_"))
+}
 
 // env returns an environment lookup in which the non-empty overrides win.
 func (a *app) env(o overrides) func(string) string {
@@ -39,13 +50,14 @@ func (f *storeFlags) register(fs *flag.FlagSet, defaultLevel string) {
 }
 
 // load reads the configuration with these flags and o overriding the
-// environment, and makes the data directory absolute.
-func (f *storeFlags) load(a *app, o overrides) (Config, error) {
+// environment, and makes the data directory absolute. listen says that the
+// address is one to listen on (serve's), not a URL to dial.
+func (f *storeFlags) load(a *app, o overrides, listen bool) (Config, error) {
 	if o == nil {
 		o = overrides{}
 	}
 	o["SESSIOND_DATA"] = f.data
-	cfg, err := LoadConfig(f.config, a.env(o))
+	cfg, err := loadConfig(f.config, a.env(o), loadOptions{source: o.source, listen: listen})
 	if err != nil {
 		return Config{}, err
 	}
