@@ -209,6 +209,19 @@ func TestNohupKeepsSIGHUPIgnored(t *testing.T) {
 	}
 }
 
+// TestBackgroundKeepsSIGINTIgnored: a shell starts its background jobs
+// (sessiond serve &) with SIGINT ignored, so that a ^C at the terminal
+// leaves them running; sessiond keeps it ignored and stops on SIGTERM.
+func TestBackgroundKeepsSIGINTIgnored(t *testing.T) {
+	p := startSignalChild(t, `trap "" INT; exec "$0" "$@"`)
+	p.signal(syscall.SIGINT)
+	p.signal(syscall.SIGTERM)
+	m := p.waitFor(&p.stdout, "stopping: (.*) received")
+	if m[1] != syscall.SIGTERM.String() {
+		t.Fatalf("stopped by %s, want %s", m[1], syscall.SIGTERM)
+	}
+}
+
 // TestHelpNamesSIGHUP: serve's and run's help name SIGHUP with the
 // signals that stop them, and run's its exit status (129), as docs/cli.md
 // does.

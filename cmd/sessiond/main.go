@@ -141,13 +141,16 @@ func exitCode(ctx context.Context) int {
 // SIGTERM and SIGHUP. SIGHUP is what a foreground serve or run gets when
 // its terminal closes; its default action killed the process at once,
 // without the graceful stop, so no terminal event was recorded and the
-// tool commands, in process groups of their own, ran on. A SIGHUP ignored
-// from the start (nohup) stays ignored: Notify would install a handler
-// and undo what nohup asked for.
+// tool commands, in process groups of their own, ran on. A signal ignored
+// from the start stays ignored: Notify would install a handler and undo
+// what the parent asked for (nohup ignores SIGHUP, a shell ignores SIGINT
+// in its background jobs, sessiond serve &).
 func stopSignals() []os.Signal {
-	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
-	if !signal.Ignored(syscall.SIGHUP) {
-		sigs = append(sigs, syscall.SIGHUP)
+	var sigs []os.Signal
+	for _, s := range []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(s) {
+			sigs = append(sigs, s)
+		}
 	}
 	return sigs
 }
@@ -169,7 +172,9 @@ func notifySignals() (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 2)
 	sigs := stopSignals()
-	signal.Notify(ch, sigs...)
+	if len(sigs) > 0 { // none would relay every signal
+		signal.Notify(ch, sigs...)
+	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
