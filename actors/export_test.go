@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/sessiond/sessiond/messages"
@@ -46,12 +48,19 @@ func (rt *Runtime) Held(sid messages.SessionID) int {
 	return r.(int)
 }
 
-// SetToolGrace sets how long a cancelled step waits for tools that ignore
-// cancellation, and returns a function restoring it.
-func SetToolGrace(d time.Duration) (restore func()) {
-	old := toolGrace
-	toolGrace = d
-	return func() { toolGrace = old }
+// CountToolGraces makes every grace a cancelled step starts for the tools
+// that ignore cancellation run out at once, and counts them: started
+// returns how many have started, restore puts the wall-clock grace back.
+func CountToolGraces() (started func() int, restore func()) {
+	var n atomic.Int32
+	old := startGrace
+	startGrace = func() (context.Context, context.CancelFunc) {
+		n.Add(1)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx, cancel
+	}
+	return func() int { return int(n.Load()) }, func() { startGrace = old }
 }
 
 // OrderLocked reports whether the order stripe of sid (Runtime.order) is

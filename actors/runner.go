@@ -590,9 +590,15 @@ func (r *runner) fence(ctx context.Context) (persistence.Session, error) {
 // toolGrace bounds how long a cancelled step waits for the tools that
 // ignore cancellation (or whose actors never started because the system is
 // stopping), all of them together. It is wall-clock on purpose: it guards
-// against misbehaving tools, not a protocol delay; only a test that sets it
-// short (SetToolGrace) reaches it.
-var toolGrace = 10 * time.Second
+// against misbehaving tools, not a protocol delay; tests replace startGrace
+// (CountToolGraces) rather than wait for it.
+const toolGrace = 10 * time.Second
+
+// startGrace starts one step's grace. Tests replace it (CountToolGraces)
+// to count the graces a step starts without waiting for them.
+var startGrace = func() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), toolGrace)
+}
 
 // toolGraceWait is the grace of one cancelled step: it starts when the
 // first of its calls outlives the cancellation and runs out for all of
@@ -606,7 +612,7 @@ type toolGraceWait struct {
 // done returns a channel closed once the grace has run out, starting it.
 func (g *toolGraceWait) done() <-chan struct{} {
 	if g.ctx == nil {
-		g.ctx, g.cancel = context.WithTimeout(context.Background(), toolGrace)
+		g.ctx, g.cancel = startGrace()
 	}
 	return g.ctx.Done()
 }

@@ -374,8 +374,10 @@ func TestRetryTiming(t *testing.T) {
 	if err := h.Clock.BlockUntil(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
+	// Advance fires every wait now due before it returns: a retry still
+	// waiting is still a waiter of the fake clock.
 	h.Clock.Advance(1999 * time.Millisecond)
-	if h.Model.Count() != 1 {
+	if h.Clock.Waiters() != 1 || h.Model.Count() != 1 {
 		t.Fatal("retried before 2000 ms")
 	}
 	h.Clock.Advance(time.Millisecond)
@@ -384,7 +386,7 @@ func TestRetryTiming(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Clock.Advance(4999 * time.Millisecond)
-	if h.Model.Count() != 2 {
+	if h.Clock.Waiters() != 1 || h.Model.Count() != 2 {
 		t.Fatal("retryAfterMs 5000 not honoured")
 	}
 	h.Clock.Advance(time.Millisecond)

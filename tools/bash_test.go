@@ -148,13 +148,11 @@ func TestBashTimeoutKillsTheProcessGroup(t *testing.T) {
 	h := newHarness(t, harnessConfig{rules: allowAll})
 	dir := t.TempDir()
 	pidfile, ready := filepath.Join(dir, "pids"), filepath.Join(dir, "ready")
-	start := time.Now()
+	// The command never ends by itself (sleep 1000): the call returns
+	// because the timeout killed it, which its error says.
 	_, err := h.call(context.Background(), t, "bash", BashInput{Command: spawnTree(pidfile, ready), TimeoutMs: 4000})
 	if errorType(t, err) != messages.ErrToolExecution || !strings.Contains(err.Error(), "timed out after 4s") {
 		t.Fatalf("got %v, want a tool.execution timeout", err)
-	}
-	if elapsed := time.Since(start); elapsed > 30*time.Second {
-		t.Fatalf("timeout took %s", elapsed)
 	}
 	if _, err := os.Stat(ready); err != nil {
 		t.Fatalf("the command did not get ready before the timeout: %v", err)

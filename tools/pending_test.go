@@ -211,6 +211,9 @@ func TestPendingListKeepsAskOrder(t *testing.T) {
 		<-asked // serialize the asks so their order is known
 	}
 	list := pending.List()
+	if len(list) != 3 {
+		t.Fatalf("List() = %+v, want the 3 questions", list)
+	}
 	for i, r := range list {
 		if r.ID != fmt.Sprintf("per_%d", i+1) || r.Permission != fmt.Sprint("p", i) {
 			t.Fatalf("List()[%d] = %+v", i, r)

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // built holds the sessiond executable the process tests run. It is built
@@ -52,12 +54,20 @@ func binary(t *testing.T) string {
 // deadline bounds every wait of the process tests.
 const deadline = 30 * time.Second
 
-func TestMain(m *testing.M) {
-	code := m.Run()
+// TestMain fails the package when a test leaves a goroutine behind (the
+// in-process tests run daemons, clients and log followers), once the
+// sessiond binary the process tests shared is removed.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(cleanupMain{m}) }
+
+// cleanupMain runs the tests, then removes what they shared across tests.
+type cleanupMain struct{ m *testing.M }
+
+func (c cleanupMain) Run() int {
+	code := c.m.Run()
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)
 	}
-	os.Exit(code)
+	return code
 }
 
 // testEnv returns a process environment with nothing of the caller's

@@ -693,8 +693,14 @@ func testLogReplay(t *testing.T, open Factory) {
 	if len(seqs) != 200 || seqs[0] != 1001 {
 		t.Fatalf("replay after 1000: %d from %v", len(seqs), seqs[:1])
 	}
+	// The log of a missing Session is its one error, not an empty log.
+	items := 0
 	for _, err := range st.Log(ctx, "ses_missing", -1, false) {
+		items++
 		wantType(t, err, messages.ErrSessionNotFound)
+	}
+	if items != 1 {
+		t.Fatalf("log of a missing session yielded %d items, want its one error", items)
 	}
 }
 

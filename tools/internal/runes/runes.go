@@ -1,5 +1,3 @@
-// Package runes cuts UTF-8 text without splitting a character, for the
-// tools' truncated outputs, titles and error messages.
 package runes
 
 import "unicode/utf8"
