@@ -95,3 +95,42 @@ func TestDependencyDirection(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEveryPackageHasDocGo: every directory with non-test Go code has a
+// doc.go holding its package comment, so a package's documentation is
+// found in one place.
+func TestEveryPackageHasDocGo(t *testing.T) {
+	root := filepath.Join("..", "..")
+	code := map[string]bool{} // directory -> has doc.go
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		dir := filepath.Dir(path)
+		code[dir] = code[dir] || d.Name() == "doc.go"
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(code) < 10 {
+		t.Fatalf("found %d packages: the walk missed the module", len(code))
+	}
+	for dir, ok := range code {
+		if !ok {
+			t.Errorf("%s has no doc.go", dir)
+		}
+	}
+	for dir := range code {
+		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, "doc.go"), nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err == nil && (f.Doc == nil || strings.TrimSpace(f.Doc.Text()) == "") {
+			t.Errorf("%s/doc.go has no package comment", dir)
+		}
+	}
+}
