@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -43,7 +44,9 @@ func ValidateID(field, prefix, id string) error {
 	for i := 0; i < len(body); i++ {
 		c := body[i]
 		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-') {
-			return Errorf(ErrInvalid, "%s: character %q is not allowed (use 0-9, A-Z, a-z, _ and -)", field, c)
+			// Name the character the client sent, not its first byte.
+			r, _ := utf8.DecodeRuneInString(body[i:])
+			return Errorf(ErrInvalid, "%s: character %q is not allowed (use 0-9, A-Z, a-z, _ and -)", field, r)
 		}
 	}
 	return nil

@@ -163,3 +163,17 @@ func TestParseInterspersed(t *testing.T) {
 		t.Fatalf("--help: ok %v code %d out %q", ok, code, stdout.String())
 	}
 }
+
+// TestHelpOfHelp: docs/cli.md says `sessiond help <command>` shows a
+// command's help, and every command takes --help. `sessiond help --help`
+// (and `sessiond help -h`) is neither: main passes "--help" on as the name
+// of a command and fails with `unknown command "--help"`, exit 2, where
+// the program's usage with exit 0 is what --help gives everywhere else.
+func TestHelpOfHelp(t *testing.T) {
+	for _, args := range [][]string{{"help", "--help"}, {"help", "-h"}} {
+		code, out, errOut := runApp(t, nil, args...)
+		if code != 0 || !strings.Contains(out, "Usage:\n  sessiond <command>") {
+			t.Errorf("sessiond %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+}

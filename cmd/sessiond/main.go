@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -256,7 +257,7 @@ func (a *app) main(ctx context.Context, args []string) int {
 		a.usage(a.stdout)
 		return exitOK
 	case "help":
-		if len(args) == 1 {
+		if len(args) == 1 || slices.Contains([]string{"-h", "-help", "--help"}, args[1]) {
 			a.usage(a.stdout)
 			return exitOK
 		}
