@@ -103,7 +103,7 @@ func sessionPath(id, suffix string) string {
 
 var sessionCommand = &command{
 	name:     "session",
-	synopsis: "create --dir D | list | get ID | move ID --dir D | agent ID AGENT | model ID provider/model",
+	synopsis: "create [--dir D] | list | get ID | move ID --dir D | agent ID AGENT | model ID provider/model",
 	summary:  "create, list, show, move Sessions of a running daemon, or select their agent or model",
 	help: `
 session create makes a Session whose Location is --dir (default the current
@@ -234,8 +234,8 @@ func runSessionCreate(ctx context.Context, a *app, c *command, args []string) in
 	cf.register(fs)
 	dir := fs.String("dir", "", "Location directory `D` of the Session (default the current directory)")
 	id := fs.String("id", "", "Session `ID` (ses_…) to create idempotently")
-	agent := fs.String("agent", "", "`AGENT` of the Session (default build)")
-	model := fs.String("model", "", "model `provider/model` of the Session (default the daemon's)")
+	agent := fs.String("agent", "", "`AGENT` of the Session (default none: each step uses the build agent)")
+	model := fs.String("model", "", "model `provider/model` of the Session (default none: each step uses the agent's, else the daemon's default model)")
 	pos, code, ok := a.parse(c, fs, args)
 	if !ok {
 		return code
@@ -506,7 +506,8 @@ Instruction entries are the last instruction source of a Session: a change
 is observed at its next step boundary and reaches the log as
 session.instructions.updated.1. instruction list prints them as
 {"<key>": "<text>"}; instruction set gives KEY (1 to 200 characters) the
-text; instruction delete removes KEY (not-found when there is none).
+text; instruction delete removes KEY (not-found when there is none). Here
+KEY may not be "." or ".." (the HTTP API takes them percent-encoded).
 ` + clientHelp,
 	run: runInstruction,
 }
@@ -564,6 +565,8 @@ var waitCommand = &command{
 	summary:  "wait until a Session is idle",
 	help: `
 Wait returns once Session ID has no work running and no wake in flight.
+Work waiting for an answer to a permission question is running: wait
+returns after someone answers it (sessiond reply) and the work ends.
 ` + clientHelp,
 	run: sessionPost("/wait"),
 }
@@ -575,7 +578,7 @@ var compactCommand = &command{
 	help: `
 Compact admits a manual compaction of Session ID (reusing one still
 pending) and wakes it. The compaction runs once the work in flight is done,
-before any prompt admitted after it; follow the log for
+before every prompt not yet promoted (those admitted before it too); follow the log for
 session.compaction.ended.1 or session.compaction.failed.1.
 ` + clientHelp,
 	run: sessionPost("/compact"),

@@ -18,9 +18,9 @@ var serveCommand = &command{
 	help: `
 Serve opens the store <data>/sessiond.db, starts the Session runtime and
 serves the HTTP API on --addr until SIGINT, SIGTERM or SIGHUP (its
-terminal closed; nohup keeps SIGHUP away). It prints
-"listening on http://HOST:PORT" to stderr once GET /api/health answers
-(port 0 picks a free port). One data directory serves one daemon: a second
+terminal closed); a signal ignored at start (nohup, a background job)
+stays ignored. It prints "sessiond: listening on http://HOST:PORT (data
+DIR)" to stderr once GET /api/health answers (port 0 picks a free port). One data directory serves one daemon: a second
 one fails with "data dir is in use by another sessiond".
 
 Settings come from the flags, then the environment (SESSIOND_ADDR,
