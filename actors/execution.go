@@ -16,8 +16,11 @@ import (
 // holds no Session state of its own, except the commands of a Session
 // being moved.
 type execution struct {
-	rt        *Runtime
-	locations map[string]*actor.PID
+	rt *Runtime
+	// locations maps a Location key to its actor and the number of
+	// commands forwarded to it, so that stopping an idle one never drops
+	// one in flight (locationIdle).
+	locations map[string]*child
 	next      int
 	// stopping: Shutdown is stopping the actors. A stopping actor still
 	// receives commands, but a child spawned now would never be stopped.
@@ -53,8 +56,12 @@ type moveDone struct {
 // (introspection for tests).
 type heldQuery struct{ sid messages.SessionID }
 
+// locationsQuery asks the router how many Location actors it has and how
+// many commands it forwarded to them (introspection for tests).
+type locationsQuery struct{}
+
 func newExecution(rt *Runtime) *execution {
-	return &execution{rt: rt, locations: map[string]*actor.PID{}, moving: map[messages.SessionID][]stashed{}}
+	return &execution{rt: rt, locations: map[string]*child{}, moving: map[messages.SessionID][]stashed{}}
 }
 
 // sessionOf returns the Session a protocol command addresses.
@@ -88,11 +95,25 @@ func (e *execution) Receive(ctx actor.Context) {
 		close(e.rt.execStopped)
 		return
 	case *actor.Terminated:
-		for k, pid := range e.locations {
-			if pid.Equal(msg.Who) {
+		for k, c := range e.locations {
+			if c.pid.Equal(msg.Who) {
 				delete(e.locations, k)
 			}
 		}
+		return
+	case *locationIdle:
+		if c, ok := e.locations[msg.key]; ok && c.pid.Equal(msg.pid) && c.sent == msg.received && !e.stopping {
+			delete(e.locations, msg.key)
+			ctx.Stop(c.pid)
+			e.rt.cfg.Locations.Forget(msg.key, msg.at.svc)
+		}
+		return
+	case *locationsQuery:
+		var sent uint64
+		for _, c := range e.locations {
+			sent += c.sent
+		}
+		ctx.Respond([2]uint64{uint64(len(e.locations)), sent})
 		return
 	case *heldQuery:
 		ctx.Respond(len(e.moving[msg.sid]))
@@ -169,7 +190,7 @@ func (e *execution) route(ctx actor.Context, sid messages.SessionID, msg any, se
 		return
 	}
 	key := sess.Location.Key()
-	pid, ok := e.locations[key]
+	c, ok := e.locations[key]
 	if !ok && e.stopping {
 		refuseTo(ctx, msg, sender, errStoppingActors)
 		return
@@ -196,7 +217,7 @@ func (e *execution) route(ctx actor.Context, sid messages.SessionID, msg any, se
 			return
 		}
 		e.next++
-		pid, err = ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newLocation(e.rt, svc, key) }),
+		pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newLocation(e.rt, svc, key) }),
 			"location-"+strconv.Itoa(e.next))
 		if err != nil {
 			if sender != nil {
@@ -204,12 +225,14 @@ func (e *execution) route(ctx actor.Context, sid messages.SessionID, msg any, se
 			}
 			return
 		}
-		e.locations[key] = pid
+		c = &child{pid: pid}
+		e.locations[key] = c
 	}
 	if isMove {
 		e.moving[sid] = nil // hold what follows until the move settles
 	}
-	ctx.RequestWithCustomSender(pid, msg, sender)
+	c.sent++
+	ctx.RequestWithCustomSender(c.pid, msg, sender)
 }
 
 // moveReply is the answer to a Move whose commit returned err.

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +47,27 @@ func (rt *Runtime) Held(sid messages.SessionID) int {
 		panic(err)
 	}
 	return r.(int)
+}
+
+// LocationActors returns how many Location actors the router has and how
+// many commands it has forwarded to them.
+func (rt *Runtime) LocationActors() (actors int, commands uint64) {
+	r, err := rt.system.Root.RequestFuture(rt.exec, &locationsQuery{}, 10*time.Second).Result()
+	if err != nil {
+		panic(err)
+	}
+	n := r.([2]uint64)
+	return int(n[0]), n[1]
+}
+
+// HoldIdleReports makes the next Location actor that reports itself idle
+// call hold first (in the actor), and returns a function restoring the
+// default.
+func HoldIdleReports(hold func()) (restore func()) {
+	var once sync.Once
+	f := func() { once.Do(hold) }
+	beforeIdleReport.Store(&f)
+	return func() { beforeIdleReport.Store(nil) }
 }
 
 // CountToolGraces makes every grace a cancelled step starts for the tools

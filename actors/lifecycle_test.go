@@ -644,3 +644,94 @@ func TestProviderMetadataThatIsNotJSONIsRefused(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestIdleLocationsStop: once every Session actor of a Location has
+// passivated, its Location actor stops and its service set is dropped, so
+// neither lives on for each directory a long-running daemon has seen, and
+// the next command builds the set from the directory as it is then. Under
+// load (passivation every millisecond, Sessions of several Locations) no
+// command is lost to a Location actor stopping.
+func TestIdleLocationsStop(t *testing.T) {
+	var h *actortest.Harness
+	var builds atomic.Int32
+	h = actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
+		c.IdleTimeout = time.Millisecond
+		c.Locations = locations.NewManager(func(loc messages.Location) (*locations.Services, error) {
+			builds.Add(1)
+			svc := *h.Services
+			svc.Location = loc
+			return &svc, nil
+		})
+	}})
+	h.Model.Default(script.Text("ok"))
+	const dirs, prompts = 3, 20
+	var wg sync.WaitGroup
+	for range dirs {
+		s, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: t.TempDir()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for range prompts {
+				h.Prompt(s.ID, "p")
+				h.WaitIdle(s.ID)
+			}
+		})
+	}
+	wg.Wait()
+	if n := h.Model.Count(); n != dirs*prompts {
+		t.Fatalf("%d of %d prompts answered", n, dirs*prompts)
+	}
+	eventually(t, "every Location actor to stop", func() bool {
+		n, _ := h.Runtime.LocationActors()
+		return h.Runtime.Live() == 0 && n == 0
+	})
+	before := builds.Load()
+	sid := h.Session()
+	h.Prompt(sid, "after")
+	h.WaitIdle(sid)
+	if builds.Load() == before {
+		t.Fatalf("a Location used again after its actor stopped kept its old service set (%d builds)", before)
+	}
+}
+
+// TestCommandPastAnIdleReport: a command the router forwards to a
+// Location actor after that actor reported itself idle, and before the
+// router read the report, keeps the actor: stopping it would drop the
+// command in its mailbox (a wake lost: the prompt it was for waits for
+// the next one).
+func TestCommandPastAnIdleReport(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.IdleTimeout = time.Millisecond }})
+	h.Model.Default(script.Text("ok"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	reached, release := make(chan struct{}), make(chan struct{})
+	t.Cleanup(actors.HoldIdleReports(func() {
+		close(reached)
+		<-release
+	}))
+	select { // the Session actor passivates; its Location reports idle
+	case <-reached:
+	case <-time.After(actortest.Timeout):
+		t.Fatal("the Location never reported itself idle")
+	}
+	_, before := h.Runtime.LocationActors()
+	prompted := make(chan error, 1)
+	go func() {
+		_, err := h.Runtime.Prompt(h.Ctx(), persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "two"}})
+		prompted <- err
+	}()
+	eventually(t, "the wake to reach the held Location actor's mailbox", func() bool {
+		_, n := h.Runtime.LocationActors()
+		return n > before
+	})
+	close(release)
+	if err := <-prompted; err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	if n := h.Model.Count(); n != 2 {
+		t.Fatalf("%d of 2 prompts answered: %v", n, h.Types(sid))
+	}
+}

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"strconv"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -21,6 +22,10 @@ type location struct {
 	gen      int
 	// stopping: see execution.stopping.
 	stopping bool
+	// received counts the commands the router forwarded here; reported is
+	// received when this actor last told the router it had no Session
+	// actor (locationIdle), so it tells it once per idle spell.
+	received, reported uint64
 }
 
 // place is a Location as its actors know it: its service set and the key
@@ -55,12 +60,26 @@ func newLocation(rt *Runtime, svc *locations.Services, key string) *location {
 	return &location{rt: rt, at: &place{svc: svc, key: key}, sessions: map[messages.SessionID]*child{}}
 }
 
+// locationIdle is sent by a Location actor that has no Session actor
+// left; received is how many commands it has handled. The router stops it
+// and drops its service set unless a command is on its way to it, so
+// neither lives on for a Location no Session uses (a long-running daemon
+// sees many directories), and the next command builds the set from the
+// directory as it is then.
+type locationIdle struct {
+	key      string
+	pid      *actor.PID
+	at       *place
+	received uint64
+}
+
 // Receive implements actor.Actor.
 func (l *location) Receive(ctx actor.Context) {
 	// A panic here (a Locations factory or a Store bug) must not restart
 	// this actor: a restart stops every Session actor beneath it while
 	// their drains run on. The command fails instead.
 	defer l.rt.recoverCommand(ctx)
+	defer l.reportIdle(ctx)
 	switch msg := ctx.Message().(type) {
 	case *actor.Stopping:
 		l.stopping = true
@@ -93,6 +112,7 @@ func (l *location) Receive(ctx actor.Context) {
 	if !ok {
 		return
 	}
+	l.received++
 	c, ok := l.sessions[sid]
 	m, isMove := ctx.Message().(*messages.Move)
 	if !ok && l.stopping {
@@ -124,4 +144,22 @@ func (l *location) Receive(ctx actor.Context) {
 	}
 	c.sent++
 	ctx.Forward(c.pid)
+}
+
+// beforeIdleReport, when set (by a test), runs before a Location actor
+// reports itself idle: a test holds it there to route a command past the
+// report.
+var beforeIdleReport atomic.Pointer[func()]
+
+// reportIdle tells the router, once per idle spell, that no Session actor
+// is left here (see locationIdle).
+func (l *location) reportIdle(ctx actor.Context) {
+	if len(l.sessions) > 0 || l.stopping || l.received == l.reported {
+		return
+	}
+	l.reported = l.received
+	if hold := beforeIdleReport.Load(); hold != nil {
+		(*hold)()
+	}
+	ctx.Send(ctx.Parent(), &locationIdle{key: l.at.key, pid: ctx.Self(), at: l.at, received: l.received})
 }

@@ -182,6 +182,26 @@ func (m *Manager) fill(key string, loc messages.Location, e *serviceSet) (s *Ser
 	return s, nil
 }
 
+// Forget drops the cached service set of the Location whose Key is key if
+// it is svc, so that the next Get builds it anew (from the directory as it
+// is then). The actors call it once nothing uses svc any more: a Location
+// none of whose Sessions has a live actor.
+func (m *Manager) Forget(key string, svc *Services) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.sets[key]
+	if !ok || svc == nil {
+		return
+	}
+	select {
+	case <-e.done: // e.svc is set (done is closed after it)
+		if e.svc == svc {
+			delete(m.sets, key)
+		}
+	default: // a build under way is not svc's
+	}
+}
+
 // forget removes the entry e of key unless a newer one replaced it.
 func (m *Manager) forget(key string, e *serviceSet) {
 	m.mu.Lock()
