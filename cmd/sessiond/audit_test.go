@@ -208,17 +208,31 @@ func TestInstructionKeysAreNotEscapedTwice(t *testing.T) {
 	}
 }
 
-// TestInstructionKeyThatNoPathNames: an empty key, "." and ".." are
-// usage errors, not the daemon's "no route" (HTTP 404).
+// TestInstructionKeyThatNoPathNames: an empty key is a usage error, not
+// the daemon's "no route" (HTTP 404).
 func TestInstructionKeyThatNoPathNames(t *testing.T) {
-	for _, args := range [][]string{
-		{"instruction", "set", "ses_1", "", "text"},
-		{"instruction", "delete", "ses_1", ".."},
-		{"instruction", "set", "ses_1", ".", "text"},
-	} {
-		code, out, errOut := runApp(t, map[string]string{"SESSIOND_ADDR": "127.0.0.1:1"}, args...)
-		if code != exitUsage || out != "" || !strings.Contains(errOut, "KEY") {
-			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
-		}
+	code, out, errOut := runApp(t, map[string]string{"SESSIOND_ADDR": "127.0.0.1:1"}, "instruction", "set", "ses_1", "", "text")
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "KEY") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestInstructionKeysDotAndDotDot: the keys "." and "..", which the HTTP
+// API takes percent-encoded, can be set, listed and deleted from the
+// command line too (it refused them, so one set through the API could
+// not be deleted with it).
+func TestInstructionKeysDotAndDotDot(t *testing.T) {
+	srv, addr := serveDaemon(t, testEnv(t, "SESSIOND_DATA", t.TempDir()))
+	defer srv.stop()
+	client := testEnv(t, "SESSIOND_ADDR", addr)
+	ok(t, client, "session", "create", "--id", "ses_dots", "--dir", t.TempDir())
+	ok(t, client, "instruction", "set", "ses_dots", ".", "one")
+	ok(t, client, "instruction", "set", "ses_dots", "..", "two")
+	if got := decode[map[string]string](t, ok(t, client, "instruction", "list", "ses_dots")); len(got) != 2 || got["."] != "one" || got[".."] != "two" {
+		t.Fatalf("instructions %q", got)
+	}
+	ok(t, client, "instruction", "delete", "ses_dots", "..")
+	if got := decode[map[string]string](t, ok(t, client, "instruction", "list", "ses_dots")); len(got) != 1 || got["."] != "one" {
+		t.Fatalf("instructions after deleting \"..\": %q", got)
 	}
 }

@@ -506,8 +506,7 @@ Instruction entries are the last instruction source of a Session: a change
 is observed at its next step boundary and reaches the log as
 session.instructions.updated.1. instruction list prints them as
 {"<key>": "<text>"}; instruction set gives KEY (1 to 200 characters) the
-text; instruction delete removes KEY (not-found when there is none). Here
-KEY may not be "." or ".." (the HTTP API takes them percent-encoded).
+text; instruction delete removes KEY (not-found when there is none).
 ` + clientHelp,
 	run: runInstruction,
 }
@@ -528,22 +527,28 @@ func runInstruction(ctx context.Context, a *app, c *command, args []string) int 
 		return a.usageError(c, "usage: %s %s", c.name, map[string]string{"list": "list ID", "set": `set ID KEY "text"`, "delete": "delete ID KEY"}[pos[0]])
 	}
 	if pos[0] != "list" {
-		switch pos[2] {
-		case "":
+		if pos[2] == "" {
 			return a.usageError(c, "KEY is empty; want 1 to 200 characters")
-		case ".", "..":
-			// A URL path cannot name it: the daemon would answer
-			// "no route".
-			return a.usageError(c, "KEY %q cannot be a path segment; choose another", pos[2])
 		}
 	}
 	switch pos[0] {
 	case "set":
-		return a.clientCall(ctx, c, cf, http.MethodPut, sessionPath(pos[1], "/instruction/"+url.PathEscape(pos[2])), nil, map[string]string{"text": pos[3]}, "")
+		return a.clientCall(ctx, c, cf, http.MethodPut, sessionPath(pos[1], "/instruction/"+keySegment(pos[2])), nil, map[string]string{"text": pos[3]}, "")
 	case "delete":
-		return a.clientCall(ctx, c, cf, http.MethodDelete, sessionPath(pos[1], "/instruction/"+url.PathEscape(pos[2])), nil, nil, "")
+		return a.clientCall(ctx, c, cf, http.MethodDelete, sessionPath(pos[1], "/instruction/"+keySegment(pos[2])), nil, nil, "")
 	}
 	return a.clientCall(ctx, c, cf, http.MethodGet, sessionPath(pos[1], "/instruction"), nil, nil, "data")
+}
+
+// keySegment returns instruction key k as one escaped path segment. "."
+// and ".." are sent as %2E and %2E%2E: as they are, every URL resolver
+// on the way (the client's, a proxy's) would take them for the directory
+// and its parent, and the daemon would not see the key.
+func keySegment(k string) string {
+	if k == "." || k == ".." {
+		return strings.Repeat("%2E", len(k))
+	}
+	return url.PathEscape(k)
 }
 
 var resumeCommand = &command{
