@@ -95,3 +95,23 @@ func (rt *Runtime) OrderLocked(sid messages.SessionID) bool {
 	}
 	return true
 }
+
+// WatchOrderWaits makes each runner commit that finds its Session's order
+// stripe held send on waited (when it has room) before it waits for the
+// stripe; restore puts the plain lock back. Set it before the runtime
+// starts and restore it after the runtime stopped: runners read it
+// unsynchronized.
+func WatchOrderWaits(waited chan<- struct{}) (restore func()) {
+	old := lockOrder
+	lockOrder = func(mu *sync.Mutex) {
+		if mu.TryLock() {
+			return
+		}
+		select {
+		case waited <- struct{}{}:
+		default:
+		}
+		mu.Lock()
+	}
+	return func() { lockOrder = old }
+}

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -179,7 +180,11 @@ func (s *orderProbe) Commit(ctx context.Context, id messages.SessionID, ps ...me
 // commits and publishes outside the runner.
 func TestBusGetsDurableEventsInOrder(t *testing.T) {
 	probe := &orderProbe{entered: make(chan struct{}), release: make(chan struct{}), committed: make(chan struct{}, 1)}
+	waited := make(chan struct{}, 1)
+	t.Cleanup(actors.WatchOrderWaits(waited)) // restored once the harness below has stopped
 	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { probe.Store = c.Store; c.Store = probe }})
+	release := sync.OnceFunc(func() { close(probe.release) })
+	t.Cleanup(release) // before the harness stops, should the test fail first
 	g := script.NewGate()
 	h.Model.Reply(script.Hold(g), script.Text("one"))
 	h.Model.Reply(script.Text("two"))
@@ -201,13 +206,17 @@ func TestBusGetsDurableEventsInOrder(t *testing.T) {
 		<-probe.committed
 	}
 	g.Release()
-	// Let the runner commit past the steer if it can; with the order lock
-	// it cannot until the publication is released.
+	// The runner's next commit must wait for the order stripe, which the
+	// admission holds until its publication is released: committing now
+	// would let the runner publish later events before the steer's.
 	select {
+	case <-waited:
 	case <-probe.committed:
-	case <-time.After(200 * time.Millisecond):
+		t.Fatal("the runner committed while the steer, committed before it, was still unpublished")
+	case <-h.Ctx().Done():
+		t.Fatal("the runner never tried to commit after the gate")
 	}
-	close(probe.release)
+	release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

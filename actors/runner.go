@@ -178,7 +178,7 @@ func (r *runner) commitLocked(ctx context.Context, ps ...messages.Payload) ([]me
 		shift = 1
 	}
 	if r.order != nil {
-		r.order.Lock()
+		lockOrder(r.order)
 		defer r.order.Unlock()
 	}
 	// Commits must land even while the drain is being cancelled: settlement
@@ -203,6 +203,12 @@ func (r *runner) commitLocked(ctx context.Context, ps ...messages.Payload) ([]me
 	r.publishHeld(held, j, len(held))
 	return evs, nil
 }
+
+// lockOrder takes a Session's order stripe (Runtime.order) for a runner's
+// commit. It is a variable only so that a test can see a commit wait for
+// the stripe (WatchOrderWaits in export_test.go) rather than guess with a
+// timer that it would have committed by now.
+var lockOrder = (*sync.Mutex).Lock
 
 func (r *runner) publishHeld(held []heldLive, from, to int) {
 	for _, h := range held[from:to] {

@@ -477,6 +477,12 @@ func (s *Bolt) flushInto(mem *memTree, applied uint64) (int, error) {
 	return txid, err
 }
 
+// refuseHook, when set by a test before Open, observes the writer handing
+// n refused operations to the syncer, which answers them only once what
+// they read is durable: from then on, a test knows a refusal waits for the
+// syncer instead of guessing it with a timer.
+var refuseHook func(n int)
+
 // flushHook, when set by a test before Open, observes a flush as it starts
 // (on the writer: everything committed is synced, bbolt and the log not
 // yet touched) and once its bbolt transaction committed (on the flusher).
@@ -711,6 +717,9 @@ func (s *Bolt) commit(ops []*op) {
 				o.done <- err
 			}
 			ops = nil
+		}
+		if refuseHook != nil && len(refused) > 0 {
+			refuseHook(len(refused))
 		}
 		s.syncq <- syncJob{ops: slices.Clone(ops), refused: refused, touched: touched, seq: seq, file: s.wal.cur, start: start, snap: s.snapshot()}
 		if err != nil {

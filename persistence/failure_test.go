@@ -147,10 +147,19 @@ func TestCloseAfterFailedFlush(t *testing.T) {
 // conflict with an admission whose fdatasync is still running must not
 // reach its caller before a reader can see the admission.
 func TestRefusalWaitsForWhatItRead(t *testing.T) {
+	refused := make(chan struct{}, 1)
+	refuseHook = func(int) {
+		select {
+		case refused <- struct{}{}:
+		default:
+		}
+	}
+	t.Cleanup(func() { refuseHook = nil }) // after the store below has closed
 	st := openTemp(t, Options{})
 	ctx := context.Background()
 	sid := newSession(t, st)
 	held, release := holdNextSync(t)
+	t.Cleanup(release) // before the store closes, should the test fail first
 	first := make(chan error, 1)
 	go func() {
 		_, _, err := st.Admit(ctx, Admission{ID: "msg_x", SessionID: sid, Prompt: messages.Prompt{Text: "first"}})
@@ -162,10 +171,14 @@ func TestRefusalWaitsForWhatItRead(t *testing.T) {
 		_, _, err := st.Admit(ctx, Admission{ID: "msg_x", SessionID: sid, Prompt: messages.Prompt{Text: "second"}})
 		second <- err
 	}()
+	// The writer refuses the second admission; only the syncer, held in
+	// the first one's fdatasync, may answer it.
 	select {
 	case err := <-second:
 		t.Fatalf("the conflicting admission was answered (%v) before the one it conflicts with was durable", err)
-	case <-time.After(200 * time.Millisecond):
+	case <-refused:
+	case <-time.After(time.Minute):
+		t.Fatal("the conflicting admission was neither refused nor answered")
 	}
 	release()
 	if err := <-first; err != nil {

@@ -59,12 +59,11 @@ func FuzzRequestHeaders(f *testing.F) {
 		}
 		h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
 		// Names compare case-insensitively, with one final dot allowed.
+		// net.ParseIP rejects zones, so this also fails for an IPv6
+		// literal with a zone ("[fe80::1%25eth0]") that is let through.
 		name := strings.TrimSuffix(strings.ToLower(h), ".")
 		if name != "localhost" && !strings.HasSuffix(name, ".localhost") && net.ParseIP(h) == nil {
 			t.Fatalf("Host %q let through without a token", host)
-		}
-		if ip := net.ParseIP(h); ip != nil && strings.ContainsAny(h, "%") {
-			t.Fatalf("Host %q with a zone let through", host)
 		}
 	})
 }

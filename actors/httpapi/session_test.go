@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/actors"
+	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
@@ -294,6 +295,10 @@ func TestInterrupt(t *testing.T) {
 	if err := g.Reached(e.h.Ctx()); err != nil {
 		t.Fatal(err)
 	}
+	// Admitted while the step is held: a queued prompt waits for the idle
+	// boundary, and its wake is coalesced into a follow-up of the busy
+	// period the interrupt is about to end.
+	queued := e.prompt(sid, map[string]any{"prompt": map[string]any{"text": "queued before the interrupt"}, "delivery": "queue"})
 	e.do("POST", p, nil).want(t, http.StatusNoContent)
 	// 204 came after the terminal event: it is already in the log.
 	evs := e.allEvents(sid)
@@ -304,10 +309,154 @@ func TestInterrupt(t *testing.T) {
 	if r := last.Data.(*messages.ExecutionInterrupted).Reason; r != messages.ReasonUser {
 		t.Fatalf("reason %q", r)
 	}
-	// The durable inbox is preserved and nothing is active.
+	// The durable inbox is preserved: the queued prompt is still pending,
+	// and the interrupt dropped its follow-up rather than running it (wait
+	// would wait for that drain). Nothing is active.
+	e.waitIdle(sid)
+	if pending, err := e.store.Pending(e.h.Ctx(), sid); err != nil || len(pending) != 1 || pending[0].ID != queued.ID {
+		t.Fatalf("pending after the interrupt %+v, %v; want only %s", pending, err, queued.ID)
+	}
+	if n := len(e.model.Requests()); n != 1 {
+		t.Fatalf("%d model requests after the interrupt, want 1", n)
+	}
 	if active := e.rt.Active(); len(active) != 0 {
 		t.Fatalf("active %v", active)
 	}
+	// The next resume runs it.
+	e.model.Reply(script.Text("ran after the interrupt"))
+	e.do("POST", "/api/session/"+string(sid)+"/resume", nil).want(t, http.StatusNoContent)
+	e.waitIdle(sid)
+	if pending, err := e.store.Pending(e.h.Ctx(), sid); err != nil || len(pending) != 0 {
+		t.Fatalf("pending after the resume %+v, %v", pending, err)
+	}
+	var answered []string
+	for _, req := range e.model.Requests() {
+		answered = append(answered, script.LastUserText(req))
+	}
+	if !slices.Equal(answered, []string{"long job", "queued before the interrupt"}) {
+		t.Fatalf("the model answered %q, want the held prompt, then the queued one", answered)
+	}
+	evs = e.allEvents(sid)
+	if last := evs[len(evs)-1].Type; last != messages.TypeExecutionSucceeded {
+		t.Fatalf("last event after the resume: %s", last)
+	}
+}
+
+// stuckTool is a tool that ignores cancellation: entered is closed once it
+// runs and cancelled once its drain is cancelled (by an interrupt, or by a
+// move superseding the busy period); it returns only after release, so
+// whatever waits for that busy period to settle stays in flight until the
+// test lets it end. The end of the test releases it too.
+type stuckTool struct {
+	entered, cancelled chan struct{}
+	release            func()
+}
+
+func addStuckTool(t *testing.T, e *env, name string) *stuckTool {
+	st := &stuckTool{entered: make(chan struct{}), cancelled: make(chan struct{})}
+	r := make(chan struct{})
+	e.h.Tools.Add(name, func(ctx context.Context, _ locations.ToolCall) (string, error) {
+		close(st.entered)
+		<-ctx.Done()
+		close(st.cancelled)
+		<-r
+		return "", ctx.Err()
+	})
+	st.release = sync.OnceFunc(func() { close(r) })
+	t.Cleanup(st.release)
+	return st
+}
+
+// shutdownWith waits until tool runs, sends a request on another
+// goroutine, waits until the tool's drain is cancelled (the Session actor
+// has the request, and the stuck tool keeps its busy period from
+// settling), shuts the Server down and returns the request's answer.
+func shutdownWith(t *testing.T, e *env, tool *stuckTool, send func() (reply, error)) reply {
+	t.Helper()
+	select {
+	case <-tool.entered:
+	case <-e.h.Ctx().Done():
+		t.Fatal("the tool never ran")
+	}
+	type answer struct {
+		r   reply
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		r, err := send()
+		answered <- answer{r, err}
+	}()
+	select {
+	case <-tool.cancelled:
+	case a := <-answered:
+		t.Fatalf("answered (%d %s, %v) before the busy period it waits for could settle", a.r.status, a.r.body, a.err)
+	case <-e.h.Ctx().Done():
+		t.Fatal("the request never reached the Session")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
+	defer cancel()
+	if err := e.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Shutdown returns once in-flight requests are answered.
+	a := <-answered
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	return a.r
+}
+
+// TestShutdownCutsAnInterrupt: an interrupt still waiting for its busy
+// period to settle when the Server shuts down answers 503 shutting-down,
+// never 204 as if the terminal event were committed; the interrupt itself
+// goes on and ends the busy period with reason user.
+func TestShutdownCutsAnInterrupt(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	tool := addStuckTool(t, e, "stuck")
+	e.model.Reply(script.ToolCall("c1", "stuck", `{}`))
+	sid := e.createSession()
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "run the tool"}})
+	r := shutdownWith(t, e, tool, func() (reply, error) {
+		return e.try("POST", "/api/session/"+string(sid)+"/interrupt", nil)
+	})
+	r.wantError(t, http.StatusServiceUnavailable, messages.ErrShuttingDown)
+	if got := e.h.Types(sid); slices.Contains(got, "session.execution.interrupted") {
+		t.Fatalf("terminal event before the stuck tool returned: %v", got)
+	}
+	tool.release()
+	e.h.WaitIdle(sid)
+	evs := e.h.Events(sid)
+	last := evs[len(evs)-1]
+	if p, ok := last.Data.(*messages.ExecutionInterrupted); !ok || p.Reason != messages.ReasonUser {
+		t.Fatalf("last event %s %+v, want execution.interrupted with reason user", last.Type, last.Data)
+	}
+}
+
+// TestShutdownCutsAMove: a move still waiting for the busy period it
+// supersedes to settle when the Server shuts down answers 503
+// shutting-down, not the Session it has not moved yet.
+func TestShutdownCutsAMove(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	tool := addStuckTool(t, e, "stuck")
+	e.model.Reply(script.ToolCall("c1", "stuck", `{}`))
+	e.model.Default(script.Text("done"))
+	sid := e.createSession()
+	before, err := e.store.Get(e.h.Ctx(), sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "run the tool"}})
+	dest := t.TempDir()
+	r := shutdownWith(t, e, tool, func() (reply, error) {
+		return e.try("POST", "/api/session/"+string(sid)+"/move", map[string]any{"location": map[string]string{"directory": dest}})
+	})
+	r.wantError(t, http.StatusServiceUnavailable, messages.ErrShuttingDown)
+	if s, err := e.store.Get(e.h.Ctx(), sid); err != nil || s.Location != before.Location {
+		t.Fatalf("Session at %+v (%v) before the superseded busy period settled, want %+v", s.Location, err, before.Location)
+	}
+	tool.release()
+	e.h.WaitIdle(sid)
 }
 
 func TestSelectAgentAndModel(t *testing.T) {

@@ -410,6 +410,24 @@ func testPendingAndPromotion(t *testing.T, open Factory) {
 	// Unknown input and other Session's input cannot be promoted.
 	_, err = st.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: "msg_nope"})
 	wantType(t, err, messages.ErrNotFound)
+	other := newSession(t, st)
+	theirs, _, err := st.Admit(ctx, persistence.Admission{SessionID: other, Prompt: messages.Prompt{Text: "theirs"}})
+	must(t, err)
+	before, err := st.Watermark(ctx, sid)
+	must(t, err)
+	_, err = st.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: theirs.ID})
+	wantType(t, err, messages.ErrNotFound)
+	if w, err := st.Watermark(ctx, sid); err != nil || w != before {
+		t.Fatalf("watermark %d (%v) after a refused promotion, want %d", w, err, before)
+	}
+	if in, err := st.Input(ctx, theirs.ID); err != nil || in.SessionID != other || in.PromotedSeq != nil {
+		t.Fatalf("the other Session's input after a refused promotion: %+v, %v", in, err)
+	}
+	if rows, err := st.Pending(ctx, other); err != nil || len(rows) != 1 || rows[0].ID != theirs.ID {
+		t.Fatalf("the other Session's pending rows %+v, %v; want %s", rows, err, theirs.ID)
+	}
+	_, err = st.Message(ctx, sid, theirs.ID)
+	wantType(t, err, messages.ErrNotFound)
 }
 
 func testPromotionRace(t *testing.T, open Factory) {
