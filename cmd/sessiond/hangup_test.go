@@ -195,30 +195,23 @@ func TestSecondSIGHUPQuitsAHungStop(t *testing.T) {
 	}
 }
 
-// TestNohupKeepsSIGHUPIgnored: under nohup (SIGHUP ignored from the
-// start) sessiond keeps ignoring SIGHUP: handling it would undo nohup and
-// stop a daemon its user meant to outlive the terminal. The first signal
-// it acts on is the SIGTERM sent after the SIGHUP.
-func TestNohupKeepsSIGHUPIgnored(t *testing.T) {
-	p := startSignalChild(t, `trap "" HUP; exec "$0" "$@"`)
-	p.signal(syscall.SIGHUP)
-	p.signal(syscall.SIGTERM)
-	m := p.waitFor(&p.stdout, "stopping: (.*) received")
-	if m[1] != syscall.SIGTERM.String() {
-		t.Fatalf("stopped by %s, want %s", m[1], syscall.SIGTERM)
-	}
-}
-
-// TestBackgroundKeepsSIGINTIgnored: a shell starts its background jobs
-// (sessiond serve &) with SIGINT ignored, so that a ^C at the terminal
-// leaves them running; sessiond keeps it ignored and stops on SIGTERM.
-func TestBackgroundKeepsSIGINTIgnored(t *testing.T) {
-	p := startSignalChild(t, `trap "" INT; exec "$0" "$@"`)
-	p.signal(syscall.SIGINT)
-	p.signal(syscall.SIGTERM)
-	m := p.waitFor(&p.stdout, "stopping: (.*) received")
-	if m[1] != syscall.SIGTERM.String() {
-		t.Fatalf("stopped by %s, want %s", m[1], syscall.SIGTERM)
+// TestIgnoredSignalsStayIgnored: a signal ignored from the start stays
+// ignored, and the first signal sessiond acts on is the SIGTERM sent
+// after it. Under nohup (SIGHUP ignored) handling SIGHUP would undo nohup
+// and stop a daemon its user meant to outlive the terminal; a shell starts
+// its background jobs (sessiond serve &) with SIGINT ignored, so that a ^C
+// at the terminal leaves them running.
+func TestIgnoredSignalsStayIgnored(t *testing.T) {
+	for trap, sig := range map[string]syscall.Signal{"HUP": syscall.SIGHUP, "INT": syscall.SIGINT} {
+		t.Run(trap, func(t *testing.T) {
+			p := startSignalChild(t, `trap "" `+trap+`; exec "$0" "$@"`)
+			p.signal(sig)
+			p.signal(syscall.SIGTERM)
+			m := p.waitFor(&p.stdout, "stopping: (.*) received")
+			if m[1] != syscall.SIGTERM.String() {
+				t.Fatalf("stopped by %s, want %s", m[1], syscall.SIGTERM)
+			}
+		})
 	}
 }
 
