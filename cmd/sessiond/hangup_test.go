@@ -155,21 +155,9 @@ func TestSignalChild(t *testing.T) {
 // ready. The test's end kills it if it still runs.
 func startSignalChild(t *testing.T, script string) *proc {
 	t.Helper()
-	p := &proc{t: t, done: make(chan struct{})}
-	p.cmd = exec.Command("/bin/sh", "-c", script, os.Args[0], "-test.run=^TestSignalChild$", "-test.count=1")
-	p.cmd.Env = append(os.Environ(), signalChildEnv+"=1")
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	})
+	cmd := exec.Command("/bin/sh", "-c", script, os.Args[0], "-test.run=^TestSignalChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), signalChildEnv+"=1")
+	p := launch(t, cmd)
 	p.waitFor(&p.stdout, "(?m)^ready$")
 	return p
 }

@@ -124,8 +124,16 @@ type proc struct {
 // runs.
 func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, cmd: exec.Command(binary(t), args...), done: make(chan struct{})}
-	p.cmd.Env = env
+	cmd := exec.Command(binary(t), args...)
+	cmd.Env = env
+	return launch(t, cmd)
+}
+
+// launch starts cmd with its output collected. The test's end kills it if
+// it still runs.
+func launch(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{t: t, cmd: cmd, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
