@@ -51,7 +51,8 @@ func (f *clientFlags) client(a *app) (*client, error) {
 	env := a.env(o)
 	cfg, err := loadConfig(f.config, env, loadOptions{source: o.source})
 	if err != nil {
-		if f.config != "" || (env("SESSIOND_ADDR") == "" && !errors.Is(err, errNoDataDir)) {
+		var ee *envError // a bad SESSIOND_ADDR or SESSIOND_TOKEN: the client's own
+		if f.config != "" || errors.As(err, &ee) || (env("SESSIOND_ADDR") == "" && !errors.Is(err, errNoDataDir)) {
 			return nil, err
 		}
 		// The address is known, or the built-in one serves: a

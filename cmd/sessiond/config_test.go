@@ -515,6 +515,10 @@ func TestConfigErrorsNameTheirSource(t *testing.T) {
 			"sessiond active: invalid: SESSIOND_TOKEN: use printable ASCII without spaces"},
 		{nil, []string{"active", "--token", "a b", "--config", file},
 			"sessiond active: invalid: --token: use printable ASCII without spaces"},
+		// A known address does not excuse the client's own bad token: it
+		// went on and sent it.
+		{map[string]string{"SESSIOND_ADDR": "127.0.0.1:1", "SESSIOND_TOKEN": "a b"}, []string{"active"},
+			"sessiond active: invalid: SESSIOND_TOKEN: use printable ASCII without spaces"},
 	} {
 		env := map[string]string{"SESSIOND_DATA": data, "HOME": t.TempDir()}
 		for k, v := range tt.env {
