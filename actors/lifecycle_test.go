@@ -508,6 +508,44 @@ func TestCommandsWhileActorsStop(t *testing.T) {
 	}
 }
 
+// TestCommandReachingAStoppedActor: a command that Shutdown's stopping
+// actors forward to one that has just stopped (out of the process
+// registry, its parent not yet told) comes back as protoactor's dead
+// letter; that is the shutdown the caller raced, not an error of its own:
+// an interrupt is answered as done (every Session is interrupted), as when
+// the stopping actors drop a command. TestSoak (seed 80502, a Wait racing
+// a restart) met it as "actors: *messages.Wait: future: dead letter".
+func TestCommandReachingAStoppedActor(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Default(script.Text("hi"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid) // its actor is live, and idle
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	actors.SetSessionFault(func(msg any) {
+		if _, ok := msg.(*actor.Stopped); ok {
+			// Stopped comes after the actor left the registry and before
+			// its Location is told it terminated.
+			once.Do(func() { close(reached); <-release })
+		}
+	})
+	defer actors.SetSessionFault(nil)
+	done := make(chan error, 1)
+	go func() { done <- h.Runtime.Shutdown(h.Ctx()) }()
+	<-reached
+	// The router and the Location still have the actor: the interrupt is
+	// forwarded to it.
+	err := h.Runtime.Interrupt(h.Ctx(), sid)
+	close(release)
+	if err != nil {
+		t.Fatalf("an interrupt during shutdown: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+}
+
 // TestAdmissionOutlivesAFailedWake: a Location that cannot be built is
 // refused when the Session is created, and stores nothing; a prompt to a
 // Session whose directory went after it was created is admitted and

@@ -562,9 +562,6 @@ func (rt *Runtime) request(ctx context.Context, cmd any, timeout time.Duration) 
 	var err error
 	select {
 	case res = <-reply.ch:
-		if _, ok := res.(*actor.DeadLetterResponse); ok {
-			err = actor.ErrDeadLetter
-		}
 	case <-timer.C:
 		err = actor.ErrTimeout
 	case <-ctx.Done():
@@ -575,11 +572,17 @@ func (rt *Runtime) request(ctx context.Context, cmd any, timeout time.Duration) 
 		select {
 		case res = <-reply.ch:
 		default:
-			if _, ok := cmd.(*messages.Interrupt); ok {
-				return &messages.InterruptReply{}, nil // every Session was interrupted
-			}
-			return nil, messages.Errorf(messages.ErrShuttingDown, "sessiond is shutting down")
+			return stoppedReply(cmd)
 		}
+	}
+	if _, ok := res.(*actor.DeadLetterResponse); ok {
+		if rt.closing.Load() {
+			// A stopping actor forwarded the command to one that had just
+			// stopped (out of the registry, its parent not yet told): the
+			// shutdown it raced, as when a stopped actor drops it.
+			return stoppedReply(cmd)
+		}
+		err = actor.ErrDeadLetter
 	}
 	if err != nil {
 		if dl, ok := ctx.Deadline(); ok && errors.Is(err, actor.ErrTimeout) && !time.Now().Before(dl) {
@@ -593,6 +596,16 @@ func (rt *Runtime) request(ctx context.Context, cmd any, timeout time.Duration) 
 		return nil, &e.Error
 	}
 	return res, nil
+}
+
+// stoppedReply answers a command that Shutdown's stopping actors dropped:
+// an interrupt is done (every Session was interrupted), the rest fail
+// shutting down.
+func stoppedReply(cmd any) (any, error) {
+	if _, ok := cmd.(*messages.Interrupt); ok {
+		return &messages.InterruptReply{}, nil
+	}
+	return nil, messages.Errorf(messages.ErrShuttingDown, "sessiond is shutting down")
 }
 
 // Shutdown stops accepting commands, interrupts every active Session with
