@@ -170,7 +170,7 @@ func TestServeAddrIsAUsageError(t *testing.T) {
 // reported as SESSIOND_ADDR, not as an --addr the user never passed.
 func TestClientBadEnvAddrNamesTheVariable(t *testing.T) {
 	code, _, errOut := runApp(t, map[string]string{"SESSIOND_DATA": t.TempDir(), "SESSIOND_ADDR": "nope"}, "active")
-	if code != exitFailed || strings.Contains(errOut, "--addr") || !strings.Contains(errOut, `SESSIOND_ADDR "nope"`) {
+	if code != exitFailed || strings.Contains(errOut, "--addr") || !strings.Contains(errOut, `SESSIOND_ADDR: "nope": want host:port`) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 }

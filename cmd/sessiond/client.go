@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -158,7 +159,9 @@ func responseError(status int, body []byte) error {
 		msg = msg[:cut] + "…"
 	}
 	if msg == "" {
-		msg = http.StatusText(status)
+		// A status without a standard text (596, say) would leave
+		// nothing to say but the number, which Error adds itself.
+		msg = cmp.Or(http.StatusText(status), "empty response")
 	}
 	return &apiError{Status: status, Type: "http", Message: msg}
 }
