@@ -529,3 +529,19 @@ func TestResponseErrorIsText(t *testing.T) {
 		t.Fatalf("%#v", err)
 	}
 }
+
+// TestErrorsAreTerminalSafe: an error's text comes from wherever it
+// comes from (here a body from whatever answers at the daemon's address):
+// its control characters reach stderr escaped, not as a terminal's escape
+// sequences.
+func TestErrorsAreTerminalSafe(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		fmt.Fprint(w, "proxy says \x1b]0;owned\x07 no\r")
+	}))
+	defer srv.Close()
+	code, _, errOut := runApp(t, map[string]string{"SESSIOND_ADDR": srv.URL}, "active")
+	if code != exitFailed || strings.ContainsAny(errOut, "\x1b\x07\r") || !strings.Contains(errOut, `proxy says \x1b]0;owned\x07 no`) {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}

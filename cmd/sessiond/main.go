@@ -344,7 +344,10 @@ func (a *app) usageError(c *command, format string, args ...any) int {
 
 // fail prints err for command c and returns exitFailed.
 func (a *app) fail(c *command, err error) int {
-	fmt.Fprintf(a.stderr, "sessiond %s: %v\n", c.name, err)
+	// An error can carry text from elsewhere (a body from whatever answers
+	// at the daemon's address, a path): control characters in it must not
+	// reach the terminal as escape sequences.
+	fmt.Fprintf(a.stderr, "sessiond %s: %s\n", c.name, terminalSafe(err.Error(), false))
 	return exitFailed
 }
 
