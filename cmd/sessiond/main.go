@@ -346,8 +346,9 @@ func (a *app) usageError(c *command, format string, args ...any) int {
 func (a *app) fail(c *command, err error) int {
 	// An error can carry text from elsewhere (a body from whatever answers
 	// at the daemon's address, a path): control characters in it must not
-	// reach the terminal as escape sequences.
-	fmt.Fprintf(a.stderr, "sessiond %s: %s\n", c.name, terminalSafe(err.Error(), false))
+	// reach the terminal as escape sequences (line breaks may: a joined
+	// error has several lines).
+	fmt.Fprintf(a.stderr, "sessiond %s: %s\n", c.name, terminalSafe(err.Error(), true))
 	return exitFailed
 }
 
