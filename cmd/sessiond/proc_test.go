@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -63,6 +64,19 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(cleanupMain{m}) }
 type cleanupMain struct{ m *testing.M }
 
 func (c cleanupMain) Run() int {
+	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGINT} {
+		if signal.Ignored(sig) && os.Getenv(signalChildEnv) == "" {
+			// Run under nohup, or as a shell's background job (or by a CI
+			// runner that ignores the signal), every process a test starts
+			// would inherit the ignored signal, and sessiond rightly keeps a
+			// signal ignored from the start: the tests that stop it with
+			// SIGHUP or SIGINT would wait for a stop that never comes. A
+			// caught signal is reset to its default in children, so catch
+			// it here (not in TestSignalChild's process, whose ignored
+			// signals are what it tests).
+			signal.Notify(make(chan os.Signal, 1), sig)
+		}
+	}
 	code := c.m.Run()
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)
