@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/actors/actortest"
 	"github.com/sessiond/sessiond/locations"
@@ -161,6 +163,31 @@ type soakReceipt struct {
 	wokenAt int64
 }
 
+// soakLog collects log lines from any goroutine, keeping the last
+// soakLogKeep bytes.
+type soakLog struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+const soakLogKeep = 64 << 10
+
+func (l *soakLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b = append(l.b, p...)
+	if over := len(l.b) - soakLogKeep; over > 0 {
+		l.b = append(l.b[:0], l.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (l *soakLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b)
+}
+
 // soakBlock is a blocking tool invocation waiting for release.
 type soakBlock struct{ release chan struct{} }
 
@@ -184,7 +211,17 @@ func runSoak(t *testing.T, seed uint64) {
 	r := &soakRun{t: t, seed: seed, bySID: map[messages.SessionID]*soakSession{}, calls: map[soakCall]*soakInvocation{},
 		concurrent: seed&1 == 1, restart: seed&2 == 2, // four seeds in a row cover every mode
 		instructions: rng.IntN(2) == 0, small: rng.IntN(3) == 0}
+	// The runtime's warnings (a wake that failed after its admission, say,
+	// which leaves the input pending) go with a failed round's report:
+	// otherwise a violation they explain would show no cause.
+	var warnings soakLog
+	defer func() {
+		if t.Failed() {
+			t.Logf("seed %d: the runtime's warnings:\n%s", seed, warnings.String())
+		}
+	}()
 	r.opts = actortest.Options{Steps: steps, StorePath: filepath.Join(t.TempDir(), "soak.db"), Config: func(c *actors.Config) {
+		c.Logger = zerolog.New(&warnings).Level(zerolog.WarnLevel)
 		c.SteerBatch = steerBatch
 		c.AutoCompact = r.small
 		if passivate {
