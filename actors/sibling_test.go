@@ -65,6 +65,26 @@ func (st *siblingTools) repliedEvents() []string {
 	return slices.Clone(st.replied)
 }
 
+// replyToOneOfTwo runs a step of the two bash calls c1 and c2, waits for
+// both questions, answers question i (0 or 1) with reply, checks that no
+// question is left waiting, waits for the busy period to end and returns
+// the Session and the questions' IDs in the order they were asked.
+func (st *siblingTools) replyToOneOfTwo(t *testing.T, h *actortest.Harness, c1, c2 string, i int, reply tools.Reply) (messages.SessionID, []string) {
+	t.Helper()
+	h.Model.Reply(script.ToolCall("c1", "bash", c1), script.ToolCall("c2", "bash", c2))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	ids := st.waitAsked(t, 2)
+	if err := st.pending.Reply(ids[i], reply, ""); err != nil {
+		t.Fatal(err)
+	}
+	if left := st.pending.List(); len(left) != 0 {
+		t.Fatalf("still waiting after %s: %+v", reply, left)
+	}
+	h.WaitIdle(sid)
+	return sid, ids
+}
+
 // TestRejectOneOfTwoQuestionsEndsTheStep: a step that asked twice (two
 // bash calls) ends its busy period when the user rejects one question: the
 // other is rejected with it, neither command runs, and the model is not
@@ -72,18 +92,8 @@ func (st *siblingTools) repliedEvents() []string {
 func TestRejectOneOfTwoQuestionsEndsTheStep(t *testing.T) {
 	h := actortest.New(t)
 	st := newSiblingTools(t, h)
-	h.Model.Reply(script.ToolCall("c1", "bash", `{"command":"touch a-made"}`), script.ToolCall("c2", "bash", `{"command":"touch b-made"}`))
 	h.Model.Default(script.Text("must not be asked"))
-	sid := h.Session()
-	h.Prompt(sid, "make both")
-	ids := st.waitAsked(t, 2)
-	if err := st.pending.Reply(ids[0], tools.Reject, ""); err != nil {
-		t.Fatal(err)
-	}
-	if left := st.pending.List(); len(left) != 0 {
-		t.Fatalf("still waiting after the reject: %+v", left)
-	}
-	h.WaitIdle(sid)
+	sid, ids := st.replyToOneOfTwo(t, h, `{"command":"touch a-made"}`, `{"command":"touch b-made"}`, 0, tools.Reject)
 	if n := count(h, sid, messages.TypeToolFailed); n != 2 {
 		t.Fatalf("%d tool failures, want 2: %v", n, h.Types(sid))
 	}
@@ -107,18 +117,8 @@ func TestRejectOneOfTwoQuestionsEndsTheStep(t *testing.T) {
 func TestAlwaysOnOneOfTwoQuestionsApprovesTheCoveredOther(t *testing.T) {
 	h := actortest.New(t)
 	st := newSiblingTools(t, h)
-	h.Model.Reply(script.ToolCall("c1", "bash", `{"command":"echo one >> log.txt"}`), script.ToolCall("c2", "bash", `{"command":"echo one >> log.txt"}`))
-	h.Model.Reply(script.Text("done"))
-	sid := h.Session()
-	h.Prompt(sid, "log twice")
-	ids := st.waitAsked(t, 2)
-	if err := st.pending.Reply(ids[1], tools.Always, ""); err != nil {
-		t.Fatal(err)
-	}
-	if left := st.pending.List(); len(left) != 0 {
-		t.Fatalf("still waiting after always: %+v", left)
-	}
-	h.WaitIdle(sid)
+	h.Model.Default(script.Text("done"))
+	sid, ids := st.replyToOneOfTwo(t, h, `{"command":"echo one >> log.txt"}`, `{"command":"echo one >> log.txt"}`, 1, tools.Always)
 	if n := count(h, sid, messages.TypeToolSucceeded); n != 2 {
 		t.Fatalf("%d successes, want 2: %v", n, h.Types(sid))
 	}

@@ -7,16 +7,25 @@ import (
 
 	"github.com/sessiond/sessiond/actors/actortest"
 	"github.com/sessiond/sessiond/locations/llm/script"
+	"github.com/sessiond/sessiond/messages"
 )
 
-// TestPackageExample runs the package documentation's example as
-// written, and checks what its last line reads.
-func TestPackageExample(t *testing.T) {
+// answeredHello runs the package documentation's example: a Session
+// prompted "hello" that the model answered "hi".
+func answeredHello(t *testing.T) (*actortest.Harness, messages.SessionID) {
+	t.Helper()
 	h := actortest.New(t)
 	h.Model.Reply(script.Text("hi"))
 	sid := h.Session()
 	h.Prompt(sid, "hello")
 	h.WaitIdle(sid)
+	return h, sid
+}
+
+// TestPackageExample runs the package documentation's example as
+// written, and checks what its last line reads.
+func TestPackageExample(t *testing.T) {
+	h, sid := answeredHello(t)
 	types := h.Types(sid)
 	want := []string{"session.created", "session.prompt.admitted", "session.execution.started", "session.prompt.promoted",
 		"session.step.started", "session.text.started", "session.text.ended", "session.step.ended", "session.execution.succeeded"}
@@ -31,11 +40,7 @@ func TestPackageExample(t *testing.T) {
 // listing, matched nothing, and WaitEvent waited out its whole Timeout
 // for an event that was in the log.
 func TestOfTypeTakesTheNamesTypesPrints(t *testing.T) {
-	h := actortest.New(t)
-	h.Model.Reply(script.Text("hi"))
-	sid := h.Session()
-	h.Prompt(sid, "hello")
-	h.WaitIdle(sid)
+	h, sid := answeredHello(t)
 	evs := h.Events(sid)
 	for i, name := range h.Types(sid) {
 		if !actortest.OfType(name)(evs[i]) || !actortest.OfType(evs[i].Type)(evs[i]) {

@@ -175,16 +175,24 @@ func TestClientBadEnvAddrNamesTheVariable(t *testing.T) {
 	}
 }
 
+// daemonWithSession serves a daemon on a fresh data directory with one
+// Session, sid, and returns it, its address and a client environment.
+func daemonWithSession(t *testing.T, sid string) (*proc, string, []string) {
+	t.Helper()
+	srv, addr := serveDaemon(t, testEnv(t, "SESSIOND_DATA", t.TempDir()))
+	client := testEnv(t, "SESSIOND_ADDR", addr)
+	ok(t, client, "session", "create", "--id", sid, "--dir", t.TempDir())
+	return srv, addr, client
+}
+
 // TestInstructionKeysAreNotEscapedTwice: an instruction key reaches
 // the daemon as typed. The client appended the escaped key to the decoded
 // URL path, so it was escaped again on the wire: "a b" was stored as
 // "a%20b" (what `instruction list` then showed, and what a curl DELETE of
 // "a b" did not find).
 func TestInstructionKeysAreNotEscapedTwice(t *testing.T) {
-	srv, addr := serveDaemon(t, testEnv(t, "SESSIOND_DATA", t.TempDir()))
+	srv, addr, client := daemonWithSession(t, "ses_keys")
 	defer srv.stop()
-	client := testEnv(t, "SESSIOND_ADDR", addr)
-	ok(t, client, "session", "create", "--id", "ses_keys", "--dir", t.TempDir())
 	key := "house style/é?#%2F"
 	ok(t, client, "instruction", "set", "ses_keys", key, "Answer briefly.")
 	if got := decode[map[string]string](t, ok(t, client, "instruction", "list", "ses_keys")); len(got) != 1 || got[key] != "Answer briefly." {
@@ -222,10 +230,8 @@ func TestInstructionKeyThatNoPathNames(t *testing.T) {
 // command line too (it refused them, so one set through the API could
 // not be deleted with it).
 func TestInstructionKeysDotAndDotDot(t *testing.T) {
-	srv, addr := serveDaemon(t, testEnv(t, "SESSIOND_DATA", t.TempDir()))
+	srv, _, client := daemonWithSession(t, "ses_dots")
 	defer srv.stop()
-	client := testEnv(t, "SESSIOND_ADDR", addr)
-	ok(t, client, "session", "create", "--id", "ses_dots", "--dir", t.TempDir())
 	ok(t, client, "instruction", "set", "ses_dots", ".", "one")
 	ok(t, client, "instruction", "set", "ses_dots", "..", "two")
 	if got := decode[map[string]string](t, ok(t, client, "instruction", "list", "ses_dots")); len(got) != 2 || got["."] != "one" || got[".."] != "two" {
