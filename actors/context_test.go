@@ -412,6 +412,40 @@ func TestManualCompactionInterruptedByACrash(t *testing.T) {
 	h2.CheckReplay()
 }
 
+// TestCompactRequestAfterACrash: a manual compaction requested after a
+// crash cut one off runs. Coalesced into the orphaned barrier, the request
+// was settled with it as interrupted and never ran.
+func TestCompactRequestAfterACrash(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Text("a1"))
+	h.Model.Reply(script.Text("## Objective\nx"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	compactNow(t, h, sid)
+	h2, kept := crashedAt(t, h, sid, messages.TypeCompactionStarted)
+	orphan := lastOf[*messages.CompactionStarted](h2, sid)
+	h2.Model.Reply(script.Text("## Objective\ny"))
+	in, err := h2.Runtime.Compact(h2.Ctx(), sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2.WaitIdle(sid)
+	if in.ID == orphan.InputID {
+		t.Fatalf("the request joined the orphaned barrier %s", in.ID)
+	}
+	failed := lastOf[*messages.CompactionFailed](h2, sid)
+	ended := lastOf[*messages.CompactionEnded](h2, sid)
+	if failed == nil || failed.InputID != orphan.InputID || failed.Error.Type != messages.ErrAborted ||
+		ended == nil || ended.InputID != in.ID || !strings.HasPrefix(ended.Text, "## Objective\ny") || h2.Model.Count() != 1 {
+		t.Fatalf("after the request: %d requests, %v; failed %+v, ended %+v", h2.Model.Count(), h2.Types(sid)[kept:], failed, ended)
+	}
+	if pend, err := h2.Store.Pending(h2.Ctx(), sid); err != nil || len(pend) != 0 {
+		t.Fatalf("pending %+v (%v)", pend, err)
+	}
+	h2.CheckReplay()
+}
+
 // autoCompacting returns a harness whose runner compacts automatically
 // once a request leaves less than buffer tokens of the script model's
 // 200,000-token window: 199990 compacts before every step with history to

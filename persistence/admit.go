@@ -261,7 +261,10 @@ func (w *wtx) countPending(sid messages.SessionID, delta int) {
 }
 
 // AdmitCompaction implements Store: a pending manual compaction barrier is
-// reused rather than duplicated.
+// reused rather than duplicated, unless it shows a compaction running that
+// a stopped process started. That one no drain will finish: the next
+// drain settles it as interrupted, so a request coalesced into it would
+// never run. A new barrier is admitted behind it instead.
 func (s *Bolt) AdmitCompaction(ctx context.Context, sid messages.SessionID) (Input, bool, error) {
 	if err := sid.Validate(); err != nil {
 		return Input{}, false, err
@@ -278,7 +281,14 @@ func (s *Bolt) AdmitCompaction(ctx context.Context, sid messages.SessionID) (Inp
 			return err
 		}
 		for _, in := range rows {
-			if in.Kind == InputCompaction {
+			if in.Kind != InputCompaction {
+				continue
+			}
+			orphaned, err := w.orphanedCompaction(sid, in.ID)
+			if err != nil {
+				return err
+			}
+			if !orphaned {
 				out, created = in, false
 				return nil
 			}
@@ -293,4 +303,17 @@ func (s *Bolt) AdmitCompaction(ctx context.Context, sid messages.SessionID) (Inp
 		return decodeAt(&w.v, bucketInbox, []byte(id), &out)
 	})
 	return out, created, err
+}
+
+// orphanedCompaction reports whether barrier id's row shows a compaction
+// running that was not started since this store opened.
+func (w *wtx) orphanedCompaction(sid messages.SessionID, id messages.MessageID) (bool, error) {
+	if _, ok := w.s.compacting[id]; ok {
+		return false, nil
+	}
+	m, ok, err := w.message(sid, id)
+	if err != nil || !ok {
+		return false, err
+	}
+	return m.Compaction != nil && m.Compaction.State == CompactionRunning, nil
 }

@@ -104,6 +104,7 @@ func (s *Bolt) append(ctx context.Context, id messages.SessionID, data []message
 // checked and logs can be migrated; it is not a user API.
 func (s *Bolt) Restore(ctx context.Context, evs []messages.Event) error {
 	return s.submit(ctx, func(w *wtx) error {
+		w.restoring = true
 		for _, ev := range evs {
 			if ev.Durable == nil {
 				return messages.Errorf(messages.ErrInvalid, "restore %s: not durable", ev.ID)

@@ -141,8 +141,15 @@ type Bolt struct {
 	// or one from another generator in the same millisecond, takes the
 	// search. A batch that is re-run may leave maxID above the index's last
 	// key, which only costs searches.
-	maxID  messages.MessageID
-	synced uint64 // records known durable (syncer only)
+	maxID messages.MessageID
+	// compacting holds the manual compactions started since Open and not
+	// yet settled. A barrier whose row shows one running that is not here
+	// ran in a process that stopped: no drain will finish it, so a new
+	// request does not coalesce into it (see AdmitCompaction). A batch
+	// that is re-run may leave the ID of a start that rolled back; its row
+	// then shows the compaction queued, so the entry decides nothing.
+	compacting map[messages.MessageID]struct{}
+	synced     uint64 // records known durable (syncer only)
 
 	// One flush runs at a time, on the flusher goroutine.
 	flushq    chan flushJob
@@ -229,7 +236,7 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 	}
 	w.nosync = opts.NoSync
 	s := &Bolt{wal: w, opts: opts, ops: make(chan *op, 4096), quit: make(chan struct{}), syncq: make(chan syncJob),
-		flushq: make(chan flushJob, 1), flushDone: make(chan flushResult, 1)}
+		flushq: make(chan flushJob, 1), flushDone: make(chan flushResult, 1), compacting: map[messages.MessageID]struct{}{}}
 	defer func() {
 		if err != nil {
 			s.closeFiles()
@@ -590,6 +597,8 @@ type wtx struct {
 	evs []byte
 	// record is the Session record the operation last wrote, as written.
 	record *Session
+	// restoring is set by Restore: its events ran in another process.
+	restoring bool
 }
 
 // submit queues fn for the writer and waits for its commit. It does not

@@ -84,3 +84,58 @@ func TestCreateSessionTitle(t *testing.T) {
 		t.Fatalf("a title at the limit: %v created=%v", err, created)
 	}
 }
+
+// TestCompactionOrphanedByAStoppedProcess: a manual compaction barrier
+// whose compaction was running when its process stopped does not absorb a
+// request made after the store reopens (no drain will finish it: the next
+// one settles it as interrupted), nor one after its events are restored
+// into another store; the new barrier then coalesces as usual.
+func TestCompactionOrphanedByAStoppedProcess(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sessiond.db")
+	st, err := persistence.Open(path, persistence.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: "/tmp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, _, err := st.AdmitCompaction(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, s.ID, &messages.CompactionStarted{SessionID: s.ID, Reason: messages.CompactionManual, InputID: orphan.ID}); err != nil {
+		t.Fatal(err)
+	}
+	evs := logEvents(t, st, s.ID)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	restored := openBolt(t, persistence.Options{NoSync: true})
+	if err := restored.Restore(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	reopened, err := persistence.Open(path, persistence.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reopened.Close() })
+	for name, st := range map[string]*persistence.Bolt{"reopened": reopened, "restored": restored} {
+		in, created, err := st.AdmitCompaction(ctx, s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !created || in.ID == orphan.ID {
+			t.Fatalf("%s: the request joined the orphaned barrier: %+v", name, in)
+		}
+		again, created, err := st.AdmitCompaction(ctx, s.ID)
+		if err != nil || created || again.ID != in.ID {
+			t.Fatalf("%s: a second request did not join the new barrier: %+v %v %v", name, again, created, err)
+		}
+		pend, err := st.Pending(ctx, s.ID)
+		if err != nil || len(pend) != 2 || pend[0].ID != orphan.ID || pend[1].ID != in.ID {
+			t.Fatalf("%s: pending %+v (%v)", name, pend, err)
+		}
+	}
+}

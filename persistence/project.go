@@ -417,6 +417,9 @@ func (w *wtx) compactionStarted(ev messages.Event, p *messages.CompactionStarted
 		return messages.Errorf(messages.ErrInvalid, "compaction row %q is not queued", p.InputID)
 	}
 	m.Compaction.State, m.Compaction.StartedSeq = CompactionRunning, seq
+	if !w.restoring {
+		w.s.compacting[p.InputID] = struct{}{}
+	}
 	return w.putMessage(m)
 }
 
@@ -433,6 +436,7 @@ func (w *wtx) compactionSettled(sid messages.SessionID, seq int64, id messages.M
 		return err
 	}
 	if m.Compaction.Reason == messages.CompactionManual {
+		delete(w.s.compacting, id)
 		_, err := w.settleInput(sid, id, InputCompaction, seq)
 		return err
 	}

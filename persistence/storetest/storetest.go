@@ -589,6 +589,12 @@ func testCompactionBarrier(t *testing.T, open Factory) {
 	}
 	_, err = st.Append(ctx, sid, &messages.CompactionStarted{SessionID: sid, Reason: messages.CompactionManual, InputID: a.ID})
 	must(t, err)
+	// A request while it runs coalesces into it: it is running here.
+	r, created, err := st.AdmitCompaction(ctx, sid)
+	must(t, err)
+	if created || r.ID != a.ID {
+		t.Fatalf("a request during the running compaction made a new barrier: %+v", r)
+	}
 	_, err = st.Append(ctx, sid, &messages.CompactionEnded{SessionID: sid, Reason: messages.CompactionManual, InputID: a.ID, Text: "s"})
 	must(t, err)
 	rows, err := st.Pending(ctx, sid)
