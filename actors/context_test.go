@@ -386,11 +386,12 @@ func TestOverflowRetryAnswersAfterTheBoundary(t *testing.T) {
 	h.CheckReplay()
 }
 
-// TestManualCompactionInterruptedByACrash checks that a manual compaction
-// whose process died while it ran is settled as interrupted by the next
-// drain, releasing the prompts its barrier held, instead of holding them
-// forever.
-func TestManualCompactionInterruptedByACrash(t *testing.T) {
+// crashedInManualCompaction returns a harness over the store a process
+// killed while a manual compaction ran would have left (one prompt
+// answered, then the compaction started), its Session, and how many events
+// that store holds.
+func crashedInManualCompaction(t *testing.T) (*actortest.Harness, messages.SessionID, int) {
+	t.Helper()
 	h := actortest.New(t)
 	h.Model.Reply(script.Text("a1"))
 	h.Model.Reply(script.Text("## Objective\nx"))
@@ -399,6 +400,15 @@ func TestManualCompactionInterruptedByACrash(t *testing.T) {
 	h.WaitIdle(sid)
 	compactNow(t, h, sid)
 	h2, kept := crashedAt(t, h, sid, messages.TypeCompactionStarted)
+	return h2, sid, kept
+}
+
+// TestManualCompactionInterruptedByACrash checks that a manual compaction
+// whose process died while it ran is settled as interrupted by the next
+// drain, releasing the prompts its barrier held, instead of holding them
+// forever.
+func TestManualCompactionInterruptedByACrash(t *testing.T) {
+	h2, sid, kept := crashedInManualCompaction(t)
 	h2.Model.Default(script.Text("answer"))
 	h2.Prompt(sid, "two")
 	h2.WaitIdle(sid)
@@ -416,14 +426,7 @@ func TestManualCompactionInterruptedByACrash(t *testing.T) {
 // crash cut one off runs. Coalesced into the orphaned barrier, the request
 // was settled with it as interrupted and never ran.
 func TestCompactRequestAfterACrash(t *testing.T) {
-	h := actortest.New(t)
-	h.Model.Reply(script.Text("a1"))
-	h.Model.Reply(script.Text("## Objective\nx"))
-	sid := h.Session()
-	h.Prompt(sid, "one")
-	h.WaitIdle(sid)
-	compactNow(t, h, sid)
-	h2, kept := crashedAt(t, h, sid, messages.TypeCompactionStarted)
+	h2, sid, kept := crashedInManualCompaction(t)
 	orphan := lastOf[*messages.CompactionStarted](h2, sid)
 	h2.Model.Reply(script.Text("## Objective\ny"))
 	in, err := h2.Runtime.Compact(h2.Ctx(), sid)
