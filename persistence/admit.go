@@ -308,7 +308,7 @@ func (s *Bolt) AdmitCompaction(ctx context.Context, sid messages.SessionID) (Inp
 // orphanedCompaction reports whether barrier id's row shows a compaction
 // running that was not started since this store opened.
 func (w *wtx) orphanedCompaction(sid messages.SessionID, id messages.MessageID) (bool, error) {
-	if _, ok := w.s.compacting[id]; ok {
+	if running, _ := w.s.compacting.get(id); running {
 		return false, nil
 	}
 	m, ok, err := w.message(sid, id)

@@ -143,12 +143,12 @@ type Bolt struct {
 	// key, which only costs searches.
 	maxID messages.MessageID
 	// compacting holds the manual compactions started since Open and not
-	// yet settled. A barrier whose row shows one running that is not here
-	// ran in a process that stopped: no drain will finish it, so a new
-	// request does not coalesce into it (see AdmitCompaction). A batch
-	// that is re-run may leave the ID of a start that rolled back; its row
-	// then shows the compaction queued, so the entry decides nothing.
-	compacting map[messages.MessageID]struct{}
+	// yet settled (true; a settlement stages false, which commit drops). A
+	// barrier whose row shows one running that is not here ran in a
+	// process that stopped: no drain will finish it, so a new request does
+	// not coalesce into it (see AdmitCompaction). It is a writerCache so
+	// that a start or settlement that rolls back changes nothing.
+	compacting writerCache[messages.MessageID, bool]
 	synced     uint64 // records known durable (syncer only)
 
 	// One flush runs at a time, on the flusher goroutine.
@@ -236,7 +236,7 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 	}
 	w.nosync = opts.NoSync
 	s := &Bolt{wal: w, opts: opts, ops: make(chan *op, 4096), quit: make(chan struct{}), syncq: make(chan syncJob),
-		flushq: make(chan flushJob, 1), flushDone: make(chan flushResult, 1), compacting: map[messages.MessageID]struct{}{}}
+		flushq: make(chan flushJob, 1), flushDone: make(chan flushResult, 1)}
 	defer func() {
 		if err != nil {
 			s.closeFiles()
@@ -771,6 +771,7 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, touched []messages.Sessio
 	s.open.begin()
 	s.seqs.begin()
 	s.pend.begin()
+	s.compacting.begin()
 	// Each operation adds the Sessions it writes after the previous one's.
 	touched = make([]messages.SessionID, 0, len(ops))
 	for i, o := range ops {
@@ -805,6 +806,7 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, touched []messages.Sessio
 	s.open.commit(stillOpen)
 	s.seqs.commit(keepAll)
 	s.pend.commit(keepAll)
+	s.compacting.commit(func(running bool) bool { return running })
 	return -1, seq, touched, nil
 }
 

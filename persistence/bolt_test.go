@@ -129,6 +129,11 @@ func TestCompactionOrphanedByAStoppedProcess(t *testing.T) {
 		if !created || in.ID == orphan.ID {
 			t.Fatalf("%s: the request joined the orphaned barrier: %+v", name, in)
 		}
+		// The new barrier has its queued transcript row: the operation that
+		// wrote it had first read the orphan's row and left it unchanged.
+		if m, err := st.Message(ctx, s.ID, in.ID); err != nil || m.Compaction == nil || m.Compaction.State != persistence.CompactionQueued {
+			t.Fatalf("%s: the new barrier's row %+v (%v)", name, m, err)
+		}
 		again, created, err := st.AdmitCompaction(ctx, s.ID)
 		if err != nil || created || again.ID != in.ID {
 			t.Fatalf("%s: a second request did not join the new barrier: %+v %v %v", name, again, created, err)

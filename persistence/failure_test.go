@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/sessiond/sessiond/messages"
 )
 
@@ -91,6 +93,33 @@ func TestRefusedWritesFailOnlyTheirOperation(t *testing.T) {
 		t.Fatalf("close (flush): %v", err)
 	}
 	sameState(t, "reopened after refused writes", dump(t, openAndCheck(t, path, Options{})), want)
+}
+
+// TestLongestKeyIsAccepted: the store refuses exactly the keys bbolt
+// would: one of bolt.MaxKeySize bytes (here an approval's) is written,
+// flushed and read back after a reopen; one byte more is refused.
+func TestLongestKeyIsAccepted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, noFlush)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() }) // a second Close does nothing
+	ctx := context.Background()
+	pattern := strings.Repeat("x", bolt.MaxKeySize-len(approvalKey("/p", "bash", "")))
+	if err := st.SaveApproval(ctx, "/p", "bash", []string{pattern + "x"}); messages.TypeOf(err) != messages.ErrInvalid {
+		t.Fatalf("a key one byte over the limit: %v", err)
+	}
+	if err := st.SaveApproval(ctx, "/p", "bash", []string{pattern}); err != nil {
+		t.Fatalf("a key of exactly the limit: %v", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatalf("close (flush): %v", err)
+	}
+	reopened := openAndCheck(t, path, Options{})
+	if ok, err := reopened.Approved(ctx, "/p", "bash", pattern); err != nil || !ok {
+		t.Fatalf("approval with the longest key after a reopen: %v %v", ok, err)
+	}
 }
 
 // TestCloseAfterFailedFlush checks that Close returns, reporting the

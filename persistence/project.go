@@ -418,7 +418,7 @@ func (w *wtx) compactionStarted(ev messages.Event, p *messages.CompactionStarted
 	}
 	m.Compaction.State, m.Compaction.StartedSeq = CompactionRunning, seq
 	if !w.restoring {
-		w.s.compacting[p.InputID] = struct{}{}
+		w.s.compacting.stage(p.InputID, true)
 	}
 	return w.putMessage(m)
 }
@@ -436,7 +436,7 @@ func (w *wtx) compactionSettled(sid messages.SessionID, seq int64, id messages.M
 		return err
 	}
 	if m.Compaction.Reason == messages.CompactionManual {
-		delete(w.s.compacting, id)
+		w.s.compacting.stage(id, false)
 		_, err := w.settleInput(sid, id, InputCompaction, seq)
 		return err
 	}

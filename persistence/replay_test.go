@@ -3,9 +3,11 @@ package persistence_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
@@ -281,5 +283,60 @@ func TestMoveToAnInvalidLocationIsRefused(t *testing.T) {
 	got, err := st.Get(ctx, s.ID)
 	if err != nil || got.Location.Directory != "/tmp/b/c" || got.LastSeq != 1 {
 		t.Fatalf("after the moves: %+v, %v", got, err)
+	}
+}
+
+// TestRestoreWakesTheTailsOfEverySession: one Restore can commit events of
+// several Sessions, and a Log follower of each is woken, not only of the
+// first Session the events name.
+func TestRestoreWakesTheTailsOfEverySession(t *testing.T) {
+	ctx := context.Background()
+	src := openBolt(t, persistence.Options{NoSync: true})
+	var evs [2][]messages.Event
+	for i := range evs {
+		s, _, err := src.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: "/tmp"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := src.Append(ctx, s.ID, &messages.ExecutionStarted{SessionID: s.ID}); err != nil {
+			t.Fatal(err)
+		}
+		evs[i] = logEvents(t, src, s.ID)
+	}
+	first, second := evs[0], evs[1]
+	dst := openBolt(t, persistence.Options{NoSync: true})
+	if err := dst.Restore(ctx, first[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Restore(ctx, second[:1]); err != nil {
+		t.Fatal(err)
+	}
+	// Follow the second Session; restore both Sessions' next events once
+	// the follower has replayed (and so subscribed).
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	synced := make(chan struct{})
+	got := make(chan error, 1)
+	go func() {
+		for item, err := range dst.Log(c, second[0].Durable.AggregateID, -1, true) {
+			switch {
+			case err != nil:
+				got <- err
+				return
+			case item.Synced != nil:
+				close(synced)
+			case item.Event.Durable.Seq == 1:
+				got <- nil
+				return
+			}
+		}
+		got <- errors.New("log ended before the restored event")
+	}()
+	<-synced
+	if err := dst.Restore(ctx, []messages.Event{first[1], second[1]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("follower of the second Session: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
 
 	"github.com/sessiond/sessiond/messages"
 )
@@ -447,6 +449,100 @@ func TestWALRecords(t *testing.T) {
 	}
 }
 
+// TestWALRecordsPastThePreallocation: records that outgrow the zeros a
+// file was extended with, one of them over half an extension long, are
+// written whole, and extending the file for the next one zeroes only what
+// lies past them: a reopened log reads every record back.
+func TestWALRecordsPastThePreallocation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	w, err := openWAL(path, func() bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.start(1, 1, 7); err != nil {
+		w.close()
+		t.Fatal(err)
+	}
+	want := [][]byte{bytes.Repeat([]byte{'a'}, walExtend*3/4), []byte("small"), bytes.Repeat([]byte{'b'}, walExtend)}
+	for i, p := range want {
+		if n, err := w.append(p); err != nil || n != uint64(i+1) {
+			w.close()
+			t.Fatalf("append %d: record %d, %v", i+1, n, err)
+		}
+	}
+	if err := w.close(); err != nil {
+		t.Fatal(err)
+	}
+	w, err = openWAL(path, func() bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	got, last, err := w.recover(0)
+	if err != nil || last != 3 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("recovered %d records, last %d, %v; want the 3 appended", len(got), last, err)
+	}
+}
+
+// TestWALRecordFillingItsFile: a record that ends exactly where the file
+// ends (it fit in the zeros ahead of it, so the file was not extended) is
+// read back after a reopen like any other.
+func TestWALRecordFillingItsFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	w, err := openWAL(path, func() bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.start(1, 1, 7); err != nil {
+		w.close()
+		t.Fatal(err)
+	}
+	p := bytes.Repeat([]byte{'f'}, int(w.files[1].end)-walRecordStart-walRecordHead)
+	if _, err := w.append(p); err != nil || w.off != w.files[1].end {
+		w.close()
+		t.Fatalf("append: %v; the record ends at %d, the file at %d", err, w.off, w.files[1].end)
+	}
+	if err := w.close(); err != nil {
+		t.Fatal(err)
+	}
+	w, err = openWAL(path, func() bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	if got, last, err := w.recover(0); err != nil || last != 1 || len(got) != 1 || !bytes.Equal(got[0], p) {
+		t.Fatalf("recovered %d records, last %d, %v; want the one appended", len(got), last, err)
+	}
+}
+
+// TestReadRecordsStopsAtALengthPastTheEnd: a record whose length runs past
+// the end of the file (a torn write at the end of the log) ends the log
+// there; it is neither read nor a read error.
+func TestReadRecordsStopsAtALengthPastTheEnd(t *testing.T) {
+	const seed = 7
+	b := make([]byte, walRecordStart)
+	chain := uint32(seed)
+	for num, p := range []string{"one", "two"} {
+		rec := binary.LittleEndian.AppendUint32(nil, uint32(len(p)))
+		rec = binary.LittleEndian.AppendUint32(rec, 0)
+		rec = binary.LittleEndian.AppendUint64(rec, uint64(num+1))
+		rec = append(rec, p...)
+		chain = crc32.Update(chain, crcTable, rec[8:])
+		binary.LittleEndian.PutUint32(rec[4:8], chain)
+		b = append(b, rec...)
+	}
+	// Record 3's head, claiming 8 bytes more than the file holds after it.
+	b = binary.LittleEndian.AppendUint32(b, 8+8)
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	b = binary.LittleEndian.AppendUint64(b, 3)
+	b = append(b, "payload"...)
+	b = append(b, 0)
+	got, err := readRecords(bytes.NewReader(b), int64(len(b)), 1, seed)
+	if err != nil || len(got) != 2 || string(got[0]) != "one" || string(got[1]) != "two" {
+		t.Fatalf("read %q, %v; want records one and two", got, err)
+	}
+}
+
 // TestWALLocksStore checks that a second Open of the same store waits for
 // the WAL's lock and gives up after Timeout.
 func TestWALLocksStore(t *testing.T) {
@@ -458,6 +554,27 @@ func TestWALLocksStore(t *testing.T) {
 	defer st.Close()
 	if _, err := Open(path, Options{Timeout: 50e6}); err == nil || !errors.Is(err, ErrLocked) {
 		t.Fatalf("second open: %v", err)
+	}
+}
+
+// TestWALLockIsOnTheFirstLogFile: the lock that excludes a second store
+// is on path-wal, as the doc says, so any process holding that file's lock
+// (another sessiond, of any version) keeps Open out.
+func TestWALLockIsOnTheFirstLogFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	f, err := os.OpenFile(path+"-wal", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := Open(path, Options{Timeout: 50e6}); !errors.Is(err, ErrLocked) {
+		if err == nil {
+			st.Close()
+		}
+		t.Fatalf("open beside a locked %s-wal: %v, want ErrLocked", path, err)
 	}
 }
 
@@ -592,6 +709,33 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("re-encoded writes differ: %v %q vs %q", err, first, second)
 		}
 	})
+}
+
+// TestBucketIndexByName: bucketIndex finds a bucket from a copy of its
+// name too, not only from the package's own slice (whose address settles
+// most calls).
+func TestBucketIndexByName(t *testing.T) {
+	for i, name := range allBuckets {
+		if got := bucketIndex(bytes.Clone(name)); got != byte(i) {
+			t.Errorf("bucketIndex(%q) = %d, want %d", name, got, i)
+		}
+	}
+}
+
+// TestDecodeRecordRefusesMalformedWrites: a write naming the first bucket
+// index past the last bucket, or a key or value longer than the bytes
+// left, is corruption, refused as such rather than read past its end.
+func TestDecodeRecordRefusesMalformedWrites(t *testing.T) {
+	for _, p := range [][]byte{
+		{recPut, byte(len(allBuckets)), 1, 'k', 0},
+		{recDel, 0, 2, 'k'},
+		{recPut, 0, 1, 'k', 2, 'v'},
+	} {
+		err := decodeRecord(p, func(byte, []byte, []byte, []byte) error { return nil })
+		if !errors.Is(err, errWALCorrupt) {
+			t.Errorf("payload %q: %v, want errWALCorrupt", p, err)
+		}
+	}
 }
 
 // FuzzReadWAL feeds arbitrary bytes to the header and record readers: they

@@ -11,7 +11,7 @@ import (
 // only once the batch's record is written; a batch that fails is re-run
 // after begin drops what it staged. Only the writer goroutine uses it.
 //
-// The writer keeps three:
+// The writer keeps four:
 //   - open: decoded copies of the messages of open steps. A step's second
 //     commit (its settlements and step.ended) updates the message its
 //     first commit created; reading it back meant an ID-entry lookup and a
@@ -21,6 +21,8 @@ import (
 //     memtables and bbolt, the largest single read of an admission).
 //   - pend: each Session's count of pending inputs, when a backlog limit
 //     is set (see pendingCount).
+//   - compacting: the manual compactions started since Open and not yet
+//     settled (see Bolt.compacting).
 //
 // Every write of a message or a log row goes through the writer, so a
 // cached value never disagrees with the store.

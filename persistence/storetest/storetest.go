@@ -30,22 +30,40 @@ func Run(t *testing.T, open Factory) {
 		{"CreateGeneratedSuppliedReuse", testCreate},
 		{"CreateBadInput", testCreateBadInput},
 		{"ListInCreationOrder", testListOrder},
+		{"SessionUpdatedAtItsLastEvent", testSessionUpdated},
 		{"AdmitIdempotent", testAdmitIdempotent},
 		{"AdmitConcurrentRetries", testAdmitConcurrentRetries},
 		{"AdmitConflicts", testAdmitConflicts},
 		{"AdmitBadInputLeavesStoreUnchanged", testAdmitBadInput},
 		{"AdmitBacklog", testAdmitBacklog},
+		{"AdmitPromptAtTheLimit", testAdmitPromptAtTheLimit},
+		{"AdmitConflictOnDroppedFiles", testAdmitConflictOnDroppedFiles},
 		{"MessageIDsUniqueAcrossSessionsAndMessages", testIDsUnique},
 		{"PendingOrderAndPromotion", testPendingAndPromotion},
+		{"InputNotFound", testInputNotFound},
 		{"PromotionRaceCommitsOnce", testPromotionRace},
 		{"AppendSeqDense", testAppendSeqDense},
+		{"MissingSessionBesideAnotherHasNoLog", testMissingSessionBesideAnother},
 		{"ProjectorErrorRollsBack", testProjectorRollback},
 		{"StepInvariants", testStepInvariants},
+		{"ToolInputEndsOnlyWhileStreaming", testToolInputEnded},
+		{"ToolCalledOnceWithoutInput", testToolCalledOnceWithoutInput},
+		{"RetryClearedByTerminalsAndSteps", testRetryCleared},
+		{"StepStartedReopensItsMessage", testStepReopens},
+		{"FragmentOrdinalsCountPerKind", testFragmentOrdinals},
+		{"CompactionSettlesOnlyWhileRunning", testCompactionSettlesOnlyWhileRunning},
 		{"CompactionBarrierCoalesces", testCompactionBarrier},
+		{"CompactionBarrierCoalescesBehindPrompts", testCompactionBarrierBehindPrompts},
+		{"RolledBackSettlementLeavesTheCompactionRunning", testRolledBackSettlement},
 		{"HistoryPaging", testHistoryPaging},
 		{"MessagesPaging", testMessagesPaging},
 		{"LogReplaySynced", testLogReplay},
 		{"LogFollowRace", testLogFollowRace},
+		{"LogSyncedAtSeqZero", testLogSyncedAtSeqZero},
+		{"LogAndHistoryCursorsBelowZero", testCursorsBelowZero},
+		{"LogReplayEndsAtItsWatermark", testLogReplayEndsAtItsWatermark},
+		{"LogFollowerReadsALongCommit", testLogFollowerReadsALongCommit},
+		{"LogFollowerEndsWithItsContext", testLogFollowerEndsWithItsContext},
 		{"ScenarioProjections", testScenarioProjections},
 		{"OpenSteps", testOpenSteps},
 		{"BoundaryIsOneSnapshotOfTheReads", testBoundary},
@@ -138,6 +156,34 @@ func testListOrder(t *testing.T, open Factory) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("list order %v, want %v", got, want)
+	}
+}
+
+// testSessionUpdated: a Session's Updated is the time of its last event
+// and LastSeq that event's seq, wherever the Session is read: Get, List,
+// and CreateSession reusing its ID.
+func testSessionUpdated(t *testing.T, open Factory) {
+	var now atomic.Int64
+	now.Store(1000)
+	st := open(t, persistence.Options{Clock: func() time.Time { return time.UnixMilli(now.Load()) }})
+	sid := newSession(t, st)
+	now.Store(2000)
+	_, err := st.Append(ctx, sid, &messages.ExecutionStarted{SessionID: sid})
+	must(t, err)
+	now.Store(3000)
+	got, err := st.Get(ctx, sid)
+	must(t, err)
+	list, err := st.List(ctx)
+	must(t, err)
+	reused, created, err := st.CreateSession(ctx, persistence.CreateSession{ID: sid, Location: loc()})
+	must(t, err)
+	for name, s := range map[string]persistence.Session{"get": got, "list": list[0], "reuse": reused} {
+		if s.Created != 1000 || s.Updated != 2000 || s.LastSeq != 1 {
+			t.Fatalf("%s: created %d, updated %d, last seq %d; want 1000, 2000, 1", name, s.Created, s.Updated, s.LastSeq)
+		}
+	}
+	if created {
+		t.Fatal("reuse created a session")
 	}
 }
 
@@ -310,6 +356,37 @@ func testAdmitBadInput(t *testing.T, open Factory) {
 	}
 }
 
+// testAdmitPromptAtTheLimit: PromptBytes is the largest text admitted, not
+// the first refused, so a prompt of exactly that size is admitted.
+func testAdmitPromptAtTheLimit(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{PromptBytes: 16})
+	sid := newSession(t, st)
+	_, created, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: strings.Repeat("a", 16)}})
+	must(t, err)
+	if !created {
+		t.Fatal("a prompt of exactly PromptBytes was not admitted")
+	}
+}
+
+// testAdmitConflictOnDroppedFiles: a retry that drops the attachments of an
+// admitted prompt is another prompt, a conflict, even with the same text;
+// a retry with the same attachments is an exact reuse.
+func testAdmitConflictOnDroppedFiles(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	files := []messages.File{{Mime: "text/plain", URL: "file:///a.txt"}}
+	req := persistence.Admission{ID: "msg_files", SessionID: sid, Prompt: messages.Prompt{Text: "x", Files: files}}
+	a, _, err := st.Admit(ctx, req)
+	must(t, err)
+	b, created, err := st.Admit(ctx, req)
+	must(t, err)
+	if created || !reflect.DeepEqual(a, b) {
+		t.Fatalf("exact reuse with files: created=%v\n%+v\n%+v", created, a, b)
+	}
+	_, _, err = st.Admit(ctx, persistence.Admission{ID: req.ID, SessionID: sid, Prompt: messages.Prompt{Text: "x"}})
+	wantType(t, err, messages.ErrPromptConflict)
+}
+
 func testAdmitBacklog(t *testing.T, open Factory) {
 	st := open(t, persistence.Options{InboxBacklog: 2})
 	sid := newSession(t, st)
@@ -430,6 +507,14 @@ func testPendingAndPromotion(t *testing.T, open Factory) {
 	wantType(t, err, messages.ErrNotFound)
 }
 
+// testInputNotFound: Input of an ID no admission used is not-found, not an
+// empty row.
+func testInputNotFound(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	_, err := st.Input(ctx, "msg_never")
+	wantType(t, err, messages.ErrNotFound)
+}
+
 func testPromotionRace(t *testing.T, open Factory) {
 	st := open(t, persistence.Options{})
 	sid := newSession(t, st)
@@ -505,6 +590,23 @@ func testAppendSeqDense(t *testing.T, open Factory) {
 	}
 }
 
+// testMissingSessionBesideAnother: a Session that does not exist has no
+// log, whatever the Sessions whose IDs sort next to it hold; here the
+// Session before it has an ID nine characters longer, so its rows have the
+// length the missing Session's log rows would have.
+func testMissingSessionBesideAnother(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	_, _, err := st.CreateSession(ctx, persistence.CreateSession{ID: "ses_0123456789", Location: loc()})
+	must(t, err)
+	const missing = messages.SessionID("ses_a")
+	_, err = st.Watermark(ctx, missing)
+	wantType(t, err, messages.ErrSessionNotFound)
+	_, err = st.Append(ctx, missing, &messages.ExecutionStarted{SessionID: missing})
+	wantType(t, err, messages.ErrSessionNotFound)
+	_, _, err = st.Admit(ctx, persistence.Admission{SessionID: missing, Prompt: messages.Prompt{Text: "x"}})
+	wantType(t, err, messages.ErrSessionNotFound)
+}
+
 func testProjectorRollback(t *testing.T, open Factory) {
 	st := open(t, persistence.Options{})
 	sid := newSession(t, st)
@@ -572,6 +674,160 @@ func testStepInvariants(t *testing.T, open Factory) {
 	}
 }
 
+// testToolInputEnded: a tool's streamed input ends only while the call is
+// pending (started and not yet called); an unknown call, or one already
+// called, is refused and leaves the call as it was.
+func testToolInputEnded(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	m := messages.MessageID("msg_in")
+	app := func(p messages.Payload) error { _, err := st.Append(ctx, sid, p); return err }
+	must(t, app(&messages.StepStarted{SessionID: sid, AssistantMessageID: m, Attempt: 1}))
+	wantType(t, app(&messages.ToolInputEnded{SessionID: sid, AssistantMessageID: m, CallID: "nope", Text: "{}"}), messages.ErrInvalid)
+	must(t, app(&messages.ToolInputStarted{SessionID: sid, AssistantMessageID: m, CallID: "c", Name: "read"}))
+	must(t, app(&messages.ToolCalled{SessionID: sid, AssistantMessageID: m, CallID: "c", Name: "read", Input: []byte(`{"a":1}`)}))
+	wantType(t, app(&messages.ToolInputEnded{SessionID: sid, AssistantMessageID: m, CallID: "c", Text: "late"}), messages.ErrInvalid)
+	got, err := st.Message(ctx, sid, m)
+	must(t, err)
+	if len(got.Parts) != 1 || got.Parts[0].Tool.InputText != "" {
+		t.Fatalf("parts after refused input ends: %+v", got.Parts)
+	}
+}
+
+// testToolCalledOnceWithoutInput: a call is published once even when its
+// input is empty; a second session.tool.called.1 for it is refused.
+func testToolCalledOnceWithoutInput(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	m := messages.MessageID("msg_noin")
+	app := func(p messages.Payload) error { _, err := st.Append(ctx, sid, p); return err }
+	must(t, app(&messages.StepStarted{SessionID: sid, AssistantMessageID: m, Attempt: 1}))
+	must(t, app(&messages.ToolCalled{SessionID: sid, AssistantMessageID: m, CallID: "c", Name: "now"}))
+	wantType(t, app(&messages.ToolCalled{SessionID: sid, AssistantMessageID: m, CallID: "c", Name: "again"}), messages.ErrAlreadyPublished)
+}
+
+// testRetryCleared: a scheduled retry is live UI state (SEED.md): the next
+// step started, of any message, or a terminal of the busy period clears it,
+// and a failed step clears only its own message's retry.
+func testRetryCleared(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	a, b := messages.MessageID("msg_ra"), messages.MessageID("msg_rb")
+	app := func(ps ...messages.Payload) { t.Helper(); _, err := st.Append(ctx, sid, ps...); must(t, err) }
+	failed := messages.Error{Type: messages.ErrProviderRateLimit, Message: "slow down"}
+	schedule := func(attempt int) {
+		t.Helper()
+		app(&messages.StepStarted{SessionID: sid, AssistantMessageID: a, Attempt: attempt},
+			&messages.StepFailed{SessionID: sid, AssistantMessageID: a, Error: failed},
+			&messages.RetryScheduled{SessionID: sid, AssistantMessageID: a, Attempt: attempt + 1, At: 1, Error: failed})
+	}
+	retry := func(when string, want bool) {
+		t.Helper()
+		m, err := st.Message(ctx, sid, a)
+		must(t, err)
+		if (m.Retry != nil) != want {
+			t.Fatalf("%s: retry %+v, want live=%v", when, m.Retry, want)
+		}
+	}
+	schedule(1)
+	retry("scheduled", true)
+	app(&messages.ExecutionInterrupted{SessionID: sid, Reason: messages.ReasonUser})
+	retry("after an interruption", false)
+
+	schedule(2)
+	app(&messages.StepStarted{SessionID: sid, AssistantMessageID: b, Attempt: 1})
+	retry("after another message's step started", false)
+
+	app(&messages.RetryScheduled{SessionID: sid, AssistantMessageID: a, Attempt: 4, At: 2, Error: failed})
+	app(&messages.StepFailed{SessionID: sid, AssistantMessageID: b, Error: failed})
+	retry("after another message's step failed", true)
+	app(&messages.ExecutionFailed{SessionID: sid, Error: failed})
+	retry("after the busy period failed", false)
+}
+
+// testStepReopens: a repeated session.step.started.1 reopens the same
+// assistant message (SEED.md: retry attempts reuse one message ID), in an
+// operation of its own and with no retry scheduled: the step is open again,
+// counts the attempt and drops the failed attempt's error.
+func testStepReopens(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	a := messages.MessageID("msg_again")
+	app := func(ps ...messages.Payload) { t.Helper(); _, err := st.Append(ctx, sid, ps...); must(t, err) }
+	app(&messages.StepStarted{SessionID: sid, AssistantMessageID: a, Attempt: 1})
+	app(&messages.StepFailed{SessionID: sid, AssistantMessageID: a, Error: messages.Error{Type: messages.ErrProviderInternal, Message: "x"}})
+	app(&messages.StepStarted{SessionID: sid, AssistantMessageID: a, Attempt: 2})
+	m, err := st.Message(ctx, sid, a)
+	must(t, err)
+	if !m.Open || m.Attempts != 2 || m.Error != nil {
+		t.Fatalf("reopened message %+v", m)
+	}
+	steps, err := st.OpenSteps(ctx, sid)
+	must(t, err)
+	if len(steps) != 1 || steps[0].ID != a {
+		t.Fatalf("open steps %+v", steps)
+	}
+}
+
+// testCompactionSettlesOnlyWhileRunning: a compaction starts only from a
+// queued barrier (or as a new automatic row) and is settled once, while it
+// runs; any other start or settlement is refused, not projected.
+func testCompactionSettlesOnlyWhileRunning(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	app := func(p messages.Payload) error { _, err := st.Append(ctx, sid, p); return err }
+	failed := messages.Error{Type: messages.ErrCompactionFailed, Message: "no"}
+	barrier, _, err := st.AdmitCompaction(ctx, sid)
+	must(t, err)
+	// Settling a barrier that has not started.
+	wantType(t, app(&messages.CompactionFailed{SessionID: sid, Reason: messages.CompactionManual, InputID: barrier.ID, Error: failed}), messages.ErrInvalid)
+	must(t, app(&messages.CompactionStarted{SessionID: sid, Reason: messages.CompactionManual, InputID: barrier.ID}))
+	// Starting it twice.
+	wantType(t, app(&messages.CompactionStarted{SessionID: sid, Reason: messages.CompactionManual, InputID: barrier.ID}), messages.ErrInvalid)
+	auto := messages.MessageID("msg_auto")
+	must(t, app(&messages.CompactionStarted{SessionID: sid, Reason: messages.CompactionAuto, InputID: auto}))
+	must(t, app(&messages.CompactionEnded{SessionID: sid, Reason: messages.CompactionAuto, InputID: auto, Text: "s"}))
+	// Settling or restarting a settled automatic compaction.
+	wantType(t, app(&messages.CompactionFailed{SessionID: sid, Reason: messages.CompactionAuto, InputID: auto, Error: failed}), messages.ErrInvalid)
+	wantType(t, app(&messages.CompactionStarted{SessionID: sid, Reason: messages.CompactionAuto, InputID: auto}), messages.ErrInvalid)
+	// Settling an unknown row, or starting one that is not a compaction.
+	wantType(t, app(&messages.CompactionEnded{SessionID: sid, Reason: messages.CompactionAuto, InputID: "msg_unknown", Text: "s"}), messages.ErrInvalid)
+	must(t, app(&messages.StepStarted{SessionID: sid, AssistantMessageID: "msg_step", Attempt: 1}))
+	wantType(t, app(&messages.CompactionStarted{SessionID: sid, Reason: messages.CompactionAuto, InputID: "msg_step"}), messages.ErrInvalid)
+	m, err := st.Message(ctx, sid, auto)
+	must(t, err)
+	if m.Compaction.State != persistence.CompactionCompleted || m.Compaction.Error != nil {
+		t.Fatalf("settled automatic compaction %+v", m.Compaction)
+	}
+}
+
+// testFragmentOrdinals: text and reasoning fragments are numbered per kind,
+// so interleaved kinds each count from zero and a second fragment of a kind
+// takes ordinal 1.
+func testFragmentOrdinals(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	m := messages.MessageID("msg_frag")
+	app := func(ps ...messages.Payload) { t.Helper(); _, err := st.Append(ctx, sid, ps...); must(t, err) }
+	app(&messages.StepStarted{SessionID: sid, AssistantMessageID: m, Attempt: 1})
+	for ord := range 2 {
+		app(&messages.ReasoningStarted{SessionID: sid, AssistantMessageID: m, Ordinal: ord},
+			&messages.ReasoningEnded{SessionID: sid, AssistantMessageID: m, Ordinal: ord, Text: "r"})
+		app(&messages.TextStarted{SessionID: sid, AssistantMessageID: m, Ordinal: ord},
+			&messages.TextEnded{SessionID: sid, AssistantMessageID: m, Ordinal: ord, Text: "t"})
+	}
+	app(&messages.StepEnded{SessionID: sid, AssistantMessageID: m, Finish: "stop"})
+	got, err := st.Message(ctx, sid, m)
+	must(t, err)
+	var parts []string
+	for _, p := range got.Parts {
+		parts = append(parts, fmt.Sprintf("%s%d", p.Kind, p.Ordinal))
+	}
+	if want := []string{"reasoning0", "text0", "reasoning1", "text1"}; !slices.Equal(parts, want) {
+		t.Fatalf("parts %v, want %v", parts, want)
+	}
+}
+
 func testCompactionBarrier(t *testing.T, open Factory) {
 	st := open(t, persistence.Options{})
 	sid := newSession(t, st)
@@ -609,6 +865,43 @@ func testCompactionBarrier(t *testing.T, open Factory) {
 	}
 	_, _, err = st.AdmitCompaction(ctx, "ses_missing")
 	wantType(t, err, messages.ErrSessionNotFound)
+}
+
+// testCompactionBarrierBehindPrompts: a request coalesces into the pending
+// barrier whatever inbox rows were admitted before it; prompts waiting
+// ahead of the barrier do not hide it.
+func testCompactionBarrierBehindPrompts(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	_, _, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "before"}})
+	must(t, err)
+	a, _, err := st.AdmitCompaction(ctx, sid)
+	must(t, err)
+	b, created, err := st.AdmitCompaction(ctx, sid)
+	must(t, err)
+	if created || b.ID != a.ID {
+		t.Fatalf("a second request behind a pending prompt made a new barrier: %+v created=%v, want %s", b, created, a.ID)
+	}
+}
+
+// testRolledBackSettlement: a compaction's settlement that rolls back (here
+// with an invalid event committed beside it) leaves the compaction
+// running, so a request still coalesces into its barrier.
+func testRolledBackSettlement(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	a, _, err := st.AdmitCompaction(ctx, sid)
+	must(t, err)
+	_, err = st.Append(ctx, sid, &messages.CompactionStarted{SessionID: sid, Reason: messages.CompactionManual, InputID: a.ID})
+	must(t, err)
+	_, err = st.Append(ctx, sid, &messages.CompactionEnded{SessionID: sid, Reason: messages.CompactionManual, InputID: a.ID, Text: "s"},
+		&messages.TextStarted{SessionID: sid, AssistantMessageID: "msg_ghost"})
+	wantType(t, err, messages.ErrNotFound)
+	b, created, err := st.AdmitCompaction(ctx, sid)
+	must(t, err)
+	if created || b.ID != a.ID {
+		t.Fatalf("a request after the rolled-back settlement made barrier %s (created=%v), want %s", b.ID, created, a.ID)
+	}
 }
 
 func appendN(t *testing.T, st persistence.Store, sid messages.SessionID, n int) {
@@ -796,6 +1089,176 @@ func testLogFollowRace(t *testing.T, open Factory) {
 	}
 	if n := tailCount(st); n >= 0 && n != 0 {
 		t.Fatalf("%d tails remain after followers ended", n)
+	}
+}
+
+// testLogSyncedAtSeqZero: a Session whose log holds only session.created.1
+// has a non-empty watermark, seq 0, and its synced marker carries it.
+func testLogSyncedAtSeqZero(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	seqs, synced := collect(t, st, sid, -1)
+	if len(seqs) != 1 || synced == nil || synced.Seq == nil || *synced.Seq != 0 {
+		t.Fatalf("log of a new session: %v, synced %+v", seqs, synced)
+	}
+}
+
+// testCursorsBelowZero: an after of 0 excludes seq 0, and any after below
+// -1 reads like -1, from seq 0, in Log, History, Messages and Boundary
+// alike.
+func testCursorsBelowZero(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	appendN(t, st, sid, 2) // seqs 0..2
+	for _, tc := range []struct {
+		after int64
+		first int64
+	}{{0, 1}, {-1, 0}, {-5, 0}} {
+		seqs, _ := collect(t, st, sid, tc.after)
+		if len(seqs) != int(3-tc.first) || seqs[0] != tc.first {
+			t.Fatalf("log after %d: %v, want seqs %d..2", tc.after, seqs, tc.first)
+		}
+		h, err := st.History(ctx, sid, persistence.Query{After: tc.after})
+		must(t, err)
+		if len(h.Data) != int(3-tc.first) || h.Data[0].Durable.Seq != tc.first {
+			t.Fatalf("history after %d: %d events from %+v, want seqs %d..2", tc.after, len(h.Data), h.Data[0].Durable, tc.first)
+		}
+	}
+	// Messages too: the first message, at seq 1, is after -1 and below.
+	other := newSession(t, st)
+	_, err := st.Append(ctx, other, &messages.StepStarted{SessionID: other, AssistantMessageID: "msg_first", Attempt: 1})
+	must(t, err)
+	for _, after := range []int64{-1, -5} {
+		p, err := st.Messages(ctx, other, persistence.Query{After: after})
+		must(t, err)
+		if len(p.Data) != 1 || p.Data[0].Seq != 1 {
+			t.Fatalf("messages after %d: %+v, want the one at seq 1", after, p.Data)
+		}
+		b, err := st.Boundary(ctx, other, after)
+		must(t, err)
+		if len(b.Messages) != 1 || b.Messages[0].Seq != 1 {
+			t.Fatalf("boundary after %d: %+v, want the message at seq 1", after, b.Messages)
+		}
+	}
+}
+
+// testLogReplayEndsAtItsWatermark: replay stops at the watermark captured
+// when the log opened, however it pages: events committed during replay
+// (here by the consumer itself, while it reads the first events) never
+// come before the synced marker, and a log that does not follow ends there.
+func testLogReplayEndsAtItsWatermark(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	appendN(t, st, sid, 600) // seqs 0..600
+	var seqs []int64
+	var synced *messages.Synced
+	for item, err := range st.Log(ctx, sid, -1, false) {
+		must(t, err)
+		if item.Synced != nil {
+			synced = item.Synced
+			continue
+		}
+		seqs = append(seqs, item.Event.Durable.Seq)
+		if item.Event.Durable.Seq == 100 {
+			appendN(t, st, sid, 10)
+		}
+	}
+	if synced == nil || synced.Seq == nil || *synced.Seq != 600 {
+		t.Fatalf("synced %+v, want seq 600", synced)
+	}
+	if len(seqs) != 601 || seqs[600] != 600 {
+		t.Fatalf("replayed %d events up to %d, want 0..600", len(seqs), seqs[len(seqs)-1])
+	}
+}
+
+// testLogFollowerReadsALongCommit: one commit of more events than a
+// follower reads at once reaches the follower whole, on the one signal it
+// raised.
+func testLogFollowerReadsALongCommit(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	const n = 1200
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	synced := make(chan struct{})
+	last := make(chan int64, 1)
+	go func() {
+		seq := int64(-1)
+		defer func() { last <- seq }()
+		for item, err := range st.Log(c, sid, -1, true) {
+			if err != nil {
+				return
+			}
+			if item.Synced != nil {
+				close(synced)
+				continue
+			}
+			seq = item.Event.Durable.Seq
+			if seq == n {
+				return
+			}
+		}
+	}()
+	select {
+	case <-synced:
+	case got := <-last:
+		t.Fatalf("log ended at seq %d before its synced marker", got)
+	}
+	ps := make([]messages.Payload, n)
+	for i := range ps {
+		ps[i] = &messages.ExecutionStarted{SessionID: sid}
+	}
+	_, err := st.Append(ctx, sid, ps...)
+	must(t, err)
+	if got := <-last; got != n {
+		t.Fatalf("follower stopped at seq %d, want %d", got, n)
+	}
+}
+
+// testLogFollowerEndsWithItsContext: a follower that has caught up with a
+// commit ends when its context is cancelled, and leaves no tail behind.
+func testLogFollowerEndsWithItsContext(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	c, cancel := context.WithCancel(ctx)
+	defer cancel()
+	synced, read := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for item, err := range st.Log(c, sid, -1, true) {
+			switch {
+			case err != nil:
+				done <- err
+				return
+			case item.Synced != nil:
+				close(synced)
+			case item.Event.Durable.Seq == 1:
+				close(read)
+			}
+		}
+		done <- nil
+	}()
+	wait := func(ch chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+		case err := <-done:
+			t.Fatalf("log ended early: %v", err)
+		}
+	}
+	wait(synced)
+	_, err := st.Append(ctx, sid, &messages.ExecutionStarted{SessionID: sid})
+	must(t, err)
+	wait(read)
+	cancel()
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the follower did not end with its context")
+	}
+	if n := tailCount(st); n > 0 {
+		t.Fatalf("%d tails remain after the follower ended", n)
 	}
 }
 
