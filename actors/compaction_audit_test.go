@@ -143,3 +143,27 @@ func TestCompactionBaselineIsMeasured(t *testing.T) {
 		t.Fatalf("sessiond_instruction_baseline_bytes %v, the last baseline has %d bytes", got, len(last.Text))
 	}
 }
+
+// TestOverflowWithAFailedCompactionFailsTheStep checks that when the
+// compaction a context overflow triggers fails (here its summary request
+// is refused), the step is not retried on the history that just
+// overflowed: the busy period fails with the overflow, after the one
+// summary request.
+func TestOverflowWithAFailedCompactionFailsTheStep(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Text("earlier"))
+	h.Model.Reply(script.Fail(&llm.Error{Type: messages.ErrProviderContextOverflow, Message: "prompt is too long"}))
+	h.Model.Reply(script.Fail(llm.Errorf(messages.ErrProviderInvalidRequest, "summary refused")))
+	h.Model.Default(script.Text("retried on the overflowing history"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	if c := lastOf[*messages.CompactionFailed](h, sid); c == nil || c.Reason != messages.CompactionOverflow {
+		t.Fatalf("the overflow compaction did not fail: %v", h.Types(sid))
+	}
+	if f := lastOf[*messages.ExecutionFailed](h, sid); f == nil || f.Error.Type != messages.ErrProviderContextOverflow || h.Model.Count() != 3 {
+		t.Fatalf("busy period %+v after %d requests: %v", f, h.Model.Count(), h.Types(sid))
+	}
+}

@@ -267,6 +267,43 @@ func TestRetryRunsOnTheModelSelectedSince(t *testing.T) {
 	h.CheckReplay()
 }
 
+// selectOnPromotion commits a model selection, as another writer would,
+// right after the first commit that promotes a prompt: after the step
+// boundary that read the Session, before the step it starts.
+type selectOnPromotion struct {
+	persistence.Store
+	once sync.Once
+}
+
+func (s *selectOnPromotion) Commit(ctx context.Context, sid messages.SessionID, ps ...messages.Payload) (persistence.Committed, error) {
+	c, err := s.Store.Commit(ctx, sid, ps...)
+	if _, ok := ps[len(ps)-1].(*messages.PromptPromoted); ok && err == nil {
+		s.once.Do(func() {
+			_, err = s.Store.Append(ctx, sid, &messages.ModelSelected{SessionID: sid, Model: messages.ModelRef{ProviderID: "script", ID: "other"}})
+		})
+	}
+	return c, err
+}
+
+// TestModelSelectedAfterTheBoundaryServesTheNextStep checks that selection
+// is step-scoped in the other direction too: a model selected after a
+// step's boundary read does not take over that step's first attempt (its
+// request and its step.started record the model the boundary read); it
+// serves the next step.
+func TestModelSelectedAfterTheBoundaryServesTheNextStep(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store = &selectOnPromotion{Store: c.Store} }})
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "e", nil })
+	h.Model.Reply(script.ToolCall("c1", "echo", `{}`))
+	h.Model.Reply(script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	demo, other := messages.ModelRef{ProviderID: "script", ID: "demo"}, messages.ModelRef{ProviderID: "script", ID: "other"}
+	if a, b := h.Request(1).Model, h.Request(2).Model; a != demo || b != other {
+		t.Fatalf("requests went to %v then %v, want %v then %v", a, b, demo, other)
+	}
+}
+
 // switchSource is an instruction source that can be made unavailable.
 type switchSource struct {
 	key  string
@@ -447,6 +484,44 @@ func TestCompactRequestAfterACrash(t *testing.T) {
 		t.Fatalf("pending %+v (%v)", pend, err)
 	}
 	h2.CheckReplay()
+}
+
+// TestOrphanedBarrierSettlesFirst checks that, with a barrier a dead
+// process left running and a new compaction request admitted behind it,
+// the drain settles the orphaned barrier before it starts the new one:
+// barriers run in admission order, and the stale row does not show a
+// compaction running while another one runs and ends.
+func TestOrphanedBarrierSettlesFirst(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Text("a1"))
+	h.Model.Reply(script.Text("## Objective\nx"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	compactNow(t, h, sid)
+	h2, kept := crashedAt(t, h, sid, messages.TypeCompactionStarted)
+	orphan := lastOf[*messages.CompactionStarted](h2, sid)
+	h2.Model.Reply(script.Text("## Objective\ny"))
+	in, err := h2.Runtime.Compact(h2.Ctx(), sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2.WaitIdle(sid)
+	var order []string
+	for _, ev := range h2.Events(sid)[kept:] {
+		switch p := ev.Data.(type) {
+		case *messages.CompactionStarted:
+			order = append(order, "started "+string(p.InputID))
+		case *messages.CompactionFailed:
+			order = append(order, "failed "+string(p.InputID))
+		case *messages.CompactionEnded:
+			order = append(order, "ended "+string(p.InputID))
+		}
+	}
+	want := []string{"failed " + string(orphan.InputID), "started " + string(in.ID), "ended " + string(in.ID)}
+	if !slices.Equal(order, want) {
+		t.Fatalf("compactions after the crash: %q, want %q", order, want)
+	}
 }
 
 // autoCompacting returns a harness whose runner compacts automatically

@@ -50,6 +50,15 @@ func TestCoordinator(t *testing.T) {
 			{in: "next", next: false},
 			{in: "done", want: effect{releaseInterrupts: true, releaseWaits: true}},
 		}},
+		// A wake alone, with no run to mask it: the interrupt's cleanup
+		// must not swallow input admitted while it runs.
+		{"wake during interrupt cleanup alone restarts unforced", []step{
+			{in: "wake", want: effect{start: true}},
+			{in: "interrupt", want: effect{cancel: "user"}},
+			{in: "wake"},
+			{in: "next", next: false},
+			{in: "done", want: effect{releaseInterrupts: true, start: true}},
+		}},
 		{"run during closing restarts forced", []step{
 			{in: "wake", want: effect{start: true}},
 			{in: "next", next: false},

@@ -260,3 +260,46 @@ func TestDeferredHostedCallGoesBack(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestDeferredHostedCallOnTheFinalStep is TestDeferredHostedCallGoesBack
+// on the last step of the allowance, where the local call is not run: it
+// still counts as a local call of the turn, so the unanswered hosted call
+// is settled as one the provider runs in its next turn, when the user's
+// next prompt sends this response back.
+func TestDeferredHostedCallOnTheFinalStep(t *testing.T) {
+	h := hostedHarness(t, actortest.Options{Steps: 1})
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "e", nil })
+	h.Model.Reply(script.ToolCall("srv_1", "web_search", `{"query":"go"}`).ProviderExecuted(), script.ToolCall("c1", "echo", `{}`))
+	sid := h.Session()
+	h.Prompt(sid, "search and echo")
+	h.WaitIdle(sid)
+	var deferred *messages.ToolFailed
+	for _, ev := range h.Events(sid) {
+		if f, ok := ev.Data.(*messages.ToolFailed); ok && f.CallID == "srv_1" {
+			deferred = f
+		}
+	}
+	if deferred == nil || deferred.Error.Type != messages.ErrToolResultMissing || !strings.Contains(deferred.Error.Message, "next turn") {
+		t.Fatalf("the deferred call settled as %+v", deferred)
+	}
+}
+
+// TestUnansweredHostedCallOfAFinishedTurn checks the other side of
+// TestDeferredHostedCallGoesBack: a turn that ends (finish stop) with a
+// hosted call the provider never answered, and no local call or pause that
+// would send the response back, settles the call as result-missing saying
+// the provider returned no result, not that it runs it next.
+func TestUnansweredHostedCallOfAFinishedTurn(t *testing.T) {
+	h := hostedHarness(t)
+	h.Model.Reply(script.ToolCall("srv_1", "web_search", `{"query":"go"}`).ProviderExecuted(), script.Text("Gave up."))
+	sid := h.Session()
+	h.Prompt(sid, "search")
+	h.WaitIdle(sid)
+	f := lastOf[*messages.ToolFailed](h, sid)
+	if f == nil || f.CallID != "srv_1" || f.Error.Type != messages.ErrToolResultMissing || !strings.Contains(f.Error.Message, "did not return a result") {
+		t.Fatalf("the unanswered call settled as %+v", f)
+	}
+	if types := h.Types(sid); types[len(types)-1] != "session.execution.succeeded" {
+		t.Fatalf("%v", types)
+	}
+}

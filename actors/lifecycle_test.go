@@ -773,3 +773,55 @@ func TestCommandPastAnIdleReport(t *testing.T) {
 		t.Fatalf("%d of 2 prompts answered: %v", n, h.Types(sid))
 	}
 }
+
+// watermarkUntilCancelled, once armed, holds the runner's next Watermark
+// read until its context is cancelled and fails it with the context's
+// error, as a store read an interrupt cuts short does.
+type watermarkUntilCancelled struct {
+	persistence.Store
+	armed   atomic.Bool
+	entered chan struct{}
+}
+
+func (s *watermarkUntilCancelled) Watermark(ctx context.Context, sid messages.SessionID) (int64, error) {
+	if s.armed.CompareAndSwap(true, false) {
+		close(s.entered)
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return s.Store.Watermark(ctx, sid)
+}
+
+// TestInterruptCuttingAReadShortIsAnInterruption checks that a busy period
+// an interrupt ends while the runner is reading the store (between steps)
+// is recorded as interrupted with the interrupt's reason, not as failed
+// with the read's context error: the error is the interrupt's doing.
+func TestInterruptCuttingAReadShortIsAnInterruption(t *testing.T) {
+	var st *watermarkUntilCancelled
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
+		st = &watermarkUntilCancelled{Store: c.Store, entered: make(chan struct{})}
+		c.Store = st
+	}})
+	h.Tools.Add("arm", func(context.Context, locations.ToolCall) (string, error) {
+		st.armed.Store(true) // the boundary after this step reads the watermark
+		return "armed", nil
+	})
+	h.Model.Reply(script.ToolCall("c1", "arm", `{}`))
+	h.Model.Default(script.Text("unused"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	select {
+	case <-st.entered:
+	case <-h.Ctx().Done():
+		t.Fatal("the runner never read the watermark after the step")
+	}
+	if err := h.Runtime.Interrupt(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	types := h.Types(sid)
+	i := lastOf[*messages.ExecutionInterrupted](h, sid)
+	if i == nil || i.Reason != messages.ReasonUser || types[len(types)-1] != "session.execution.interrupted" {
+		t.Fatalf("busy period ended %+v: %v", i, types)
+	}
+}

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -239,4 +240,92 @@ func TestBusGetsDurableEventsInOrder(t *testing.T) {
 			return
 		}
 	}
+}
+
+// failFlushStore fails the first two commits holding a fragment's start,
+// numbering their errors: with a stalled model those are the commits the
+// hold timer makes to publish held deltas.
+type failFlushStore struct {
+	persistence.Store
+	failed chan struct{}
+	n      atomic.Int32
+}
+
+func (s *failFlushStore) Commit(ctx context.Context, id messages.SessionID, ps ...messages.Payload) (persistence.Committed, error) {
+	for _, p := range ps {
+		switch p.(type) {
+		case *messages.TextStarted, *messages.ReasoningStarted:
+			if n := s.n.Add(1); n <= 2 {
+				defer func() { s.failed <- struct{}{} }()
+				return persistence.Committed{}, messages.Errorf(messages.ErrInternal, "injected: flush %d refused", n)
+			}
+		}
+	}
+	return s.Store.Commit(ctx, id, ps...)
+}
+
+// TestFailedFlushFailsTheStep checks that a commit failing while the hold
+// timer flushes the buffer for a held delta is not forgotten: the events
+// it held are lost, so the step cannot end as if they were durable, and
+// the busy period fails with the first such commit's error rather than a
+// later one's, or whatever a later commit, missing its fragment's start,
+// runs into.
+func TestFailedFlushFailsTheStep(t *testing.T) {
+	st := &failFlushStore{failed: make(chan struct{}, 2)}
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
+		c.LiveHold = time.Millisecond
+		st.Store = c.Store
+		c.Store = st
+	}})
+	g1, g2 := script.NewGate(), script.NewGate()
+	h.Model.Reply(script.PartialText("thinking"), script.Hold(g1), script.Reasoning("hmm"), script.Hold(g2))
+	sid := h.Session()
+	h.Prompt(sid, "hi")
+	for _, g := range []*script.Gate{g1, g2} {
+		select {
+		case <-st.failed:
+		case <-h.Ctx().Done():
+			t.Fatal("a held delta never flushed")
+		}
+		g.Release()
+	}
+	h.WaitIdle(sid)
+	f := lastOf[*messages.ExecutionFailed](h, sid)
+	if f == nil || !strings.Contains(f.Error.Message, "flush 1 refused") {
+		t.Fatalf("busy period ended %+v, want it failed with the first flush's error; events %v", f, h.Types(sid))
+	}
+}
+
+// TestLiveEventWithNothingQueuedIsPublishedAtOnce checks that a live event
+// with no durable event queued before it is published when it happens, not
+// held for the next durability point: a compaction's summary delta, which
+// follows the committed compaction start, reaches a subscriber while the
+// model is still writing the summary, even with a hold that never runs
+// out.
+func TestLiveEventWithNothingQueuedIsPublishedAtOnce(t *testing.T) {
+	bus := actors.NewBus()
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { holdForever(c); c.Bus = bus }})
+	g := script.NewGate()
+	h.Model.Reply(script.Text("first answer"))
+	h.Model.Reply(script.TextChunks("## Objective\nKeep going"), script.Hold(g))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	sub := bus.Subscribe(4096, func(ev messages.Event) bool { return ev.Type == messages.TypeCompactionDelta })
+	defer sub.Close()
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	// The delta was handled before the stream reached the gate, and the
+	// bus publishes synchronously: it is in the subscription now or held.
+	select {
+	case <-sub.C:
+	default:
+		t.Fatal("the compaction delta was held while nothing durable was queued before it")
+	}
+	g.Release()
+	h.WaitIdle(sid)
 }

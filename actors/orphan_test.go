@@ -114,3 +114,33 @@ func TestOrphanSweepAfterSIGKILL(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestOrphanSweepFailsACallCutOffMidInput checks the sweep for a call a
+// dead process left pending (its input started streaming, the call never
+// completed), not only for one left running: it is failed as interrupted
+// under its original assistant message, and the step is closed.
+func TestOrphanSweepFailsACallCutOffMidInput(t *testing.T) {
+	h := actortest.New(t)
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "e", nil })
+	h.Model.Reply(script.ToolCall("call_1", "echo", `{}`))
+	h.Model.Reply(script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	h2, _ := crashedAt(t, h, sid, messages.TypeToolInputStarted)
+	h2.Model.Reply(script.Text("recovered"))
+	if _, err := h2.Runtime.Resume(h2.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h2.WaitIdle(sid)
+	started := lastOf[*messages.ToolInputStarted](h2, sid)
+	failed := lastOf[*messages.ToolFailed](h2, sid)
+	if failed == nil || failed.CallID != "call_1" || failed.AssistantMessageID != started.AssistantMessageID ||
+		failed.Error.Type != messages.ErrAborted || !strings.HasPrefix(failed.Error.Message, "Tool execution interrupted") {
+		t.Fatalf("sweep: failed %+v; %v", failed, h2.Types(sid))
+	}
+	if open, err := h2.Store.OpenSteps(h2.Ctx(), sid); err != nil || len(open) != 0 {
+		t.Fatalf("orphaned step still open: %v %v", open, err)
+	}
+	h2.CheckReplay()
+}

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"sync"
@@ -619,6 +620,143 @@ func TestContentFilter(t *testing.T) {
 	h.CheckReplay()
 }
 
+// TestContentFilterFailsTheBusyPeriod checks that a filtered response
+// ends the run as any failed step does: the busy period fails with
+// provider.content-filter, and a queued prompt waiting behind it is not
+// promoted and sent as if the step had ended.
+func TestContentFilterFailsTheBusyPeriod(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Text("half an ans"), script.Finish(llm.FinishContentFilter, messages.Tokens{}))
+	h.Model.Default(script.Text("answered the queued prompt"))
+	sid := h.Session()
+	no := false
+	queued := h.PromptWith(persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "next"}, Delivery: messages.Queue, Resume: &no})
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	if f := lastOf[*messages.ExecutionFailed](h, sid); f == nil || f.Error.Type != messages.ErrProviderContentFilter {
+		t.Fatalf("busy period ended %+v: %v", f, h.Types(sid))
+	}
+	if in, err := h.Store.Input(h.Ctx(), queued.ID); err != nil || in.PromotedSeq != nil || h.Model.Count() != 1 {
+		t.Fatalf("the queued prompt ran after the filtered step (%d requests): %+v %v", h.Model.Count(), in, err)
+	}
+}
+
+// TestStepCostIsTheProvidersOrPriced checks what a step records as its
+// cost: the cost the provider reported with its step-finish when it did,
+// and otherwise the usage priced at the model's catalog prices.
+func TestStepCostIsTheProvidersOrPriced(t *testing.T) {
+	h := actortest.New(t)
+	catalog, err := llm.NewCatalog([]llm.ProviderSpec{{ID: "script", Type: llm.ProviderScript,
+		Models: map[string]llm.ModelSpec{"demo": {Context: 200000, Output: 8000, Prices: llm.Prices{Input: 3, Output: 15}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Services.Catalog = catalog // before the Session's Location is first used
+	usage := messages.Tokens{Input: 1_000_000, Output: 100_000}
+	h.Model.Reply(script.Text("priced"), script.Finish(llm.FinishStop, usage))
+	h.Model.Reply(script.Text("reported"), script.Event(llm.Event{Kind: llm.StepFinish, Finish: llm.FinishStop, Usage: usage, Cost: 0.25}))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	var costs []float64
+	for _, ev := range h.Events(sid) {
+		if p, ok := ev.Data.(*messages.StepEnded); ok {
+			costs = append(costs, p.Cost)
+		}
+	}
+	if !slices.Equal(costs, []float64{4.5, 0.25}) {
+		t.Fatalf("step costs %v, want [4.5 0.25]", costs)
+	}
+}
+
+// TestFragmentMetadataFromStartOrEnd checks which provider metadata a
+// fragment's ended event keeps: the end event's when the provider sent
+// some there, else what came with the fragment's start, so continuation
+// state a provider sends on either side of a block is not lost.
+func TestFragmentMetadataFromStartOrEnd(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Reasoning("pondering").WithMetadata(`{"sig":"end"}`),
+		script.Event(llm.Event{Kind: llm.TextStart, ID: "t1", ProviderMetadata: []byte(`{"id":"start"}`)}),
+		script.Event(llm.Event{Kind: llm.TextDelta, ID: "t1", Text: "answer"}),
+		script.Event(llm.Event{Kind: llm.TextEnd, ID: "t1"}))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	r, x := lastOf[*messages.ReasoningEnded](h, sid), lastOf[*messages.TextEnded](h, sid)
+	if r == nil || x == nil || string(r.ProviderMetadata) != `{"sig":"end"}` || string(x.ProviderMetadata) != `{"id":"start"}` {
+		t.Fatalf("ended fragments: reasoning %+v, text %+v", r, x)
+	}
+}
+
+// TestToolInputEndedCarriesTheStreamedInput checks that a call's
+// tool.input.ended records the input its deltas streamed, which is live
+// only: the durable event is the one place a replay finds it.
+func TestToolInputEndedCarriesTheStreamedInput(t *testing.T) {
+	h := actortest.New(t)
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "e", nil })
+	h.Model.Reply(script.ToolCall("c1", "echo", `{"path":"a/b.go","line":12}`))
+	h.Model.Reply(script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	if e := lastOf[*messages.ToolInputEnded](h, sid); e == nil || e.Text != `{"path":"a/b.go","line":12}` || e.Name != "echo" {
+		t.Fatalf("tool.input.ended %+v", e)
+	}
+}
+
+// TestProviderProtocolErrorEndsTheStream checks that the runner stops
+// reading a stream at the first event it refuses (here a second text
+// block opened before the first ended): what the provider streams after
+// it is not recorded, and a tool call in it is not run.
+func TestProviderProtocolErrorEndsTheStream(t *testing.T) {
+	h := actortest.New(t)
+	var runs atomic.Int32
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { runs.Add(1); return "e", nil })
+	h.Model.Reply(script.Event(llm.Event{Kind: llm.TextStart, ID: "t1"}), script.Event(llm.Event{Kind: llm.TextStart, ID: "t2"}),
+		script.Event(llm.Event{Kind: llm.ToolCall, CallID: "c1", Name: "echo", Input: []byte(`{}`)}))
+	h.Model.Default(script.Text("unused"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	f := lastOf[*messages.StepFailed](h, sid)
+	if f == nil || f.Error.Type != messages.ErrProviderUnknown || count(h, sid, messages.TypeToolCalled) != 0 || runs.Load() != 0 {
+		t.Fatalf("step failed %+v, %d runs: %v", f, runs.Load(), h.Types(sid))
+	}
+}
+
+// unfinishedProvider streams a complete text block and ends its stream
+// without a step-finish event, as a connection cut at the wrong moment
+// does.
+type unfinishedProvider struct{}
+
+func (unfinishedProvider) Stream(context.Context, llm.Request) iter.Seq2[llm.Event, error] {
+	return func(yield func(llm.Event, error) bool) {
+		for _, ev := range []llm.Event{{Kind: llm.TextStart, ID: "t"}, {Kind: llm.TextDelta, ID: "t", Text: "half"}, {Kind: llm.TextEnd, ID: "t"}} {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// TestStreamWithoutAFinishFailsTheStep checks that a stream ending without
+// a step-finish event is a transport failure, not a finished step: the
+// step fails (its text kept), and no step.ended claims a finish the
+// provider never sent.
+func TestStreamWithoutAFinishFailsTheStep(t *testing.T) {
+	h := actortest.New(t)
+	h.Services.Provider = func(string) (llm.Provider, error) { return unfinishedProvider{}, nil }
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	f := lastOf[*messages.StepFailed](h, sid)
+	if f == nil || f.Error.Type != messages.ErrProviderTransport || !strings.Contains(f.Error.Message, "without a finish") || count(h, sid, messages.TypeStepEnded) != 0 {
+		t.Fatalf("step failed %+v: %v", f, h.Types(sid))
+	}
+}
+
 // TestHostedCallsAreNotRunHere: a call the provider executed is recorded,
 // never run locally even when a local tool has its name, and settled
 // without a result; a local call's provider metadata is recorded with it.
@@ -808,6 +946,33 @@ func TestFinalStepRunsNoTool(t *testing.T) {
 		t.Fatalf("%d requests: %v", h.Model.Count(), types)
 	}
 	h.CheckReplay()
+}
+
+// TestQueuedPromptRunsAfterTheAllowanceRunsOut checks that a queued
+// prompt waiting behind a run is promoted when the run ends on its step
+// allowance, even though the last step asked to continue (its model
+// called a tool the final step does not run): continuation that the
+// allowance cuts off is no continuation, and the queued prompt, which
+// resets the allowance, runs in the same busy period.
+func TestQueuedPromptRunsAfterTheAllowanceRunsOut(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Steps: 1})
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "e", nil })
+	h.Model.Reply(script.ToolCall("c1", "echo", `{}`))
+	h.Model.Reply(script.Text("answered two"))
+	sid := h.Session()
+	no := false
+	two := h.PromptWith(persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "two"}, Delivery: messages.Queue, Resume: &no})
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	if in, err := h.Store.Input(h.Ctx(), two.ID); err != nil || in.PromotedSeq == nil {
+		t.Fatalf("the queued prompt was not promoted: %+v %v: %v", in, err, h.Types(sid))
+	}
+	if got := userTexts(h.Request(2)); !slices.Equal(got, []string{"one", "two"}) {
+		t.Fatalf("second request's user messages %q", got)
+	}
+	if n := count(h, sid, messages.TypeExecutionStarted); n != 1 {
+		t.Fatalf("%d busy periods, want the queued prompt run in the first: %v", n, h.Types(sid))
+	}
 }
 
 func TestSteerBatchCap(t *testing.T) {
