@@ -296,6 +296,51 @@ func TestFailedFlushFailsTheStep(t *testing.T) {
 	}
 }
 
+// panicFlushStore panics in the first commit holding a fragment's start:
+// with a stalled model, the commit the hold timer makes.
+type panicFlushStore struct {
+	persistence.Store
+	panicked chan struct{}
+	n        atomic.Int32
+}
+
+func (s *panicFlushStore) Commit(ctx context.Context, id messages.SessionID, ps ...messages.Payload) (persistence.Committed, error) {
+	for _, p := range ps {
+		if _, ok := p.(*messages.TextStarted); ok && s.n.Add(1) == 1 {
+			defer close(s.panicked)
+			panic("injected store bug")
+		}
+	}
+	return s.Store.Commit(ctx, id, ps...)
+}
+
+// TestPanickingFlushFailsTheStep: a Store that panics in the commit the
+// hold timer makes for held deltas fails the busy period, as a refused
+// commit does, instead of ending the process from the timer's goroutine.
+func TestPanickingFlushFailsTheStep(t *testing.T) {
+	st := &panicFlushStore{panicked: make(chan struct{})}
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
+		c.LiveHold = time.Millisecond
+		st.Store = c.Store
+		c.Store = st
+	}})
+	g := script.NewGate()
+	h.Model.Reply(script.PartialText("thinking"), script.Hold(g))
+	sid := h.Session()
+	h.Prompt(sid, "hi")
+	select {
+	case <-st.panicked:
+	case <-h.Ctx().Done():
+		t.Fatal("a held delta never flushed")
+	}
+	g.Release()
+	h.WaitIdle(sid)
+	f := lastOf[*messages.ExecutionFailed](h, sid)
+	if f == nil || !strings.Contains(f.Error.Message, "store panicked publishing held events: injected store bug") {
+		t.Fatalf("busy period ended %+v; events %v", f, h.Types(sid))
+	}
+}
+
 // TestLiveEventWithNothingQueuedIsPublishedAtOnce checks that a live event
 // with no durable event queued before it is published when it happens, not
 // held for the next durability point: a compaction's summary delta, which

@@ -240,6 +240,15 @@ func (r *runner) flushHeld() {
 	if len(r.held) == 0 {
 		return
 	}
+	// The timer's goroutine is not the drain's, whose recover would catch
+	// a Store that panics: here the panic would end the process. It fails
+	// the busy period as a refused commit does (commitLocked has dropped
+	// the buffer and the held events by then, as on an error).
+	defer func() {
+		if p := recover(); p != nil && r.flushErr == nil {
+			r.flushErr = messages.Errorf(messages.ErrInternal, "store panicked publishing held events: %v", p)
+		}
+	}()
 	if _, err := r.commitLocked(context.Background()); err != nil && r.flushErr == nil {
 		r.flushErr = err
 	}
