@@ -167,3 +167,28 @@ func TestOverflowWithAFailedCompactionFailsTheStep(t *testing.T) {
 		t.Fatalf("busy period %+v after %d requests: %v", f, h.Model.Count(), h.Types(sid))
 	}
 }
+
+// TestCompactionTriesThreeSizesThenFails: a summary request the provider
+// keeps refusing as too long is cut and sent again at most three times in
+// all; then the compaction fails, and so does the overflowing step.
+func TestCompactionTriesThreeSizesThenFails(t *testing.T) {
+	h := actortest.New(t)
+	overflow := &llm.Error{Type: messages.ErrProviderContextOverflow, Message: "prompt is too long"}
+	h.Model.Reply(script.Text("earlier"))
+	h.Model.Reply(script.Fail(overflow)) // the step
+	for range 3 {
+		h.Model.Reply(script.Fail(overflow)) // the summary, at three sizes
+	}
+	h.Model.Default(script.Text("## Objective\nA fourth try was sent"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	if c := lastOf[*messages.CompactionFailed](h, sid); c == nil || c.Reason != messages.CompactionOverflow {
+		t.Fatalf("the overflow compaction did not fail: %v", h.Types(sid))
+	}
+	if n := h.Model.Count(); n != 5 {
+		t.Fatalf("%d provider requests, want the step's two and three summary tries: %v", n, h.Types(sid))
+	}
+}

@@ -69,3 +69,21 @@ func FuzzLogRow(f *testing.F) {
 		}
 	})
 }
+
+// TestLogRowMissingEventRefused: a row whose count claims one event more
+// than it frames is refused, rather than read with an empty last event.
+func TestLogRowMissingEventRefused(t *testing.T) {
+	row := encodeLogRow([][]byte{[]byte("a"), []byte("b")})
+	if row[0] != 2 {
+		t.Fatalf("row %q does not start with its one-byte count", row)
+	}
+	row[0] = 3
+	var got [][]byte
+	err := logRowEvents(row, 12, func(_ int64, ev []byte) error {
+		got = append(got, ev)
+		return nil
+	})
+	if err == nil {
+		t.Fatalf("row of 2 events counted as 3 accepted as %q", got)
+	}
+}

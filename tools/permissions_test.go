@@ -324,3 +324,64 @@ func TestAskShowsOnlyWhatIsOpen(t *testing.T) {
 		t.Fatalf("second question %+v", asked[len(asked)-1])
 	}
 }
+
+// TestRejectionNamesAtMostFivePatterns: a message about a request of many
+// patterns quotes the first five and counts the rest.
+func TestRejectionNamesAtMostFivePatterns(t *testing.T) {
+	p, _ := newPerms(t, nil, nil)
+	pats := []string{"p0", "p1", "p2", "p3", "p4", "p5", "p6"}
+	err := p.Check(context.Background(), Request{Permission: "edit", Patterns: pats}, nil)
+	if err == nil || !strings.Contains(err.Error(), `"p4", and 2 more needs approval`) || strings.Contains(err.Error(), "p5") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestExplicitAlwaysKeptWhenRulesAllowSome: when a tool sets Always on
+// purpose, "always" saves those patterns even though rules already allow
+// some of the request's patterns.
+func TestExplicitAlwaysKeptWhenRulesAllowSome(t *testing.T) {
+	asker := &scriptedAsker{answer: answerAlways(Always)}
+	p, approvals := newPerms(t, map[string]Ruleset{DefaultAgent: {{"bash", "make a", Allow}}}, asker)
+	req := Request{Permission: "bash", Patterns: []string{"make a", "make b"}, Always: []string{"make *"}}
+	if err := p.Check(context.Background(), req, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := approvals.List("proj"), []Approval{{Permission: "bash", Pattern: "make *"}}; !slices.Equal(got, want) {
+		t.Fatalf("saved %q, want %q", got, want)
+	}
+}
+
+// TestSessionRulesApplyWithoutAgentRules: a Session's rules decide on their
+// own for an agent that has no rules, however many there are.
+func TestSessionRulesApplyWithoutAgentRules(t *testing.T) {
+	p, _ := newPerms(t, nil, nil)
+	extra := Ruleset{{"bash", "git *", Deny}, {"bash", "ls *", Allow}}
+	if err := p.Check(context.Background(), Request{Permission: "bash", Patterns: []string{"ls -la"}}, extra); err != nil {
+		t.Fatalf("session allow rule ignored: %v", err)
+	}
+	if err := p.Check(context.Background(), Request{Permission: "bash", Patterns: []string{"git push"}}, extra); errorType(t, err) != messages.ErrPermissionRejected || !strings.Contains(err.Error(), "denied by the rules") {
+		t.Fatalf("session deny rule ignored: %v", err)
+	}
+}
+
+// TestAskerFailuresSettle: while the call is live, an Asker that fails is
+// unknown, and one that reports a cancellation or deadline of its own is
+// aborted.
+func TestAskerFailuresSettle(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want messages.ErrorType
+	}{
+		{errors.New("broker down"), messages.ErrUnknown},
+		{context.Canceled, messages.ErrAborted},
+		{context.DeadlineExceeded, messages.ErrAborted},
+		{ErrAskCancelled, messages.ErrAborted},
+	} {
+		asker := &scriptedAsker{answer: func(Request) (Answer, error) { return Answer{}, tc.err }}
+		p, _ := newPerms(t, nil, asker)
+		err := p.Check(context.Background(), Request{Permission: "bash", Patterns: []string{"ls"}}, nil)
+		if got := errorType(t, err); got != tc.want {
+			t.Errorf("asker error %v: got %v, want type %q", tc.err, err, tc.want)
+		}
+	}
+}

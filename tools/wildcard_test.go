@@ -159,3 +159,15 @@ func FuzzLiteralPattern(f *testing.F) {
 		}
 	})
 }
+
+// TestMatchComparesInvalidBytesExactly: bytes that are not UTF-8 all decode
+// to the same replacement rune, but match only themselves, so an approval
+// of a command holding one does not cover a command holding another.
+func TestMatchComparesInvalidBytesExactly(t *testing.T) {
+	if Match("cat \xff", "cat \xfe") || Match(LiteralPattern("rm \xff*"), "rm \xfe*") {
+		t.Fatal("one invalid byte matched another")
+	}
+	if !Match("cat \xff", "cat \xff") || !Match("cat *", "cat \xfe") {
+		t.Fatal("invalid bytes not matched where they should be")
+	}
+}

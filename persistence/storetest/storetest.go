@@ -240,15 +240,16 @@ func testAdmitIdempotent(t *testing.T, open Factory) {
 	if w != 3 {
 		t.Fatalf("watermark %d after three admissions and two retries, want 3", w)
 	}
-	// The facade schedules a wake on every exact retry unless resume=false.
-	no := false
+	// The facade schedules a wake on every exact retry unless resume=false,
+	// and reports that a retry created nothing.
+	no, yes := false, true
 	for _, tc := range []struct {
 		resume *bool
 		wake   bool
-	}{{nil, true}, {&no, false}} {
+	}{{nil, true}, {&no, false}, {&yes, true}} {
 		res, err := persistence.Prompt(ctx, st, persistence.PromptRequest{ID: req.ID, SessionID: sid, Prompt: req.Prompt, Delivery: req.Delivery, Resume: tc.resume})
 		must(t, err)
-		if res.Wake != tc.wake || !reflect.DeepEqual(res.Admitted, a) {
+		if res.Wake != tc.wake || res.Created || !reflect.DeepEqual(res.Admitted, a) {
 			t.Fatalf("prompt resume=%v: %+v", tc.resume, res)
 		}
 	}
