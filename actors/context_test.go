@@ -461,7 +461,10 @@ func TestManualCompactionInterruptedByACrash(t *testing.T) {
 
 // TestCompactRequestAfterACrash: a manual compaction requested after a
 // crash cut one off runs. Coalesced into the orphaned barrier, the request
-// was settled with it as interrupted and never ran.
+// was settled with it as interrupted and never ran. The drain settles the
+// orphaned barrier before it starts the new one: barriers run in admission
+// order, and the stale row never shows a compaction running while another
+// one runs and ends.
 func TestCompactRequestAfterACrash(t *testing.T) {
 	h2, sid, kept := crashedInManualCompaction(t)
 	orphan := lastOf[*messages.CompactionStarted](h2, sid)
@@ -480,33 +483,6 @@ func TestCompactRequestAfterACrash(t *testing.T) {
 		ended == nil || ended.InputID != in.ID || !strings.HasPrefix(ended.Text, "## Objective\ny") || h2.Model.Count() != 1 {
 		t.Fatalf("after the request: %d requests, %v; failed %+v, ended %+v", h2.Model.Count(), h2.Types(sid)[kept:], failed, ended)
 	}
-	if pend, err := h2.Store.Pending(h2.Ctx(), sid); err != nil || len(pend) != 0 {
-		t.Fatalf("pending %+v (%v)", pend, err)
-	}
-	h2.CheckReplay()
-}
-
-// TestOrphanedBarrierSettlesFirst checks that, with a barrier a dead
-// process left running and a new compaction request admitted behind it,
-// the drain settles the orphaned barrier before it starts the new one:
-// barriers run in admission order, and the stale row does not show a
-// compaction running while another one runs and ends.
-func TestOrphanedBarrierSettlesFirst(t *testing.T) {
-	h := actortest.New(t)
-	h.Model.Reply(script.Text("a1"))
-	h.Model.Reply(script.Text("## Objective\nx"))
-	sid := h.Session()
-	h.Prompt(sid, "one")
-	h.WaitIdle(sid)
-	compactNow(t, h, sid)
-	h2, kept := crashedAt(t, h, sid, messages.TypeCompactionStarted)
-	orphan := lastOf[*messages.CompactionStarted](h2, sid)
-	h2.Model.Reply(script.Text("## Objective\ny"))
-	in, err := h2.Runtime.Compact(h2.Ctx(), sid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h2.WaitIdle(sid)
 	var order []string
 	for _, ev := range h2.Events(sid)[kept:] {
 		switch p := ev.Data.(type) {
@@ -522,6 +498,10 @@ func TestOrphanedBarrierSettlesFirst(t *testing.T) {
 	if !slices.Equal(order, want) {
 		t.Fatalf("compactions after the crash: %q, want %q", order, want)
 	}
+	if pend, err := h2.Store.Pending(h2.Ctx(), sid); err != nil || len(pend) != 0 {
+		t.Fatalf("pending %+v (%v)", pend, err)
+	}
+	h2.CheckReplay()
 }
 
 // autoCompacting returns a harness whose runner compacts automatically

@@ -222,6 +222,17 @@ func TestCompactionDeclaresHostedTools(t *testing.T) {
 	}
 }
 
+// failedCall returns the last tool.failed of the Session's call id, or nil.
+func failedCall(h *actortest.Harness, sid messages.SessionID, id string) *messages.ToolFailed {
+	var failed *messages.ToolFailed
+	for _, ev := range h.Events(sid) {
+		if f, ok := ev.Data.(*messages.ToolFailed); ok && f.CallID == id {
+			failed = f
+		}
+	}
+	return failed
+}
+
 // TestDeferredHostedCallGoesBack: a turn that calls a local tool and a
 // hosted one the provider leaves unanswered settles the hosted call as
 // result-missing, saying the provider runs it next; the continuing request
@@ -236,12 +247,7 @@ func TestDeferredHostedCallGoesBack(t *testing.T) {
 	sid := h.Session()
 	h.Prompt(sid, "search and echo")
 	h.WaitIdle(sid)
-	var deferred *messages.ToolFailed
-	for _, ev := range h.Events(sid) {
-		if f, ok := ev.Data.(*messages.ToolFailed); ok && f.CallID == "srv_1" {
-			deferred = f
-		}
-	}
+	deferred := failedCall(h, sid, "srv_1")
 	if deferred == nil || deferred.Error.Type != messages.ErrToolResultMissing || !strings.Contains(deferred.Error.Message, "next turn") {
 		t.Fatalf("the deferred call settled as %+v", deferred)
 	}
@@ -273,12 +279,7 @@ func TestDeferredHostedCallOnTheFinalStep(t *testing.T) {
 	sid := h.Session()
 	h.Prompt(sid, "search and echo")
 	h.WaitIdle(sid)
-	var deferred *messages.ToolFailed
-	for _, ev := range h.Events(sid) {
-		if f, ok := ev.Data.(*messages.ToolFailed); ok && f.CallID == "srv_1" {
-			deferred = f
-		}
-	}
+	deferred := failedCall(h, sid, "srv_1")
 	if deferred == nil || deferred.Error.Type != messages.ErrToolResultMissing || !strings.Contains(deferred.Error.Message, "next turn") {
 		t.Fatalf("the deferred call settled as %+v", deferred)
 	}

@@ -933,12 +933,7 @@ func TestFinalStepRunsNoTool(t *testing.T) {
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the tool ran %d times, want once (not on the final step)", n)
 	}
-	var failed *messages.ToolFailed
-	for _, ev := range h.Events(sid) {
-		if f, ok := ev.Data.(*messages.ToolFailed); ok && f.CallID == "c2" {
-			failed = f
-		}
-	}
+	failed := failedCall(h, sid, "c2")
 	if failed == nil || failed.Error.Type != messages.ErrToolExecution || !strings.Contains(failed.Error.Message, "No tools are available") {
 		t.Fatalf("the final step's call settled as %+v", failed)
 	}
