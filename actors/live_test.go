@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -243,10 +244,11 @@ func TestBusGetsDurableEventsInOrder(t *testing.T) {
 }
 
 // failFlushStore fails the first two commits holding a fragment's start,
-// numbering their errors: with a stalled model those are the commits the
-// hold timer makes to publish held deltas.
+// numbering their errors (or, with panics, panics in them): with a stalled
+// model those are the commits the hold timer makes to publish held deltas.
 type failFlushStore struct {
 	persistence.Store
+	panics bool
 	failed chan struct{}
 	n      atomic.Int32
 }
@@ -257,6 +259,9 @@ func (s *failFlushStore) Commit(ctx context.Context, id messages.SessionID, ps .
 		case *messages.TextStarted, *messages.ReasoningStarted:
 			if n := s.n.Add(1); n <= 2 {
 				defer func() { s.failed <- struct{}{} }()
+				if s.panics {
+					panic(fmt.Sprintf("injected store bug %d", n))
+				}
 				return persistence.Committed{}, messages.Errorf(messages.ErrInternal, "injected: flush %d refused", n)
 			}
 		}
@@ -264,14 +269,12 @@ func (s *failFlushStore) Commit(ctx context.Context, id messages.SessionID, ps .
 	return s.Store.Commit(ctx, id, ps...)
 }
 
-// TestFailedFlushFailsTheStep checks that a commit failing while the hold
-// timer flushes the buffer for a held delta is not forgotten: the events
-// it held are lost, so the step cannot end as if they were durable, and
-// the busy period fails with the first such commit's error rather than a
-// later one's, or whatever a later commit, missing its fragment's start,
-// runs into.
-func TestFailedFlushFailsTheStep(t *testing.T) {
-	st := &failFlushStore{failed: make(chan struct{}, 2)}
+// failedFlushes runs a step whose two held deltas each wait for the hold
+// timer's flush, which st fails, and checks the busy period failed with
+// the first failure's message, want.
+func failedFlushes(t *testing.T, st *failFlushStore, want string) {
+	t.Helper()
+	st.failed = make(chan struct{}, 2)
 	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
 		c.LiveHold = time.Millisecond
 		st.Store = c.Store
@@ -291,54 +294,26 @@ func TestFailedFlushFailsTheStep(t *testing.T) {
 	}
 	h.WaitIdle(sid)
 	f := lastOf[*messages.ExecutionFailed](h, sid)
-	if f == nil || !strings.Contains(f.Error.Message, "flush 1 refused") {
+	if f == nil || !strings.Contains(f.Error.Message, want) {
 		t.Fatalf("busy period ended %+v, want it failed with the first flush's error; events %v", f, h.Types(sid))
 	}
 }
 
-// panicFlushStore panics in the first commit holding a fragment's start:
-// with a stalled model, the commit the hold timer makes.
-type panicFlushStore struct {
-	persistence.Store
-	panicked chan struct{}
-	n        atomic.Int32
-}
-
-func (s *panicFlushStore) Commit(ctx context.Context, id messages.SessionID, ps ...messages.Payload) (persistence.Committed, error) {
-	for _, p := range ps {
-		if _, ok := p.(*messages.TextStarted); ok && s.n.Add(1) == 1 {
-			defer close(s.panicked)
-			panic("injected store bug")
-		}
-	}
-	return s.Store.Commit(ctx, id, ps...)
+// TestFailedFlushFailsTheStep checks that a commit failing while the hold
+// timer flushes the buffer for a held delta is not forgotten: the events
+// it held are lost, so the step cannot end as if they were durable, and
+// the busy period fails with the first such commit's error rather than a
+// later one's, or whatever a later commit, missing its fragment's start,
+// runs into.
+func TestFailedFlushFailsTheStep(t *testing.T) {
+	failedFlushes(t, &failFlushStore{}, "flush 1 refused")
 }
 
 // TestPanickingFlushFailsTheStep: a Store that panics in the commit the
 // hold timer makes for held deltas fails the busy period, as a refused
 // commit does, instead of ending the process from the timer's goroutine.
 func TestPanickingFlushFailsTheStep(t *testing.T) {
-	st := &panicFlushStore{panicked: make(chan struct{})}
-	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
-		c.LiveHold = time.Millisecond
-		st.Store = c.Store
-		c.Store = st
-	}})
-	g := script.NewGate()
-	h.Model.Reply(script.PartialText("thinking"), script.Hold(g))
-	sid := h.Session()
-	h.Prompt(sid, "hi")
-	select {
-	case <-st.panicked:
-	case <-h.Ctx().Done():
-		t.Fatal("a held delta never flushed")
-	}
-	g.Release()
-	h.WaitIdle(sid)
-	f := lastOf[*messages.ExecutionFailed](h, sid)
-	if f == nil || !strings.Contains(f.Error.Message, "store panicked publishing held events: injected store bug") {
-		t.Fatalf("busy period ended %+v; events %v", f, h.Types(sid))
-	}
+	failedFlushes(t, &failFlushStore{panics: true}, "store panicked publishing held events: injected store bug 1")
 }
 
 // TestLiveEventWithNothingQueuedIsPublishedAtOnce checks that a live event
