@@ -449,12 +449,10 @@ func TestWALRecords(t *testing.T) {
 	}
 }
 
-// TestWALRecordsPastThePreallocation: records that outgrow the zeros a
-// file was extended with, one of them over half an extension long, are
-// written whole, and extending the file for the next one zeroes only what
-// lies past them: a reopened log reads every record back.
-func TestWALRecordsPastThePreallocation(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.db")
+// startedWAL opens the log of the store at path and starts its second
+// file at record 1.
+func startedWAL(t *testing.T, path string) *wal {
+	t.Helper()
 	w, err := openWAL(path, func() bool { return true })
 	if err != nil {
 		t.Fatal(err)
@@ -463,6 +461,31 @@ func TestWALRecordsPastThePreallocation(t *testing.T) {
 		w.close()
 		t.Fatal(err)
 	}
+	return w
+}
+
+// closedAndRecovered closes w, opens the log at path again and recovers
+// every record in it.
+func closedAndRecovered(t *testing.T, w *wal, path string) ([][]byte, uint64, error) {
+	t.Helper()
+	if err := w.close(); err != nil {
+		t.Fatal(err)
+	}
+	w, err := openWAL(path, func() bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.close() })
+	return w.recover(0)
+}
+
+// TestWALRecordsPastThePreallocation: records that outgrow the zeros a
+// file was extended with, one of them over half an extension long, are
+// written whole, and extending the file for the next one zeroes only what
+// lies past them: a reopened log reads every record back.
+func TestWALRecordsPastThePreallocation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	w := startedWAL(t, path)
 	want := [][]byte{bytes.Repeat([]byte{'a'}, walExtend*3/4), []byte("small"), bytes.Repeat([]byte{'b'}, walExtend)}
 	for i, p := range want {
 		if n, err := w.append(p); err != nil || n != uint64(i+1) {
@@ -470,15 +493,7 @@ func TestWALRecordsPastThePreallocation(t *testing.T) {
 			t.Fatalf("append %d: record %d, %v", i+1, n, err)
 		}
 	}
-	if err := w.close(); err != nil {
-		t.Fatal(err)
-	}
-	w, err = openWAL(path, func() bool { return true })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.close()
-	got, last, err := w.recover(0)
+	got, last, err := closedAndRecovered(t, w, path)
 	if err != nil || last != 3 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("recovered %d records, last %d, %v; want the 3 appended", len(got), last, err)
 	}
@@ -489,28 +504,13 @@ func TestWALRecordsPastThePreallocation(t *testing.T) {
 // read back after a reopen like any other.
 func TestWALRecordFillingItsFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
-	w, err := openWAL(path, func() bool { return true })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.start(1, 1, 7); err != nil {
-		w.close()
-		t.Fatal(err)
-	}
+	w := startedWAL(t, path)
 	p := bytes.Repeat([]byte{'f'}, int(w.files[1].end)-walRecordStart-walRecordHead)
 	if _, err := w.append(p); err != nil || w.off != w.files[1].end {
 		w.close()
 		t.Fatalf("append: %v; the record ends at %d, the file at %d", err, w.off, w.files[1].end)
 	}
-	if err := w.close(); err != nil {
-		t.Fatal(err)
-	}
-	w, err = openWAL(path, func() bool { return true })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.close()
-	if got, last, err := w.recover(0); err != nil || last != 1 || len(got) != 1 || !bytes.Equal(got[0], p) {
+	if got, last, err := closedAndRecovered(t, w, path); err != nil || last != 1 || len(got) != 1 || !bytes.Equal(got[0], p) {
 		t.Fatalf("recovered %d records, last %d, %v; want the one appended", len(got), last, err)
 	}
 }
