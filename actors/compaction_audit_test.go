@@ -144,6 +144,22 @@ func TestCompactionBaselineIsMeasured(t *testing.T) {
 	}
 }
 
+// overflowCompactionFails runs two prompts in a new Session, the second
+// of which overflows the context, and checks that the compaction the
+// overflow triggered failed.
+func overflowCompactionFails(t *testing.T, h *actortest.Harness) messages.SessionID {
+	t.Helper()
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	if c := lastOf[*messages.CompactionFailed](h, sid); c == nil || c.Reason != messages.CompactionOverflow {
+		t.Fatalf("the overflow compaction did not fail: %v", h.Types(sid))
+	}
+	return sid
+}
+
 // TestOverflowWithAFailedCompactionFailsTheStep checks that when the
 // compaction a context overflow triggers fails (here its summary request
 // is refused), the step is not retried on the history that just
@@ -155,14 +171,7 @@ func TestOverflowWithAFailedCompactionFailsTheStep(t *testing.T) {
 	h.Model.Reply(script.Fail(&llm.Error{Type: messages.ErrProviderContextOverflow, Message: "prompt is too long"}))
 	h.Model.Reply(script.Fail(llm.Errorf(messages.ErrProviderInvalidRequest, "summary refused")))
 	h.Model.Default(script.Text("retried on the overflowing history"))
-	sid := h.Session()
-	h.Prompt(sid, "one")
-	h.WaitIdle(sid)
-	h.Prompt(sid, "two")
-	h.WaitIdle(sid)
-	if c := lastOf[*messages.CompactionFailed](h, sid); c == nil || c.Reason != messages.CompactionOverflow {
-		t.Fatalf("the overflow compaction did not fail: %v", h.Types(sid))
-	}
+	sid := overflowCompactionFails(t, h)
 	if f := lastOf[*messages.ExecutionFailed](h, sid); f == nil || f.Error.Type != messages.ErrProviderContextOverflow || h.Model.Count() != 3 {
 		t.Fatalf("busy period %+v after %d requests: %v", f, h.Model.Count(), h.Types(sid))
 	}
@@ -180,14 +189,7 @@ func TestCompactionTriesThreeSizesThenFails(t *testing.T) {
 		h.Model.Reply(script.Fail(overflow)) // the summary, at three sizes
 	}
 	h.Model.Default(script.Text("## Objective\nA fourth try was sent"))
-	sid := h.Session()
-	h.Prompt(sid, "one")
-	h.WaitIdle(sid)
-	h.Prompt(sid, "two")
-	h.WaitIdle(sid)
-	if c := lastOf[*messages.CompactionFailed](h, sid); c == nil || c.Reason != messages.CompactionOverflow {
-		t.Fatalf("the overflow compaction did not fail: %v", h.Types(sid))
-	}
+	sid := overflowCompactionFails(t, h)
 	if n := h.Model.Count(); n != 5 {
 		t.Fatalf("%d provider requests, want the step's two and three summary tries: %v", n, h.Types(sid))
 	}
