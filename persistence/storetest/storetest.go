@@ -634,11 +634,17 @@ func testProjectorRollback(t *testing.T, open Factory) {
 	wantType(t, err, messages.ErrSessionNotFound)
 }
 
-func testStepInvariants(t *testing.T, open Factory) {
+// appender opens a store with a new Session and returns a function that
+// appends one event to that Session's log.
+func appender(t *testing.T, open Factory) (persistence.Store, messages.SessionID, func(messages.Payload) error) {
 	st := open(t, persistence.Options{})
 	sid := newSession(t, st)
+	return st, sid, func(p messages.Payload) error { _, err := st.Append(ctx, sid, p); return err }
+}
+
+func testStepInvariants(t *testing.T, open Factory) {
+	st, sid, app := appender(t, open)
 	m := messages.MessageID("msg_a")
-	app := func(p messages.Payload) error { _, err := st.Append(ctx, sid, p); return err }
 	must(t, app(&messages.StepStarted{SessionID: sid, AssistantMessageID: m, Attempt: 1}))
 	wantType(t, app(&messages.StepStarted{SessionID: sid, AssistantMessageID: m, Attempt: 2}), messages.ErrInvalid)
 	must(t, app(&messages.TextStarted{SessionID: sid, AssistantMessageID: m, Ordinal: 0}))
@@ -679,10 +685,8 @@ func testStepInvariants(t *testing.T, open Factory) {
 // pending (started and not yet called); an unknown call, or one already
 // called, is refused and leaves the call as it was.
 func testToolInputEnded(t *testing.T, open Factory) {
-	st := open(t, persistence.Options{})
-	sid := newSession(t, st)
+	st, sid, app := appender(t, open)
 	m := messages.MessageID("msg_in")
-	app := func(p messages.Payload) error { _, err := st.Append(ctx, sid, p); return err }
 	must(t, app(&messages.StepStarted{SessionID: sid, AssistantMessageID: m, Attempt: 1}))
 	wantType(t, app(&messages.ToolInputEnded{SessionID: sid, AssistantMessageID: m, CallID: "nope", Text: "{}"}), messages.ErrInvalid)
 	must(t, app(&messages.ToolInputStarted{SessionID: sid, AssistantMessageID: m, CallID: "c", Name: "read"}))
@@ -698,10 +702,8 @@ func testToolInputEnded(t *testing.T, open Factory) {
 // testToolCalledOnceWithoutInput: a call is published once even when its
 // input is empty; a second session.tool.called.1 for it is refused.
 func testToolCalledOnceWithoutInput(t *testing.T, open Factory) {
-	st := open(t, persistence.Options{})
-	sid := newSession(t, st)
+	_, sid, app := appender(t, open)
 	m := messages.MessageID("msg_noin")
-	app := func(p messages.Payload) error { _, err := st.Append(ctx, sid, p); return err }
 	must(t, app(&messages.StepStarted{SessionID: sid, AssistantMessageID: m, Attempt: 1}))
 	must(t, app(&messages.ToolCalled{SessionID: sid, AssistantMessageID: m, CallID: "c", Name: "now"}))
 	wantType(t, app(&messages.ToolCalled{SessionID: sid, AssistantMessageID: m, CallID: "c", Name: "again"}), messages.ErrAlreadyPublished)
@@ -774,9 +776,7 @@ func testStepReopens(t *testing.T, open Factory) {
 // queued barrier (or as a new automatic row) and is settled once, while it
 // runs; any other start or settlement is refused, not projected.
 func testCompactionSettlesOnlyWhileRunning(t *testing.T, open Factory) {
-	st := open(t, persistence.Options{})
-	sid := newSession(t, st)
-	app := func(p messages.Payload) error { _, err := st.Append(ctx, sid, p); return err }
+	st, sid, app := appender(t, open)
 	failed := messages.Error{Type: messages.ErrCompactionFailed, Message: "no"}
 	barrier, _, err := st.AdmitCompaction(ctx, sid)
 	must(t, err)
