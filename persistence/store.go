@@ -31,7 +31,9 @@ type Store interface {
 	// created is false for an exact retry of an existing admission.
 	Admit(ctx context.Context, req Admission) (a Admitted, created bool, err error)
 	// AdmitCompaction records a manual compaction barrier, coalescing with a
-	// pending one.
+	// pending one unless that one shows a compaction running that was not
+	// started since the store opened (its process stopped, and the next
+	// drain settles it as interrupted): the request then gets its own.
 	AdmitCompaction(ctx context.Context, id messages.SessionID) (input Input, created bool, err error)
 	// Pending returns the Session's unsettled inbox rows in admission order.
 	Pending(ctx context.Context, id messages.SessionID) ([]Input, error)
