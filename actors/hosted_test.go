@@ -233,17 +233,17 @@ func failedCall(h *actortest.Harness, sid messages.SessionID, id string) *messag
 	return failed
 }
 
-// TestDeferredHostedCallGoesBack: a turn that calls a local tool and a
-// hosted one the provider leaves unanswered settles the hosted call as
-// result-missing, saying the provider runs it next; the continuing request
-// sends it back bare to the same model, and the result that arrives in the
-// next step settles the call there. Later requests tell it as text.
-func TestDeferredHostedCallGoesBack(t *testing.T) {
-	h := hostedHarness(t)
+// searchDeferred runs a turn whose first response calls a local echo and a
+// hosted web search it leaves unanswered, with the responses then after
+// it, and checks that the search settled as a call the provider runs in
+// its next turn.
+func searchDeferred(t *testing.T, h *actortest.Harness, then ...[]script.Step) messages.SessionID {
+	t.Helper()
 	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "e", nil })
 	h.Model.Reply(script.ToolCall("srv_1", "web_search", `{"query":"go"}`).ProviderExecuted(), script.ToolCall("c1", "echo", `{}`))
-	h.Model.Reply(append(searchedGo(), script.Text("Found."))...)
-	h.Model.Reply(script.Text("again"))
+	for _, steps := range then {
+		h.Model.Reply(steps...)
+	}
 	sid := h.Session()
 	h.Prompt(sid, "search and echo")
 	h.WaitIdle(sid)
@@ -251,6 +251,17 @@ func TestDeferredHostedCallGoesBack(t *testing.T) {
 	if deferred == nil || deferred.Error.Type != messages.ErrToolResultMissing || !strings.Contains(deferred.Error.Message, "next turn") {
 		t.Fatalf("the deferred call settled as %+v", deferred)
 	}
+	return sid
+}
+
+// TestDeferredHostedCallGoesBack: a turn that calls a local tool and a
+// hosted one the provider leaves unanswered settles the hosted call as
+// result-missing, saying the provider runs it next; the continuing request
+// sends it back bare to the same model, and the result that arrives in the
+// next step settles the call there. Later requests tell it as text.
+func TestDeferredHostedCallGoesBack(t *testing.T) {
+	h := hostedHarness(t)
+	sid := searchDeferred(t, h, append(searchedGo(), script.Text("Found.")), []script.Step{script.Text("again")})
 	asst := h.Request(2).Messages[1]
 	if asst.Role != llm.RoleAssistant || len(asst.Parts) != 2 || !asst.Parts[0].Executed || asst.Parts[0].Kind != llm.PartToolCall || asst.Parts[0].CallID != "srv_1" {
 		t.Fatalf("continuing request's assistant message %+v", asst)
@@ -273,16 +284,7 @@ func TestDeferredHostedCallGoesBack(t *testing.T) {
 // is settled as one the provider runs in its next turn, when the user's
 // next prompt sends this response back.
 func TestDeferredHostedCallOnTheFinalStep(t *testing.T) {
-	h := hostedHarness(t, actortest.Options{Steps: 1})
-	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "e", nil })
-	h.Model.Reply(script.ToolCall("srv_1", "web_search", `{"query":"go"}`).ProviderExecuted(), script.ToolCall("c1", "echo", `{}`))
-	sid := h.Session()
-	h.Prompt(sid, "search and echo")
-	h.WaitIdle(sid)
-	deferred := failedCall(h, sid, "srv_1")
-	if deferred == nil || deferred.Error.Type != messages.ErrToolResultMissing || !strings.Contains(deferred.Error.Message, "next turn") {
-		t.Fatalf("the deferred call settled as %+v", deferred)
-	}
+	searchDeferred(t, hostedHarness(t, actortest.Options{Steps: 1}))
 }
 
 // TestUnansweredHostedCallOfAFinishedTurn checks the other side of
