@@ -868,6 +868,9 @@ func (l *crashLoop) checkExecution(sid messages.SessionID, evs []messages.Event,
 	var busy, step *messages.Event // the open busy period and step
 	calls := map[callKey]messages.Event{}
 	settled := map[callKey]messages.Event{}
+	// inputs holds calls whose input began streaming: a kill before their
+	// tool.called leaves them for the orphan sweep, which fails them.
+	inputs := map[callKey]messages.Event{}
 	finalBusy := 0
 	cut := func(open messages.Event, ev messages.Event) bool { return l.roundOf(open) < l.roundOf(ev) }
 	for i := range evs {
@@ -921,9 +924,16 @@ func (l *crashLoop) checkExecution(sid messages.SessionID, evs []messages.Event,
 			}
 			calls[k] = ev
 			c.called++
+		case *messages.ToolInputStarted:
+			inputs[callKey{d.AssistantMessageID, d.CallID}] = ev
 		case *messages.ToolSucceeded, *messages.ToolFailed:
 			k := settlementOf(ev)
 			called, ok := calls[k]
+			if _, failed := d.(*messages.ToolFailed); !ok && failed {
+				// Only the sweep settles a call never called, and only as
+				// interrupted (checked below).
+				called, ok = inputs[k]
+			}
 			if prev, dup := settled[k]; dup || !ok {
 				l.fail("Session %s: tool call %s of %s settled twice or never called:%s", sid, k.call, k.asst, l.describe(called, prev, ev))
 				continue
