@@ -57,7 +57,11 @@ func (d *drain) run(self *actor.PID) {
 	}
 	err := d.loop(r, self)
 	ctx := context.WithoutCancel(d.ctx)
-	if r.settleLive() {
+	var wrote bool
+	if perr := recovered(func() error { wrote = r.settleLive(); return nil }); perr != nil {
+		err, wrote = errors.Join(err, perr), true
+	}
+	if wrote {
 		var terminal messages.Payload = &messages.ExecutionSucceeded{SessionID: d.sid}
 		switch {
 		case errors.Is(err, errSuperseded) && d.ctx.Err() == nil:
@@ -71,7 +75,7 @@ func (d *drain) run(self *actor.PID) {
 			// only in the Session's log.
 			d.rt.cfg.Logger.Warn().Str("session", string(d.sid)).Str("type", string(e.Type)).Str("error", e.Message).Msg("busy period failed")
 		}
-		if _, aerr := r.append(ctx, terminal); aerr != nil {
+		if aerr := recovered(func() error { _, err := r.append(ctx, terminal); return err }); aerr != nil {
 			d.rt.cfg.Logger.Error().Err(aerr).Str("session", string(d.sid)).Msg("commit busy-period terminal")
 		}
 	} else if err != nil && !errors.Is(err, errInterrupted) && !errors.Is(err, errSuperseded) {
@@ -86,15 +90,25 @@ func (d *drain) loop(r *runner, self *actor.PID) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("actors: runner panicked: %v\n%s", p, debug.Stack())
+			// What the runner queued but had not committed never became
+			// durable: it goes, as in a crash, so that no later commit
+			// carries it (a step.started among it would open a step
+			// nothing closes).
+			r.dropUncommitted()
 			// Close the step the panic left open, settlement first, as the
 			// orphan sweep would; its calls are not re-run. A compaction it
-			// left running fails, settling its barrier.
+			// left running fails, settling its barrier. Both use the store,
+			// which may be what panicked: a second panic here would end
+			// the process.
+			ctx := context.WithoutCancel(d.ctx)
 			e := messages.Error{Type: messages.ErrUnknown, Message: fmt.Sprintf("The runner failed: %v", p)}
-			if ferr := r.failOpenSteps(context.WithoutCancel(d.ctx), "", func(string) messages.Error { return e }, e); ferr != nil {
+			if ferr := recovered(func() error {
+				return r.failOpenSteps(ctx, "", func(string) messages.Error { return e }, e)
+			}); ferr != nil {
 				err = errors.Join(err, ferr)
 			}
 			ce := messages.Error{Type: messages.ErrCompactionFailed, Message: e.Message}
-			if ferr := r.failRunningCompactions(context.WithoutCancel(d.ctx), true, ce); ferr != nil {
+			if ferr := recovered(func() error { return r.failRunningCompactions(ctx, true, ce) }); ferr != nil {
 				err = errors.Join(err, ferr)
 			}
 		}
@@ -118,6 +132,18 @@ func (d *drain) loop(r *runner, self *actor.PID) (err error) {
 		}
 		force = false
 	}
+}
+
+// recovered runs f, turning a panic into an error: the cleanup of a
+// busy period runs outside (or inside) the drain's recover, and its store
+// calls may panic again.
+func recovered(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = messages.Errorf(messages.ErrInternal, "panicked while closing the busy period: %v", p)
+		}
+	}()
+	return f()
 }
 
 // tool is the child actor of one local tool call. Its goroutine recovers a

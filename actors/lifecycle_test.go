@@ -825,3 +825,96 @@ func TestInterruptCuttingAReadShortIsAnInterruption(t *testing.T) {
 		t.Fatalf("busy period ended %+v: %v", i, types)
 	}
 }
+
+// messagesPanickingStore panics on the Session's message reads while
+// panicking is set, as a store with a bug does.
+type messagesPanickingStore struct {
+	persistence.Store
+	panicking atomic.Bool
+	panicked  atomic.Int64
+}
+
+func (s *messagesPanickingStore) Messages(ctx context.Context, sid messages.SessionID, q persistence.Query) (persistence.Page[persistence.Message], error) {
+	if s.panicking.Load() {
+		s.panicked.Add(1)
+		panic("store bug reading messages")
+	}
+	return s.Store.Messages(ctx, sid, q)
+}
+
+// TestRunnerPanicDropsWhatItHadNotCommitted: a panic while the runner
+// holds events it has not committed yet (here the step.started of a step
+// whose request it was assembling) fails the busy period without them: a
+// step the store never held is not opened by the terminal's commit. The
+// terminal's commit carried the held step.started with it, so the log
+// showed a step that started and never ended inside a busy period that had
+// (a later drain's orphan sweep closed it, as if the process had died).
+func TestRunnerPanicDropsWhatItHadNotCommitted(t *testing.T) {
+	var st *messagesPanickingStore
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
+		st = &messagesPanickingStore{Store: c.Store}
+		c.Store = st
+	}})
+	h.Model.Default(script.Text("answered"))
+	sid := h.Session()
+	st.panicking.Store(true)
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	st.panicking.Store(false)
+	if st.panicked.Load() == 0 {
+		t.Fatalf("the request never read the messages: %v", h.Types(sid))
+	}
+	checkBusyPeriods(t, h, sid)
+	if f := lastOf[*messages.ExecutionFailed](h, sid); f == nil || !strings.Contains(f.Error.Message, "store bug reading messages") {
+		t.Fatalf("the busy period did not fail with the panic: %v", h.Types(sid))
+	}
+	if n := count(h, sid, messages.TypeStepStarted); n != count(h, sid, messages.TypeStepFailed) {
+		t.Fatalf("a step left open: %v", h.Types(sid))
+	}
+	open, err := h.Store.OpenSteps(h.Ctx(), sid)
+	if err != nil || len(open) != 0 {
+		t.Fatalf("open steps after the busy period: %v %v: %v", open, err, h.Types(sid))
+	}
+	h.CheckReplay()
+}
+
+// terminalPanickingStore panics on the first commit of a busy period's
+// success, as a store with a bug does.
+type terminalPanickingStore struct {
+	persistence.Store
+	panicked atomic.Bool
+}
+
+func (s *terminalPanickingStore) Commit(ctx context.Context, sid messages.SessionID, ps ...messages.Payload) (persistence.Committed, error) {
+	for _, p := range ps {
+		if _, ok := p.(*messages.ExecutionSucceeded); ok && s.panicked.CompareAndSwap(false, true) {
+			panic("store bug committing a terminal")
+		}
+	}
+	return s.Store.Commit(ctx, sid, ps...)
+}
+
+// TestStorePanicOnTheTerminalKeepsTheProcess: a Store that panics
+// committing a busy period's terminal (outside the runner's recover)
+// loses that terminal, as a crash would, and nothing else: the Session
+// goes idle and its next prompt runs. The panic ended the process.
+func TestStorePanicOnTheTerminalKeepsTheProcess(t *testing.T) {
+	var st *terminalPanickingStore
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
+		st = &terminalPanickingStore{Store: c.Store}
+		c.Store = st
+	}})
+	h.Model.Default(script.Text("answered"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	if !st.panicked.Load() {
+		t.Fatalf("the terminal never reached the store: %v", h.Types(sid))
+	}
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	if h.Model.Count() != 2 || count(h, sid, messages.TypeExecutionSucceeded) != 1 {
+		t.Fatalf("after the panic: %v", h.Types(sid))
+	}
+	h.CheckReplay()
+}

@@ -261,6 +261,18 @@ func (r *runner) flushError() error {
 	return r.flushErr
 }
 
+// dropUncommitted discards the queued durable events and the live events
+// held for them, after a panic: none of them became durable.
+func (r *runner) dropUncommitted() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.buf, r.held = nil, nil
+	if r.hold != nil {
+		r.hold.Stop()
+		r.hold = nil
+	}
+}
+
 // settleLive publishes what is still held and stops the hold timer, at the
 // end of a busy period; it reports whether the busy period wrote anything.
 func (r *runner) settleLive() bool {
