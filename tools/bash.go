@@ -38,6 +38,10 @@ type BashConfig struct {
 	// next process kills what they leave if this one dies (see
 	// OpenProcessLedger). Nil records nothing.
 	Ledger *ProcessLedger
+	// After starts a command's timeout: the command is killed when the
+	// channel receives. Nil means a real timer; tests inject one to time
+	// out a command when they choose rather than after a wall-clock wait.
+	After func(time.Duration) <-chan time.Time
 }
 
 // DefaultBashConfig returns the defaults: a 2 minute timeout, at most 10
@@ -185,7 +189,7 @@ func (b *basher) run(ctx context.Context, call *CallContext, in BashInput) (Resu
 	if env == nil {
 		env = os.Environ()
 	}
-	res, err := runProcess(ctx, procSpec{shell: b.cfg.Shell, command: in.Command, dir: dir, env: env, timeout: timeout, maxOut: b.cfg.MaxOutputBytes,
+	res, err := runProcess(ctx, procSpec{shell: b.cfg.Shell, command: in.Command, dir: dir, env: env, timeout: timeout, after: b.cfg.After, maxOut: b.cfg.MaxOutputBytes,
 		ledger: b.cfg.Ledger})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -145,19 +145,38 @@ func TestBashOutputTruncationKeepsHeadAndTail(t *testing.T) {
 }
 
 func TestBashTimeoutKillsTheProcessGroup(t *testing.T) {
-	h := newHarness(t, harnessConfig{rules: allowAll})
+	// The timeout fires when the test says, once every process runs, not
+	// after a wall-clock wait a loaded machine might outlast.
+	fire, asked := make(chan time.Time, 1), make(chan time.Duration, 1)
+	after := func(d time.Duration) <-chan time.Time { asked <- d; return fire }
+	h := newHarness(t, harnessConfig{rules: allowAll, builtins: BuiltinConfig{Bash: BashConfig{After: after}}})
 	dir := t.TempDir()
 	pidfile, ready := filepath.Join(dir, "pids"), filepath.Join(dir, "ready")
-	// The command never ends by itself (sleep 1000): the call returns
-	// because the timeout killed it, which its error says.
-	_, err := h.call(context.Background(), t, "bash", BashInput{Command: spawnTree(pidfile, ready), TimeoutMs: 4000})
-	if errorType(t, err) != messages.ErrToolExecution || !strings.Contains(err.Error(), "timed out after 4s") {
+	done := make(chan error, 1)
+	go func() {
+		// The command never ends by itself (sleep 1000): the call returns
+		// because the timeout killed it, which its error says.
+		_, err := h.call(context.Background(), t, "bash", BashInput{Command: spawnTree(pidfile, ready), TimeoutMs: 4000})
+		done <- err
+	}()
+	eventually(t, 30*time.Second, "the command to start its processes", func() bool {
+		_, err := os.Stat(ready)
+		return err == nil
+	})
+	pids := readPids(t, pidfile, 3)
+	for _, pid := range pids {
+		if !processAlive(pid) {
+			t.Fatalf("process %d died before the timeout", pid)
+		}
+	}
+	if d := <-asked; d != 4*time.Second {
+		t.Fatalf("timeout started for %v, want the input's 4s", d)
+	}
+	fire <- time.Now()
+	if err := <-done; errorType(t, err) != messages.ErrToolExecution || !strings.Contains(err.Error(), "timed out after 4s") {
 		t.Fatalf("got %v, want a tool.execution timeout", err)
 	}
-	if _, err := os.Stat(ready); err != nil {
-		t.Fatalf("the command did not get ready before the timeout: %v", err)
-	}
-	assertAllDead(t, readPids(t, pidfile, 3))
+	assertAllDead(t, pids)
 }
 
 func TestBashCancellationKillsTheProcessGroup(t *testing.T) {

@@ -45,6 +45,7 @@ type procSpec struct {
 	dir     string
 	env     []string
 	timeout time.Duration
+	after   func(time.Duration) <-chan time.Time // nil: a real timer
 	maxOut  int
 	ledger  *ProcessLedger // nil: not recorded
 }
@@ -125,8 +126,14 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 		exited <- exit{reaped, err}
 	})
 
-	timer := time.NewTimer(spec.timeout)
-	defer timer.Stop()
+	timedOut := (<-chan time.Time)(nil)
+	if spec.after != nil {
+		timedOut = spec.after(spec.timeout)
+	} else {
+		timer := time.NewTimer(spec.timeout)
+		defer timer.Stop()
+		timedOut = timer.C
+	}
 	var ex exit
 	select {
 	case ex = <-exited:
@@ -134,7 +141,7 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 		res.outcome = procCancelled
 		killGroup(pgid)
 		ex = <-exited
-	case <-timer.C:
+	case <-timedOut:
 		res.outcome = procTimedOut
 		killGroup(pgid)
 		ex = <-exited
