@@ -7,6 +7,7 @@ import (
 	"iter"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/actors/actortest"
@@ -238,12 +239,19 @@ func TestProviderPanicAwaitsItsTools(t *testing.T) {
 // many times as long: with the default ten seconds, five stuck tools held
 // the interrupt for fifty. The graces are counted rather than timed: each
 // runs out at once, and the step must start one for all its stuck tools.
+// It runs with the default grace and with a configured one (ToolGrace).
 func TestStuckToolsShareOneGrace(t *testing.T) {
+	for _, grace := range []struct{ config, want time.Duration }{{0, 10 * time.Second}, {42 * time.Second, 42 * time.Second}} {
+		t.Run(grace.want.String(), func(t *testing.T) { stuckToolsShareOneGrace(t, grace.config, grace.want) })
+	}
+}
+
+func stuckToolsShareOneGrace(t *testing.T, config, want time.Duration) {
 	const tools = 6
 	// Restored after the harness's own cleanup, which registers later.
 	graces, restore := actors.CountToolGraces()
 	t.Cleanup(restore)
-	h := actortest.New(t)
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.ToolGrace = config }})
 	started := make(chan string, tools)
 	release := make(chan struct{})
 	defer close(release) // before the harness shuts down (a cleanup)
@@ -270,8 +278,8 @@ func TestStuckToolsShareOneGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	// One grace per stuck tool, one after another, was the bug.
-	if n := graces(); n != 1 {
-		t.Fatalf("the interrupted step started %d graces for its %d stuck tools, want one for all of them", n, tools)
+	if g := graces(); len(g) != 1 || g[0] != want {
+		t.Fatalf("the interrupted step started graces %v for its %d stuck tools, want one of %v for all of them", g, tools, want)
 	}
 	checkBusyPeriods(t, h, sid)
 	aborted := 0

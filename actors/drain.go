@@ -49,7 +49,7 @@ func (d *drain) run(self *actor.PID) {
 	r := &runner{sid: d.sid, locKey: d.locKey, order: d.rt.orderLock(d.sid), store: d.rt.cfg.Store, svc: d.svc, bus: d.rt.cfg.Bus, clock: d.rt.cfg.Clock,
 		ids: d.rt.cfg.IDs, log: d.rt.cfg.Logger, steerBatch: d.rt.cfg.SteerBatch, metrics: d.rt.cfg.Metrics,
 		autoCompact: d.rt.cfg.AutoCompact, compactionBuffer: d.rt.cfg.CompactionBuffer, keepTokens: d.rt.cfg.KeepTokens,
-		liveHold: d.rt.cfg.LiveHold, bndAt: -1}
+		liveHold: d.rt.cfg.LiveHold, toolGrace: d.rt.cfg.ToolGrace, bndAt: -1}
 	r.startTool = func(ctx context.Context, call locations.ToolCall) <-chan locations.ToolResult {
 		ch := make(chan locations.ToolResult, 1)
 		root.Send(self, &startTool{ctx: ctx, call: call, reply: ch})

@@ -2,8 +2,8 @@ package actors
 
 import (
 	"context"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sessiond/sessiond/messages"
@@ -71,18 +71,26 @@ func HoldIdleReports(hold func()) (restore func()) {
 }
 
 // CountToolGraces makes every grace a cancelled step starts for the tools
-// that ignore cancellation run out at once, and counts them: started
-// returns how many have started, restore puts the wall-clock grace back.
-func CountToolGraces() (started func() int, restore func()) {
-	var n atomic.Int32
+// that ignore cancellation run out at once, and records them: started
+// returns the length each was started with (Config.ToolGrace), restore
+// puts the wall-clock grace back.
+func CountToolGraces() (started func() []time.Duration, restore func()) {
+	var mu sync.Mutex
+	var limits []time.Duration
 	old := startGrace
-	startGrace = func() (context.Context, context.CancelFunc) {
-		n.Add(1)
+	startGrace = func(d time.Duration) (context.Context, context.CancelFunc) {
+		mu.Lock()
+		limits = append(limits, d)
+		mu.Unlock()
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		return ctx, cancel
 	}
-	return func() int { return int(n.Load()) }, func() { startGrace = old }
+	return func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(limits)
+	}, func() { startGrace = old }
 }
 
 // OrderLocked reports whether the order stripe of sid (Runtime.order) is

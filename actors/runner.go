@@ -70,6 +70,7 @@ type runner struct {
 	keepTokens       int
 	metrics          *Metrics
 	liveHold         time.Duration
+	toolGrace        time.Duration
 
 	// mu guards the outbox below: the hold timer flushes it from its own
 	// goroutine.
@@ -614,17 +615,19 @@ func (r *runner) fence(ctx context.Context) (persistence.Session, error) {
 	return sess, nil
 }
 
-// toolGrace bounds how long a cancelled step waits for the tools that
-// ignore cancellation (or whose actors never started because the system is
-// stopping), all of them together. It is wall-clock on purpose: it guards
-// against misbehaving tools, not a protocol delay; tests replace startGrace
-// (CountToolGraces) rather than wait for it.
-const toolGrace = 10 * time.Second
+// defaultToolGrace bounds how long a cancelled step waits for the tools
+// that ignore cancellation (or whose actors never started because the
+// system is stopping), all of them together (Config.ToolGrace). It is
+// wall-clock on purpose: it guards against misbehaving tools, not a
+// protocol delay; tests replace startGrace (CountToolGraces) rather than
+// wait for it.
+const defaultToolGrace = 10 * time.Second
 
-// startGrace starts one step's grace. Tests replace it (CountToolGraces)
-// to count the graces a step starts without waiting for them.
-var startGrace = func() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), toolGrace)
+// startGrace starts one step's grace of d. Tests replace it
+// (CountToolGraces) to count the graces a step starts without waiting for
+// them.
+var startGrace = func(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
 }
 
 // toolGraceWait is the grace of one cancelled step: it starts when the
@@ -632,6 +635,7 @@ var startGrace = func() (context.Context, context.CancelFunc) {
 // them at once, so that several stuck tools do not wait one grace after
 // another.
 type toolGraceWait struct {
+	limit  time.Duration
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -639,7 +643,7 @@ type toolGraceWait struct {
 // done returns a channel closed once the grace has run out, starting it.
 func (g *toolGraceWait) done() <-chan struct{} {
 	if g.ctx == nil {
-		g.ctx, g.cancel = startGrace()
+		g.ctx, g.cancel = startGrace(g.limit)
 	}
 	return g.ctx.Done()
 }
@@ -977,7 +981,7 @@ func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName
 	a.closeFrag(persistence.PartReasoning, nil)
 	a.closeFrag(persistence.PartText, nil)
 	var settle []messages.Payload
-	var grace toolGraceWait // shared by the calls awaited below
+	grace := toolGraceWait{limit: r.toolGrace} // shared by the calls awaited below
 	defer grace.stop()
 	for id, name := range a.inputs {
 		settle = append(settle, &messages.ToolFailed{SessionID: r.sid, AssistantMessageID: asst, CallID: id,

@@ -58,6 +58,10 @@ type Config struct {
 	// It adds at most this much latency to the first delta of a fragment.
 	// Default 5 ms.
 	LiveHold time.Duration
+	// ToolGrace bounds how long a cancelled step (an interrupt, a
+	// shutdown) waits for the tools that ignore cancellation, all of them
+	// together, before settling them as interrupted. Default 10 s.
+	ToolGrace time.Duration
 	// ActorOptions are extra protoactor configuration options (tests pass
 	// a short dead-letter throttle).
 	ActorOptions []actor.ConfigOption
@@ -84,6 +88,9 @@ func (c *Config) validate() error {
 	}
 	if c.LiveHold <= 0 {
 		c.LiveHold = DefaultLiveHold
+	}
+	if c.ToolGrace <= 0 {
+		c.ToolGrace = defaultToolGrace
 	}
 	return nil
 }

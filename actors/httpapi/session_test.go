@@ -367,6 +367,14 @@ func addStuckTool(t *testing.T, e *env, name string) *stuckTool {
 	return st
 }
 
+// stuckToolEnv is newHarnessEnv whose cancelled steps wait for a stuck
+// tool as long as the test runs: a test that keeps a busy period from
+// settling with one must not see the default ten-second grace run out
+// on a slow machine and settle it.
+func stuckToolEnv(t *testing.T) *env {
+	return newEnv(t, harnessBackend(t, actortest.Options{Config: func(c *actors.Config) { c.ToolGrace = time.Hour }}), nil)
+}
+
 // shutdownWith waits until tool runs, sends a request on another
 // goroutine, waits until the tool's drain is cancelled (the Session actor
 // has the request, and the stuck tool keeps its busy period from
@@ -412,7 +420,7 @@ func shutdownWith(t *testing.T, e *env, tool *stuckTool, send func() (reply, err
 // never 204 as if the terminal event were committed; the interrupt itself
 // goes on and ends the busy period with reason user.
 func TestShutdownCutsAnInterrupt(t *testing.T) {
-	e := newHarnessEnv(t, nil)
+	e := stuckToolEnv(t)
 	tool := addStuckTool(t, e, "stuck")
 	e.model.Reply(script.ToolCall("c1", "stuck", `{}`))
 	sid := e.createSession()
@@ -437,7 +445,7 @@ func TestShutdownCutsAnInterrupt(t *testing.T) {
 // supersedes to settle when the Server shuts down answers 503
 // shutting-down, not the Session it has not moved yet.
 func TestShutdownCutsAMove(t *testing.T) {
-	e := newHarnessEnv(t, nil)
+	e := stuckToolEnv(t)
 	tool := addStuckTool(t, e, "stuck")
 	e.model.Reply(script.ToolCall("c1", "stuck", `{}`))
 	e.model.Default(script.Text("done"))
