@@ -108,9 +108,11 @@ func TestInterruptWhilePreparingInstructionsKeepsThePromptPending(t *testing.T) 
 }
 
 // messagesFailingStore fails the Session's message reads while failing is
-// set, as a store that cannot read its projections does.
+// set, as a store that cannot read its projections does, or panics on
+// them when panics is set, as a store with a bug does.
 type messagesFailingStore struct {
 	persistence.Store
+	panics  bool
 	failing atomic.Bool
 	failed  atomic.Int64
 }
@@ -118,9 +120,23 @@ type messagesFailingStore struct {
 func (s *messagesFailingStore) Messages(ctx context.Context, sid messages.SessionID, q persistence.Query) (persistence.Page[persistence.Message], error) {
 	if s.failing.Load() {
 		s.failed.Add(1)
+		if s.panics {
+			panic("store bug reading messages")
+		}
 		return persistence.Page[persistence.Message]{}, errors.New("audit: messages unreadable")
 	}
 	return s.Store.Messages(ctx, sid, q)
+}
+
+// withStore returns a harness whose runtime uses the store wrap makes of
+// the harness's own, and that store.
+func withStore[S persistence.Store](t *testing.T, wrap func(persistence.Store) S) (*actortest.Harness, S) {
+	var st S
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
+		st = wrap(c.Store)
+		c.Store = st
+	}})
+	return h, st
 }
 
 // TestRequestAssemblyFailureFailsTheBusyPeriod: a step whose request
@@ -131,11 +147,7 @@ func (s *messagesFailingStore) Messages(ctx context.Context, sid messages.Sessio
 // succeeded, so a client saw a successful execution that answered
 // nothing.
 func TestRequestAssemblyFailureFailsTheBusyPeriod(t *testing.T) {
-	var st *messagesFailingStore
-	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
-		st = &messagesFailingStore{Store: c.Store}
-		c.Store = st
-	}})
+	h, st := withStore(t, func(s persistence.Store) *messagesFailingStore { return &messagesFailingStore{Store: s} })
 	h.Model.Default(script.Text("answered"))
 	sid := h.Session()
 	queued := h.PromptWith(persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "queued"},

@@ -797,11 +797,9 @@ func (s *watermarkUntilCancelled) Watermark(ctx context.Context, sid messages.Se
 // is recorded as interrupted with the interrupt's reason, not as failed
 // with the read's context error: the error is the interrupt's doing.
 func TestInterruptCuttingAReadShortIsAnInterruption(t *testing.T) {
-	var st *watermarkUntilCancelled
-	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
-		st = &watermarkUntilCancelled{Store: c.Store, entered: make(chan struct{})}
-		c.Store = st
-	}})
+	h, st := withStore(t, func(s persistence.Store) *watermarkUntilCancelled {
+		return &watermarkUntilCancelled{Store: s, entered: make(chan struct{})}
+	})
 	h.Tools.Add("arm", func(context.Context, locations.ToolCall) (string, error) {
 		st.armed.Store(true) // the boundary after this step reads the watermark
 		return "armed", nil
@@ -826,22 +824,6 @@ func TestInterruptCuttingAReadShortIsAnInterruption(t *testing.T) {
 	}
 }
 
-// messagesPanickingStore panics on the Session's message reads while
-// panicking is set, as a store with a bug does.
-type messagesPanickingStore struct {
-	persistence.Store
-	panicking atomic.Bool
-	panicked  atomic.Int64
-}
-
-func (s *messagesPanickingStore) Messages(ctx context.Context, sid messages.SessionID, q persistence.Query) (persistence.Page[persistence.Message], error) {
-	if s.panicking.Load() {
-		s.panicked.Add(1)
-		panic("store bug reading messages")
-	}
-	return s.Store.Messages(ctx, sid, q)
-}
-
 // TestRunnerPanicDropsWhatItHadNotCommitted: a panic while the runner
 // holds events it has not committed yet (here the step.started of a step
 // whose request it was assembling) fails the busy period without them: a
@@ -850,18 +832,14 @@ func (s *messagesPanickingStore) Messages(ctx context.Context, sid messages.Sess
 // showed a step that started and never ended inside a busy period that had
 // (a later drain's orphan sweep closed it, as if the process had died).
 func TestRunnerPanicDropsWhatItHadNotCommitted(t *testing.T) {
-	var st *messagesPanickingStore
-	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
-		st = &messagesPanickingStore{Store: c.Store}
-		c.Store = st
-	}})
+	h, st := withStore(t, func(s persistence.Store) *messagesFailingStore { return &messagesFailingStore{Store: s, panics: true} })
 	h.Model.Default(script.Text("answered"))
 	sid := h.Session()
-	st.panicking.Store(true)
+	st.failing.Store(true)
 	h.Prompt(sid, "go")
 	h.WaitIdle(sid)
-	st.panicking.Store(false)
-	if st.panicked.Load() == 0 {
+	st.failing.Store(false)
+	if st.failed.Load() == 0 {
 		t.Fatalf("the request never read the messages: %v", h.Types(sid))
 	}
 	checkBusyPeriods(t, h, sid)
@@ -899,11 +877,7 @@ func (s *terminalPanickingStore) Commit(ctx context.Context, sid messages.Sessio
 // loses that terminal, as a crash would, and nothing else: the Session
 // goes idle and its next prompt runs. The panic ended the process.
 func TestStorePanicOnTheTerminalKeepsTheProcess(t *testing.T) {
-	var st *terminalPanickingStore
-	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
-		st = &terminalPanickingStore{Store: c.Store}
-		c.Store = st
-	}})
+	h, st := withStore(t, func(s persistence.Store) *terminalPanickingStore { return &terminalPanickingStore{Store: s} })
 	h.Model.Default(script.Text("answered"))
 	sid := h.Session()
 	h.Prompt(sid, "one")

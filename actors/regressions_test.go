@@ -44,11 +44,7 @@ func TestMirrorCheckAfterAnOutsideCommit(t *testing.T) {
 	if _, diff := actors.MirrorChecks(); diff != "" {
 		t.Fatalf("an earlier test recorded a mirror difference, so this one cannot tell:\n%s", diff)
 	}
-	var st *selectAfterWatermark
-	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
-		st = &selectAfterWatermark{Store: c.Store}
-		c.Store = st
-	}})
+	h, st := withStore(t, func(s persistence.Store) *selectAfterWatermark { return &selectAfterWatermark{Store: s} })
 	h.Tools.Add("arm", func(context.Context, locations.ToolCall) (string, error) {
 		st.armed.Store(true) // the next boundary, after this step, is served from the mirror
 		return "armed", nil

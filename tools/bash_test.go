@@ -150,25 +150,9 @@ func TestBashTimeoutKillsTheProcessGroup(t *testing.T) {
 	fire, asked := make(chan time.Time, 1), make(chan time.Duration, 1)
 	after := func(d time.Duration) <-chan time.Time { asked <- d; return fire }
 	h := newHarness(t, harnessConfig{rules: allowAll, builtins: BuiltinConfig{Bash: BashConfig{After: after}}})
-	dir := t.TempDir()
-	pidfile, ready := filepath.Join(dir, "pids"), filepath.Join(dir, "ready")
-	done := make(chan error, 1)
-	go func() {
-		// The command never ends by itself (sleep 1000): the call returns
-		// because the timeout killed it, which its error says.
-		_, err := h.call(context.Background(), t, "bash", BashInput{Command: spawnTree(pidfile, ready), TimeoutMs: 4000})
-		done <- err
-	}()
-	eventually(t, 30*time.Second, "the command to start its processes", func() bool {
-		_, err := os.Stat(ready)
-		return err == nil
-	})
-	pids := readPids(t, pidfile, 3)
-	for _, pid := range pids {
-		if !processAlive(pid) {
-			t.Fatalf("process %d died before the timeout", pid)
-		}
-	}
+	// The command never ends by itself (sleep 1000): the call returns
+	// because the timeout killed it, which its error says.
+	pids, done := startTree(context.Background(), t, h, 4000)
 	if d := <-asked; d != 4*time.Second {
 		t.Fatalf("timeout started for %v, want the input's 4s", d)
 	}
@@ -181,12 +165,25 @@ func TestBashTimeoutKillsTheProcessGroup(t *testing.T) {
 
 func TestBashCancellationKillsTheProcessGroup(t *testing.T) {
 	h := newHarness(t, harnessConfig{rules: allowAll})
+	ctx, cancel := context.WithCancel(context.Background())
+	pids, done := startTree(ctx, t, h, 0)
+	cancel()
+	if err := <-done; errorType(t, err) != messages.ErrAborted {
+		t.Fatalf("got %v, want aborted", err)
+	}
+	assertAllDead(t, pids)
+}
+
+// startTree runs spawnTree's command (three processes that never end by
+// themselves) as a bash call on another goroutine, and returns once all
+// three run: their pids, and the call's error when it returns.
+func startTree(ctx context.Context, t *testing.T, h *harness, timeoutMs int64) ([]int, <-chan error) {
+	t.Helper()
 	dir := t.TempDir()
 	pidfile, ready := filepath.Join(dir, "pids"), filepath.Join(dir, "ready")
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := h.call(ctx, t, "bash", BashInput{Command: spawnTree(pidfile, ready)})
+		_, err := h.call(ctx, t, "bash", BashInput{Command: spawnTree(pidfile, ready), TimeoutMs: timeoutMs})
 		done <- err
 	}()
 	eventually(t, 30*time.Second, "the command to start its processes", func() bool {
@@ -196,14 +193,10 @@ func TestBashCancellationKillsTheProcessGroup(t *testing.T) {
 	pids := readPids(t, pidfile, 3)
 	for _, pid := range pids {
 		if !processAlive(pid) {
-			t.Fatalf("process %d died before cancellation", pid)
+			t.Fatalf("process %d died before the call ended", pid)
 		}
 	}
-	cancel()
-	if err := <-done; errorType(t, err) != messages.ErrAborted {
-		t.Fatalf("got %v, want aborted", err)
-	}
-	assertAllDead(t, pids)
+	return pids, done
 }
 
 func TestBashBackgroundJobsDoNotOutliveTheShell(t *testing.T) {
