@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -81,6 +82,29 @@ func TestClipKeepsSixtyFourBytes(t *testing.T) {
 	} {
 		if got := clip(tc.in); got != tc.want {
 			t.Errorf("clip of %d bytes: %q, want %q", len(tc.in), got, tc.want)
+		}
+	}
+}
+
+// TestServerTimeoutDefaults: a zero or negative timeout of ServerConfig
+// takes its default, and a positive one is kept.
+func TestServerTimeoutDefaults(t *testing.T) {
+	b := harnessBackend(t)
+	for _, tc := range []struct {
+		set  time.Duration
+		want [3]time.Duration
+	}{
+		{0, [3]time.Duration{DefaultReadHeaderTimeout, DefaultReadTimeout, DefaultIdleTimeout}},
+		{-time.Second, [3]time.Duration{DefaultReadHeaderTimeout, DefaultReadTimeout, DefaultIdleTimeout}},
+		{time.Nanosecond, [3]time.Duration{time.Nanosecond, time.Nanosecond, time.Nanosecond}},
+	} {
+		srv, err := NewServer(ServerConfig{API: Config{Runtime: b.rt, Logger: zerolog.Nop()},
+			ReadHeaderTimeout: tc.set, ReadTimeout: tc.set, IdleTimeout: tc.set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := [3]time.Duration{srv.http.ReadHeaderTimeout, srv.http.ReadTimeout, srv.http.IdleTimeout}; got != tc.want {
+			t.Errorf("timeouts set to %v: %v, want %v", tc.set, got, tc.want)
 		}
 	}
 }
