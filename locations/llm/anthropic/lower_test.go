@@ -173,6 +173,14 @@ func TestLoweringVariants(t *testing.T) {
 			  "tool_choice":{"type":"none"}}`,
 		},
 		{
+			// tool_choice may only be sent with tools: the API refuses it
+			// otherwise.
+			name: "final step of an agent without tools: no tool_choice",
+			req:  llm.Request{Model: messages.ModelRef{ID: "claude-test"}, Messages: simpleRequest().Messages, ToolChoice: llm.ToolChoiceNone},
+			want: `{"model":"claude-test","max_tokens":8192,"stream":true,
+			  "messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}]}`,
+		},
+		{
 			name: "thinking budget",
 			cfg:  Config{ThinkingBudget: 1024},
 			req:  simpleRequest(),
@@ -308,5 +316,59 @@ func TestLoweringWhatTheAPIRefuses(t *testing.T) {
 			t.Fatalf("ID %q is refused or repeated: %q", id, used)
 		}
 		seen[id] = true
+	}
+}
+
+// TestHostedToolsEachOnce: a hosted tool named twice is declared once, and
+// the names after it are still checked.
+func TestHostedToolsEachOnce(t *testing.T) {
+	tools, err := hostedTools([]string{"web_search", "web_search"})
+	if err != nil || len(tools) != 1 {
+		t.Fatalf("%d tools, %v; want one", len(tools), err)
+	}
+	_, err = hostedTools([]string{"web_search", "web_search", "bogus"})
+	wantError(t, err, messages.ErrProviderInvalidRequest, 0, 0)
+}
+
+// TestContinuedMessageAtTheStart: the assistant message a request
+// continues may be the first of its history (a compacted one can start
+// there).
+func TestContinuedMessageAtTheStart(t *testing.T) {
+	msgs := []llm.Message{
+		{Role: llm.RoleAssistant, Parts: []llm.Part{{Kind: llm.PartToolCall, CallID: "c1", Name: "read"}}},
+		{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: "c1", Output: "x"}}},
+	}
+	if i := continuedMessage(msgs); i != 0 {
+		t.Fatalf("continued message %d, want 0", i)
+	}
+	if i := continuedMessage(append(msgs, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{text("next")}})); i != -1 {
+		t.Fatalf("continued message %d after a user turn, want -1", i)
+	}
+}
+
+// TestDeferredCallsPickOnlyUnansweredHostedCalls: of the message a request
+// continues, only hosted calls (executed by the provider) that have an ID
+// and a name and no hosted result in the same message are deferred; local
+// calls, answered ones and results are not, and nothing is when the
+// request does not continue an assistant message.
+func TestDeferredCallsPickOnlyUnansweredHostedCalls(t *testing.T) {
+	hosted := func(kind llm.PartKind, id, name string) llm.Part {
+		return llm.Part{Kind: kind, CallID: id, Name: name, Executed: true}
+	}
+	asst := llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{
+		hosted(llm.PartToolCall, "s1", "web_search"), // answered below
+		hosted(llm.PartToolResult, "s1", "web_search"),
+		hosted(llm.PartToolCall, "s2", "web_search"), // deferred
+		hosted(llm.PartToolCall, "", "web_search"),
+		hosted(llm.PartToolCall, "s3", ""),
+		hosted(llm.PartToolResult, "s4", "web_search"),       // a result without its call
+		{Kind: llm.PartToolCall, CallID: "c1", Name: "read"}, // local
+	}}
+	got := deferredCalls([]llm.Message{asst, {Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: "c1", Output: "x"}}}})
+	if len(got) != 1 || got["s2"].CallID != "s2" {
+		t.Fatalf("deferred %v, want only s2", got)
+	}
+	if got := deferredCalls([]llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{text("go")}}, asst, {Role: llm.RoleUser, Parts: []llm.Part{text("next")}}}); got != nil {
+		t.Fatalf("deferred %v from a message the request does not continue", got)
 	}
 }
