@@ -81,6 +81,19 @@ func TestHTTPErrors(t *testing.T) {
 	}
 }
 
+// TestShouldRetryHeaderOfAStream: the x-should-retry header of a stream's
+// 200 answered that request, not the error an event reports later inside
+// it: an overloaded_error there stays retryable.
+func TestShouldRetryHeaderOfAStream(t *testing.T) {
+	body := messageStart(smallUsage) + ev("error", apiErr("overloaded_error", "Overloaded"))
+	h := http.Header{}
+	h.Set("x-should-retry", "false")
+	_, _, err := run(t, simpleRequest(), ssetest.Reply{Header: h, Chunks: []string{body}})
+	if le := wantError(t, err, messages.ErrProviderInternal, 0, 0); !le.Retryable() {
+		t.Fatalf("%v is not retryable", le)
+	}
+}
+
 // TestStreamErrors covers error events inside a 200 stream.
 func TestStreamErrors(t *testing.T) {
 	for _, tc := range []struct {
