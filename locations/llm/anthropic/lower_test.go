@@ -372,3 +372,36 @@ func TestDeferredCallsPickOnlyUnansweredHostedCalls(t *testing.T) {
 		t.Fatalf("deferred %v from a message the request does not continue", got)
 	}
 }
+
+// TestWebCitationsGoBackAlone: of a text part's kept citations only web
+// search ones with an encrypted index and a URL go back; the others (other
+// kinds, incomplete, not JSON objects) are skipped wherever they stand.
+func TestWebCitationsGoBackAlone(t *testing.T) {
+	meta := `{"citations":[
+	  "not an object",
+	  {"type":"char_location","cited_text":"c","encrypted_index":"e","url":"https://a"},
+	  {"type":"web_search_result_location","cited_text":"c","url":"https://a"},
+	  {"type":"web_search_result_location","cited_text":"c","encrypted_index":"e"},
+	  {"type":"web_search_result_location","cited_text":"kept","encrypted_index":"e1","title":"T","url":"https://kept"}]}`
+	got := webCitations(json.RawMessage(meta))
+	if len(got) != 1 {
+		t.Fatalf("%d citations, want 1", len(got))
+	}
+	if w := got[0].OfWebSearchResultLocation; w == nil || w.CitedText != "kept" || w.EncryptedIndex != "e1" || w.URL != "https://kept" || w.Title.Value != "T" {
+		t.Fatalf("citation %+v", got[0])
+	}
+}
+
+// TestToolUseIDCharacterRange: an ID of the characters the API allows
+// (^[a-zA-Z0-9_-]+$, the ends of each range included) goes unchanged; one
+// with the characters just outside them is rewritten.
+func TestToolUseIDCharacterRange(t *testing.T) {
+	if id := "09azAZ_-"; toolUseID(id) != id {
+		t.Fatalf("%q rewritten to %q", id, toolUseID(id))
+	}
+	for _, c := range "/:`{@[" {
+		if id := "a" + string(c); toolUseID(id) == id {
+			t.Errorf("%q kept, which the API refuses", id)
+		}
+	}
+}
