@@ -932,6 +932,10 @@ func runOp(o *op, w *wtx) (err error) {
 	return o.fn(w)
 }
 
+// viewHook, when set by a test before Open, runs in every read between
+// taking the snapshot and beginning the bbolt transaction.
+var viewHook func()
+
 // view runs fn on a consistent snapshot: the published memtables and a
 // bbolt read transaction on a state beneath them. A flush that completes
 // between the two reads (a bbolt transaction the snapshot does not cover)
@@ -946,6 +950,9 @@ func (s *Bolt) view(fn func(v *view) error) error {
 			return ErrClosed
 		}
 		sn := s.snap.Load()
+		if viewHook != nil {
+			viewHook()
+		}
 		tx, err := s.db.Begin(false)
 		if err != nil {
 			if s.tails.done() {

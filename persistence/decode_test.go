@@ -39,6 +39,8 @@ func TestDecodeRequests(t *testing.T) {
 		{`{"prompt":{"text":""}}`, "prompt.text"},
 		{`{"prompt":{"text":"hi"},"delivery":"soon"}`, "delivery"},
 		{`{"id":"x","prompt":{"text":"hi"}}`, "id"},
+		{`{"sessionID":"ses_x","prompt":{"text":"hi"}}`, ""},
+		{`{"sessionID":"x","prompt":{"text":"hi"}}`, "sessionID"},
 		{`{"prompt":{"text":"hi"},"resume":"yes"}`, "resume"},
 		{`{"prompt":"hi"}`, "prompt"},
 	} {
@@ -92,6 +94,8 @@ func TestDecodeErrorsDescribeJSON(t *testing.T) {
 		`{"n":1.5}`: "n: want an integer, got the number 1.5",
 		`{"u":-1}`:  "u: want an integer, got the number -1",
 		`{"n":0.` + strings.Repeat("5", 1000) + `}`: "n: want an integer, got the number 0." + strings.Repeat("5", 30) + "…",
+		// A number of exactly the echoed length is echoed whole.
+		`{"n":0.` + strings.Repeat("5", 30) + `}`: "n: want an integer, got the number 0." + strings.Repeat("5", 30),
 		`{"f":"x"}`: "f: want a number, got a string",
 		`{"b":1}`:   "b: want a base64 string, got a number",
 		`{"m":[]}`:  "m: want a JSON object, got an array",
@@ -177,5 +181,17 @@ func TestDecodeRefusesDuplicateMembers(t *testing.T) {
 	}
 	if _, err := persistence.DecodeCreateSession([]byte(`{"location":{"directory":"/a"},"title":"t","title":"u"}`)); err == nil || err.(*messages.Error).Message != "title: given twice" {
 		t.Fatalf("create with a title given twice: %v", err)
+	}
+	// A string value, in an object or an array, is no member name: one
+	// that spells a name of its object, or another value, repeats nothing.
+	if _, err := persistence.DecodePromptRequest([]byte(`{"prompt":{"text":"text"},"delivery":"queue"}`)); err != nil {
+		t.Fatalf("a value spelling its member's name: %v", err)
+	}
+	var v struct {
+		A []string `json:"a"`
+		B string   `json:"b"`
+	}
+	if err := persistence.DecodeStrict([]byte(`{"a":["a","b","a"],"b":"a"}`), &v); err != nil {
+		t.Fatalf("strings repeated in an array: %v", err)
 	}
 }

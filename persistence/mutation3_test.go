@@ -1,0 +1,298 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// TestOpenRefusesAnotherSchemaVersion: Open refuses a file whose schema
+// byte is another version's, or not one byte, with ErrSchema, and opens
+// the file again once it holds this version's.
+func TestOpenRefusesAnotherSchemaVersion(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	setSchema := func(v []byte) {
+		t.Helper()
+		db, err := bolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keySchema, v) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, v := range [][]byte{{schemaVersion + 1}, {schemaVersion - 1}, {schemaVersion, 0}, {}} {
+		setSchema(v)
+		st, err := Open(path, Options{NoSync: true})
+		if !errors.Is(err, ErrSchema) {
+			if err == nil {
+				_ = st.Close()
+			}
+			t.Fatalf("schema %v: Open = %v, want ErrSchema", v, err)
+		}
+	}
+	setSchema([]byte{schemaVersion})
+	st, err = Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatalf("schema %d: %v", schemaVersion, err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// putMeta returns an operation that writes key = val in the meta bucket.
+func putMeta(key, val string) func(w *wtx) error {
+	return func(w *wtx) error { return w.putBytes(bucketMeta, []byte(key), []byte(val)) }
+}
+
+// TestOnCommitObservesEachCommitFirst: OnCommit sees every group commit
+// with its operation count before any of its callers is answered, and
+// never a batch whose every operation was refused.
+func TestOnCommitObservesEachCommitFirst(t *testing.T) {
+	var mu sync.Mutex
+	var counts []int
+	st := openTemp(t, Options{NoSync: true, OnCommit: func(n int, _ time.Duration) {
+		mu.Lock()
+		counts = append(counts, n)
+		mu.Unlock()
+	}})
+	ctx := context.Background()
+	seen := func() []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(counts)
+	}
+	for i := range 3 {
+		if err := st.submit(ctx, putMeta("k", fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+		if got := seen(); len(got) != i+1 || got[i] != 1 {
+			t.Fatalf("after commit %d OnCommit saw %v, want %d commits of one operation", i, got, i+1)
+		}
+	}
+	refusal := errors.New("refused")
+	if err := st.submit(ctx, func(*wtx) error { return refusal }); !errors.Is(err, refusal) {
+		t.Fatalf("refused operation: %v", err)
+	}
+	if err := st.submit(ctx, putMeta("k", "last")); err != nil {
+		t.Fatal(err)
+	}
+	if got := seen(); !slices.Equal(got, []int{1, 1, 1, 1}) {
+		t.Fatalf("OnCommit saw %v, want four commits of one operation (none for the refusal)", got)
+	}
+}
+
+// TestAcknowledgedWritesAreSynced: every write is answered only after an
+// fdatasync of the log that follows its commit.
+func TestAcknowledgedWritesAreSynced(t *testing.T) {
+	var syncs atomic.Int64
+	syncFault = func() error { syncs.Add(1); return nil }
+	t.Cleanup(func() { syncFault = nil })
+	st := openTemp(t, Options{NoSync: true})
+	ctx := context.Background()
+	for i := range 5 {
+		before := syncs.Load()
+		if err := st.submit(ctx, putMeta("k", fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+		if syncs.Load() == before {
+			t.Fatalf("write %d was acknowledged without a sync of the log", i)
+		}
+	}
+}
+
+// TestGroupCommitTakesQueuedOperations: operations that queue while the
+// writer waits for the syncer go into the next batches together, MaxBatch
+// at a time (by default, all of these).
+func TestGroupCommitTakesQueuedOperations(t *testing.T) {
+	const n = 7
+	for maxBatch, want := range map[int][]int{0: {1, n}, 2: {1, 2, 2, 2, 1}} {
+		t.Run(fmt.Sprint("MaxBatch=", maxBatch), func(t *testing.T) {
+			var mu sync.Mutex
+			var counts []int
+			refused := make(chan struct{}, 1)
+			refuseHook = func(int) { refused <- struct{}{} }
+			t.Cleanup(func() { refuseHook = nil })
+			st := openTemp(t, Options{NoSync: true, MaxBatch: maxBatch, OnCommit: func(n int, _ time.Duration) {
+				mu.Lock()
+				counts = append(counts, n)
+				mu.Unlock()
+			}})
+			held, release := holdNextSync(t)
+			defer release()
+			ctx := context.Background()
+			errs := make(chan error, n+2)
+			go func() { errs <- st.submit(ctx, putMeta("first", "")) }()
+			<-held
+			// The first batch syncs; the writer runs a refusal and waits to
+			// hand it to the syncer while the rest queue.
+			refusal := errors.New("refused")
+			go func() {
+				if err := st.submit(ctx, func(*wtx) error { return refusal }); !errors.Is(err, refusal) {
+					errs <- fmt.Errorf("refusal answered %v", err)
+					return
+				}
+				errs <- nil
+			}()
+			<-refused
+			for i := range n {
+				go func() { errs <- st.submit(ctx, putMeta(fmt.Sprint("k", i), "")) }()
+			}
+			for len(st.ops) < n {
+				runtime.Gosched()
+			}
+			release()
+			for range n + 2 {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(counts, want) {
+				t.Fatalf("commits of %v operations, want %v", counts, want)
+			}
+		})
+	}
+}
+
+// TestNothingWrittenInAFailedBatchIsNotUnknown: when the store fails before
+// a batch is durable, an operation of it that wrote nothing (so logged
+// nothing) gets the failure, not an unknown outcome, while a logged write
+// of the batch before it gets the unknown outcome.
+func TestNothingWrittenInAFailedBatchIsNotUnknown(t *testing.T) {
+	var armed atomic.Bool
+	held, release := make(chan struct{}), make(chan struct{})
+	syncFault = func() error {
+		if armed.CompareAndSwap(true, false) {
+			close(held)
+			<-release
+			return errors.New("injected EIO")
+		}
+		return nil
+	}
+	t.Cleanup(func() { syncFault = nil })
+	st, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	ctx := context.Background()
+	armed.Store(true)
+	logged, readOnly := make(chan error, 1), make(chan error, 1)
+	go func() { logged <- st.submit(ctx, putMeta("k", "v")) }()
+	<-held
+	ran := make(chan struct{})
+	var once sync.Once
+	go func() {
+		readOnly <- st.submit(ctx, func(w *wtx) error {
+			once.Do(func() { close(ran) }) // past the writer's check for a failed store
+			_ = w.v.get(bucketMeta, []byte("k"))
+			return nil
+		})
+	}()
+	<-ran
+	close(release)
+	if err := <-logged; !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("logged write: %v, want an unknown outcome", err)
+	}
+	if err := <-readOnly; err == nil || errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, st.Failed()) {
+		t.Fatalf("operation that wrote nothing: %v, want the store's failure %v", err, st.Failed())
+	}
+}
+
+// TestDefaultFlushBytes: with the default FlushBytes a few small commits
+// stay in the log and the memtable (Close's own flush is not reported);
+// with a small one they are flushed.
+func TestDefaultFlushBytes(t *testing.T) {
+	for flushBytes, want := range map[int64]bool{0: false, 1: true} {
+		var flushes atomic.Int64
+		st, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{NoSync: true, FlushBytes: flushBytes,
+			OnFlush: func(int, time.Duration) { flushes.Add(1) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if err := st.submit(context.Background(), putMeta("k", fmt.Sprint(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := flushes.Load() > 0; got != want {
+			t.Fatalf("FlushBytes %d: %d flushes, want any: %v", flushBytes, flushes.Load(), want)
+		}
+	}
+}
+
+// TestReadRetakesASnapshotThatFlushesOutgrew: a read whose snapshot was
+// taken before flushes moved bbolt past it takes both again, instead of
+// reading its old memtables over the newer bbolt: a mix of two keys never
+// committed together.
+func TestReadRetakesASnapshotThatFlushesOutgrew(t *testing.T) {
+	var armed atomic.Bool
+	paused, resume := make(chan struct{}), make(chan struct{})
+	viewHook = func() {
+		if armed.CompareAndSwap(true, false) {
+			close(paused)
+			<-resume
+		}
+	}
+	t.Cleanup(func() { viewHook = nil })
+	st := openTemp(t, Options{NoSync: true, FlushBytes: 1}) // a flush after every commit
+	put := func(kv ...string) {
+		t.Helper()
+		err := st.submit(context.Background(), func(w *wtx) error {
+			for i := 0; i < len(kv); i += 2 {
+				if err := w.putBytes(bucketMeta, []byte(kv[i]), []byte(kv[i+1])); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("j", "1", "k", "1")
+	put("k", "1") // flushing when the read takes its snapshot: k only in it, j only in bbolt
+	armed.Store(true)
+	got := make(chan string, 1)
+	go func() {
+		var j, k []byte
+		err := st.view(func(v *view) error {
+			j, k = slices.Clone(v.get(bucketMeta, []byte("j"))), slices.Clone(v.get(bucketMeta, []byte("k")))
+			return nil
+		})
+		got <- fmt.Sprintf("j=%s k=%s %v", j, k, err)
+	}()
+	<-paused
+	put("j", "2", "k", "2")
+	// Two more commits: the writer has collected the flush of the one
+	// above, which bbolt now holds, by the time the second is answered.
+	put("x", "")
+	put("x", "")
+	close(resume)
+	if g := <-got; g != "j=2 k=2 <nil>" {
+		t.Fatalf("read %s, want j=2 k=2", g)
+	}
+}
