@@ -405,3 +405,15 @@ func TestToolUseIDCharacterRange(t *testing.T) {
 		}
 	}
 }
+
+// TestServerToolUseWithNullMetadata: a hosted call whose kept metadata is
+// JSON null (valid JSON, no members) lowers to the call's own fields.
+func TestServerToolUseWithNullMetadata(t *testing.T) {
+	b := serverToolUse(llm.Part{Kind: llm.PartToolCall, CallID: "srvtoolu_1", Name: "web_search", Executed: true,
+		Input: json.RawMessage(`{"query":"q"}`), ProviderMetadata: json.RawMessage(`null`)})
+	raw, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSON(t, raw, `{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"q"}}`)
+}
