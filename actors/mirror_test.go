@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/sessiond/sessiond/messages"
@@ -94,5 +95,149 @@ func TestMirrorYieldsToOtherWriters(t *testing.T) {
 	}
 	if _, diff := MirrorChecks(); diff != "" {
 		t.Fatal(diff)
+	}
+}
+
+// TestMirrorServesABoundaryPastAllItsMessages: once history holds every
+// message the mirror has (a promoted prompt, no assistant message yet), a
+// boundary after the runner's next own commit comes from the mirror with
+// no messages, as a read returns.
+func TestMirrorServesABoundaryPastAllItsMessages(t *testing.T) {
+	ctx := context.Background()
+	st, err := persistence.Open(filepath.Join(t.TempDir(), "s.db"), persistence.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sess, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: "/tmp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := sess.ID
+	r := &runner{sid: sid, store: st, bus: NewBus(), bndAt: -1}
+	in, _, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "hi"}, Delivery: messages.Steer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.append(ctx, &messages.PromptPromoted{SessionID: sid, InputID: in.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.boundary(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if hist, err := r.history(ctx); err != nil || len(hist) != 1 || hist[0].Role != persistence.RoleUser {
+		t.Fatalf("history %+v, %v", hist, err)
+	}
+	if _, err := r.append(ctx, &messages.ExecutionSucceeded{SessionID: sid}); err != nil {
+		t.Fatal(err)
+	}
+	checks, _ := MirrorChecks()
+	b, err := r.boundary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := st.Boundary(ctx, sid, r.hist[0].Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now, _ := MirrorChecks(); now == checks || !reflect.DeepEqual(b, read) || len(b.Messages) != 0 {
+		t.Fatalf("boundary %+v (mirrored: %v), read %+v", b, now > checks, read)
+	}
+}
+
+// TestMirrorDroppedByAnEarlierMessageIsNotServed: a commit that changes a
+// message before the mirror's window (a step reopening an older
+// assistant message, which the store accepts though the runner reopens
+// only a retrying one) and creates another leaves the mirror invalid,
+// though its seq is the Session's: the next boundary reads the store, and
+// sees the new message.
+func TestMirrorDroppedByAnEarlierMessageIsNotServed(t *testing.T) {
+	ctx := context.Background()
+	st, err := persistence.Open(filepath.Join(t.TempDir(), "s.db"), persistence.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sess, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: "/tmp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := sess.ID
+	r := &runner{sid: sid, store: st, bus: NewBus(), bndAt: -1}
+	a1, a2 := messages.MessageID("msg_mirror_a1"), messages.MessageID("msg_mirror_a2")
+	for _, a := range []messages.MessageID{a1, a2} {
+		if _, err := r.append(ctx, &messages.StepStarted{SessionID: sid, AssistantMessageID: a, Agent: "build", Attempt: 1},
+			&messages.StepEnded{SessionID: sid, AssistantMessageID: a, Finish: "stop"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in, _, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "steer"}, Delivery: messages.Steer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boundary := func() persistence.Boundary {
+		t.Helper()
+		b, err := r.boundary(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, after := r.historyFrom()
+		read, err := st.Boundary(ctx, sid, after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(b, read) {
+			t.Fatalf("boundary after %d\n%+v\nread\n%+v", after, b, read)
+		}
+		return b
+	}
+	boundary()
+	if hist, err := r.history(ctx); err != nil || len(hist) != 2 {
+		t.Fatalf("history %+v, %v", hist, err)
+	}
+	if _, err := r.append(ctx, &messages.ExecutionSucceeded{SessionID: sid}); err != nil {
+		t.Fatal(err)
+	}
+	checks, _ := MirrorChecks()
+	boundary() // from the mirror, its window after a1
+	if now, _ := MirrorChecks(); now == checks {
+		t.Fatal("a boundary after the runner's own commits read the store")
+	}
+	if _, err := r.append(ctx, &messages.StepStarted{SessionID: sid, AssistantMessageID: a1, Agent: "build", Attempt: 2},
+		&messages.PromptPromoted{SessionID: sid, InputID: in.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if b := boundary(); len(b.Messages) != 2 || b.Messages[1].Role != persistence.RoleUser {
+		t.Fatalf("boundary messages %+v", b.Messages)
+	}
+}
+
+// TestMirrorCheckReportsADifference: the check the package's tests run on
+// every boundary served from a mirror records one that differs from a read
+// at the same seq, and counts it.
+func TestMirrorCheckReportsADifference(t *testing.T) {
+	ctx := context.Background()
+	st, err := persistence.Open(filepath.Join(t.TempDir(), "s.db"), persistence.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sess, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: "/tmp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{sid: sess.ID, store: st, bus: NewBus(), bndAt: -1}
+	b, err := st.Boundary(ctx, sess.ID, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Session.Agent = "not what the store has"
+	earlier := mirrorMismatch.Swap(nil)
+	defer mirrorMismatch.Store(earlier) // the difference made here is not a failure of the run
+	checks, _ := MirrorChecks()
+	r.checkMirror(ctx, b, -1)
+	now, diff := MirrorChecks()
+	if now != checks+1 || !strings.Contains(diff, "not what the store has") {
+		t.Fatalf("checks %d -> %d, difference %q", checks, now, diff)
 	}
 }

@@ -133,3 +133,72 @@ func TestEstimateCountsHostedBlocks(t *testing.T) {
 		t.Fatalf("estimate %d tokens for a request carrying a %d-byte block", got, len(block))
 	}
 }
+
+// TestLowerContinuesOnlyTheLastAssistantMessage: of the assistant messages
+// with a hosted call their provider left unanswered, only the last one,
+// followed by nothing but instruction updates, goes back as continuing
+// (the bare call, for its provider to run); an earlier one gets a text
+// account. The last one continues when it is the first message lowered.
+func TestLowerContinuesOnlyTheLastAssistantMessage(t *testing.T) {
+	m := messages.ModelRef{ProviderID: "p", ID: "a"}
+	asst := func(seq int64, callID string) persistence.Message {
+		return persistence.Message{Seq: seq, Role: persistence.RoleAssistant, Model: m, Parts: []persistence.Part{
+			{Kind: persistence.PartTool, Tool: &persistence.ToolPart{CallID: callID, Name: "web_search", State: persistence.ToolError, Executed: true,
+				Input: json.RawMessage(`{}`), Error: &messages.Error{Type: messages.ErrToolResultMissing, Message: "next turn"}}},
+		}}
+	}
+	continued := func(out []llm.Message) map[string]bool {
+		got := map[string]bool{}
+		for _, msg := range out {
+			for _, p := range msg.Parts {
+				if p.Kind == llm.PartToolCall {
+					got[p.CallID] = true
+				}
+			}
+		}
+		return got
+	}
+	user := persistence.Message{Seq: 1, Role: persistence.RoleUser, Prompt: &messages.Prompt{Text: "go"}}
+	update := persistence.Message{Seq: 9, Role: persistence.RoleSystem, Text: "new rules"}
+	for name, tc := range map[string]struct {
+		msgs []persistence.Message
+		want map[string]bool
+	}{
+		"last of two":      {[]persistence.Message{user, asst(2, "s1"), asst(5, "s2")}, map[string]bool{"s2": true}},
+		"before an update": {[]persistence.Message{user, asst(2, "s1"), asst(5, "s2"), update}, map[string]bool{"s2": true}},
+		"first message":    {[]persistence.Message{asst(2, "s1")}, map[string]bool{"s1": true}},
+		"answered since":   {[]persistence.Message{asst(2, "s1"), user}, map[string]bool{}},
+	} {
+		if got := continued(lower(tc.msgs, m, 0)); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: continued %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+// TestActiveCheckpointOfALegacyRowAtSeqOne: a completed compaction row
+// stored before rows had a start seq counts from its own seq, the first
+// one a message can have.
+func TestActiveCheckpointOfALegacyRowAtSeqOne(t *testing.T) {
+	msgs := []persistence.Message{
+		{Seq: 1, Role: persistence.RoleCompaction, Compaction: &persistence.Compaction{State: persistence.CompactionCompleted, Summary: "sum"}},
+		{Seq: 2, Role: persistence.RoleUser, Prompt: &messages.Prompt{Text: "after"}},
+	}
+	if ck, start := activeCheckpoint(msgs); ck == nil || ck.Summary != "sum" || start != 1 {
+		t.Fatalf("checkpoint %+v from %d", ck, start)
+	}
+}
+
+// TestEstimateCountsToolInputsAndSchemas: the estimate counts the input of
+// each tool call in history and the schema of each tool offered.
+func TestEstimateCountsToolInputsAndSchemas(t *testing.T) {
+	big := `{"text":"` + strings.Repeat("x", 40_000) + `"}`
+	call := llm.Request{Messages: []llm.Message{{Role: llm.RoleAssistant, Parts: []llm.Part{
+		{Kind: llm.PartToolCall, CallID: "c1", Name: "write", Output: "ok", Input: []byte(big)}}}}}
+	if got := estimateTokens(call); got < len(big)/4 {
+		t.Errorf("estimate %d tokens for a request carrying a %d-byte tool input", got, len(big))
+	}
+	tools := llm.Request{Tools: []llm.ToolDefinition{{Name: "write", Description: "writes", InputSchema: []byte(big)}}}
+	if got := estimateTokens(tools); got < len(big)/4 {
+		t.Errorf("estimate %d tokens for a request offering a %d-byte schema", got, len(big))
+	}
+}
