@@ -17,17 +17,7 @@ import (
 // reads the store and sees it.
 func TestMirrorYieldsToOtherWriters(t *testing.T) {
 	ctx := context.Background()
-	st, err := persistence.Open(filepath.Join(t.TempDir(), "s.db"), persistence.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	sess, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: "/tmp"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := sess.ID
-	r := &runner{sid: sid, store: st, bus: NewBus(), bndAt: -1}
+	st, sid, r := mirrorRunner(t)
 	read := func(after int64) persistence.Boundary {
 		t.Helper()
 		b, err := st.Boundary(ctx, sid, after)
@@ -104,17 +94,7 @@ func TestMirrorYieldsToOtherWriters(t *testing.T) {
 // no messages, as a read returns.
 func TestMirrorServesABoundaryPastAllItsMessages(t *testing.T) {
 	ctx := context.Background()
-	st, err := persistence.Open(filepath.Join(t.TempDir(), "s.db"), persistence.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	sess, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: "/tmp"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := sess.ID
-	r := &runner{sid: sid, store: st, bus: NewBus(), bndAt: -1}
+	st, sid, r := mirrorRunner(t)
 	in, _, err := st.Admit(ctx, persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "hi"}, Delivery: messages.Steer})
 	if err != nil {
 		t.Fatal(err)
@@ -153,17 +133,7 @@ func TestMirrorServesABoundaryPastAllItsMessages(t *testing.T) {
 // sees the new message.
 func TestMirrorDroppedByAnEarlierMessageIsNotServed(t *testing.T) {
 	ctx := context.Background()
-	st, err := persistence.Open(filepath.Join(t.TempDir(), "s.db"), persistence.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	sess, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: "/tmp"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := sess.ID
-	r := &runner{sid: sid, store: st, bus: NewBus(), bndAt: -1}
+	st, sid, r := mirrorRunner(t)
 	a1, a2 := messages.MessageID("msg_mirror_a1"), messages.MessageID("msg_mirror_a2")
 	for _, a := range []messages.MessageID{a1, a2} {
 		if _, err := r.append(ctx, &messages.StepStarted{SessionID: sid, AssistantMessageID: a, Agent: "build", Attempt: 1},
@@ -217,17 +187,8 @@ func TestMirrorDroppedByAnEarlierMessageIsNotServed(t *testing.T) {
 // at the same seq, and counts it.
 func TestMirrorCheckReportsADifference(t *testing.T) {
 	ctx := context.Background()
-	st, err := persistence.Open(filepath.Join(t.TempDir(), "s.db"), persistence.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	sess, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: "/tmp"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &runner{sid: sess.ID, store: st, bus: NewBus(), bndAt: -1}
-	b, err := st.Boundary(ctx, sess.ID, -1)
+	st, sid, r := mirrorRunner(t)
+	b, err := st.Boundary(ctx, sid, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,4 +201,20 @@ func TestMirrorCheckReportsADifference(t *testing.T) {
 	if now != checks+1 || !strings.Contains(diff, "not what the store has") {
 		t.Fatalf("checks %d -> %d, difference %q", checks, now, diff)
 	}
+}
+
+// mirrorRunner returns a store with one new Session and a runner of it
+// that drives no actors, for tests of the boundary mirror.
+func mirrorRunner(t *testing.T) (*persistence.Bolt, messages.SessionID, *runner) {
+	t.Helper()
+	st, err := persistence.Open(filepath.Join(t.TempDir(), "s.db"), persistence.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	sess, _, err := st.CreateSession(context.Background(), persistence.CreateSession{Location: messages.Location{Directory: "/tmp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, sess.ID, &runner{sid: sess.ID, store: st, bus: NewBus(), bndAt: -1}
 }

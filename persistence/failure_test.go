@@ -373,17 +373,7 @@ func TestSyncDoesNotVouchAfterTheStoreFailed(t *testing.T) {
 // Open replays what reached the disk intact: here, everything), unlike a
 // write refused before it was logged.
 func TestFailedWritesOfUnknownOutcome(t *testing.T) {
-	var armed atomic.Bool
-	held, release := make(chan struct{}), make(chan struct{})
-	syncFault = func() error {
-		if armed.CompareAndSwap(true, false) {
-			close(held)
-			<-release
-			return errors.New("injected EIO")
-		}
-		return nil
-	}
-	defer func() { syncFault = nil }()
+	armed, held, release := failHeldSync(t)
 	path := filepath.Join(t.TempDir(), "s.db")
 	st, err := Open(path, Options{})
 	if err != nil {
@@ -500,4 +490,21 @@ func admitter(st *Bolt, sid messages.SessionID) func(text string) error {
 		_, _, err := st.Admit(context.Background(), Admission{SessionID: sid, Prompt: messages.Prompt{Text: text}})
 		return err
 	}
+}
+
+// failHeldSync makes the next log sync once armed is set fail with EIO,
+// after closing held and waiting for release to be closed.
+func failHeldSync(t *testing.T) (armed *atomic.Bool, held, release chan struct{}) {
+	armed = new(atomic.Bool)
+	held, release = make(chan struct{}), make(chan struct{})
+	syncFault = func() error {
+		if armed.CompareAndSwap(true, false) {
+			close(held)
+			<-release
+			return errors.New("injected EIO")
+		}
+		return nil
+	}
+	t.Cleanup(func() { syncFault = nil })
+	return armed, held, release
 }

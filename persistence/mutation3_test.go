@@ -179,17 +179,7 @@ func TestGroupCommitTakesQueuedOperations(t *testing.T) {
 // nothing) gets the failure, not an unknown outcome, while a logged write
 // of the batch before it gets the unknown outcome.
 func TestNothingWrittenInAFailedBatchIsNotUnknown(t *testing.T) {
-	var armed atomic.Bool
-	held, release := make(chan struct{}), make(chan struct{})
-	syncFault = func() error {
-		if armed.CompareAndSwap(true, false) {
-			close(held)
-			<-release
-			return errors.New("injected EIO")
-		}
-		return nil
-	}
-	t.Cleanup(func() { syncFault = nil })
+	armed, held, release := failHeldSync(t)
 	st, err := Open(filepath.Join(t.TempDir(), "s.db"), Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
