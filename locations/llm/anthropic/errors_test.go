@@ -2,6 +2,8 @@ package anthropic
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -279,4 +281,40 @@ func TestShouldRetryHeader(t *testing.T) {
 			t.Errorf("%d with x-should-retry %q: %v (retryable %v), want retryable %v", tc.status, tc.header, err, ok && le.Retryable(), tc.retry)
 		}
 	}
+}
+
+// failingBody yields its data, then fails with an error no transport
+// classification names.
+type failingBody struct{ r io.Reader }
+
+func (b failingBody) Read(p []byte) (int, error) {
+	if n, _ := b.r.Read(p); n > 0 {
+		return n, nil
+	}
+	return 0, errors.New("an odd failure of the body")
+}
+
+func (failingBody) Close() error { return nil }
+
+// roundTripFunc is an http.RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestUnknownFailureAfterTheResponse: a body that fails in the middle of
+// a stream, with an error of no known kind, is a transport failure (the
+// request was answered, and the connection then failed), which the runner
+// retries, not an unknown provider failure.
+func TestUnknownFailureAfterTheResponse(t *testing.T) {
+	body := messageStart(smallUsage) + blockStart("0", `{"type":"text","text":""}`)
+	tr := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}},
+			Body: failingBody{strings.NewReader(body)}, Request: r}, nil
+	})
+	p, err := New(Config{BaseURL: "http://anthropic.invalid", HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ssetest.Collect(p.Stream(context.Background(), simpleRequest()))
+	wantError(t, err, messages.ErrProviderTransport, 0, 0)
 }
