@@ -588,6 +588,20 @@ func TestDeferredHostedCall(t *testing.T) {
 		t.Fatalf("events:\n%s", strings.Join(got, "\n"))
 	}
 
+	// A step whose only calls are hosted (here the deferred one) did not
+	// stop for tools, even when the API says tool_use: the runner has no
+	// call to run.
+	answer = messageStart(smallUsage) +
+		blockStart("0", `{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[]}`) + blockStop("0") +
+		messageDelta("tool_use", `{"output_tokens":9}`) + messageStop
+	events, _, err = run(t, req, ssetest.Reply{Chunks: []string{answer}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ssetest.Lines(events); !strings.HasPrefix(got[len(got)-1], "step-finish other ") {
+		t.Fatalf("a step of a deferred hosted call only:\n%s", strings.Join(got, "\n"))
+	}
+
 	// Once a user turn follows, the unanswered call is history: not sent.
 	req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{text("Done.")}},
 		llm.Message{Role: llm.RoleUser, Parts: []llm.Part{text("more")}})
