@@ -128,6 +128,20 @@ func (s *messagesFailingStore) Messages(ctx context.Context, sid messages.Sessio
 	return s.Store.Messages(ctx, sid, q)
 }
 
+// promptWhileFailing prompts sid with text while the store fails its
+// message reads, waits until the Session is idle, and checks that a read
+// was refused.
+func (s *messagesFailingStore) promptWhileFailing(t *testing.T, h *actortest.Harness, sid messages.SessionID, text string) {
+	t.Helper()
+	s.failing.Store(true)
+	h.Prompt(sid, text)
+	h.WaitIdle(sid)
+	s.failing.Store(false)
+	if s.failed.Load() == 0 {
+		t.Fatalf("the request never read the messages: %v", h.Types(sid))
+	}
+}
+
 // withStore returns a harness whose runtime uses the store wrap makes of
 // the harness's own, and that store.
 func withStore[S persistence.Store](t *testing.T, wrap func(persistence.Store) S) (*actortest.Harness, S) {
@@ -152,13 +166,7 @@ func TestRequestAssemblyFailureFailsTheBusyPeriod(t *testing.T) {
 	sid := h.Session()
 	queued := h.PromptWith(persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "queued"},
 		Delivery: messages.Queue, Resume: no()})
-	st.failing.Store(true)
-	h.Prompt(sid, "steer")
-	h.WaitIdle(sid)
-	st.failing.Store(false)
-	if st.failed.Load() == 0 {
-		t.Fatalf("the request never read the messages: %v", h.Types(sid))
-	}
+	st.promptWhileFailing(t, h, sid, "steer")
 	checkBusyPeriods(t, h, sid)
 	f := lastOf[*messages.ExecutionFailed](h, sid)
 	if f == nil || count(h, sid, messages.TypeExecutionSucceeded) != 0 {

@@ -835,13 +835,7 @@ func TestRunnerPanicDropsWhatItHadNotCommitted(t *testing.T) {
 	h, st := withStore(t, func(s persistence.Store) *messagesFailingStore { return &messagesFailingStore{Store: s, panics: true} })
 	h.Model.Default(script.Text("answered"))
 	sid := h.Session()
-	st.failing.Store(true)
-	h.Prompt(sid, "go")
-	h.WaitIdle(sid)
-	st.failing.Store(false)
-	if st.failed.Load() == 0 {
-		t.Fatalf("the request never read the messages: %v", h.Types(sid))
-	}
+	st.promptWhileFailing(t, h, sid, "go")
 	checkBusyPeriods(t, h, sid)
 	if f := lastOf[*messages.ExecutionFailed](h, sid); f == nil || !strings.Contains(f.Error.Message, "store bug reading messages") {
 		t.Fatalf("the busy period did not fail with the panic: %v", h.Types(sid))

@@ -126,7 +126,7 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 		exited <- exit{reaped, err}
 	})
 
-	timedOut := (<-chan time.Time)(nil)
+	var timedOut <-chan time.Time
 	if spec.after != nil {
 		timedOut = spec.after(spec.timeout)
 	} else {
