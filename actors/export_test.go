@@ -123,3 +123,33 @@ func WatchOrderWaits(waited chan<- struct{}) (restore func()) {
 	}
 	return func() { lockOrder = old }
 }
+
+// HoldIdleTimers replaces every Session actor's idle timer with one the
+// test fires: fire sends the tick of the timer armed last (stale, and
+// ignored, when its actor has re-armed or stopped it since). restore puts
+// wall-clock timers back for the actors that arm one next.
+func HoldIdleTimers() (fire func(), restore func()) {
+	var mu sync.Mutex
+	var last func()
+	f := func(tick func()) {
+		mu.Lock()
+		last = tick
+		mu.Unlock()
+	}
+	idleArmed.Store(&f)
+	fire = func() {
+		mu.Lock()
+		tick := last
+		mu.Unlock()
+		if tick != nil {
+			tick()
+		}
+	}
+	return fire, func() { idleArmed.Store(nil) }
+}
+
+// IsIdleTick reports whether msg is a Session actor's idle timer firing.
+func IsIdleTick(msg any) bool {
+	_, ok := msg.(*idleTick)
+	return ok
+}

@@ -475,6 +475,92 @@ func TestPassivationUnderLoad(t *testing.T) {
 	}
 }
 
+// waitIdleArmed waits until sid is idle and its actor has armed its idle
+// timer: a Wait is answered as the busy period ends, before the timer is
+// armed in the same message, so a second one is handled after it.
+func waitIdleArmed(h *actortest.Harness, sid messages.SessionID) {
+	h.T.Helper()
+	h.WaitIdle(sid)
+	if err := h.Runtime.Wait(h.Ctx(), sid); err != nil {
+		h.T.Fatal(err)
+	}
+}
+
+// TestIdleActorAsksItsLocationFirst: a Session actor whose idle timer
+// fires does not stop itself; it asks its Location, which refuses while a
+// command to the actor is in flight. Stopping itself would drop the wake
+// behind the tick in its mailbox, and the prompt it was for would wait for
+// the next wake.
+func TestIdleActorAsksItsLocationFirst(t *testing.T) {
+	fire, restore := actors.HoldIdleTimers()
+	t.Cleanup(restore)
+	h := actortest.New(t)
+	h.Model.Default(script.Text("ok"))
+	a, b := h.Session(), h.Session() // one Location
+	h.Prompt(a, "one")
+	waitIdleArmed(h, a)
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	actors.SetSessionFault(func(msg any) {
+		if actors.IsIdleTick(msg) {
+			once.Do(func() { close(reached); <-release })
+		}
+	})
+	defer actors.SetSessionFault(nil)
+	fire()
+	<-reached
+	_, before := h.Runtime.LocationActors()
+	prompted := make(chan error, 1)
+	go func() {
+		_, err := h.Runtime.Prompt(h.Ctx(), persistence.PromptRequest{SessionID: a, Prompt: messages.Prompt{Text: "two"}})
+		prompted <- err
+	}()
+	eventually(t, "the wake to reach the Location actor", func() bool {
+		_, n := h.Runtime.LocationActors()
+		return n > before
+	})
+	// b's wake follows a's through their Location actor: once b's is
+	// answered, a's waits in a's mailbox behind the tick.
+	if err := h.Runtime.Wake(h.Ctx(), b); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-prompted; err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(a)
+	if n := h.Model.Count(); n != 2 {
+		t.Fatalf("%d of 2 prompts answered: %v", n, h.Types(a))
+	}
+}
+
+// TestMovedActorStopsAtItsIdleTick: the actor a moved Session leaves
+// behind stops itself at its next idle tick. Its old Location forgot it at
+// the move, so asking that Location would leave it running for good (a
+// Location actor with no Session actor left stops its children with it:
+// another Session keeps this one).
+func TestMovedActorStopsAtItsIdleTick(t *testing.T) {
+	fire, restore := actors.HoldIdleTimers()
+	t.Cleanup(restore)
+	h := actortest.New(t)
+	h.Model.Default(script.Text("ok"))
+	sid, other := h.Session(), h.Session()
+	if err := h.Runtime.Wake(h.Ctx(), other); err != nil {
+		t.Fatal(err)
+	}
+	waitIdleArmed(h, other)
+	h.Prompt(sid, "one")
+	waitIdleArmed(h, sid) // fire sends its tick
+	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.Runtime.Live(); n != 2 {
+		t.Fatalf("%d Session actors live after the move, want the one left behind and the other", n)
+	}
+	fire()
+	eventually(t, "the actor left behind to stop", func() bool { return h.Runtime.Live() == 1 })
+}
+
 // TestCommandsWhileActorsStop: a command that reaches the actors while
 // Shutdown stops them spawns nothing (a Session actor spawned then would
 // never be stopped, and Shutdown would wait for it to its deadline): an

@@ -623,6 +623,11 @@ func TestMoveThatFailsToCommit(t *testing.T) {
 	if got := h.Types(sid); got[len(got)-1] != "session.execution.succeeded" || slices.Contains(got, "session.moved") {
 		t.Fatalf("after the failed move: %v", got)
 	}
+	// Its actor stayed its Location's: the work went on in it, not in a
+	// second one beside it.
+	if n := h.Runtime.Live(); n != 1 {
+		t.Fatalf("%d Session actors live after the failed move, want 1", n)
+	}
 }
 
 // panickyMoves panics on every commit of session.moved.1 (a Store bug).

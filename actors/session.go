@@ -67,11 +67,20 @@ type pendingMove struct {
 // idleTick reports that the idle timer of generation gen fired.
 type idleTick struct{ gen uint64 }
 
+// idleArmed, when a test sets it, is given each idle timer's tick in place
+// of a timer, and the test decides when the timer fires.
+var idleArmed atomic.Pointer[func(tick func())]
+
 // armIdle (re)starts the idle timer.
 func (s *session) armIdle(ctx actor.Context) {
 	s.stopIdle()
 	gen, self, root := s.idleGen, ctx.Self(), s.rt.system.Root
-	s.idle = time.AfterFunc(s.rt.cfg.IdleTimeout, func() { root.Send(self, &idleTick{gen: gen}) })
+	tick := func() { root.Send(self, &idleTick{gen: gen}) }
+	if f := idleArmed.Load(); f != nil {
+		(*f)(tick)
+		return
+	}
+	s.idle = time.AfterFunc(s.rt.cfg.IdleTimeout, tick)
 }
 
 // stopIdle stops the idle timer; a tick already sent is stale.
