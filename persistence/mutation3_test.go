@@ -286,3 +286,31 @@ func TestReadRetakesASnapshotThatFlushesOutgrew(t *testing.T) {
 		t.Fatalf("read %s, want j=2 k=2", g)
 	}
 }
+
+// TestOptionsDefaults pins the defaults Options documents, and that a set
+// value is kept. The lock Timeout only changes how long Open waits on the
+// wall clock, so no behaviour test sees it.
+func TestOptionsDefaults(t *testing.T) {
+	var o Options
+	o.fill()
+	set := Options{PromptBytes: 1, MaxBatch: 2, PageSize: 3, Timeout: 4, FlushBytes: 5}
+	set.fill()
+	for _, w := range []struct {
+		name         string
+		got, want    int64
+		gotSet, kept int64
+	}{
+		{"PromptBytes", int64(o.PromptBytes), 1 << 20, int64(set.PromptBytes), 1},
+		{"MaxBatch", int64(o.MaxBatch), 1024, int64(set.MaxBatch), 2},
+		{"PageSize", int64(o.PageSize), 50, int64(set.PageSize), 3},
+		{"Timeout", int64(o.Timeout), int64(time.Second), int64(set.Timeout), 4},
+		{"FlushBytes", o.FlushBytes, 8 << 20, set.FlushBytes, 5},
+	} {
+		if w.got != w.want || w.gotSet != w.kept {
+			t.Errorf("%s: default %d, want %d; set %d, want %d", w.name, w.got, w.want, w.gotSet, w.kept)
+		}
+	}
+	if o.Clock == nil || o.IDs == nil || o.Logger == nil {
+		t.Errorf("Options without them got clock %v, IDs %v, logger %v", o.Clock != nil, o.IDs, o.Logger)
+	}
+}
