@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -169,6 +170,57 @@ func TestCloseAfterFailedFlush(t *testing.T) {
 	}
 	fail.Store(false)
 	sameState(t, "reopened after a failed flush", dump(t, openAndCheck(t, path, Options{})), want)
+}
+
+// TestCloseCollectsARunningFlush: Close waits for a flush still running
+// and reports its failure; it must not write the applied watermark past
+// records that flush failed to bring into bbolt, so the reopened store has
+// everything that was acknowledged.
+func TestCloseCollectsARunningFlush(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	flushFault = func() error {
+		failed := false
+		once.Do(func() {
+			close(entered)
+			<-release
+			failed = true
+		})
+		if failed {
+			return errors.New("injected flush failure")
+		}
+		return nil
+	}
+	var started atomic.Bool
+	flushHook = func(stage string, _ *Bolt) {
+		if stage == "start" {
+			started.Store(true)
+		}
+	}
+	defer func() { flushFault, flushHook = nil, nil }()
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, Options{NoSync: true, FlushBytes: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sid := newSession(t, st)
+	// Not beyond the flush's start: at twice FlushBytes the writer would
+	// wait for the flush, which waits for the test.
+	for !started.Load() {
+		if _, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "p"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-entered
+	want := dump(t, st)
+	closed := make(chan error, 1)
+	go func() { closed <- st.Close() }()
+	close(release)
+	if err := <-closed; err == nil || !strings.Contains(err.Error(), "injected flush failure") {
+		t.Fatalf("close with a flush failing: %v", err)
+	}
+	sameState(t, "reopened after a flush failed under Close", dump(t, openAndCheck(t, path, Options{})), want)
 }
 
 // TestRefusalWaitsForWhatItRead checks that an operation refused because
@@ -507,4 +559,77 @@ func failHeldSync(t *testing.T) (armed *atomic.Bool, held, release chan struct{}
 	}
 	t.Cleanup(func() { syncFault = nil })
 	return armed, held, release
+}
+
+// TestSubmitRefusals: a write whose context has already ended is refused
+// with the context's error and writes nothing, and a write after Close is
+// refused with ErrClosed rather than queued for a writer that has gone.
+func TestSubmitRefusals(t *testing.T) {
+	st := openTemp(t, Options{NoSync: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := st.submit(ctx, putMeta("late", "v")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a write with an ended context: %v", err)
+	}
+	if err := st.view(func(v *view) error {
+		if got := v.get(bucketMeta, []byte("late")); got != nil {
+			t.Errorf("the refused write is in the store: %q", got)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan error, 1)
+	go func() { answered <- st.submit(context.Background(), putMeta("closed", "v")) }()
+	select {
+	case err := <-answered:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("a write after Close: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a write after Close waits for a writer that has gone")
+	}
+}
+
+// TestSubmitterWaitingForRoomCanGiveUp: a caller waiting for room in a
+// full queue returns when its context ends (it queued nothing, so nothing
+// is left unanswered).
+func TestSubmitterWaitingForRoomCanGiveUp(t *testing.T) {
+	st := openTemp(t, Options{NoSync: true})
+	bg := context.Background()
+	running, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	go func() {
+		_ = st.submit(bg, func(*wtx) error {
+			close(running)
+			<-release // holds the writer while the queue fills
+			return nil
+		})
+	}()
+	<-running
+	for range cap(st.ops) {
+		go func() { _ = st.submit(bg, putMeta("k", "v")) }()
+	}
+	for len(st.ops) < cap(st.ops) {
+		runtime.Gosched()
+	}
+	ctx, cancel := context.WithCancel(bg)
+	gaveUp := make(chan error, 1)
+	go func() { gaveUp <- st.submit(ctx, putMeta("waiting", "v")) }()
+	for st.mu.TryLock() { // it waits for room with the lock held
+		st.mu.Unlock()
+		runtime.Gosched()
+	}
+	cancel()
+	select {
+	case err := <-gaveUp:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("a caller that gave up waiting for room: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a caller waiting for room ignores its context")
+	}
 }

@@ -1,17 +1,20 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -312,5 +315,163 @@ func TestOptionsDefaults(t *testing.T) {
 	}
 	if o.Clock == nil || o.IDs == nil || o.Logger == nil {
 		t.Errorf("Options without them got clock %v, IDs %v, logger %v", o.Clock != nil, o.IDs, o.Logger)
+	}
+}
+
+// TestFlushStopsAtAFailedWrite: a flush whose bbolt write fails returns
+// that error and commits nothing, neither the writes after it nor the
+// applied watermark (which would tell the next Open to skip records
+// bbolt lacks).
+func TestFlushStopsAtAFailedWrite(t *testing.T) {
+	st := openTemp(t, Options{NoSync: true})
+	readApplied := func() (v []byte) {
+		if err := st.db.View(func(tx *bolt.Tx) error {
+			v = slices.Clone(tx.Bucket(bucketMeta).Get(keyApplied))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := readApplied()
+	mem := newMemTree()
+	mem.Set(&memEntry{k: []byte{1}, v: []byte("no key: bbolt refuses it")})
+	mem.Set(&memEntry{k: []byte{1, 'k'}, v: []byte("after it")})
+	if _, err := st.flushInto(mem, 1000); err == nil {
+		t.Fatal("a flush with a write bbolt refuses succeeded")
+	}
+	if err := st.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(allBuckets[1]).Get([]byte("k")); v != nil {
+			t.Errorf("the write after the failed one was committed: %q", v)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if after := readApplied(); !slices.Equal(after, before) {
+		t.Errorf("applied watermark %x after the failed flush, was %x", after, before)
+	}
+}
+
+// TestReopenAfterCloseReplaysNothing: Close flushes everything into bbolt
+// with the number of the last log record, background flushes too, so the
+// next Open finds nothing in the log to re-apply.
+func TestReopenAfterCloseReplaysNothing(t *testing.T) {
+	for _, flushBytes := range []int64{0, 1} {
+		path := filepath.Join(t.TempDir(), "s.db")
+		var logs bytes.Buffer
+		logger := zerolog.New(&logs)
+		for round := range 3 {
+			st, err := Open(path, Options{NoSync: true, FlushBytes: flushBytes, Logger: &logger})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				if err := st.submit(context.Background(), putMeta("k", fmt.Sprint(round, i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if strings.Contains(logs.String(), "recovered") {
+			t.Fatalf("FlushBytes %d: an Open after a clean Close replayed records: %s", flushBytes, logs.String())
+		}
+	}
+}
+
+// TestCloseCommitsWhatWasQueued: operations queued when Close begins are
+// committed, not refused: each caller was told nothing yet, and Close
+// promises to wait for queued commits. With MaxBatch 1 the writer takes
+// them one at a time, nearly always on the path that notices Close.
+func TestCloseCommitsWhatWasQueued(t *testing.T) {
+	const n = 20
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, Options{NoSync: true, MaxBatch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	holding, release := make(chan struct{}), make(chan struct{})
+	errs := make(chan error, n+1)
+	go func() {
+		errs <- st.submit(ctx, func(w *wtx) error {
+			close(holding)
+			<-release
+			return putMeta("first", "")(w)
+		})
+	}()
+	<-holding
+	for i := range n {
+		go func() { errs <- st.submit(ctx, putMeta(fmt.Sprint("k", i), "")) }()
+	}
+	for len(st.ops) < n {
+		runtime.Gosched() // polling: they queue behind the held writer
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- st.Close() }()
+	for {
+		st.mu.Lock()
+		c := st.closed
+		st.mu.Unlock()
+		if c {
+			break
+		}
+		runtime.Gosched()
+	}
+	close(release)
+	for range n + 1 {
+		if err := <-errs; err != nil {
+			t.Fatalf("an operation queued before Close: %v", err)
+		}
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	st, err = Open(path, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.db.View(func(tx *bolt.Tx) error {
+		for i := range n {
+			if tx.Bucket(bucketMeta).Get([]byte(fmt.Sprint("k", i))) == nil {
+				t.Errorf("k%d, acknowledged before Close returned, is not in the reopened store", i)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFlushStartsAtFlushBytes: a flush starts once the log has grown to
+// FlushBytes, not later: the log's size bounds memory and recovery time.
+func TestFlushStartsAtFlushBytes(t *testing.T) {
+	var started atomic.Bool
+	flushHook = func(stage string, _ *Bolt) {
+		if stage == "start" {
+			started.Store(true)
+		}
+	}
+	t.Cleanup(func() { flushHook = nil }) // after the store's Close
+	const flushBytes = 64 << 10
+	st := openTemp(t, Options{NoSync: true, FlushBytes: flushBytes})
+	value := strings.Repeat("v", 1<<10)
+	// Three halves of FlushBytes in values alone: the log, with its
+	// framing, is past FlushBytes and short of twice it.
+	for i := range flushBytes * 3 / 2 / len(value) {
+		if err := st.submit(context.Background(), putMeta(fmt.Sprint("k", i), value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The writer starts a flush after it hands a batch to the syncer,
+	// before it takes the next one.
+	if err := st.submit(context.Background(), putMeta("last", "")); err != nil {
+		t.Fatal(err)
+	}
+	if !started.Load() {
+		t.Fatalf("no flush started with %d bytes in the log (FlushBytes %d)", st.wal.size(), flushBytes)
 	}
 }
