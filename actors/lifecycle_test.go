@@ -475,6 +475,24 @@ func TestPassivationUnderLoad(t *testing.T) {
 	}
 }
 
+// promptPastTheRouter admits a prompt to sid in the background and returns,
+// with where its error comes, once the router has forwarded its wake to a
+// Location actor.
+func promptPastTheRouter(t *testing.T, h *actortest.Harness, sid messages.SessionID, text string) <-chan error {
+	t.Helper()
+	_, before := h.Runtime.LocationActors()
+	prompted := make(chan error, 1)
+	go func() {
+		_, err := h.Runtime.Prompt(h.Ctx(), persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: text}})
+		prompted <- err
+	}()
+	eventually(t, "the wake to reach a Location actor", func() bool {
+		_, n := h.Runtime.LocationActors()
+		return n > before
+	})
+	return prompted
+}
+
 // waitIdleArmed waits until sid is idle and its actor has armed its idle
 // timer: a Wait is answered as the busy period ends, before the timer is
 // armed in the same message, so a second one is handled after it.
@@ -509,16 +527,7 @@ func TestIdleActorAsksItsLocationFirst(t *testing.T) {
 	defer actors.SetSessionFault(nil)
 	fire()
 	<-reached
-	_, before := h.Runtime.LocationActors()
-	prompted := make(chan error, 1)
-	go func() {
-		_, err := h.Runtime.Prompt(h.Ctx(), persistence.PromptRequest{SessionID: a, Prompt: messages.Prompt{Text: "two"}})
-		prompted <- err
-	}()
-	eventually(t, "the wake to reach the Location actor", func() bool {
-		_, n := h.Runtime.LocationActors()
-		return n > before
-	})
+	prompted := promptPastTheRouter(t, h, a, "two")
 	// b's wake follows a's through their Location actor: once b's is
 	// answered, a's waits in a's mailbox behind the tick.
 	if err := h.Runtime.Wake(h.Ctx(), b); err != nil {
@@ -840,16 +849,7 @@ func TestCommandPastAnIdleReport(t *testing.T) {
 	case <-time.After(actortest.Timeout):
 		t.Fatal("the Location never reported itself idle")
 	}
-	_, before := h.Runtime.LocationActors()
-	prompted := make(chan error, 1)
-	go func() {
-		_, err := h.Runtime.Prompt(h.Ctx(), persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "two"}})
-		prompted <- err
-	}()
-	eventually(t, "the wake to reach the held Location actor's mailbox", func() bool {
-		_, n := h.Runtime.LocationActors()
-		return n > before
-	})
+	prompted := promptPastTheRouter(t, h, sid, "two") // to the held Location actor's mailbox
 	close(release)
 	if err := <-prompted; err != nil {
 		t.Fatal(err)

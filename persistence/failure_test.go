@@ -123,6 +123,18 @@ func TestLongestKeyIsAccepted(t *testing.T) {
 	}
 }
 
+// openSmallFlushes opens a store at a new path that flushes every 4 KiB
+// of log, with one Session; the test closes it.
+func openSmallFlushes(t *testing.T) (string, *Bolt, messages.SessionID) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, Options{NoSync: true, FlushBytes: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, st, newSession(t, st)
+}
+
 // TestCloseAfterFailedFlush checks that Close returns, reporting the
 // failure, once a background flush has failed, and that the log still
 // holds everything acknowledged.
@@ -135,13 +147,8 @@ func TestCloseAfterFailedFlush(t *testing.T) {
 		return nil
 	}
 	defer func() { flushFault = nil }()
-	path := filepath.Join(t.TempDir(), "s.db")
-	st, err := Open(path, Options{NoSync: true, FlushBytes: 4 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, st, sid := openSmallFlushes(t)
 	ctx := context.Background()
-	sid := newSession(t, st)
 	fail.Store(true)
 	// Admit until the writer has collected the failed flush.
 	for i := 0; ; i++ {
@@ -198,13 +205,8 @@ func TestCloseCollectsARunningFlush(t *testing.T) {
 		}
 	}
 	defer func() { flushFault, flushHook = nil, nil }()
-	path := filepath.Join(t.TempDir(), "s.db")
-	st, err := Open(path, Options{NoSync: true, FlushBytes: 4 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, st, sid := openSmallFlushes(t)
 	ctx := context.Background()
-	sid := newSession(t, st)
 	// Not beyond the flush's start: at twice FlushBytes the writer would
 	// wait for the flush, which waits for the test.
 	for !started.Load() {
