@@ -754,6 +754,63 @@ func TestHeldInterruptStopsTheCarriedWork(t *testing.T) {
 	}
 }
 
+// TestHeldWaitFollowsTheCarriedWork: a wait sent while a move waits for the
+// busy period it supersedes is held with the Session's other commands and
+// routed after the work the move carries, so it is answered once that work
+// ends, not by the new Location's idle actor before the work starts.
+func TestHeldWaitFollowsTheCarriedWork(t *testing.T) {
+	h := actortest.New(t)
+	entered, release := stubborn(h)
+	h.Model.Reply(script.ToolCall("c1", "stubborn", `{}`))
+	h.Model.Default(script.Text("continued at the new place"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	<-entered
+	got := make(chan struct{})
+	var afterMove atomic.Bool
+	var mu sync.Mutex
+	var order []string // what the Session's actors receive after the move
+	seen := func(what string) {
+		mu.Lock()
+		order = append(order, what)
+		mu.Unlock()
+	}
+	actors.SetSessionFault(func(msg any) {
+		switch m := msg.(type) {
+		case *messages.Move:
+			if m.SessionID == sid {
+				close(got)
+				afterMove.Store(true)
+			}
+		case *messages.Run:
+			if m.SessionID == sid && afterMove.Load() {
+				seen("run")
+			}
+		case *messages.Wait:
+			if m.SessionID == sid && afterMove.Load() {
+				seen("wait")
+			}
+		}
+	})
+	defer actors.SetSessionFault(nil)
+	moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
+	<-got
+	var atWait []string
+	settleHeld(t, h, sid, release, moved, func() error {
+		err := h.Runtime.Wait(h.Ctx(), sid)
+		atWait = h.Types(sid)
+		return err
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(order, []string{"run", "wait"}) {
+		t.Fatalf("after the move the Session received %v, want the carried run first", order)
+	}
+	if got := atWait[len(atWait)-1]; got != "session.execution.succeeded" {
+		t.Fatalf("the held wait was answered at %s: %v", got, atWait)
+	}
+}
+
 // TestMoveRechecksTheAgentAtCommit: an agent selected while a move waits
 // for the busy period it supersedes was checked against the old Location;
 // the move checks the Session again when it commits, and a destination
