@@ -571,13 +571,18 @@ func TestMovedActorStopsAtItsIdleTick(t *testing.T) {
 }
 
 // TestCommandsWhileActorsStop: a command that reaches the actors while
-// Shutdown stops them spawns nothing (a Session actor spawned then would
-// never be stopped, and Shutdown would wait for it to its deadline): an
-// interrupt of a Session without an actor is the no-op it is when idle.
+// Shutdown stops them spawns nothing (a Session or Location actor spawned
+// then would never be stopped, and Shutdown would wait for it to its
+// deadline): an interrupt of a Session without an actor is the no-op it is
+// when idle, in a Location with an actor (b) or without one (c).
 func TestCommandsWhileActorsStop(t *testing.T) {
 	h := actortest.New(t)
 	h.Model.Default(script.Text("hi"))
 	a, b := h.Session(), h.Session() // one Location; b has no actor yet
+	c, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.Prompt(a, "go")
 	h.WaitIdle(a)
 	reached, release := make(chan struct{}), make(chan struct{})
@@ -590,9 +595,11 @@ func TestCommandsWhileActorsStop(t *testing.T) {
 	defer actors.SetSessionFault(nil)
 	done := make(chan error, 1)
 	go func() { done <- h.Runtime.Shutdown(h.Ctx()) }()
-	<-reached // a's actor is stopping, so its Location is too
-	if err := h.Runtime.Interrupt(h.Ctx(), b); err != nil {
-		t.Fatal(err)
+	<-reached // a's actor is stopping, so its Location and the router are too
+	for _, sid := range []messages.SessionID{b, c.ID} {
+		if err := h.Runtime.Interrupt(h.Ctx(), sid); err != nil {
+			t.Fatal(err)
+		}
 	}
 	close(release)
 	if err := <-done; err != nil {
