@@ -811,6 +811,28 @@ func TestHeldWaitFollowsTheCarriedWork(t *testing.T) {
 	}
 }
 
+// TestMoveWithoutAnActorSpawnsNone: a move of a Session with no actor at
+// its Location (whose actor serves another Session) commits at once; it
+// does not start an actor there only to leave it behind.
+func TestMoveWithoutAnActorSpawnsNone(t *testing.T) {
+	h := actortest.New(t)
+	a, b := h.Session(), h.Session() // one Location
+	if err := h.Runtime.Wake(h.Ctx(), a); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(a)
+	to := messages.Location{Directory: t.TempDir()}
+	if _, err := h.Runtime.Move(h.Ctx(), b, to); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := h.Store.Get(h.Ctx(), b); s.Location.Directory != to.Directory {
+		t.Fatalf("the Session is at %q, want %q", s.Location.Directory, to.Directory)
+	}
+	if n := h.Runtime.Live(); n != 1 {
+		t.Fatalf("%d Session actors live after moving one without an actor, want 1", n)
+	}
+}
+
 // TestMoveRechecksTheAgentAtCommit: an agent selected while a move waits
 // for the busy period it supersedes was checked against the old Location;
 // the move checks the Session again when it commits, and a destination
