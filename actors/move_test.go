@@ -811,6 +811,41 @@ func TestHeldWaitFollowsTheCarriedWork(t *testing.T) {
 	}
 }
 
+// TestHeldMoveToWhereTheSessionWentIsANoOp: a second move to the same
+// place, sent while the first waits, is held; once the first has moved
+// the Session there it commits nothing and reaches no actor. Sent to the
+// actor just started for the work the first move carried, it would
+// supersede that work before its first commit, and leave the actor behind.
+func TestHeldMoveToWhereTheSessionWentIsANoOp(t *testing.T) {
+	h := actortest.New(t)
+	entered, release := stubborn(h)
+	h.Model.Reply(script.ToolCall("c1", "stubborn", `{}`))
+	started, carried := make(chan string, 1), make(chan struct{})
+	h.Tools.Add("carried", blocking(started, carried))
+	h.Model.Reply(script.ToolCall("c2", "carried", `{}`))
+	h.Model.Default(script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	<-entered
+	to := messages.Location{Directory: t.TempDir()}
+	moved := moveSeen(t, h, sid, to)
+	settleHeld(t, h, sid, release, moved, func() error {
+		_, err := h.Runtime.Move(h.Ctx(), sid, to)
+		return err
+	})
+	<-started // the carried work runs at the new Location
+	close(carried)
+	h.WaitIdle(sid)
+	after := typesAfter(h, sid, "session.moved")
+	if slices.Contains(after, "session.moved") || slices.Contains(after, "session.execution.interrupted") ||
+		after[len(after)-1] != "session.execution.succeeded" {
+		t.Fatalf("after the first move: %v", after)
+	}
+	// Only the actor serving the Session now: the one the first move left
+	// behind stops with its Location, which has no other Session.
+	eventually(t, "one Session actor", func() bool { return h.Runtime.Live() == 1 })
+}
+
 // TestMoveWithoutAnActorSpawnsNone: a move of a Session with no actor at
 // its Location (whose actor serves another Session) commits at once; it
 // does not start an actor there only to leave it behind.
