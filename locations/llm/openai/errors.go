@@ -49,9 +49,9 @@ func (e *errorBody) UnmarshalJSON(b []byte) error {
 	}
 	var s string
 	switch {
-	case json.Unmarshal(raw.Code, &s) == nil:
+	case json.Unmarshal(raw.Code, &s) == nil: // null too, as ""
 		e.Code = s
-	case len(raw.Code) > 0 && string(raw.Code) != "null":
+	case len(raw.Code) > 0: // a number, say
 		e.Code = string(raw.Code)
 	}
 	return nil

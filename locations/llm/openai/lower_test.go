@@ -35,6 +35,10 @@ func richRequest() llm.Request {
 				file("application/pdf", "spec.pdf", "https://example.com/spec.pdf"),
 				file("image/jpeg", "cat.jpg", "https://example.com/cat.jpg"),
 				file("image/png", "shot.png", "file:///tmp/project/shot.png"),
+				file("image/gif", "anim.gif", "http://example.com/anim.gif"),
+				file("", "pasted", "data:image/png;base64,iVBORw0KGgo="), // the URL names the type
+				text(""),
+				{Kind: llm.PartFile}, // no file: left out
 			}},
 			{Role: llm.RoleAssistant, Parts: []llm.Part{
 				{Kind: llm.PartReasoning, Text: "my own thoughts", ProviderMetadata: json.RawMessage(`{"native":true}`)},
@@ -50,7 +54,7 @@ func richRequest() llm.Request {
 				{Kind: llm.PartToolResult, CallID: "call_1", Name: "read", Output: "no such file", IsError: true},
 			}},
 			{Role: llm.RoleSystem, Parts: []llm.Part{text("Instructions changed.")}},
-			{Role: llm.RoleUser, Parts: []llm.Part{text("thanks")}},
+			{Role: llm.RoleUser, Parts: []llm.Part{text("thanks"), {Kind: llm.PartFile}}},
 			{Role: llm.RoleAssistant, Parts: []llm.Part{
 				{Kind: llm.PartReasoning, Text: "another model's thoughts"},
 				text("Done."),
@@ -88,7 +92,9 @@ const richWant = `{
       {"type": "text", "text": "<file name=\"notes.txt\" type=\"text/plain\">\nhello notes\n</file>"},
       {"type": "text", "text": "[Attached file \"spec.pdf\" (application/pdf) at https://example.com/spec.pdf]"},
       {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
-      {"type": "text", "text": "[Attached file \"shot.png\" (image/png) at file:///tmp/project/shot.png]"}
+      {"type": "text", "text": "[Attached file \"shot.png\" (image/png) at file:///tmp/project/shot.png]"},
+      {"type": "image_url", "image_url": {"url": "http://example.com/anim.gif"}},
+      {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
     ]},
     {"role": "assistant", "content": "Let me check.", "tool_calls": [
       {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a.go\"}"}},
@@ -154,22 +160,19 @@ func TestLoweringVariants(t *testing.T) {
 		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{
 			{Kind: llm.PartToolCall, CallID: "h1", Name: "web_search", Input: json.RawMessage(`{}`), Executed: true},
 			{Kind: llm.PartToolResult, CallID: "h1", Name: "web_search", Output: "found", Executed: true},
-			{Kind: llm.PartText, Text: "done"}}}, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: "more"}}})
+			{Kind: llm.PartText, Text: "done"},
+			{Kind: llm.PartToolCall, CallID: "c1", Name: "read", Input: json.RawMessage(`{}`)}}},
+			llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: "c1", Name: "read", Output: "x"}}},
+			llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: "more"}}})
 		_, srv, err := run(t, req, okReply)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var body struct {
-			Messages []map[string]any `json:"messages"`
-		}
-		if err := json.Unmarshal(srv.LastBody(), &body); err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range body.Messages {
-			if m["role"] == "tool" || m["tool_calls"] != nil {
-				t.Fatalf("a hosted call reached Chat Completions: %v", body.Messages)
-			}
-		}
+		wantJSON(t, srv.LastBody(), `{"model":"gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[
+			{"role":"user","content":"hi"},
+			{"role":"assistant","content":"done","tool_calls":[{"id":"c1","type":"function","function":{"name":"read","arguments":"{}"}}]},
+			{"role":"tool","tool_call_id":"c1","content":"x"},
+			{"role":"user","content":"more"}]}`)
 	})
 	t.Run("bad schema", func(t *testing.T) {
 		req := simpleRequest()
@@ -195,11 +198,13 @@ func wantJSON(t *testing.T, got []byte, want string) {
 	}
 }
 
-// TestUserTurns: two user messages in a row become one turn, and a
-// reminder with nothing after it stands as its own user turn.
+// TestUserTurns: two user messages in a row become one turn, an empty
+// reminder is left out, and a reminder with nothing after it stands as its
+// own user turn.
 func TestUserTurns(t *testing.T) {
 	req := llm.Request{Model: messages.ModelRef{ProviderID: "openai", ID: "gpt-test"}, Messages: []llm.Message{
 		{Role: llm.RoleUser, Parts: []llm.Part{text("first steer")}},
+		{Role: llm.RoleSystem, Parts: []llm.Part{text("")}}, // an empty reminder: left out
 		{Role: llm.RoleUser, Parts: []llm.Part{text("second steer"), file("image/png", "a.png", "data:image/png;base64,iVBORw0KGgo=")}},
 		{Role: llm.RoleAssistant, Parts: []llm.Part{text("ok")}},
 		{Role: llm.RoleSystem, Parts: []llm.Part{text("Instructions changed.")}},
@@ -237,7 +242,7 @@ func TestUserTurns(t *testing.T) {
 // that has it, as DeepSeek in thinking mode requires of each message of a
 // turn that called tools, the answer that ends the tool loop included (and
 // the chat templates of Qwen3 and kin read); not when it came in another
-// field, and never as text.
+// field or in metadata that does not decode, and never as text.
 func TestReasoningContentReplay(t *testing.T) {
 	thought := func(field string) llm.Part {
 		return llm.Part{Kind: llm.PartReasoning, Text: "thinking in " + field,
@@ -257,6 +262,10 @@ func TestReasoningContentReplay(t *testing.T) {
 		llm.Message{Role: llm.RoleUser, Parts: []llm.Part{text("again")}},
 		llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{thought("reasoning"), {Kind: llm.PartToolCall, CallID: "call_2", Name: "read", Input: json.RawMessage(`{}`)}}},
 		llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: "call_2", Name: "read", Output: "y"}}},
+		llm.Message{Role: llm.RoleUser, Parts: []llm.Part{text("last")}},
+		// Metadata that does not decode names no field, whatever it holds.
+		llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{{Kind: llm.PartReasoning, Text: "thinking in bad metadata",
+			ProviderMetadata: json.RawMessage(`{"native":"yes","field":"reasoning_content"}`)}, text("ok")}},
 	)
 	_, srv, err := run(t, req, okReply)
 	if err != nil {
@@ -277,7 +286,7 @@ func TestReasoningContentReplay(t *testing.T) {
 			}
 		}
 	}
-	want := []string{`"thinking in reasoning_content"`, `"thinking in reasoning_content"`, `"thinking in reasoning_content"`, ""}
+	want := []string{`"thinking in reasoning_content"`, `"thinking in reasoning_content"`, `"thinking in reasoning_content"`, "", ""}
 	if !slices.Equal(got, want) {
 		t.Fatalf("reasoning_content of the assistant messages %q, want %q", got, want)
 	}
@@ -285,7 +294,7 @@ func TestReasoningContentReplay(t *testing.T) {
 
 // TestErrorResultsSayErrorOnce: a failed tool's output is marked as an
 // error in its text, once: output the runner already wrote as "Error
-// (type): …" is not prefixed again.
+// (type): …", or one that starts with "Error:", is not prefixed again.
 func TestErrorResultsSayErrorOnce(t *testing.T) {
 	req := simpleRequest()
 	req.Messages = append(req.Messages,
@@ -293,11 +302,13 @@ func TestErrorResultsSayErrorOnce(t *testing.T) {
 			{Kind: llm.PartToolCall, CallID: "call_1", Name: "bash", Input: json.RawMessage(`{}`)},
 			{Kind: llm.PartToolCall, CallID: "call_2", Name: "bash", Input: json.RawMessage(`{}`)},
 			{Kind: llm.PartToolCall, CallID: "call_3", Name: "bash", Input: json.RawMessage(`{}`)},
+			{Kind: llm.PartToolCall, CallID: "call_4", Name: "bash", Input: json.RawMessage(`{}`)},
 		}},
 		llm.Message{Role: llm.RoleTool, Parts: []llm.Part{
 			{Kind: llm.PartToolResult, CallID: "call_1", Name: "bash", IsError: true, Output: "Error (tool.execution): exit status 1"},
 			{Kind: llm.PartToolResult, CallID: "call_2", Name: "bash", IsError: true, Output: "no such file"},
 			{Kind: llm.PartToolResult, CallID: "call_3", Name: "bash", IsError: true, Output: "Errors: 3"},
+			{Kind: llm.PartToolResult, CallID: "call_4", Name: "bash", IsError: true, Output: "Error: exit status 2"},
 		}})
 	_, srv, err := run(t, req, okReply)
 	if err != nil {
@@ -317,19 +328,21 @@ func TestErrorResultsSayErrorOnce(t *testing.T) {
 			got = append(got, m.Content)
 		}
 	}
-	if want := []any{"Error (tool.execution): exit status 1", "Error: no such file", "Error: Errors: 3"}; !reflect.DeepEqual(got, want) {
+	if want := []any{"Error (tool.execution): exit status 1", "Error: no such file", "Error: Errors: 3", "Error: exit status 2"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("tool messages %q, want %q", got, want)
 	}
 }
 
 // TestObjectSchemaGetsProperties: a tool whose schema is an object without
 // properties (a tool with no parameters) is sent with empty properties,
-// which OpenAI requires; a schema with properties is sent as it is.
+// which OpenAI requires; a schema with properties, or one that does not say
+// it is an object, is sent as it is.
 func TestObjectSchemaGetsProperties(t *testing.T) {
 	req := simpleRequest()
 	req.Tools = []llm.ToolDefinition{
 		{Name: "now", InputSchema: json.RawMessage(`{"type": "object"}`)},
 		{Name: "read", InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)},
+		{Name: "either", InputSchema: json.RawMessage(`{"anyOf":[{"type":"object","properties":{"a":{"type":"string"}}},{"type":"object","properties":{"b":{"type":"string"}}}]}`)},
 	}
 	_, srv, err := run(t, req, okReply)
 	if err != nil {
@@ -342,7 +355,7 @@ func TestObjectSchemaGetsProperties(t *testing.T) {
 			} `json:"function"`
 		} `json:"tools"`
 	}
-	if err := json.Unmarshal(srv.Requests()[0].Body, &body); err != nil || len(body.Tools) != 2 {
+	if err := json.Unmarshal(srv.Requests()[0].Body, &body); err != nil || len(body.Tools) != 3 {
 		t.Fatalf("tools %+v, %v", body.Tools, err)
 	}
 	if got := string(body.Tools[0].Function.Parameters["properties"]); got != "{}" {
@@ -351,15 +364,19 @@ func TestObjectSchemaGetsProperties(t *testing.T) {
 	if got := string(body.Tools[1].Function.Parameters["properties"]); got != `{"path":{"type":"string"}}` {
 		t.Fatalf("the read tool's properties: %q", got)
 	}
+	if got, ok := body.Tools[2].Function.Parameters["properties"]; ok {
+		t.Fatalf("a schema that is not an object got properties %s", got)
+	}
 }
 
 // TestLongCallIDs: a call ID longer than the API's 40 characters (another
 // provider's, from before a model switch) is shortened the same way in the
 // call and in its result; two IDs that share a long start stay distinct;
-// a character is never cut in two; an ID that fits is sent unchanged.
+// a character is never cut in two; an ID that fits, 40 bytes included, is
+// sent unchanged.
 func TestLongCallIDs(t *testing.T) {
 	long := strings.Repeat("a", 45)
-	ids := []string{long + "1", long + "2", strings.Repeat("é", 30), "call_short"}
+	ids := []string{long + "1", long + "2", strings.Repeat("é", 30), "call_short", strings.Repeat("b", 40), strings.Repeat("c", 41)}
 	req := simpleRequest()
 	for _, id := range ids {
 		req.Messages = append(req.Messages,
@@ -402,7 +419,29 @@ func TestLongCallIDs(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	if calls[3] != "call_short" || !strings.HasPrefix(calls[0], strings.Repeat("a", 20)) {
+	if calls[3] != "call_short" || calls[4] != ids[4] || calls[5] == ids[5] || !strings.HasPrefix(calls[0], strings.Repeat("a", 20)) {
 		t.Fatalf("IDs %q: a fitting ID changed or a long one lost its start", calls)
+	}
+}
+
+// TestMergeLeavesTheRequestAlone: merging user turns never writes into
+// the request's parts, whose spare capacity may hold another message's.
+func TestMergeLeavesTheRequestAlone(t *testing.T) {
+	parts := []llm.Part{text("first"), text("later")}
+	req := simpleRequest()
+	req.Messages = []llm.Message{
+		{Role: llm.RoleUser, Parts: parts[:1]},
+		{Role: llm.RoleUser, Parts: []llm.Part{text("second")}},
+		{Role: llm.RoleAssistant, Parts: []llm.Part{text("ok")}},
+		{Role: llm.RoleUser, Parts: parts[1:]},
+	}
+	_, srv, err := run(t, req, okReply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSON(t, srv.LastBody(), `{"model":"gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[
+		{"role":"user","content":"first\n\nsecond"},{"role":"assistant","content":"ok"},{"role":"user","content":"later"}]}`)
+	if parts[1].Text != "later" {
+		t.Fatalf("the request's parts changed: %+v", parts)
 	}
 }

@@ -2,8 +2,12 @@ package openai
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
+
+	oa "github.com/openai/openai-go/v3"
 
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/internal/ssetest"
@@ -173,6 +177,9 @@ func TestFinishReasons(t *testing.T) {
 		{"content_filter", `{"content":"par"}`, "content_filter", llm.FinishContentFilter},
 		{"refusal", `{"refusal":"I can't help with that."}`, "stop", llm.FinishContentFilter},
 		{"unknown", `{"content":"x"}`, "eos_token", llm.FinishOther},
+		{"function_call", `{"content":"x"}`, "function_call", llm.FinishToolCalls},
+		{"refusal cut short", `{"refusal":"I can't"}`, "length", llm.FinishLength},
+		{"tool call cut short", `{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{\"a\""}}]}`, "length", llm.FinishLength},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := sse(chunk(tc.delta, ""), chunk(`{}`, tc.reason), usageChunk(`{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}`), done)
@@ -184,8 +191,8 @@ func TestFinishReasons(t *testing.T) {
 			if last.Kind != llm.StepFinish || last.Finish != tc.want {
 				t.Fatalf("last event %s, want step-finish %s", ssetest.Line(last), tc.want)
 			}
-			if events[0].Kind != llm.TextStart {
-				t.Fatalf("first event %s, want text-start", ssetest.Line(events[0]))
+			if k := events[0].Kind; k != llm.TextStart && k != llm.ToolInputStart {
+				t.Fatalf("first event %s, want a start", ssetest.Line(events[0]))
 			}
 		})
 	}
@@ -320,14 +327,16 @@ func TestToolCallsAtOneIndexWithoutIDs(t *testing.T) {
 
 // TestToolCallRepeatedName covers servers that repeat the call's name in
 // every fragment: while the arguments are partial, even a partial argument
-// ending in a brace, the fragments stay one call; the same name after
-// complete arguments is a second call.
+// ending in a brace, the fragments stay one call, which keeps its first
+// name whatever name they bring; the same name after complete arguments,
+// whitespace after them included, is another call.
 func TestToolCallRepeatedName(t *testing.T) {
 	body := sse(
 		chunk(`{"tool_calls":[{"index":0,"type":"function","function":{"name":"write","arguments":""}}]}`, ""),
 		chunk(`{"tool_calls":[{"index":0,"type":"function","function":{"name":"write","arguments":"{\"text\":\"{}"}}]}`, ""),
-		chunk(`{"tool_calls":[{"index":0,"type":"function","function":{"name":"write","arguments":"\"}"}}]}`, ""),
-		chunk(`{"tool_calls":[{"index":0,"type":"function","function":{"name":"write","arguments":"{\"text\":\"b\"}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"type":"function","function":{"name":"rewrite","arguments":"\"}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"type":"function","function":{"name":"write","arguments":"{\"text\":\"b\"} \n"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"type":"function","function":{"name":"write","arguments":"{}"}}]}`, ""),
 		chunk(`{}`, "tool_calls"),
 		done,
 	)
@@ -340,11 +349,15 @@ func TestToolCallRepeatedName(t *testing.T) {
 		`tool-input-delta call_0 "{\"text\":\"{}"`,
 		`tool-input-delta call_0 "\"}"`,
 		"tool-input-start call_1 call_1 write",
-		`tool-input-delta call_1 "{\"text\":\"b\"}"`,
+		`tool-input-delta call_1 "{\"text\":\"b\"} \n"`,
+		"tool-input-start call_2 call_2 write",
+		`tool-input-delta call_2 "{}"`,
 		"tool-input-end call_0 call_0 write",
 		`tool-call call_0 write {"text":"{}"}`,
 		"tool-input-end call_1 call_1 write",
-		`tool-call call_1 write {"text":"b"}`,
+		"tool-call call_1 write {\"text\":\"b\"} \n",
+		"tool-input-end call_2 call_2 write",
+		`tool-call call_2 write {}`,
 		"step-finish tool-calls in=0 out=0 reasoning=0 cache.read=0 cache.write=0 cost=0.000000",
 	)
 }
@@ -378,4 +391,170 @@ func TestToolCallLateIDAfterName(t *testing.T) {
 		`tool-call call_def bash {}`,
 		"step-finish tool-calls in=0 out=0 reasoning=0 cache.read=0 cache.write=0 cost=0.000000",
 	)
+}
+
+// TestToolCallLateIDBeforeName covers calls whose arguments come before
+// their ID and name: the server's ID, arriving before tool-input-start went
+// out, is the call's ID unless another call has it, fragments repeating it
+// stay with the call, and the arguments so far, complete as they are,
+// belong to it. A call whose name never comes is dropped, and the calls
+// after it still end.
+func TestToolCallLateIDBeforeName(t *testing.T) {
+	body := sse(
+		chunk(`{"tool_calls":[{"index":0,"id":"call_lost","function":{"arguments":"{}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":1,"function":{"arguments":"{\"a\":"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":1,"id":"call_abc","function":{"arguments":"1}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":1,"id":"call_abc","type":"function","function":{"name":"f","arguments":""}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":2,"function":{"arguments":"{}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":2,"id":"call_abc","type":"function","function":{"name":"g"}}]}`, ""),
+		chunk(`{}`, "tool_calls"),
+		done,
+	)
+	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, events,
+		"tool-input-start call_abc call_abc f",
+		`tool-input-delta call_abc "{\"a\":1}"`,
+		"tool-input-start call_3 call_3 g",
+		`tool-input-delta call_3 "{}"`,
+		"tool-input-end call_abc call_abc f",
+		`tool-call call_abc f {"a":1}`,
+		"tool-input-end call_3 call_3 g",
+		`tool-call call_3 g {}`,
+		"step-finish tool-calls in=0 out=0 reasoning=0 cache.read=0 cache.write=0 cost=0.000000",
+	)
+}
+
+// TestReasoningThenToolCall: reasoning that a tool call follows is closed
+// before the call's input starts, and an empty reasoning_content beside
+// a reasoning field does not hide it.
+func TestReasoningThenToolCall(t *testing.T) {
+	body := sse(
+		chunk(`{"role":"assistant","content":null,"reasoning_content":"","reasoning":"Plan."}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read","arguments":"{}"}}]}`, ""),
+		chunk(`{}`, "tool_calls"),
+		done,
+	)
+	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, events,
+		"reasoning-start reasoning-0",
+		`reasoning-delta reasoning-0 "Plan."`,
+		`reasoning-end reasoning-0 {"native":true,"field":"reasoning"}`,
+		"tool-input-start call_1 call_1 read",
+		`tool-input-delta call_1 "{}"`,
+		"tool-input-end call_1 call_1 read",
+		`tool-call call_1 read {}`,
+		"step-finish tool-calls in=0 out=0 reasoning=0 cache.read=0 cache.write=0 cost=0.000000",
+	)
+}
+
+// TestOnlyTheFirstChoiceUntilItsFinish: choices other than the first (n is
+// never set, so none should come) and deltas after the finish reason are
+// ignored; the usage chunk after it still counts, and a chunk after that
+// without usage does not undo it.
+func TestOnlyTheFirstChoiceUntilItsFinish(t *testing.T) {
+	choices := `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"gpt-test","choices":[` +
+		`{"index":1,"delta":{"content":"other"},"finish_reason":"length"},` +
+		`{"index":0,"delta":{"content":"b"},"finish_reason":null}],"usage":null}`
+	body := sse(
+		chunk(`{"content":"a"}`, ""),
+		choices,
+		chunk(`{}`, "stop"),
+		chunk(`{"content":"late"}`, "length"),
+		usageChunk(`{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}`),
+		chunk(`{"content":"later"}`, ""),
+		done,
+	)
+	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, events,
+		"text-start text-0",
+		`text-delta text-0 "a"`,
+		`text-delta text-0 "b"`,
+		"text-end text-0",
+		"step-finish stop in=3 out=2 reasoning=0 cache.read=0 cache.write=0 cost=0.000022",
+	)
+}
+
+// TestReasoningCutShort: a response of reasoning only, cut by the output
+// limit, closes its reasoning block before the StepFinish.
+func TestReasoningCutShort(t *testing.T) {
+	body := sse(chunk(`{"role":"assistant","content":null,"reasoning_content":"Let me"}`, ""), chunk(`{}`, "length"), done)
+	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, events,
+		"reasoning-start reasoning-0",
+		`reasoning-delta reasoning-0 "Let me"`,
+		`reasoning-end reasoning-0 {"native":true,"field":"reasoning_content"}`,
+		"step-finish length in=0 out=0 reasoning=0 cache.read=0 cache.write=0 cost=0.000000",
+	)
+}
+
+// TestStopAtEveryEvent stops iterating after each event in turn of a
+// stream with every kind of block: nothing is yielded after the stop (the
+// range-over-func runtime panics if it is).
+func TestStopAtEveryEvent(t *testing.T) {
+	body := sse(
+		chunk(`{"reasoning_content":"Hmm."}`, ""),
+		chunk(`{"content":"Reading."}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read","arguments":"{}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"bash","arguments":"{}"}}]}`, ""),
+		chunk(`{}`, "tool_calls"),
+		usageChunk(`{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}`),
+		done,
+	)
+	p, err := New(Config{BaseURL: "http://openai.invalid/v1", HTTPClient: &http.Client{Transport: &ssetest.Transport{Chunks: []string{body}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := ssetest.MustStream(t, p, simpleRequest())
+	if err != nil || len(all) != 15 {
+		t.Fatalf("%d events, %v", len(all), err)
+	}
+	for stop := 1; stop <= len(all); stop++ {
+		n := 0
+		for _, err := range p.Stream(context.Background(), simpleRequest()) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n++; n == stop {
+				break
+			}
+		}
+		if n != stop {
+			t.Fatalf("stopped after %d events, got %d", stop, n)
+		}
+	}
+}
+
+// TestUsage: prompt_tokens includes cached and cache-write tokens and
+// completion_tokens reasoning tokens; each is counted once, and a server
+// reporting more of a part than the whole counts none of the rest.
+func TestUsage(t *testing.T) {
+	for _, tc := range []struct {
+		usage string
+		want  messages.Tokens
+	}{
+		{`{"prompt_tokens":1000,"completion_tokens":50,"prompt_tokens_details":{"cached_tokens":600,"cache_write_tokens":100},"completion_tokens_details":{"reasoning_tokens":20}}`,
+			messages.Tokens{Input: 300, Output: 30, Reasoning: 20, Cache: messages.CacheUsage{Read: 600, Write: 100}}},
+		{`{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":8,"cache_write_tokens":4},"completion_tokens_details":{"reasoning_tokens":9}}`,
+			messages.Tokens{Input: 0, Output: 0, Reasoning: 9, Cache: messages.CacheUsage{Read: 8, Write: 4}}},
+	} {
+		var u oa.CompletionUsage
+		if err := json.Unmarshal([]byte(tc.usage), &u); err != nil {
+			t.Fatal(err)
+		}
+		if got := usage(u); got != tc.want {
+			t.Errorf("usage %s = %+v, want %+v", tc.usage, got, tc.want)
+		}
+	}
 }

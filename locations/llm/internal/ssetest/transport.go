@@ -1,6 +1,7 @@
 package ssetest
 
 import (
+	"cmp"
 	"io"
 	"net/http"
 	"strings"
@@ -14,6 +15,9 @@ type Transport struct {
 	Status int
 	Header http.Header
 	Chunks []string
+	// Err, when set, fails the body's Read after the chunks instead of
+	// io.EOF: a connection that breaks in a way no error kind names.
+	Err error
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -40,7 +44,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ProtoMajor: 1,
 		ProtoMinor: 1,
 		Header:     h,
-		Body:       &chunkReader{chunks: t.Chunks},
+		Body:       &chunkReader{chunks: t.Chunks, err: t.Err},
 		Request:    req,
 	}, nil
 }
@@ -49,12 +53,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 type chunkReader struct {
 	chunks []string
 	cur    *strings.Reader
+	err    error // instead of io.EOF
 }
 
 func (r *chunkReader) Read(p []byte) (int, error) {
 	for r.cur == nil || r.cur.Len() == 0 {
 		if len(r.chunks) == 0 {
-			return 0, io.EOF
+			return 0, cmp.Or(r.err, io.EOF)
 		}
 		r.cur = strings.NewReader(r.chunks[0])
 		r.chunks = r.chunks[1:]
