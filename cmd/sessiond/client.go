@@ -180,6 +180,9 @@ type logOptions struct {
 	// heartbeat, before it is taken for lost and replaced. Zero means
 	// three of the daemon's heartbeat intervals.
 	Idle time.Duration
+	// after waits between reconnects; nil means time.After (tests record
+	// the delays instead of waiting them out).
+	after func(time.Duration) <-chan time.Time
 }
 
 // idle returns how long a stream of these options may stay silent: only
@@ -245,6 +248,10 @@ func (c *client) streamLog(ctx context.Context, sid string, opts logOptions, out
 	notify := opts.Notify
 	if notify == nil {
 		notify = func(string) {}
+	}
+	after := opts.after
+	if after == nil {
+		after = time.After
 	}
 	last := opts.After
 	delay := opts.Retry
@@ -314,7 +321,7 @@ func (c *client) streamLog(ctx context.Context, sid string, opts logOptions, out
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(delay):
+		case <-after(delay):
 		}
 		delay = min(2*delay, maxRetry)
 	}

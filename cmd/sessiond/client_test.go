@@ -74,6 +74,17 @@ func TestReadSSE(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("readSSE with CR line ends = %+v, %v; want %+v", got, err, want)
 	}
+
+	// An event may be larger than bufio's default limit of 64 KiB.
+	big := strings.Repeat("x", 100<<10)
+	got = nil
+	err = readSSE(strings.NewReader("data: "+big+"\n\n"), func(ev sseEvent) error {
+		got = append(got, ev)
+		return nil
+	})
+	if err != nil || len(got) != 1 || got[0].Data != big {
+		t.Fatalf("readSSE of a 100 KiB event: %d events, %v", len(got), err)
+	}
 }
 
 // fakeLog serves /api/session/ses_1/log: seqs 0..total-1, then the synced
@@ -263,6 +274,8 @@ type recorder struct {
 	path   string
 	query  string
 	body   map[string]any
+	ctype  string // Content-Type
+	auth   string // Authorization
 	status int
 	answer string
 }
@@ -270,7 +283,8 @@ type recorder struct {
 func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.method, r.path, r.query, r.body = req.Method, req.URL.Path, req.URL.RawQuery, nil
+	r.method, r.path, r.query, r.body = req.Method, req.URL.EscapedPath(), req.URL.RawQuery, nil
+	r.ctype, r.auth = req.Header.Get("Content-Type"), req.Header.Get("Authorization")
 	if b, _ := io.ReadAll(req.Body); len(b) > 0 {
 		_ = json.Unmarshal(b, &r.body)
 	}
@@ -322,6 +336,22 @@ func TestClientCommands(t *testing.T) {
 		{[]string{"permissions"}, 200, `{"data":[]}`, "GET", "/api/permission", "", nil, "[]\n"},
 		{[]string{"reply", "per_1", "reject", "--message", "not now"}, 204, "", "POST", "/api/permission/per_1/reply", "",
 			map[string]any{"reply": "reject", "message": "not now"}, ""},
+		{[]string{"reply", "per_1", "always"}, 204, "", "POST", "/api/permission/per_1/reply", "",
+			map[string]any{"reply": "always"}, ""},
+		{[]string{"session", "agent", "ses_1", "plan"}, 204, "", "POST", "/api/session/ses_1/agent", "",
+			map[string]any{"agent": "plan"}, ""},
+		{[]string{"session", "model", "ses_1", "p/m/x"}, 204, "", "POST", "/api/session/ses_1/model", "",
+			map[string]any{"providerID": "p", "id": "m/x"}, ""},
+		{[]string{"resume", "ses_1"}, 204, "", "POST", "/api/session/ses_1/resume", "", nil, ""},
+		{[]string{"wait", "ses_1"}, 204, "", "POST", "/api/session/ses_1/wait", "", nil, ""},
+		{[]string{"compact", "ses_1"}, 204, "", "POST", "/api/session/ses_1/compact", "", nil, ""},
+		{[]string{"messages", "ses_1", "--limit", "3"}, 200, `{"data":[],"hasMore":true}`,
+			"GET", "/api/session/ses_1/message", "limit=3", nil, `{"data":[],"hasMore":true}` + "\n"},
+		{[]string{"instruction", "list", "ses_1"}, 200, `{"data":{"k":"v"}}`, "GET", "/api/session/ses_1/instruction", "", nil, `{"k":"v"}` + "\n"},
+		{[]string{"instruction", "set", "ses_1", "a b", "be brief"}, 204, "", "PUT", "/api/session/ses_1/instruction/a%20b", "",
+			map[string]any{"text": "be brief"}, ""},
+		{[]string{"instruction", "delete", "ses_1", ".."}, 204, "", "DELETE", "/api/session/ses_1/instruction/%2E%2E", "", nil, ""},
+		{[]string{"instruction", "delete", "ses_1", "."}, 204, "", "DELETE", "/api/session/ses_1/instruction/%2E", "", nil, ""},
 	} {
 		rec.mu.Lock()
 		rec.status, rec.answer = tt.status, tt.answer
@@ -331,6 +361,11 @@ func TestClientCommands(t *testing.T) {
 		if code != 0 || out != tt.stdout || errOut != "" || rec.method != tt.method || rec.path != tt.path || rec.query != tt.query ||
 			!reflect.DeepEqual(rec.body, tt.body) {
 			t.Errorf("%v: exit %d stdout %q stderr %q; request %s %s?%s %v", tt.args, code, out, errOut, rec.method, rec.path, rec.query, rec.body)
+		}
+		// A body is JSON and says so; without a token there is no
+		// Authorization header, not an empty bearer.
+		if wantType := map[bool]string{true: "application/json"}[tt.body != nil]; rec.ctype != wantType || rec.auth != "" {
+			t.Errorf("%v: Content-Type %q, want %q; Authorization %q", tt.args, rec.ctype, wantType, rec.auth)
 		}
 		rec.mu.Unlock()
 	}
@@ -349,6 +384,36 @@ func TestClientCommands(t *testing.T) {
 	if code, _, errOut := runApp(t, env, "active"); code != 1 || errOut != "sessiond active: http: bad gateway (HTTP 502)\n" {
 		t.Fatalf("502: exit %d stderr %q", code, errOut)
 	}
+	// Any status from 300 on is an error, not only those a client does not
+	// follow on its own.
+	rec.mu.Lock()
+	rec.status, rec.answer = 300, ""
+	rec.mu.Unlock()
+	if code, out, errOut := runApp(t, env, "active"); code != 1 || out != "" || errOut != "sessiond active: http: Multiple Choices (HTTP 300)\n" {
+		t.Fatalf("300: exit %d stdout %q stderr %q", code, out, errOut)
+	}
+
+	// A configuration file the user names must load, even where the
+	// address is known without it.
+	missing := filepath.Join(t.TempDir(), ConfigFileName)
+	if code, _, errOut := runApp(t, env, "active", "--config", missing); code != 1 || !strings.Contains(errOut, "config: open "+missing) {
+		t.Fatalf("--config of a missing file: exit %d stderr %q", code, errOut)
+	}
+	// A default file that does not load (a daemon-only mistake) does not
+	// stop a client whose address is known, which still sends the token.
+	data := t.TempDir()
+	if err := os.WriteFile(filepath.Join(data, ConfigFileName), []byte(`{"limits": {"inboxBacklog": -1}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	rec.status, rec.answer = 200, `{"data":{}}`
+	rec.mu.Unlock()
+	code, _, errOut = runApp(t, map[string]string{"SESSIOND_ADDR": srv.URL, "SESSIOND_DATA": data, "SESSIOND_TOKEN": "tok"}, "active")
+	rec.mu.Lock()
+	if code != 0 || rec.auth != "Bearer tok" {
+		t.Errorf("a daemon-only mistake in the file: exit %d stderr %q, Authorization %q", code, errOut, rec.auth)
+	}
+	rec.mu.Unlock()
 
 	// --addr and --token win over the environment.
 	rec.mu.Lock()
@@ -476,10 +541,17 @@ func TestLogAfterGoesAsSet(t *testing.T) {
 func TestStreamLogPrintsTheMarkerOnce(t *testing.T) {
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("follow") != "true" {
+			w.WriteHeader(http.StatusBadRequest) // a replay would end, not follow
+			return
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
-		if n.Add(1) == 1 {
+		switch n.Add(1) {
+		case 1:
 			fmt.Fprint(w, "id: 0\ndata: {\"seq\":0}\n\ndata: {\"type\":\"log.synced\",\"seq\":0}\n\nid: 1\ndata: {\"seq\":1}\n\n")
 			return // the connection drops while following
+		case 2:
+			return // and the next one before its marker
 		}
 		fmt.Fprint(w, "data: {\"type\":\"log.synced\",\"seq\":1}\n\nid: 2\ndata: {\"seq\":2}\n\n")
 		w.(http.Flusher).Flush()
@@ -504,6 +576,112 @@ func TestStreamLogPrintsTheMarkerOnce(t *testing.T) {
 	}
 	if want := "{\"seq\":0}\n{\"type\":\"log.synced\",\"seq\":0}\n{\"seq\":1}\n{\"seq\":2}\n"; out.String() != want {
 		t.Fatalf("output:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+// TestStreamLogReconnectDelays: the wait before a reconnect starts at
+// Retry (200 ms when zero), doubles while streams bring nothing, stops at
+// maxRetry, and starts over after a stream that brought events.
+func TestStreamLogReconnectDelays(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		switch n.Add(1) {
+		case 1:
+			fmt.Fprint(w, "id: 0\ndata: {\"seq\":0}\n\n")
+		case 7:
+			fmt.Fprint(w, "id: 1\ndata: {\"seq\":1}\n\n")
+		case 8:
+			cancel()
+		} // each stream ends at once, as a dropped connection does
+	}))
+	defer srv.Close()
+	c, err := newClient(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var delays []time.Duration
+	now := make(chan time.Time)
+	close(now)
+	opts := logOptions{After: -1, Follow: true, after: func(d time.Duration) <-chan time.Time {
+		delays = append(delays, d)
+		return now
+	}}
+	if err := c.streamLog(ctx, "ses_1", opts, &syncBuffer{}); err != nil {
+		t.Fatal(err)
+	}
+	ms := time.Millisecond
+	if want := []time.Duration{200 * ms, 400 * ms, 800 * ms, 1600 * ms, 3200 * ms, maxRetry, 200 * ms}; !slices.Equal(delays, want) {
+		t.Fatalf("reconnect delays %v, want %v", delays, want)
+	}
+}
+
+// TestStreamLogRetriesServerErrors: once a stream was open, a server
+// error (HTTP 500 and up: a store failure, a gateway while the daemon
+// restarts) passes like a dropped connection, and the log resumes; before
+// that it is the answer.
+func TestStreamLogRetriesServerErrors(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch n.Add(1) {
+		case 1:
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "id: 0\ndata: {\"seq\":0}\n\n") // then the stream ends
+		case 2:
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, `{"error":{"type":"internal","message":"store failed"}}`)
+		default:
+			w.Header().Set("Content-Type", "text/event-stream")
+			// An event without data prints nothing.
+			fmt.Fprint(w, "id: 1\ndata: {\"seq\":1}\n\nevent: ping\n\ndata: {\"type\":\"log.synced\"}\n\n")
+		}
+	}))
+	defer srv.Close()
+	c, err := newClient(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, notes bytes.Buffer
+	err = c.streamLog(context.Background(), "ses_1", logOptions{After: -1, Retry: time.Millisecond,
+		Notify: func(s string) { fmt.Fprintln(&notes, s) }}, &out)
+	if err != nil {
+		t.Fatalf("streamLog = %v", err)
+	}
+	if want := "{\"seq\":0}\n{\"seq\":1}\n{\"type\":\"log.synced\"}\n"; out.String() != want || n.Load() != 3 {
+		t.Fatalf("%d requests, log %q, want %q", n.Load(), out.String(), want)
+	}
+	// One outage, one note each way: the failed attempt in between is
+	// part of it.
+	if want := "connection lost (the server ended the stream); reconnecting\nreconnected; resuming after seq 0\n"; notes.String() != want {
+		t.Fatalf("notes:\n%s\nwant:\n%s", notes.String(), want)
+	}
+
+	// The first answer is the answer, a server error included.
+	n.Store(1)
+	err = c.streamLog(context.Background(), "ses_1", logOptions{After: -1, Retry: time.Millisecond}, io.Discard)
+	if err == nil || err.Error() != "internal: store failed (HTTP 500)" || n.Load() != 2 {
+		t.Fatalf("%d requests, streamLog = %v", n.Load(), err)
+	}
+}
+
+// TestStreamLogWriteError: a failure to write the output ends the log
+// for good, following or not: nobody reads it any more.
+func TestStreamLogWriteError(t *testing.T) {
+	srv := httptest.NewServer(&fakeLog{total: 3})
+	defer srv.Close()
+	c, err := newClient(srv.URL, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, follow := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		err := c.streamLog(ctx, "ses_1", logOptions{After: -1, Follow: follow, Retry: time.Millisecond}, &failingWriter{})
+		cancel()
+		if err == nil || err.Error() != "write output: broken pipe" {
+			t.Fatalf("follow %v: streamLog = %v", follow, err)
+		}
 	}
 }
 

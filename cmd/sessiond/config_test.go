@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/messages"
@@ -144,6 +146,22 @@ func TestDefaultDataDir(t *testing.T) {
 	}
 	if want := filepath.Join("/nonexistent/home", ".local", "share", "sessiond"); c.Data != want {
 		t.Fatalf("data = %q, want %q", c.Data, want)
+	}
+	// A data directory from the environment is not the file's: a
+	// relative one stays relative to the working directory, not to the
+	// directory of the file read.
+	c, err = LoadConfig(writeConfig(t, `{}`), envOf("HOME", "rel", "USERPROFILE", "rel", "home", "rel"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join("rel", ".local", "share", "sessiond"); c.Data != want {
+		t.Fatalf("data = %q, want %q", c.Data, want)
+	}
+	// Without a data directory there is no default file either, not even
+	// one in the working directory.
+	t.Chdir(t.TempDir())
+	if err := os.WriteFile(ConfigFileName, []byte(`{"addr": "nope"}`), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	_, err = LoadConfig("", envOf())
 	if err == nil || err.Error() != "invalid: data: no data directory; set SESSIOND_DATA, XDG_DATA_HOME or HOME" {
@@ -321,6 +339,10 @@ func TestLoadConfigErrors(t *testing.T) {
 			"roots: want an array, got an object (line 1, column 11)"},
 		{"number in an array", `{"cors": ["http://a", 7]}`, nil,
 			"cors[1]: want a string, got the number 7 (line 1, column 23)"},
+		{"32-digit number for a string", `{"model": 12345678901234567890123456789012}`, nil,
+			"model: want a string, got the number 12345678901234567890123456789012 (line 1, column 11)"},
+		{"longer number for a string", `{"model": 123456789012345678901234567890123}`, nil,
+			"model: want a string, got a number (line 1, column 11)"},
 		{"bad addr", `{"addr": "localhost"}`, nil,
 			`addr: "localhost": want host:port`},
 		{"bad port", `{"addr": "localhost:http"}`, nil,
@@ -329,7 +351,13 @@ func TestLoadConfigErrors(t *testing.T) {
 			`addr: ":65536": want a port number from 0 to 65535`},
 		{"URL of another scheme", `{"addr": "ftp://sd.example"}`, nil,
 			`addr: "ftp://sd.example": want host:port or an http(s) URL`},
+		{"URL without a host", `{"addr": "http://"}`, nil,
+			`addr: "http://": want host:port or an http(s) URL`},
+		{"port with a leading zero", `{"addr": "127.0.0.1:080"}`, nil,
+			`addr: "127.0.0.1:080": want a port number from 0 to 65535`},
 		{"token with a space", `{"token": "a b"}`, nil,
+			"token: use printable ASCII without spaces"},
+		{"token with a DEL", `{"token": "a\u007fb"}`, nil,
 			"token: use printable ASCII without spaces"},
 		{"empty root", `{"roots": ["/a", ""]}`, nil,
 			"roots[1]: empty path"},
@@ -337,6 +365,14 @@ func TestLoadConfigErrors(t *testing.T) {
 			`cors[1]: "localhost:3000" is not an origin; want scheme://host[:port] or *`},
 		{"origin with a path", `{"cors": ["http://a.example/app"]}`, nil,
 			`cors[0]: "http://a.example/app" is not an origin; want scheme://host[:port] or *`},
+		{"origin with a user", `{"cors": ["http://u@a.example"]}`, nil,
+			`cors[0]: "http://u@a.example" is not an origin; want scheme://host[:port] or *`},
+		{"origin with a query", `{"cors": ["http://a.example?x=1"]}`, nil,
+			`cors[0]: "http://a.example?x=1" is not an origin; want scheme://host[:port] or *`},
+		{"origin with an empty query", `{"cors": ["http://a.example?"]}`, nil,
+			`cors[0]: "http://a.example?" is not an origin; want scheme://host[:port] or *`},
+		{"origin with a fragment", `{"cors": ["http://a.example#top"]}`, nil,
+			`cors[0]: "http://a.example#top" is not an origin; want scheme://host[:port] or *`},
 		{"unknown provider type", `{"providers": {"local": {"type": "foo"}}}`, nil,
 			`providers.local.type: want openai, anthropic or script, got "foo"`},
 		{"missing provider type", `{"providers": {"local": {"apiKey": "k"}}}`, nil,
@@ -345,8 +381,16 @@ func TestLoadConfigErrors(t *testing.T) {
 			`providers.a/b: provider ID "a/b" must not contain "/"`},
 		{"empty provider ID", `{"providers": {"": {"type": "openai"}}}`, nil,
 			"providers: a provider has an empty ID"},
+		// Providers are checked in ID order, each completely, before the
+		// models: the later provider's own mistake is not reported first.
+		{"provider ID with a slash before another mistake", `{"providers": {"a/b": {"type": "openai"}, "c": {}}}`, nil,
+			`providers.a/b: provider ID "a/b" must not contain "/"`},
+		{"provider ID with white space", `{"providers": {" p": {"type": "openai"}, "q": {}}}`, nil,
+			`providers. p: provider ID " p" has surrounding white space`},
 		{"bad base URL", `{"providers": {"local": {"type": "openai", "baseURL": "127.0.0.1:11434"}}}`, nil,
 			`providers.local.baseURL: "127.0.0.1:11434" is not an http or https URL`},
+		{"base URL without a host", `{"providers": {"local": {"type": "openai", "baseURL": "http://"}}}`, nil,
+			`providers.local.baseURL: "http://" is not an http or https URL`},
 		{"negative idle timeout", `{"providers": {"o": {"type": "openai", "idleTimeout": -2}}}`, nil,
 			`providers.o.idleTimeout: -2: want seconds, 0 for the default (600) or -1 for none`},
 		{"idle timeout of a script provider", `{"providers": {"s": {"type": "script", "file": "s.json", "idleTimeout": 5}}}`, nil,
@@ -369,6 +413,8 @@ func TestLoadConfigErrors(t *testing.T) {
 			`providers.o.apiKey: "{env:KEY" lacks the closing "}" of {env:NAME}`},
 		{"empty env reference", `{"token": "{env:}"}`, nil,
 			`token: "{env:}" does not name an environment variable; want {env:NAME}`},
+		{"env reference with a space", `{"token": "{env:MY TOKEN}"}`, nil,
+			`token: "{env:MY TOKEN}" does not name an environment variable; want {env:NAME}`},
 		{"token from an unset variable", `{"token": "{env:SESSIOND_SECRET}"}`, nil,
 			`token: "{env:SESSIOND_SECRET}": environment variable SESSIOND_SECRET is unset or empty; an empty token would turn authentication off`},
 		{"token from an empty variable", `{"token": "{env:SESSIOND_SECRET}"}`, []string{"SESSIOND_SECRET", ""},
@@ -684,6 +730,18 @@ func TestLoadConfigEnvAddsProviders(t *testing.T) {
 	if !reflect.DeepEqual(c.Providers, want) {
 		t.Fatalf("providers = %+v, want %+v", c.Providers, want)
 	}
+	path = writeConfig(t, `{"providers": {"anthropic": {"type": "script", "file": "a.json"}}}`)
+	c, err = LoadConfig(path, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]ProviderConfig{
+		"anthropic": {Type: llm.ProviderScript, File: filepath.Join(filepath.Dir(path), "a.json")},
+		"openai":    {Type: llm.ProviderOpenAI, BaseURL: "http://127.0.0.1:8000/v1", APIKey: "sk-openai"},
+	}
+	if !reflect.DeepEqual(c.Providers, want) {
+		t.Fatalf("providers = %+v, want %+v", c.Providers, want)
+	}
 
 	// Only a key adds a provider.
 	c, err = LoadConfig("", envOf("SESSIOND_DATA", t.TempDir(), "OPENAI_BASE_URL", "http://127.0.0.1:8000/v1"))
@@ -718,11 +776,61 @@ func TestValidateDefaultModel(t *testing.T) {
 		t.Fatalf("validate = %v, model %q", err, c.Model)
 	}
 
+	// A configured provider that lists the models a key alone adds takes
+	// the key's default; one whose models differ (here in their hosted
+	// tools) is not the key's and takes its first model by ID.
+	keyed, _ := keyModels(llm.ProviderAnthropic)
+	for _, hosted := range [][]string{nil, {"web_search"}} {
+		models := maps.Clone(keyed)
+		for id, m := range models {
+			m.HostedTools = hosted
+			models[id] = m
+		}
+		c = defaultConfig(envOf("SESSIOND_DATA", "/d"), nil)
+		c.Providers = map[string]ProviderConfig{"a": {Type: llm.ProviderAnthropic, APIKey: "k", Models: models}}
+		want := "a/claude-sonnet-4-5"
+		if hosted != nil {
+			want = "a/claude-haiku-4-5"
+		}
+		if err := c.validate(); err != nil || c.Model != want {
+			t.Fatalf("hosted tools %q: validate = %v, model %q, want %q", hosted, err, c.Model, want)
+		}
+	}
+
 	// Nothing usable: no default model.
 	c = defaultConfig(envOf("SESSIOND_DATA", "/d"), nil)
 	c.Providers = map[string]ProviderConfig{"p": {Type: llm.ProviderOpenAI, Models: map[string]ModelConfig{"m": {}}}}
 	if err := c.validate(); err != nil || c.Model != "" {
 		t.Fatalf("validate = %v, model %q", err, c.Model)
+	}
+}
+
+// TestLoadConfigEdgeValues: the smallest and largest values each check
+// admits load, and mean what the documentation says.
+func TestLoadConfigEdgeValues(t *testing.T) {
+	for _, tt := range []struct {
+		doc   string
+		check func(c Config) bool
+	}{
+		// A prompt may be as large as a request body.
+		{`{"limits": {"promptBytes": 4096, "bodyBytes": 4096}}`,
+			func(c Config) bool { return c.Limits.PromptBytes == 4096 && c.Limits.BodyBytes == 4096 }},
+		// idleTimeout: 0 is the adapter's default, -1 none, else seconds.
+		{`{"providers": {"o": {"type": "openai"}}}`,
+			func(c Config) bool { return c.Providers["o"].idle() == 0 }},
+		{`{"providers": {"o": {"type": "openai", "idleTimeout": -1}}}`,
+			func(c Config) bool { return c.Providers["o"].idle() < 0 }},
+		{`{"providers": {"a": {"type": "anthropic", "idleTimeout": 30}}}`,
+			func(c Config) bool { return c.Providers["a"].idle() == 30*time.Second }},
+		{`{"addr": "127.0.0.1:65535", "token": "!~"}`,
+			func(c Config) bool { return c.Addr == "127.0.0.1:65535" && c.Token == "!~" }},
+		{`{"addr": "127.0.0.1:0"}`,
+			func(c Config) bool { return c.Addr == "127.0.0.1:0" }},
+	} {
+		c, err := LoadConfig(writeConfig(t, tt.doc), envOf("SESSIOND_DATA", t.TempDir()))
+		if err != nil || !tt.check(c) {
+			t.Errorf("%s: LoadConfig = %+v, %v", tt.doc, c, err)
+		}
 	}
 }
 

@@ -16,7 +16,7 @@ func FuzzResponseError(f *testing.F) {
 	for _, s := range []string{
 		`{"error":{"type":"session.not-found","message":"session \"ses_x\" not found"}}`, `{"error":{"type":"","message":"m"}}`,
 		`{"error":null}`, `{"error":{"type":1}}`, `<html>502 Bad Gateway</html>`, ``, "  \n", "0" + strings.Repeat("é", 150),
-		strings.Repeat("a", 199) + "é", "\xff\xfe", `{"error":{"type":"x"}} trailing`,
+		strings.Repeat("a", 199) + "é", strings.Repeat("a", 200), "\xff\xfe", `{"error":{"type":"x"}} trailing`,
 		// How encoding/json fills a struct, which the oracle models.
 		`{"ERROR":{"TYPE":"a","Message":"m"}}`, `{"error":{"type":"a","message":"m"},"Error":{"type":"b"}}`,
 		`{"error":{"type":"a"},"error":null}`, `{"error":null,"error":{"message":"m","type":"t"}}`,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strconv"
@@ -199,6 +200,22 @@ func TestTranscriptTerminal(t *testing.T) {
 	}
 	eventually(t, "the withdrawal", func() bool { return strings.Contains(r.prompts.String(), "(reject: cancelled: context ended)") }, r.prompts.String)
 
+	// A question waiting behind a withdrawn one is put next.
+	ctx, cancel = context.WithCancel(context.Background())
+	withdrawn := r.ask(ctx, "bash", "sleep 8")
+	eventually(t, "the question to withdraw", func() bool { return strings.Contains(r.prompts.String(), `allow bash "sleep 8"?`) }, r.prompts.String)
+	behind := r.ask(context.Background(), "edit", "behind.go")
+	eventually(t, "the question behind it queued", func() bool { return len(r.pending.List()) == 2 }, r.prompts.String)
+	cancel()
+	if got := answer(t, withdrawn); got != context.Canceled.Error() {
+		t.Fatalf("withdrawn = %s", got)
+	}
+	eventually(t, "the question behind", func() bool { return strings.Contains(r.prompts.String(), `allow edit "behind.go"?`) }, r.prompts.String)
+	lines <- "y"
+	if got := answer(t, behind); got != "once" {
+		t.Fatalf("behind = %s", got)
+	}
+
 	// A command run in another directory says where.
 	inBuild := r.ask(context.Background(), "bash", "make", "build")
 	eventually(t, "the question with a directory", func() bool { return strings.Contains(r.prompts.String(), `allow bash "make" in "build"?`) }, r.prompts.String)
@@ -230,15 +247,25 @@ func TestTranscriptResubscribes(t *testing.T) {
 	asst := r.ids.Message()
 	// The loop is not running yet, so this overflows the subscription.
 	r.durable(&messages.StepStarted{SessionID: r.sid, AssistantMessageID: asst, Agent: "build", Attempt: 1})
+	calls := busBuffer + 110 // more than a page of history to catch up on
 	var ps []messages.Payload
-	for i := range busBuffer + 10 {
+	for i := range calls {
 		ps = append(ps, &messages.ToolCalled{SessionID: r.sid, AssistantMessageID: asst, CallID: "c" + strconv.Itoa(i), Name: "read", Input: []byte(`{}`)})
 	}
 	r.durable(ps...)
 	// A question asked while cut off reaches the broker but not the
-	// subscription.
+	// subscription. Another Session's, asked first, is not this
+	// transcript's to answer.
+	otherCtx, cancelOther := context.WithCancel(context.Background())
+	defer cancelOther()
+	other := make(chan error, 1)
+	r.wg.Go(func() {
+		_, err := r.pending.Ask(otherCtx, tools.Request{SessionID: "ses_other", Permission: "bash", Patterns: []string{"rm x"}})
+		other <- err
+	})
+	eventually(t, "the other question", func() bool { return len(r.pending.List()) == 1 }, func() string { return "" })
 	asked := r.ask(context.Background(), "bash", "ls")
-	eventually(t, "the question", func() bool { return len(r.pending.List()) == 1 }, func() string { return "" })
+	eventually(t, "the question", func() bool { return len(r.pending.List()) == 2 }, func() string { return "" })
 	if !r.tr.sub.Dropped() {
 		t.Fatal("the subscription was not cut off")
 	}
@@ -246,11 +273,18 @@ func TestTranscriptResubscribes(t *testing.T) {
 	if got := answer(t, asked); got != "once" {
 		t.Fatalf("question answered %s", got)
 	}
-	eventually(t, "every call", func() bool { return strings.Count(r.out.String(), "[tool] read") == busBuffer+10 }, func() string {
+	if l := r.pending.List(); len(l) != 1 || l[0].SessionID != "ses_other" {
+		t.Fatalf("pending after the resubscription: %+v", l)
+	}
+	cancelOther()
+	if err := <-other; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the other Session's question: %v", err)
+	}
+	eventually(t, "every call", func() bool { return strings.Count(r.out.String(), "[tool] read") == calls }, func() string {
 		return strconv.Itoa(strings.Count(r.out.String(), "[tool] read"))
 	})
 	r.stop()
-	if r.tr.lastSeq != int64(busBuffer+11) {
+	if r.tr.lastSeq != int64(calls+1) {
 		t.Fatalf("last seq %d", r.tr.lastSeq)
 	}
 }
@@ -273,4 +307,128 @@ func TestTranscriptEscapesControlCharacters(t *testing.T) {
 	if !strings.Contains(got, `\x1b[1A\x1b[2K\x0dallow read`) || !strings.Contains(got, `\u202e`) || !strings.Contains(got, "line one\n\tline two") {
 		t.Fatalf("transcript %q", got)
 	}
+	// A newline is escaped where a line must stay one; C1 controls are
+	// bytes to a terminal that reads 8-bit controls.
+	for in, want := range map[string]string{"a\nb": `a\x0ab`, "\u0085\u009b": `\x85\x9b`, "\u2066": `\u2066`} {
+		if got := terminalSafe(in, false); got != want {
+			t.Errorf("terminalSafe(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestTranscriptJSON: with --json every event is one JSON line, and
+// nothing else reaches the transcript.
+func TestTranscriptJSON(t *testing.T) {
+	r := newTranscriptRig(t, askAllow, nil)
+	r.tr.jsonLines = true
+	r.run()
+	asst := r.ids.Message()
+	r.durable(&messages.StepStarted{SessionID: r.sid, AssistantMessageID: asst, Agent: "build", Attempt: 1},
+		&messages.TextStarted{SessionID: r.sid, AssistantMessageID: asst},
+		&messages.TextEnded{SessionID: r.sid, AssistantMessageID: asst, Text: "Hello"},
+		&messages.StepFailed{SessionID: r.sid, AssistantMessageID: asst, Error: messages.Error{Type: messages.ErrProviderTransport, Message: "reset"}})
+	eventually(t, "the step failure", func() bool { return strings.Contains(r.out.String(), `"reset"`) }, r.out.String)
+	r.stop()
+	lines := strings.Split(strings.TrimSuffix(r.out.String(), "\n"), "\n")
+	for _, l := range lines {
+		if !json.Valid([]byte(l)) {
+			t.Fatalf("line %q is not JSON; transcript:\n%s", l, r.out.String())
+		}
+	}
+	if len(lines) != 4 {
+		t.Fatalf("%d lines, want 4:\n%s", len(lines), r.out.String())
+	}
+}
+
+// TestTranscriptProseDetails pins what the prose transcript prints for
+// events TestTranscriptProse does not cover.
+func TestTranscriptProseDetails(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		color bool
+		evs   []messages.Payload
+		want  string
+	}{
+		{"reasoning on a terminal is dimmed", true, []messages.Payload{&messages.ReasoningDelta{Delta: "hmm"}, &messages.ReasoningEnded{Text: "hmm"}},
+			styleDim + "hmm" + styleReset + "\n"},
+		{"reasoning elsewhere is labelled", false, []messages.Payload{&messages.ReasoningDelta{Delta: "hmm"}, &messages.ReasoningEnded{Text: "hmm"}},
+			"[thinking] hmm\n"},
+		{"an empty unseen fragment prints nothing", false, []messages.Payload{&messages.ReasoningEnded{}, &messages.TextEnded{}}, ""},
+		{"a tool whose call was not seen goes by its call ID", false, []messages.Payload{&messages.ToolSucceeded{CallID: "c9", Output: "ok"}},
+			"[done] c9: ok\n"},
+		{"a source without a title is its URL", false, []messages.Payload{&messages.TextEnded{Text: "See.", ProviderMetadata: []byte(`{"citations":[{"url":"https://go.dev"}]}`)}},
+			"See.\n[source] https://go.dev\n"},
+	} {
+		var out syncBuffer
+		tr := &transcript{out: &out, color: tt.color, names: map[string]string{}, handled: map[string]bool{}}
+		for _, p := range tt.evs {
+			tr.prose(messages.Event{Data: p})
+		}
+		tr.endLine()
+		if out.String() != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, out.String(), tt.want)
+		}
+	}
+
+	// An event seen live and again from the store prints once; a question
+	// on the terminal is not queued a second time.
+	var out syncBuffer
+	tr := &transcript{out: &out, prompts: &out, mode: askTerminal, lastSeq: -1, names: map[string]string{}, handled: map[string]bool{}}
+	ev := messages.Event{Durable: &messages.Durable{Seq: 3}, Data: &messages.StepFailed{Error: messages.Error{Type: messages.ErrProviderTransport}}}
+	tr.event(context.Background(), ev)
+	tr.event(context.Background(), ev)
+	if got := strings.Count(out.String(), "[step failed]"); got != 1 {
+		t.Fatalf("the event printed %d times:\n%s", got, out.String())
+	}
+	q := &messages.PermissionAsked{RequestID: "per_1", Permission: "bash", Patterns: []string{"ls"}}
+	tr.ask(q)
+	tr.ask(q)
+	if tr.asking != q || len(tr.queue) != 0 {
+		t.Fatalf("asking %v, queue %v", tr.asking, tr.queue)
+	}
+
+	// A reply to a question withdrawn meanwhile (an interrupt) is no error.
+	var replies syncBuffer
+	tr.prompts, tr.pending = &replies, tools.NewPending(tools.PendingConfig{})
+	tr.reply("per_gone", tools.Once, "")
+	if replies.String() != "" || !tr.handled["per_gone"] {
+		t.Fatalf("reply to a withdrawn question: %q", replies.String())
+	}
+
+	// Printing stops at the first failed write (a closed pipe).
+	w := &failingWriter{}
+	tr = &transcript{out: w, names: map[string]string{}, handled: map[string]bool{}}
+	tr.prose(messages.Event{Data: &messages.StepFailed{Error: messages.Error{Type: messages.ErrProviderTransport}}})
+	tr.prose(messages.Event{Data: &messages.StepFailed{Error: messages.Error{Type: messages.ErrProviderTransport}}})
+	if w.writes != 1 || tr.err == nil {
+		t.Fatalf("%d writes after a failed one, err %v", w.writes, tr.err)
+	}
+
+	// clip keeps a string of exactly n runes.
+	if got := clip("héllo", 5); got != "héllo" {
+		t.Fatalf("clip to its length = %q", got)
+	}
+	if got := clip("héllo!", 5); got != "héll…" {
+		t.Fatalf("clip = %q", got)
+	}
+}
+
+// TestTranscriptEndsAnOpenQuestionsLine: a question still on the
+// terminal when the transcript ends gets its line ended, so that what
+// follows does not continue the prompt.
+func TestTranscriptEndsAnOpenQuestionsLine(t *testing.T) {
+	r := newTranscriptRig(t, askTerminal, nil)
+	r.tr.asking = &messages.PermissionAsked{RequestID: "per_1", Permission: "bash", Patterns: []string{"ls"}}
+	r.run().stop()
+	if got := r.prompts.String(); got != "\n" {
+		t.Fatalf("prompts %q", got)
+	}
+}
+
+// failingWriter fails every write and counts them.
+type failingWriter struct{ writes int }
+
+func (w *failingWriter) Write([]byte) (int, error) {
+	w.writes++
+	return 0, errors.New("broken pipe")
 }
