@@ -185,6 +185,26 @@ func TestBusCutsOffSlowSubscriber(t *testing.T) {
 	}
 }
 
+// TestBusDefaults: a subscription asked for no particular buffer has room
+// for 256 events, and a Session's filter passes over events without data.
+func TestBusDefaults(t *testing.T) {
+	bus := actors.NewBus()
+	s := bus.Subscribe(0, nil)
+	for range 256 {
+		bus.Publish(messages.Event{Data: &messages.TextDelta{}})
+	}
+	if s.Dropped() {
+		t.Fatal("cut off within 256 events")
+	}
+	bus.Publish(messages.Event{Data: &messages.TextDelta{}})
+	if !s.Dropped() {
+		t.Fatal("not cut off at the 257th event")
+	}
+	if actors.SessionFilter("ses_x")(messages.Event{}) {
+		t.Fatal("a Session's filter passed an event without data")
+	}
+}
+
 // lockedBuffer is a goroutine-safe writer.
 type lockedBuffer struct {
 	mu sync.Mutex

@@ -2,8 +2,10 @@ package actors_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -54,5 +56,68 @@ func TestSlogBridge(t *testing.T) {
 		if string(got[k]) != want {
 			t.Errorf("%s = %s, want %s (line %s)", k, got[k], want, line)
 		}
+	}
+}
+
+// shown is a value that is neither a basic kind nor an error.
+type shown struct{}
+
+func (shown) String() string { return "shown" }
+
+// TestSlogBridgeValues: attributes outside a group that use zerolog's own
+// field names are renamed rather than written twice; unsigned, float,
+// time and Stringer values keep their value; loggers derived from one
+// parent keep their own attributes.
+func TestSlogBridgeValues(t *testing.T) {
+	var buf bytes.Buffer
+	at := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	parent := actors.NewSlogLogger(zerolog.New(&buf)).With("a", 1, "b", 2, "c", 3) // room for one more
+	first, second := parent.With("d", "first"), parent.With("d", "second")
+	first.Info("m", "message", "attr", "u", uint64(7), "f", 2.5, "t", at, "s", shown{})
+	second.Info("m")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("log: %s", buf.String())
+	}
+	var got struct {
+		Message string  `json:"message"`
+		Renamed string  `json:"slog.message"`
+		U       uint64  `json:"u"`
+		F       float64 `json:"f"`
+		T       string  `json:"t"`
+		S       string  `json:"s"`
+		D       string  `json:"d"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Message != "m" || got.Renamed != "attr" || got.U != 7 || got.F != 2.5 || got.T != at.Format(time.RFC3339) ||
+		got.S != "shown" || got.D != "first" {
+		t.Errorf("first logger's line %s", lines[0])
+	}
+	if !strings.Contains(lines[1], `"d":"second"`) {
+		t.Errorf("second logger's line %s", lines[1])
+	}
+}
+
+// TestSlogLevels: each slog level becomes zerolog's of the same name from
+// its own value up, and a record at the logger's level is enabled.
+func TestSlogLevels(t *testing.T) {
+	for _, tc := range []struct {
+		level slog.Level
+		want  string
+	}{
+		{slog.LevelDebug, "debug"}, {slog.LevelInfo - 1, "debug"}, {slog.LevelInfo, "info"},
+		{slog.LevelWarn, "warn"}, {slog.LevelError - 1, "warn"}, {slog.LevelError, "error"}, {slog.LevelError + 4, "error"},
+	} {
+		var buf bytes.Buffer
+		actors.NewSlogLogger(zerolog.New(&buf)).Log(context.Background(), tc.level, "m")
+		if want := `"level":"` + tc.want + `"`; !strings.Contains(buf.String(), want) {
+			t.Errorf("slog level %v: %s, want %s", tc.level, buf.String(), want)
+		}
+	}
+	l := actors.NewSlogLogger(zerolog.New(io.Discard).Level(zerolog.WarnLevel))
+	if !l.Enabled(context.Background(), slog.LevelWarn) || l.Enabled(context.Background(), slog.LevelInfo) {
+		t.Error("a zerolog logger at warn: slog's warn must be enabled, its info not")
 	}
 }
