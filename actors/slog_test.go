@@ -67,7 +67,8 @@ func (shown) String() string { return "shown" }
 // TestSlogBridgeValues: attributes outside a group that use zerolog's own
 // field names are renamed rather than written twice; unsigned, float,
 // time and Stringer values keep their value; loggers derived from one
-// parent keep their own attributes.
+// parent keep their own attributes; groups apply to attributes added in
+// them and nest.
 func TestSlogBridgeValues(t *testing.T) {
 	var buf bytes.Buffer
 	at := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
@@ -97,6 +98,12 @@ func TestSlogBridgeValues(t *testing.T) {
 	}
 	if !strings.Contains(lines[1], `"d":"second"`) {
 		t.Errorf("second logger's line %s", lines[1])
+	}
+	// Attributes added in a group keep it; groups nest.
+	buf.Reset()
+	actors.NewSlogLogger(zerolog.New(&buf)).WithGroup("a").With("k", 1).WithGroup("b").Info("m", "x", 2)
+	if line := buf.String(); !strings.Contains(line, `"a.k":1`) || !strings.Contains(line, `"a.b.x":2`) {
+		t.Errorf("grouped line %s", line)
 	}
 }
 
