@@ -722,35 +722,62 @@ func TestWaitFollowsTheCarriedWork(t *testing.T) {
 // and be cancelled at once).
 func TestHeldInterruptStopsTheCarriedWork(t *testing.T) {
 	h := actortest.New(t)
-	entered, release := stubborn(h)
-	h.Model.Reply(script.ToolCall("c1", "stubborn", `{}`))
-	h.Model.Default(script.Text("ran after the user's interrupt"))
-	sid := h.Session()
-	h.Prompt(sid, "one")
-	<-entered
-	got := make(chan struct{})
-	var afterMove atomic.Bool
-	var runs atomic.Int32
-	actors.SetSessionFault(func(msg any) {
-		switch m := msg.(type) {
-		case *messages.Move:
-			if m.SessionID == sid {
-				close(got)
-				afterMove.Store(true)
-			}
-		case *messages.Run:
-			if m.SessionID == sid && afterMove.Load() {
-				runs.Add(1)
-			}
-		}
-	})
-	defer actors.SetSessionFault(nil)
+	sid, release := stubbornStep(h, "ran after the user's interrupt")
+	got, received := afterMoveOf(t, sid)
 	moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
 	<-got
 	settleHeld(t, h, sid, release, moved, func() error { return h.Runtime.Interrupt(h.Ctx(), sid) })
 	h.WaitIdle(sid)
-	if n := runs.Load(); n != 0 || len(typesAfter(h, sid, "session.moved")) != 0 {
-		t.Fatalf("%d runs reached the new Location after the user's interrupt: %v", n, typesAfter(h, sid, "session.moved"))
+	if runs := received(); slices.Contains(runs, "run") || len(typesAfter(h, sid, "session.moved")) != 0 {
+		t.Fatalf("after the user's interrupt the new Location got %v: %v", runs, typesAfter(h, sid, "session.moved"))
+	}
+}
+
+// stubbornStep starts a busy period of a new Session on a tool that ignores
+// cancellation, after which the model answers then, and returns the
+// Session and what releases the tool.
+func stubbornStep(h *actortest.Harness, then string) (messages.SessionID, chan struct{}) {
+	entered, release := stubborn(h)
+	h.Model.Reply(script.ToolCall("c1", "stubborn", `{}`))
+	h.Model.Default(script.Text(then))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	<-entered
+	return sid, release
+}
+
+// afterMoveOf records the runs and waits sid's actors receive once one of
+// them has received a Move: moved closes at that Move, received returns
+// them in order.
+func afterMoveOf(t *testing.T, sid messages.SessionID) (moved <-chan struct{}, received func() []string) {
+	got := make(chan struct{})
+	var mu sync.Mutex
+	var after bool
+	var order []string
+	actors.SetSessionFault(func(msg any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch m := msg.(type) {
+		case *messages.Move:
+			if m.SessionID == sid && !after {
+				close(got)
+				after = true
+			}
+		case *messages.Run:
+			if m.SessionID == sid && after {
+				order = append(order, "run")
+			}
+		case *messages.Wait:
+			if m.SessionID == sid && after {
+				order = append(order, "wait")
+			}
+		}
+	})
+	t.Cleanup(func() { actors.SetSessionFault(nil) })
+	return got, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(order)
 	}
 }
 
@@ -760,39 +787,8 @@ func TestHeldInterruptStopsTheCarriedWork(t *testing.T) {
 // ends, not by the new Location's idle actor before the work starts.
 func TestHeldWaitFollowsTheCarriedWork(t *testing.T) {
 	h := actortest.New(t)
-	entered, release := stubborn(h)
-	h.Model.Reply(script.ToolCall("c1", "stubborn", `{}`))
-	h.Model.Default(script.Text("continued at the new place"))
-	sid := h.Session()
-	h.Prompt(sid, "one")
-	<-entered
-	got := make(chan struct{})
-	var afterMove atomic.Bool
-	var mu sync.Mutex
-	var order []string // what the Session's actors receive after the move
-	seen := func(what string) {
-		mu.Lock()
-		order = append(order, what)
-		mu.Unlock()
-	}
-	actors.SetSessionFault(func(msg any) {
-		switch m := msg.(type) {
-		case *messages.Move:
-			if m.SessionID == sid {
-				close(got)
-				afterMove.Store(true)
-			}
-		case *messages.Run:
-			if m.SessionID == sid && afterMove.Load() {
-				seen("run")
-			}
-		case *messages.Wait:
-			if m.SessionID == sid && afterMove.Load() {
-				seen("wait")
-			}
-		}
-	})
-	defer actors.SetSessionFault(nil)
+	sid, release := stubbornStep(h, "continued at the new place")
+	got, received := afterMoveOf(t, sid)
 	moved := moveAsync(h, sid, messages.Location{Directory: t.TempDir()})
 	<-got
 	var atWait []string
@@ -801,9 +797,7 @@ func TestHeldWaitFollowsTheCarriedWork(t *testing.T) {
 		atWait = h.Types(sid)
 		return err
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(order, []string{"run", "wait"}) {
+	if order := received(); !slices.Equal(order, []string{"run", "wait"}) {
 		t.Fatalf("after the move the Session received %v, want the carried run first", order)
 	}
 	if got := atWait[len(atWait)-1]; got != "session.execution.succeeded" {

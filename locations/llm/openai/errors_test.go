@@ -200,24 +200,30 @@ func TestTimeout(t *testing.T) {
 	wantError(t, err, messages.ErrProviderTransport, 0, 0)
 }
 
-// TestCancel cancels the context in the middle of a stream whose server
-// then waits for the client to go away.
-func TestCancel(t *testing.T) {
-	srv := ssetest.NewServer(t, ssetest.Reply{Chunks: []string{sse(chunk(`{"content":"a"}`, ""))}, Hang: true})
+// streamCancelling streams simpleRequest from p and cancels the context
+// once cancelAt accepts an event; it returns the events and the final
+// error.
+func streamCancelling(p *Provider, cancelAt func(llm.Event) bool) (events []llm.Event, final error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var (
-		events []llm.Event
-		final  error
-	)
-	for ev, err := range newTestProvider(t, srv).Stream(ctx, simpleRequest()) {
+	for ev, err := range p.Stream(ctx, simpleRequest()) {
 		if err != nil {
 			final = err
 			continue
 		}
 		events = append(events, ev)
-		cancel()
+		if cancelAt(ev) {
+			cancel()
+		}
 	}
+	return events, final
+}
+
+// TestCancel cancels the context in the middle of a stream whose server
+// then waits for the client to go away.
+func TestCancel(t *testing.T) {
+	srv := ssetest.NewServer(t, ssetest.Reply{Chunks: []string{sse(chunk(`{"content":"a"}`, ""))}, Hang: true})
+	events, final := streamCancelling(newTestProvider(t, srv), func(llm.Event) bool { return true })
 	if len(events) != 2 { // text-start, text-delta
 		t.Fatalf("events %v", ssetest.Lines(events))
 	}
@@ -240,22 +246,7 @@ func TestCancelledBeforeStart(t *testing.T) {
 // gave up on it, so no StepFinish follows.
 func TestCancelAfterFinishReason(t *testing.T) {
 	srv := ssetest.NewServer(t, ssetest.Reply{Chunks: []string{sse(chunk(`{"content":"a"}`, "stop"))}, Hang: true})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var (
-		events []llm.Event
-		final  error
-	)
-	for ev, err := range newTestProvider(t, srv).Stream(ctx, simpleRequest()) {
-		if err != nil {
-			final = err
-			continue
-		}
-		events = append(events, ev)
-		if ev.Kind == llm.TextEnd {
-			cancel()
-		}
-	}
+	events, final := streamCancelling(newTestProvider(t, srv), func(ev llm.Event) bool { return ev.Kind == llm.TextEnd })
 	wantLines(t, events, "text-start text-0", `text-delta text-0 "a"`, "text-end text-0")
 	wantError(t, final, messages.ErrAborted, 0, 0)
 }
@@ -265,23 +256,12 @@ func TestCancelAfterFinishReason(t *testing.T) {
 // cancelled on) is aborted, not the error it says, which the runner might
 // retry.
 func TestCancelWinsOverAnErrorEvent(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	body := sse(chunk(`{"content":"a"}`, ""), `{"error":{"message":"The server had an error","type":"server_error","code":null}}`)
 	p, err := New(Config{BaseURL: "http://openai.invalid/v1", HTTPClient: &http.Client{Transport: &ssetest.Transport{Chunks: []string{body}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var final error
-	for ev, err := range p.Stream(ctx, simpleRequest()) {
-		if err != nil {
-			final = err
-			continue
-		}
-		if ev.Kind == llm.TextDelta {
-			cancel()
-		}
-	}
+	_, final := streamCancelling(p, func(ev llm.Event) bool { return ev.Kind == llm.TextDelta })
 	wantError(t, final, messages.ErrAborted, 0, 0)
 }
 

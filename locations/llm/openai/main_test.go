@@ -56,6 +56,17 @@ func run(t *testing.T, req llm.Request, replies ...ssetest.Reply) ([]llm.Event, 
 	return events, srv, err
 }
 
+// streamed streams simpleRequest against a server that answers body in
+// one piece, and returns the events; an error fails the test.
+func streamed(t *testing.T, body string) []llm.Event {
+	t.Helper()
+	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events
+}
+
 // sse frames data lines as Chat Completions server-sent events.
 func sse(data ...string) string {
 	var b strings.Builder

@@ -152,11 +152,7 @@ func TestToolCallQuirks(t *testing.T) {
 		chunk(`{}`, "stop"),
 		done,
 	)
-	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantLines(t, events,
+	wantLines(t, streamed(t, body),
 		"tool-input-start call_0 call_0 first",
 		`tool-input-delta call_0 "{\"a\":1}"`,
 		"tool-input-start x2 x2 second",
@@ -263,11 +259,7 @@ func TestToolCallIDCollision(t *testing.T) {
 		chunk(`{}`, "tool_calls"),
 		done,
 	)
-	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantLines(t, events,
+	wantLines(t, streamed(t, body),
 		"tool-input-start call_1 call_1 a",
 		`tool-input-delta call_1 "{}"`,
 		"tool-input-start call_2 call_2 b",
@@ -300,11 +292,7 @@ func TestToolCallsAtOneIndexWithoutIDs(t *testing.T) {
 		chunk(`{}`, "tool_calls"),
 		done,
 	)
-	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantLines(t, events,
+	wantLines(t, streamed(t, body),
 		"tool-input-start call_0 call_0 read",
 		`tool-input-delta call_0 "{\"path\":\"a\"}"`,
 		"tool-input-start call_1 call_1 bash",
@@ -340,11 +328,7 @@ func TestToolCallRepeatedName(t *testing.T) {
 		chunk(`{}`, "tool_calls"),
 		done,
 	)
-	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantLines(t, events,
+	wantLines(t, streamed(t, body),
 		"tool-input-start call_0 call_0 write",
 		`tool-input-delta call_0 "{\"text\":\"{}"`,
 		`tool-input-delta call_0 "\"}"`,
@@ -375,11 +359,7 @@ func TestToolCallLateIDAfterName(t *testing.T) {
 		chunk(`{}`, "tool_calls"),
 		done,
 	)
-	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantLines(t, events,
+	wantLines(t, streamed(t, body),
 		"tool-input-start call_0 call_0 read",
 		`tool-input-delta call_0 "{\"path\":"`,
 		`tool-input-delta call_0 "\"a\"}"`,
@@ -410,11 +390,7 @@ func TestToolCallLateIDBeforeName(t *testing.T) {
 		chunk(`{}`, "tool_calls"),
 		done,
 	)
-	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantLines(t, events,
+	wantLines(t, streamed(t, body),
 		"tool-input-start call_abc call_abc f",
 		`tool-input-delta call_abc "{\"a\":1}"`,
 		"tool-input-start call_3 call_3 g",
@@ -437,11 +413,7 @@ func TestReasoningThenToolCall(t *testing.T) {
 		chunk(`{}`, "tool_calls"),
 		done,
 	)
-	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantLines(t, events,
+	wantLines(t, streamed(t, body),
 		"reasoning-start reasoning-0",
 		`reasoning-delta reasoning-0 "Plan."`,
 		`reasoning-end reasoning-0 {"native":true,"field":"reasoning"}`,
@@ -470,11 +442,7 @@ func TestOnlyTheFirstChoiceUntilItsFinish(t *testing.T) {
 		chunk(`{"content":"later"}`, ""),
 		done,
 	)
-	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantLines(t, events,
+	wantLines(t, streamed(t, body),
 		"text-start text-0",
 		`text-delta text-0 "a"`,
 		`text-delta text-0 "b"`,
@@ -487,11 +455,7 @@ func TestOnlyTheFirstChoiceUntilItsFinish(t *testing.T) {
 // limit, closes its reasoning block before the StepFinish.
 func TestReasoningCutShort(t *testing.T) {
 	body := sse(chunk(`{"role":"assistant","content":null,"reasoning_content":"Let me"}`, ""), chunk(`{}`, "length"), done)
-	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantLines(t, events,
+	wantLines(t, streamed(t, body),
 		"reasoning-start reasoning-0",
 		`reasoning-delta reasoning-0 "Let me"`,
 		`reasoning-end reasoning-0 {"native":true,"field":"reasoning_content"}`,
