@@ -57,6 +57,49 @@ func TestNextAttemptAfterCompactionRebaselines(t *testing.T) {
 	h.CheckReplay()
 }
 
+// TestRebaselineWaitsForAnAttempt: a busy period after a compaction whose
+// input was promoted but whose step failed before any request (its agent
+// was gone) showed the new baseline to no model. Instructions that change
+// after it still replace that baseline at the next attempt, rather than
+// follow it as an update.
+func TestRebaselineWaitsForAnAttempt(t *testing.T) {
+	h, sid, agents := answeredWithAgentsMD(t, "Use tabs.")
+	compactNow(t, h, sid)
+	if err := h.Runtime.SelectAgent(h.Ctx(), sid, "plan"); err != nil {
+		t.Fatal(err)
+	}
+	plan := h.Agents["plan"]
+	delete(h.Agents, "plan") // the Session is idle: nothing reads the map now
+	if err := os.WriteFile(agents, []byte("Use spaces."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	if f := lastOf[*messages.ExecutionFailed](h, sid); f == nil || !strings.Contains(f.Error.Message, `"plan"`) {
+		t.Fatalf("the busy period without its agent: %+v: %v", f, h.Types(sid))
+	}
+	requests := h.Model.Count()
+	h.Agents["plan"] = plan
+	if err := os.WriteFile(agents, []byte("Use both."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "three")
+	h.WaitIdle(sid)
+	if h.Model.Count() != requests+1 {
+		t.Fatalf("%d requests after %d: %v", h.Model.Count(), requests, h.Types(sid))
+	}
+	req := h.Request(h.Model.Count())
+	if sys := strings.Join(req.System, "\n"); !strings.Contains(sys, "Use both.") {
+		t.Fatalf("the first attempt after the compaction has the baseline %q", req.System)
+	}
+	for _, m := range req.Messages {
+		if m.Role == llm.RoleSystem {
+			t.Fatalf("an update follows a baseline no attempt showed: %q", m.Parts[0].Text)
+		}
+	}
+	h.CheckReplay()
+}
+
 // TestOverflowOnTheLastStepStillCompacts: a context overflow before
 // any output triggers one compaction even on the last step of the agent's
 // allowance, where no attempt is left to rebuild: without the checkpoint,
