@@ -40,6 +40,60 @@ func TestProviderRequestsCountCompaction(t *testing.T) {
 	}
 }
 
+// TestMetricsCountWhatHappened: the runtime's metrics move with what they
+// count: admissions, promotions (two steers promoted at one boundary count
+// two), instruction observations (none unavailable) and updates,
+// compactions by reason, the active gauge back at zero, and the commit
+// latency and batch size the store reports through Commit.
+func TestMetricsCountWhatHappened(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := actors.NewMetrics(reg)
+	h, sid, agents := answeredWithAgentsMD(t, "Use tabs.", withMetrics(m))
+	started, release := make(chan string, 1), make(chan struct{})
+	h.Tools.Add("wait", blocking(started, release))
+	h.Model.Reply(script.ToolCall("c1", "wait", `{}`))
+	h.Prompt(sid, "two")
+	<-started
+	for _, text := range []string{"steer a", "steer b"} {
+		h.PromptWith(persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: text}, Delivery: messages.Steer})
+	}
+	close(release)
+	h.WaitIdle(sid)
+	if err := os.WriteFile(agents, []byte("Use spaces."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "three")
+	h.WaitIdle(sid)
+	compactNow(t, h, sid)
+	for name, c := range map[string]struct{ got, want float64 }{
+		"admissions":             {testutil.ToFloat64(m.Admissions), 5},
+		"promotions":             {testutil.ToFloat64(m.Promotions), 5},
+		"instruction updates":    {testutil.ToFloat64(m.Updates), 1},
+		"manual compactions":     {testutil.ToFloat64(m.Compactions.WithLabelValues(messages.CompactionManual)), 1},
+		"active Sessions":        {testutil.ToFloat64(m.Active), 0},
+		"observed sources (any)": {float64(min(testutil.CollectAndCount(m.ObserveSecs), 1)), 1},
+		"unavailable sources":    {float64(testutil.CollectAndCount(m.Unavailable)), 0},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", name, c.got, c.want)
+		}
+	}
+	m.Commit(3, 2*time.Millisecond)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string]float64{}
+	for _, mf := range mfs {
+		if ms := mf.GetMetric(); len(ms) == 1 && ms[0].GetHistogram() != nil {
+			sums[mf.GetName()] = ms[0].GetHistogram().GetSampleSum()
+		}
+	}
+	if sums["sessiond_store_commit_batch"] != 3 || sums["sessiond_store_commit_seconds"] != 0.002 {
+		t.Errorf("a commit of 3 operations in 2 ms: %v", sums)
+	}
+}
+
 // createProbe records, when the creation's session.created.1 is read back
 // for the bus, whether the Session's order lock is held.
 type createProbe struct {

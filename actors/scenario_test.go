@@ -364,7 +364,8 @@ func retryAts(h *actortest.Harness, sid messages.SessionID) []int64 {
 }
 
 func TestRetryTiming(t *testing.T) {
-	h := actortest.New(t)
+	m := actors.NewMetrics(prometheus.NewRegistry())
+	h := actortest.New(t, withMetrics(m))
 	h.Model.Reply(script.Fail(rateLimit(0)))
 	h.Model.Reply(script.Fail(rateLimit(5 * time.Second)))
 	h.Model.Reply(script.Text("ok"))
@@ -423,6 +424,9 @@ func TestRetryTiming(t *testing.T) {
 	}
 	if !slices.Equal(started, []int{1, 2, 3}) || !slices.Equal(scheduled, []int{2, 3}) {
 		t.Fatalf("step attempts %v, retries scheduled for %v", started, scheduled)
+	}
+	if n := testutil.ToFloat64(m.Retries); n != 2 {
+		t.Fatalf("sessiond_retries_total %v, want 2", n)
 	}
 	h.CheckReplay()
 }
