@@ -49,9 +49,7 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := actors.NewMetrics(reg)
 	h, sid, agents := answeredWithAgentsMD(t, "Use tabs.", withMetrics(m))
-	started, release := make(chan string, 1), make(chan struct{})
-	h.Tools.Add("wait", blocking(started, release))
-	h.Model.Reply(script.ToolCall("c1", "wait", `{}`))
+	started, release := callsBlockingTool(h, "wait")
 	h.Prompt(sid, "two")
 	<-started
 	for _, text := range []string{"steer a", "steer b"} {

@@ -30,7 +30,7 @@ func TestNextAttemptAfterCompactionRebaselines(t *testing.T) {
 	h.Prompt(sid, "two")
 	h.WaitIdle(sid)
 	req := h.Request(3) // 1: "one", 2: the summary, 3: "two"
-	if !strings.HasPrefix(req.Messages[0].Parts[0].Text, "<summary>") {
+	if !opensWithSummary(req, "") {
 		t.Fatalf("request 3 is not the first after the compaction: %+v", req.Messages)
 	}
 	sys := strings.Join(req.System, "\n")

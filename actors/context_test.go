@@ -67,6 +67,16 @@ func TestSelectionAppliesAtNextStep(t *testing.T) {
 	h.CheckReplay()
 }
 
+// opensWithSummary reports whether req's first message is a compaction
+// checkpoint whose summary contains text.
+func opensWithSummary(req llm.Request, text string) bool {
+	if len(req.Messages) == 0 || len(req.Messages[0].Parts) == 0 {
+		return false
+	}
+	first := req.Messages[0].Parts[0].Text
+	return strings.HasPrefix(first, "<summary>") && strings.Contains(first, text)
+}
+
 // compactNow asks for a manual compaction of sid and waits until the
 // Session is idle again.
 func compactNow(t *testing.T, h *actortest.Harness, sid messages.SessionID) {
@@ -809,7 +819,7 @@ func TestManualCompactionDuringContinuation(t *testing.T) {
 		t.Fatalf("request 4 is not the compaction's: %q", h.Request(4).System)
 	}
 	req := h.Request(5)
-	if len(req.Messages) == 0 || !strings.HasPrefix(req.Messages[0].Parts[0].Text, "<summary>") {
+	if !opensWithSummary(req, "") {
 		t.Fatalf("request 5 does not start with the checkpoint: %+v", req.Messages)
 	}
 	for _, m := range req.Messages[1:] {

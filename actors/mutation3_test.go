@@ -43,9 +43,7 @@ func TestNewNeedsStoreAndLocations(t *testing.T) {
 // it gets the checkpoint, not the history it replaced.
 func TestManualCompactionAdmittedMidTurnReplacesHistory(t *testing.T) {
 	h := actortest.New(t)
-	started, release := make(chan string, 1), make(chan struct{})
-	h.Tools.Add("wait", blocking(started, release))
-	h.Model.Reply(script.ToolCall("c1", "wait", `{}`))
+	started, release := callsBlockingTool(h, "wait")
 	h.Model.Reply(script.Text("answered one"))
 	h.Model.Reply(script.Text("## Objective\nsummary of one"))
 	h.Model.Reply(script.Text("answered two"))
@@ -62,8 +60,8 @@ func TestManualCompactionAdmittedMidTurnReplacesHistory(t *testing.T) {
 		t.Fatalf("%d requests: %v", n, h.Types(sid))
 	}
 	next := h.Request(4)
-	if first := next.Messages[0].Parts[0].Text; !strings.HasPrefix(first, "<summary>") || !strings.Contains(first, "summary of one") {
-		t.Fatalf("request after the compaction starts with %q", first)
+	if !opensWithSummary(next, "summary of one") {
+		t.Fatalf("request after the compaction starts with %+v", next.Messages[0])
 	}
 	if got := userTexts(next); slices.Contains(got, "one") || got[len(got)-1] != "two" {
 		t.Fatalf("history not replaced by the checkpoint: %v", got)
@@ -86,8 +84,8 @@ func TestCompactionOfAFreshSessionIsItsFirstMessage(t *testing.T) {
 	if n := h.Model.Count(); n != 2 {
 		t.Fatalf("%d requests: %v", n, h.Types(sid))
 	}
-	if first := h.Request(2).Messages[0].Parts[0].Text; !strings.HasPrefix(first, "<summary>") || !strings.Contains(first, "nothing yet") {
-		t.Fatalf("request after the compaction starts with %q", first)
+	if req := h.Request(2); !opensWithSummary(req, "nothing yet") {
+		t.Fatalf("request after the compaction starts with %+v", req.Messages[0])
 	}
 }
 
@@ -208,8 +206,8 @@ func TestOverflowOfTheFirstPromptCarriesIt(t *testing.T) {
 		t.Fatalf("%d requests: %v", n, h.Types(sid))
 	}
 	retried := h.Request(3)
-	if first := retried.Messages[0].Parts[0].Text; !strings.HasPrefix(first, "<summary>") {
-		t.Fatalf("retried request starts with %q", first)
+	if !opensWithSummary(retried, "") {
+		t.Fatalf("retried request starts with %+v", retried.Messages[0])
 	}
 	if got := userTexts(retried); got[len(got)-1] != "one" {
 		t.Fatalf("the prompt was not carried: %v", got)
@@ -277,9 +275,7 @@ func TestSelectionsAreChecked(t *testing.T) {
 // its own on the bus.
 func TestCoalescedCompactionPublishesNothing(t *testing.T) {
 	h := actortest.New(t)
-	started, release := make(chan string, 1), make(chan struct{})
-	h.Tools.Add("wait", blocking(started, release))
-	h.Model.Reply(script.ToolCall("c1", "wait", `{}`))
+	started, release := callsBlockingTool(h, "wait")
 	h.Model.Reply(script.Text("answered"))
 	h.Model.Reply(script.Text("## Objective\nsummary"))
 	sid := h.Session()

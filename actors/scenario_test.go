@@ -192,6 +192,16 @@ func stubborn(h *actortest.Harness) (entered, release chan struct{}) {
 	return entered, release
 }
 
+// callsBlockingTool has the model's next reply call a tool named name (call
+// c1) that blocks until release is closed or its context ends; started
+// receives the call's ID as it starts.
+func callsBlockingTool(h *actortest.Harness, name string) (started chan string, release chan struct{}) {
+	started, release = make(chan string, 1), make(chan struct{})
+	h.Tools.Add(name, blocking(started, release))
+	h.Model.Reply(script.ToolCall("c1", name, `{}`))
+	return started, release
+}
+
 func blocking(started chan<- string, release <-chan struct{}) actortest.ToolFunc {
 	return func(ctx context.Context, c locations.ToolCall) (string, error) {
 		started <- c.CallID
@@ -206,9 +216,7 @@ func blocking(started chan<- string, release <-chan struct{}) actortest.ToolFunc
 
 func TestSteersLandAfterToolResult(t *testing.T) {
 	h := actortest.New(t)
-	started, release := make(chan string, 1), make(chan struct{})
-	h.Tools.Add("slow", blocking(started, release))
-	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	started, release := callsBlockingTool(h, "slow")
 	h.Model.Reply(script.Text("got both"))
 	sid := h.Session()
 	h.Prompt(sid, "first")
@@ -245,9 +253,7 @@ func TestSteersLandAfterToolResult(t *testing.T) {
 
 func TestQueuedWaitsForContinuationThenFIFO(t *testing.T) {
 	h := actortest.New(t)
-	started, release := make(chan string, 1), make(chan struct{})
-	h.Tools.Add("slow", blocking(started, release))
-	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	started, release := callsBlockingTool(h, "slow")
 	h.Model.Reply(script.Text("continued"))
 	h.Model.Reply(script.Text("q1 done"))
 	h.Model.Reply(script.Text("q2 done"))
@@ -976,9 +982,7 @@ func TestQueuedPromptRunsAfterTheAllowanceRunsOut(t *testing.T) {
 
 func TestSteerBatchCap(t *testing.T) {
 	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.SteerBatch = 2 }})
-	started, release := make(chan string, 1), make(chan struct{})
-	h.Tools.Add("slow", blocking(started, release))
-	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
+	started, release := callsBlockingTool(h, "slow")
 	h.Model.Default(script.Text("ok"))
 	sid := h.Session()
 	h.Prompt(sid, "first")
