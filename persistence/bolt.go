@@ -64,6 +64,11 @@ type Options struct {
 	// OnFlush, when set, observes every flush: the memtable entries it
 	// wrote and its duration, bbolt's fsyncs included (for metrics).
 	OnFlush func(entries int, d time.Duration)
+	// RepairWAL makes Open recover a store whose write-ahead log is
+	// damaged (ErrWALDamaged) up to the damaged record, dropping it and
+	// every commit after it, instead of refusing to open. Open logs what
+	// it dropped; `sessiond repair` keeps a copy of the log first.
+	RepairWAL bool
 }
 
 func (o *Options) fill() {
@@ -110,8 +115,16 @@ type Bolt struct {
 	// syncs while the next commits, and the writer waits before committing
 	// a third, so operations pile up into larger batches instead of more
 	// commits. (A queue of 4 made 100 busy Sessions 10-20% slower, with the
-	// memtable as with bbolt commits; a queue of 1 gained nothing.)
+	// memtable as with bbolt commits; a queue of 1 gained nothing.) The
+	// syncer also takes whatever batch the writer is waiting to hand over
+	// when it begins a sync, so under load the writer can get further
+	// ahead; awaitLog bounds that at walInFlight records, which recovery's
+	// damage check relies on.
 	syncq chan syncJob
+	// durable is the syncer's synced, for awaitLog; syncedSig (capacity 1)
+	// tells the writer it moved, or that the store failed.
+	durable   atomic.Uint64
+	syncedSig chan struct{}
 	// snap is what readers see: bbolt at its last flush and the memtables
 	// of every commit synced since (see view).
 	snap atomic.Pointer[snapshot]
@@ -234,9 +247,9 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 	if err != nil {
 		return nil, err
 	}
-	w.nosync = opts.NoSync
+	w.nosync, w.repair = opts.NoSync, opts.RepairWAL
 	s := &Bolt{wal: w, opts: opts, ops: make(chan *op, 4096), quit: make(chan struct{}), syncq: make(chan syncJob),
-		flushq: make(chan flushJob, 1), flushDone: make(chan flushResult, 1)}
+		syncedSig: make(chan struct{}, 1), flushq: make(chan flushJob, 1), flushDone: make(chan flushResult, 1)}
 	defer func() {
 		if err != nil {
 			s.closeFiles()
@@ -312,6 +325,11 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		if len(replay) > 0 {
 			opts.Logger.Info().Int("records", len(replay)).Msg("recovered commits from the write-ahead log")
 		}
+		if d := w.damage; d != nil {
+			opts.Logger.Warn().Str("file", d.File).Uint64("record", d.Record).Int64("offset", d.Offset).
+				Int("dropped_after", d.Intact).Uint64("recovered_through", last).
+				Msg("repaired the write-ahead log: dropped a damaged record and every commit after it")
+		}
 		s.boltTx = tx.ID()
 		if k, _ := tx.Bucket(bucketIDs).Cursor().Last(); k != nil {
 			s.maxID = messages.MessageID(k)
@@ -326,6 +344,8 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 	if err := w.start(w.older(), last+1, rand.Uint32()); err != nil {
 		return nil, err
 	}
+	s.synced = last
+	s.durable.Store(last)
 	s.cur = newMemTree()
 	s.enc = messages.NewEncoder()
 	s.absent = absentKeys{}
@@ -793,6 +813,9 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, touched []messages.Sessio
 		// the syncer, after what they may have read is durable.
 		return -1, 0, touched, nil
 	}
+	if err := s.awaitLog(); err != nil {
+		return -1, 0, nil, err
+	}
 	if seq, err = s.wal.append(s.rec); err != nil {
 		if errors.Is(err, errWALTorn) {
 			s.fail(err)
@@ -808,6 +831,20 @@ func (s *Bolt) run(ops []*op) (failed int, seq uint64, touched []messages.Sessio
 	s.pend.commit(keepAll)
 	s.compacting.commit(func(running bool) bool { return running })
 	return -1, seq, touched, nil
+}
+
+// awaitLog holds the writer until the next record can be written with at
+// most walInFlight records unsynced, the last of them included. It almost
+// never waits: that takes the syncer taking more than one batch for a sync
+// again and again while the writer commits.
+func (s *Bolt) awaitLog() error {
+	for s.wal.next > s.durable.Load()+walInFlight {
+		if err := s.fatal(); err != nil {
+			return err
+		}
+		<-s.syncedSig
+	}
+	return nil
 }
 
 // snapshot is what readers may see once the last committed batch is
@@ -839,6 +876,9 @@ func (s *Bolt) syncer() {
 		jobs = append(jobs[:0], job)
 	more:
 		for {
+			if drainHook != nil {
+				drainHook()
+			}
 			select {
 			case j, ok := <-s.syncq:
 				if !ok {
@@ -878,9 +918,14 @@ func (s *Bolt) syncer() {
 			for _, j := range jobs {
 				s.synced = max(s.synced, j.seq)
 			}
+			s.durable.Store(s.synced)
 			if snap != nil {
 				s.snap.Store(snap)
 			}
+		}
+		select {
+		case s.syncedSig <- struct{}{}:
+		default:
 		}
 		for _, j := range jobs {
 			if j.barrier != nil {
@@ -931,6 +976,10 @@ func runOp(o *op, w *wtx) (err error) {
 	}()
 	return o.fn(w)
 }
+
+// drainHook, when set by a test before Open, runs on the syncer each time
+// it looks for one more batch for the sync it is about to make.
+var drainHook func()
 
 // viewHook, when set by a test before Open, runs in every read between
 // taking the snapshot and beginning the bbolt transaction.

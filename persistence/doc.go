@@ -76,6 +76,17 @@
 // acknowledged commit or leave a torn B+tree, and no record is applied
 // twice.
 //
+// The log ends at the first record that is missing, torn or fails its
+// checksum: a crash can tear only records not yet synced, and the writer
+// never gets more than walInFlight records ahead of the syncer. A bad
+// record with that many whole records after it (they chain from the
+// checksum its head still holds) was therefore synced, and acknowledged,
+// before it went bad: recovery refuses to drop it and every commit after
+// it as the end of the log, and Open fails with ErrWALDamaged unless
+// Options.RepairWAL is set (`sessiond repair`). bbolt's pages carry no
+// checksums, so damage there goes unseen; the log's is checked because
+// recovery would otherwise turn it into silent loss.
+//
 // Why a memtable rather than a bbolt commit per group: a bbolt commit
 // rewrites every page it touches, one pwrite each, with the branch pages
 // above them, and re-reads each touched page into a node first. With many

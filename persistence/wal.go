@@ -57,7 +57,42 @@ var (
 
 	errWALCorrupt = errors.New("persistence: corrupt write-ahead log")
 	errWALTorn    = errors.New("persistence: write-ahead log record partly written")
+
+	// ErrWALDamaged reports a record in the write-ahead log that fails its
+	// checksum although records after it are intact: a commit that was
+	// acknowledged has been damaged on the disk since (see walInFlight).
+	// Open refuses such a store unless Options.RepairWAL is set, because
+	// recovery would have to drop it and every commit after it. The error
+	// is a *WALDamage.
+	ErrWALDamaged = errors.New("persistence: damaged write-ahead log")
 )
+
+// walInFlight is how many records can be written and not yet synced at
+// once (Bolt.awaitLog holds the writer to it): the writer writes record
+// k+walInFlight only once record k is synced. A crash can therefore leave
+// at most the last walInFlight records torn, or missing while later ones
+// reached the disk. A bad record followed by walInFlight whole ones was
+// synced before it went bad.
+const walInFlight = 4
+
+// WALDamage describes a damaged write-ahead log record (ErrWALDamaged).
+type WALDamage struct {
+	File   string // the log file
+	Record uint64 // the damaged record's number
+	Offset int64  // its offset in File
+	// Intact is how many records after it are whole: those chained from
+	// it in File and, when File is the older of the two log files, the
+	// newer file's.
+	Intact int
+}
+
+func (d *WALDamage) Error() string {
+	return fmt.Sprintf("%v: %s: record %d at offset %d is damaged, and %d records after it are whole; "+
+		"recovery would drop it and every commit after it", ErrWALDamaged, d.File, d.Record, d.Offset, d.Intact)
+}
+
+// Is makes errors.Is(d, ErrWALDamaged) hold; damage is also corruption.
+func (d *WALDamage) Is(target error) bool { return target == ErrWALDamaged || target == errWALCorrupt }
 
 // walFile is one of the two log files.
 type walFile struct {
@@ -76,6 +111,10 @@ type wal struct {
 	next   uint64 // number the next record must carry
 	chain  uint32 // checksum of the last record in cur (its seed before any)
 	buf    []byte
+	// repair makes recover drop a damaged record and everything after it
+	// instead of failing; damage then describes what it dropped.
+	repair bool
+	damage *WALDamage
 }
 
 // openWAL opens (creating) both log files and takes an exclusive lock on
@@ -197,12 +236,23 @@ func (w *wal) recover(applied uint64) (replay [][]byte, last uint64, err error) 
 	}
 	w.gen, w.cur = hs[n].gen, n
 	last = applied
+	var end int64 // where the records take read end
 	take := func(i int) error {
 		recs, err := readRecords(w.files[i].f, w.files[i].end, hs[i].first, hs[i].seed)
+		var d *WALDamage
+		if errors.As(err, &d) {
+			d.File = w.files[i].f.Name()
+			if !w.repair {
+				return d
+			}
+			w.damage, err = d, nil
+		}
 		if err != nil {
 			return fmt.Errorf("read %s: %w", w.files[i].f.Name(), err)
 		}
+		end = walRecordStart
 		for j, p := range recs {
+			end += walRecordHead + int64(len(p))
 			if num := hs[i].first + uint64(j); num == last+1 {
 				replay, last = append(replay, p), num
 			}
@@ -215,16 +265,53 @@ func (w *wal) recover(applied uint64) (replay [][]byte, last uint64, err error) 
 			return nil, 0, fmt.Errorf("%w: the log starts at record %d but the database holds only up to %d", errWALCorrupt, hs[n].first, applied)
 		}
 		if err := take(o); err != nil {
+			if d := (*WALDamage)(nil); errors.As(err, &d) {
+				d.Intact += w.count(n, hs[n])
+			}
 			return nil, 0, err
 		}
-		if last+1 != hs[n].first {
-			return nil, 0, fmt.Errorf("%w: records %d to %d are missing", errWALCorrupt, last+1, hs[n].first-1)
+		if w.damage == nil && last+1 != hs[n].first {
+			// Every record of the older file was synced before the newer
+			// one started: one it lacks was lost after it was
+			// acknowledged, whatever follows it.
+			d := &WALDamage{File: w.files[o].f.Name(), Record: last + 1, Offset: end, Intact: w.after(o, end, last+1) + w.count(n, hs[n])}
+			if !w.repair {
+				return nil, 0, d
+			}
+			w.damage = d
+			return replay, last, nil
+		}
+		if w.damage != nil {
+			// Repairing the older file: the newer one's records would
+			// follow a hole, so they are dropped with the rest.
+			w.damage.Intact += w.count(n, hs[n])
+			return replay, last, nil
 		}
 	}
 	if err := take(n); err != nil {
 		return nil, 0, err
 	}
 	return replay, last, nil
+}
+
+// count returns how many records file i holds under header h (for a
+// damage report; a read error counts as the end).
+func (w *wal) count(i int, h walHeader) int {
+	recs, _ := readRecords(w.files[i].f, w.files[i].end, h.first, h.seed)
+	return len(recs)
+}
+
+// after returns how many whole records follow record num at off in file
+// i, chained from the checksum its head stores (for a damage report; a
+// missing head or a read error counts as the end).
+func (w *wal) after(i int, off int64, num uint64) int {
+	f := w.files[i]
+	body, stored, ok, err := readRecord(f.f, f.end, off, num)
+	if err != nil || !ok {
+		return 0
+	}
+	n, _ := chained(f.f, f.end, off+walRecordHead+int64(len(body))-8, num+1, stored)
+	return n
 }
 
 // older returns the file that is not the current one, where the log
@@ -360,27 +447,72 @@ func (w *wal) close() error {
 // ... chained from seed, in order, stopping at the first that is missing,
 // torn or stale, or at a failed read, whose error it returns (the reads
 // stay within size, so even a short one is an error).
+//
+// A record that fails its checksum but whose head is whole (its number is
+// the one due, its length fits) may have been damaged after it was
+// acknowledged: its head still holds the checksum the next record chains
+// from. When walInFlight records after it check out from there, the
+// damage cannot be a torn write, and readRecords returns the records
+// before it with a *WALDamage (File unset). A damaged head ends the log
+// as a torn one does: nothing then locates the records after it.
 func readRecords(r io.ReaderAt, size int64, first uint64, seed uint32) (out [][]byte, err error) {
 	chain := seed
-	head := make([]byte, walRecordHead)
-	for off, want := int64(walRecordStart), first; off+walRecordHead <= size; want++ {
-		if _, err := r.ReadAt(head, off); err != nil {
-			return out, err
-		}
-		n := int64(binary.LittleEndian.Uint32(head[0:4]))
-		if binary.LittleEndian.Uint64(head[8:16]) != want || off+walRecordHead+n > size {
-			break
-		}
-		body := make([]byte, 8+n)
-		if _, err := r.ReadAt(body, off+8); err != nil {
+	for off, want := int64(walRecordStart), first; ; want++ {
+		body, stored, ok, err := readRecord(r, size, off, want)
+		if err != nil || !ok {
 			return out, err
 		}
 		next := crc32.Update(chain, crcTable, body)
-		if next != binary.LittleEndian.Uint32(head[4:8]) {
-			break
+		if next != stored {
+			intact, err := chained(r, size, off+walRecordHead+int64(len(body))-8, want+1, stored)
+			if err != nil {
+				return out, err
+			}
+			if intact >= walInFlight {
+				return out, &WALDamage{Record: want, Offset: off, Intact: intact}
+			}
+			return out, nil
 		}
 		out, chain = append(out, body[8:]), next
-		off += walRecordHead + n
+		off += walRecordHead + int64(len(body)) - 8
 	}
-	return out, nil
+}
+
+// readRecord reads the record at off if its head says it is record want
+// and it fits in size: its number and payload, and the checksum its head
+// stores. ok is false when there is no such record.
+func readRecord(r io.ReaderAt, size, off int64, want uint64) (body []byte, stored uint32, ok bool, err error) {
+	if off+walRecordHead > size {
+		return nil, 0, false, nil
+	}
+	head := make([]byte, walRecordHead)
+	if _, err := r.ReadAt(head, off); err != nil {
+		return nil, 0, false, err
+	}
+	n := int64(binary.LittleEndian.Uint32(head[0:4]))
+	if binary.LittleEndian.Uint64(head[8:16]) != want || off+walRecordHead+n > size {
+		return nil, 0, false, nil
+	}
+	body = make([]byte, 8+n)
+	if _, err := r.ReadAt(body, off+8); err != nil {
+		return nil, 0, false, err
+	}
+	return body, binary.LittleEndian.Uint32(head[4:8]), true, nil
+}
+
+// chained counts the records from off on, numbered from want, that check
+// out chained from chain.
+func chained(r io.ReaderAt, size, off int64, want uint64, chain uint32) (int, error) {
+	n := 0
+	for ; ; want++ {
+		body, stored, ok, err := readRecord(r, size, off, want)
+		if err != nil || !ok {
+			return n, err
+		}
+		if chain = crc32.Update(chain, crcTable, body); chain != stored {
+			return n, nil
+		}
+		n++
+		off += walRecordHead + int64(len(body)) - 8
+	}
 }

@@ -757,7 +757,15 @@ func FuzzReadWAL(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, _ := decodeHeader(b)
 		recs, err := readRecords(bytes.NewReader(b), int64(len(b)), h.first, h.seed)
-		if err != nil {
+		var d *WALDamage
+		switch {
+		case errors.As(err, &d):
+			// A damaged record: the one after those read, with enough
+			// whole ones after it to tell it from a torn write.
+			if d.Record != h.first+uint64(len(recs)) || d.Intact < walInFlight || d.Offset < walRecordStart || d.Offset >= int64(len(b)) {
+				t.Fatalf("damage %+v after %d records from %d", d, len(recs), h.first)
+			}
+		case err != nil:
 			t.Fatalf("reading within the bytes: %v", err)
 		}
 		for _, p := range recs {

@@ -52,6 +52,7 @@ func TestHelp(t *testing.T) {
 		"interrupt":      {"reason user"},
 		"permissions":    {"sessiond reply REQUEST_ID"},
 		"reply":          {"--message TEXT", "once|always|reject"},
+		"repair":         {"--force", "--data DIR", "sessiond.db-wal.damaged-TIME"},
 	}
 	for name, wants := range cases {
 		args := append(strings.Fields(name), "--help")

@@ -233,6 +233,7 @@ var commands = []*command{
 	instructionCommand,
 	permissionsCommand,
 	replyCommand,
+	repairCommand,
 }
 
 // findCommand returns the subcommand called name.

@@ -122,6 +122,9 @@ func openStack(cfg Config, log zerolog.Logger, opts stackOptions) (_ *stack, err
 		return nil, fmt.Errorf("%w: %s is locked; stop the other sessiond, or talk to it with the client commands (sessiond prompt, sessiond log)",
 			errDataDirInUse, filepath.Join(cfg.Data, StoreFileName))
 	}
+	if errors.Is(err, persistence.ErrWALDamaged) {
+		return nil, fmt.Errorf("%w\n'sessiond repair --data %s' reports the damage, and with --force drops it and every commit after it", err, cfg.Data)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sessiond/sessiond/persistence"
+)
+
+var repairCommand = &command{
+	name:     "repair",
+	synopsis: "[flags]",
+	summary:  "recover a store whose write-ahead log is damaged",
+	help: `
+Repair opens the store <data>/sessiond.db as serve would and reports
+whether it needs repairing. A store needs it when its write-ahead log holds
+a record that was written durably and is damaged now (a checksum that no
+longer matches, while whole records follow it): serve and run then refuse
+to open it, because recovering it means dropping that commit and every
+commit after it, which clients were told had succeeded.
+
+Without --force, repair only reports the damage: the log file, the record
+and how many whole records follow it. With --force it first copies both log
+files beside the store (sessiond.db-wal.damaged-TIME, sessiond.db-wal2.damaged-TIME)
+and then recovers every commit before the damaged record, dropping it and
+the rest. Sessions keep their history up to there, with no hole; what the
+dropped commits recorded is gone from them.
+
+Exit status: 0 when the store opens (repaired or never damaged), 1 when it
+is damaged and --force was not given, or when it cannot be opened for a
+reason repair does not fix (another sessiond has it open, a missing file).`,
+	run: runRepair,
+}
+
+// runRepair is the repair command.
+func runRepair(ctx context.Context, a *app, c *command, args []string) int {
+	fs := newFlags(c)
+	var sf storeFlags
+	sf.register(fs, "warn")
+	force := fs.Bool("force", false, "drop the damaged record and every commit after it (a copy of the log is kept)")
+	pos, code, ok := a.parse(c, fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return a.usageError(c, "unexpected argument %q", pos[0])
+	}
+	log, err := sf.logger(a.stderr, a.stderrTTY)
+	if err != nil {
+		return a.usageError(c, "%v", err)
+	}
+	cfg, err := sf.load(a, nil, false)
+	if err != nil {
+		return a.fail(c, err)
+	}
+	path := filepath.Join(cfg.Data, StoreFileName)
+	if _, err := os.Stat(path); err != nil {
+		return a.fail(c, fmt.Errorf("no store to repair: %w", err))
+	}
+	opts := persistence.Options{Timeout: lockTimeout, Logger: &log}
+	st, err := persistence.Open(path, opts)
+	var d *persistence.WALDamage
+	switch {
+	case err == nil:
+		if err := st.Close(); err != nil {
+			return a.fail(c, err)
+		}
+		fmt.Fprintf(a.stdout, "%s opens cleanly: nothing to repair\n", path)
+		return exitOK
+	case errors.Is(err, persistence.ErrLocked):
+		return a.fail(c, fmt.Errorf("%w: %s is locked; stop the sessiond that has it open first", errDataDirInUse, path))
+	case !errors.As(err, &d):
+		return a.fail(c, err)
+	}
+	fmt.Fprintf(a.stdout, "%s: record %d at offset %d is damaged; %d whole records follow it\n", d.File, d.Record, d.Offset, d.Intact)
+	if !*force {
+		fmt.Fprintf(a.stdout, "repairing drops it and every commit after it; run 'sessiond repair --force' to do so (a copy of the log is kept)\n")
+		return exitFailed
+	}
+	stamp := time.Now().UTC().Format("20060102T150405Z")
+	for _, suffix := range []string{"-wal", "-wal2"} {
+		to := path + suffix + ".damaged-" + stamp
+		if err := copyDurably(path+suffix, to); err != nil {
+			return a.fail(c, fmt.Errorf("keeping a copy of the log: %w", err))
+		}
+		fmt.Fprintf(a.stdout, "kept a copy of %s at %s\n", path+suffix, to)
+	}
+	opts.RepairWAL = true
+	if st, err = persistence.Open(path, opts); err != nil {
+		return a.fail(c, err)
+	}
+	if err := st.Close(); err != nil {
+		return a.fail(c, err)
+	}
+	fmt.Fprintf(a.stdout, "repaired %s: dropped record %d and the %d commits after it\n", path, d.Record, d.Intact)
+	return exitOK
+}
+
+// copyDurably copies file from to a new file to and syncs it and its
+// directory, so the copy exists before the original is changed.
+func copyDurably(from, to string) (err error) {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := dst.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if _, err := io.Copy(dst, src); err != nil {
+		return err
+	}
+	if err := dst.Sync(); err != nil {
+		return err
+	}
+	dir, err := os.Open(filepath.Dir(to))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
+}

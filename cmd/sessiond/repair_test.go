@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	bin "encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+// damagedStore leaves in a new data directory the store a crash leaves
+// after a Session was created and ten prompts admitted to it, one log
+// record each, with the record of the sixth admission damaged on the disk
+// since. It returns the directory and the Session.
+func damagedStore(t *testing.T) (string, messages.SessionID) {
+	t.Helper()
+	live := t.TempDir()
+	st, err := persistence.Open(filepath.Join(live, StoreFileName), persistence.Options{FlushBytes: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	s, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, _, err := st.Admit(ctx, persistence.Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: fmt.Sprint("prompt ", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := t.TempDir()
+	for _, suffix := range []string{"", "-wal", "-wal2"} {
+		b, err := os.ReadFile(filepath.Join(live, StoreFileName+suffix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if suffix == "-wal2" { // the log's first file (persistence/wal.go)
+			offs := recordOffsets(b)
+			if len(offs) != 11 {
+				t.Fatalf("%d records in the log, want 11", len(offs))
+			}
+			b[offs[6]+16] ^= 1 // the sixth admission's first payload byte
+		}
+		if err := os.WriteFile(filepath.Join(data, StoreFileName+suffix), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return data, s.ID
+}
+
+// recordOffsets walks the heads of a log file's records (persistence/wal.go:
+// length u32, checksum u32, number u64, then the payload, from offset 4096)
+// while their numbers follow on, and returns their offsets.
+func recordOffsets(b []byte) []int {
+	var offs []int
+	for off, want := 4096, uint64(0); off+16 <= len(b); off += 16 + int(bin.LittleEndian.Uint32(b[off:])) {
+		num := bin.LittleEndian.Uint64(b[off+8:])
+		if want != 0 && num != want || num == 0 {
+			break
+		}
+		offs, want = append(offs, off), num+1
+	}
+	return offs
+}
+
+// TestRepair: a store whose log has a damaged record with whole records
+// after it does not open; run says to use repair; repair without --force
+// only reports; with --force it keeps a copy of the log and recovers the
+// commits before the damaged one; after that the store opens cleanly.
+func TestRepair(t *testing.T) {
+	data, sid := damagedStore(t)
+	env := map[string]string{"SESSIOND_DATA": data}
+	wal := filepath.Join(data, StoreFileName+"-wal2")
+	damaged, err := os.ReadFile(wal)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	code, _, errOut := runApp(t, env, "run", "--yes", "--dir", t.TempDir(), "hi")
+	if code != exitFailed || !strings.Contains(errOut, "damaged write-ahead log") || !strings.Contains(errOut, "sessiond repair --data "+data) {
+		t.Fatalf("run on a damaged store: exit %d, stderr %q", code, errOut)
+	}
+
+	code, out, errOut := runApp(t, env, "repair")
+	if code != exitFailed || errOut != "" || !strings.Contains(out, wal+": record 7 at offset") ||
+		!strings.Contains(out, "4 whole records follow it") || !strings.Contains(out, "sessiond repair --force") {
+		t.Fatalf("repair: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if b, _ := os.ReadFile(wal); !bytes.Equal(b, damaged) {
+		t.Fatal("repair without --force changed the log")
+	}
+
+	code, out, errOut = runApp(t, env, "repair", "--force")
+	if code != exitOK || !strings.Contains(out, "repaired "+filepath.Join(data, StoreFileName)+": dropped record 7 and the 4 commits after it") {
+		t.Fatalf("repair --force: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	copies, _ := filepath.Glob(wal + ".damaged-*")
+	if len(copies) != 1 || !strings.Contains(out, "kept a copy of "+wal+" at "+copies[0]) {
+		t.Fatalf("copies of the log %q; stdout %q", copies, out)
+	}
+	if b, _ := os.ReadFile(copies[0]); !bytes.Equal(b, damaged) {
+		t.Error("the kept copy is not the damaged log")
+	}
+
+	code, out, _ = runApp(t, env, "repair")
+	if code != exitOK || !strings.Contains(out, "opens cleanly: nothing to repair") {
+		t.Fatalf("repair of the repaired store: exit %d, stdout %q", code, out)
+	}
+	st, err := persistence.Open(filepath.Join(data, StoreFileName), persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	page, err := st.History(context.Background(), sid, persistence.Query{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(page.Data); n != 5 || page.Data[n-1].Durable.Seq != 5 { // after session.created.1: the five admissions before the damaged one
+		t.Errorf("%d events after the repair, want the 5 admitted before the damaged record", n)
+	}
+}
+
+// TestRepairRefusals: repair needs a store, and one no other process has
+// open.
+func TestRepairRefusals(t *testing.T) {
+	code, _, errOut := runApp(t, map[string]string{"SESSIOND_DATA": t.TempDir()}, "repair")
+	if code != exitFailed || !strings.Contains(errOut, "no store to repair") {
+		t.Errorf("repair of an empty data dir: exit %d, stderr %q", code, errOut)
+	}
+	data := t.TempDir()
+	st, err := persistence.Open(filepath.Join(data, StoreFileName), persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	code, _, errOut = runApp(t, map[string]string{"SESSIOND_DATA": data}, "repair", "--force")
+	if code != exitFailed || !strings.Contains(errOut, "in use by another sessiond") {
+		t.Errorf("repair of an open store: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := runApp(t, nil, "repair", "extra"); code != exitUsage || !strings.Contains(errOut, `unexpected argument "extra"`) {
+		t.Errorf("repair extra: exit %d, stderr %q", code, errOut)
+	}
+}

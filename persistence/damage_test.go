@@ -1,0 +1,297 @@
+package persistence
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+// recordOffset returns the offset of record num in a log file's bytes,
+// walking the record heads from the first.
+func recordOffset(t *testing.T, b []byte, num uint64) int64 {
+	t.Helper()
+	for off := int64(walRecordStart); off+walRecordHead <= int64(len(b)); {
+		n := int64(binary.LittleEndian.Uint32(b[off:]))
+		switch got := binary.LittleEndian.Uint64(b[off+8:]); {
+		case got == num:
+			return off
+		case got > num || n == 0:
+			t.Fatalf("no record %d in the log (found %d at %d)", num, got, off)
+		}
+		off += walRecordHead + n
+	}
+	t.Fatalf("no record %d in the log", num)
+	return 0
+}
+
+// damagedCopy admits ten prompts to a Session, one log record each, and
+// returns a copy of the store as a crash after the tenth leaves it, with
+// record rec of the ten (0-based) damaged in its payload, and the state
+// the store had before that record.
+func damagedCopy(t *testing.T, rec int) (path string, num uint64, before map[string]map[string]string) {
+	t.Helper()
+	st := openTemp(t, noFlush)
+	sid := newSession(t, st)
+	for i := range 10 {
+		if i == rec {
+			before, num = dump(t, st), st.wal.next
+		}
+		if _, _, err := st.Admit(context.Background(), Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprintf("prompt %d", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path = filepath.Join(t.TempDir(), "s.db")
+	copyStore(t, st.db.Path(), path)
+	name := path + []string{"-wal", "-wal2"}[st.wal.cur]
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[recordOffset(t, b, num)+walRecordHead+3] ^= 0x40 // a bit flipped on the disk
+	if err := os.WriteFile(name, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, num, before
+}
+
+// TestDamagedLogRecordIsRefused: a record in the middle of the log that
+// fails its checksum, with whole records after it, was acknowledged before
+// it went bad (walInFlight). Open refuses the store, naming the record,
+// rather than dropping it and every commit after it as the end of the log;
+// RepairWAL recovers up to it, says what it dropped, and the repaired
+// store then opens as any other and takes commits.
+func TestDamagedLogRecordIsRefused(t *testing.T) {
+	path, num, before := damagedCopy(t, 10-1-walInFlight) // walInFlight whole records after it
+	_, err := Open(path, noFlush)
+	var d *WALDamage
+	if !errors.As(err, &d) || !errors.Is(err, ErrWALDamaged) {
+		t.Fatalf("open of a damaged log: %v, want a *WALDamage", err)
+	}
+	if d.Record != num || d.Intact != walInFlight || !strings.HasSuffix(d.File, "-wal") && !strings.HasSuffix(d.File, "-wal2") {
+		t.Fatalf("damage %+v, want record %d with the %d after it whole", d, num, walInFlight)
+	}
+	if b, _ := os.ReadFile(d.File); recordOffset(t, b, num) != d.Offset {
+		t.Errorf("damage at offset %d, the record is at %d", d.Offset, recordOffset(t, b, num))
+	}
+	if msg := err.Error(); !strings.Contains(msg, fmt.Sprintf("record %d", num)) || !strings.Contains(msg, fmt.Sprintf("%d records after it", walInFlight)) {
+		t.Errorf("error %q does not say which record or how many follow", msg)
+	}
+
+	var logs bytes.Buffer
+	logger := zerolog.New(&logs)
+	opts := noFlush
+	opts.RepairWAL, opts.Logger = true, &logger
+	st := openAndCheck(t, path, opts)
+	sameState(t, "repaired", dump(t, st), before)
+	if !strings.Contains(logs.String(), "dropped a damaged record") || !strings.Contains(logs.String(), fmt.Sprintf(`"dropped_after":%d`, walInFlight)) {
+		t.Errorf("repair logged %q", logs.String())
+	}
+	// The Session goes on from the last commit kept, without a hole.
+	var sid messages.SessionID
+	for _, s := range mustList(t, st) {
+		sid = s.ID
+	}
+	a, _, err := st.Admit(context.Background(), Admission{SessionID: sid, Prompt: messages.Prompt{Text: "after the repair"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(10 - walInFlight); a.AdmittedSeq != want { // seq 0 created it, then the admissions kept
+		t.Errorf("first admission after the repair at seq %d, want %d", a.AdmittedSeq, want)
+	}
+	want := dump(t, st)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameState(t, "reopened after the repair", dump(t, openAndCheck(t, path, noFlush)), want)
+}
+
+// mustList returns every Session of st.
+func mustList(t *testing.T, st *Bolt) []Session {
+	t.Helper()
+	list, err := st.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+// TestTornRecordBeforeTheLastIsTheEnd: a crash can leave the last two
+// records written but not synced, and the disk may keep the second and
+// tear the first. Neither was acknowledged: the log ends before them, and
+// the store opens.
+func TestTornRecordBeforeTheLastIsTheEnd(t *testing.T) {
+	path, _, before := damagedCopy(t, 8)
+	sameState(t, "torn next-to-last record", dump(t, openAndCheck(t, path, noFlush)), before)
+}
+
+// TestDamageInTheOlderLogFile: every record of the older log file was
+// synced before the newer one started, so one it lacks or that went bad was
+// acknowledged, even with nothing after it in that file. Recovery refuses;
+// a repair keeps the records before it and drops the rest, the newer
+// file's included (they would follow a hole).
+func TestDamageInTheOlderLogFile(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		older         int    // records 11, 12, ... in the older file
+		damage        uint64 // record whose payload is flipped
+		intact        int
+		repairedUpTo  uint64
+		repairedCount int
+	}{
+		{"in the middle", 3, 12, 1 + 2, 11, 1},
+		{"its last record", 3, 13, 2, 12, 2},
+		{"followed by enough to tell", 2 + walInFlight, 12, walInFlight + 2, 11, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.db")
+			w := startedWAL(t, path) // file 1 from record 1
+			for n := 1; n <= 3; n++ {
+				if _, err := w.append(fmt.Appendf(nil, "payload %d", n)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Renumber: records 11 on in file 1, then two in file 0.
+			if err := w.start(1, 11, 1); err != nil {
+				t.Fatal(err)
+			}
+			next := 11 + tc.older
+			for n := 11; n < next; n++ {
+				if _, err := w.append(fmt.Appendf(nil, "payload %d", n)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.start(0, uint64(next), 2); err != nil {
+				t.Fatal(err)
+			}
+			for n := next; n < next+2; n++ {
+				if _, err := w.append(fmt.Appendf(nil, "payload %d", n)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b, err := os.ReadFile(path + "-wal2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			off := recordOffset(t, b, tc.damage)
+			if _, err := w.files[1].f.WriteAt([]byte{b[off+walRecordHead] ^ 1}, off+walRecordHead); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = w.recover(10)
+			var d *WALDamage
+			if !errors.As(err, &d) || d.Record != tc.damage || d.Offset != off || d.Intact != tc.intact || d.File != path+"-wal2" {
+				t.Fatalf("recover: %v (%+v), want record %d at %d damaged with %d whole after it", err, d, tc.damage, off, tc.intact)
+			}
+			w.repair = true
+			replay, last, err := w.recover(10)
+			if err != nil || last != tc.repairedUpTo || len(replay) != tc.repairedCount || w.damage == nil || w.damage.Intact != tc.intact {
+				t.Fatalf("repair: %d records up to %d, %v, damage %+v; want %d up to %d", len(replay), last, err, w.damage, tc.repairedCount, tc.repairedUpTo)
+			}
+		})
+	}
+}
+
+// TestWriterStaysWithinTheLogsInFlight pins the bound the damage check
+// rests on (walInFlight). The syncer takes every batch the writer is
+// waiting to hand over when it begins a sync; here it waits for the next
+// each time, as a syncer held up by the scheduler may find it. The writer
+// goes on committing until walInFlight records are unsynced, and then
+// waits for the sync instead of writing another.
+func TestWriterStaysWithinTheLogsInFlight(t *testing.T) {
+	var writes atomic.Int64
+	writeFault = func(f *os.File, b []byte, off int64) error {
+		writes.Add(1)
+		_, err := f.WriteAt(b, off)
+		return err
+	}
+	var armed atomic.Bool
+	var from int64
+	ahead := make(chan int64, 1)
+	drainHook = func() {
+		if !armed.Load() {
+			return
+		}
+		// On the syncer: a failure is reported, not raised.
+		var state string
+		for deadline := time.Now().Add(10 * time.Second); state == "" && writes.Load()-from <= walInFlight; {
+			if time.Now().After(deadline) {
+				t.Error("timed out waiting for the writer to wait")
+				state = "timeout"
+			}
+			runtime.Gosched()
+			state = cmp.Or(state, writerState())
+		}
+		if state != "send" || writes.Load()-from > walInFlight {
+			armed.Store(false)
+			ahead <- writes.Load() - from
+		}
+	}
+	defer func() { writeFault, drainHook = nil, nil }()
+	opts := noFlush
+	opts.MaxBatch = 1 // a record per admission
+	st := openTemp(t, opts)
+	ctx := context.Background()
+	sids := make([]messages.SessionID, 2*walInFlight)
+	for i := range sids {
+		sids[i] = newSession(t, st)
+	}
+	from = writes.Load()
+	armed.Store(true)
+	var wg sync.WaitGroup
+	for _, sid := range sids {
+		wg.Go(func() {
+			if _, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "p"}}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if got := <-ahead; got != walInFlight {
+		t.Errorf("the writer stopped %d records ahead of the log's sync, want %d", got, walInFlight)
+	}
+	wg.Wait()
+}
+
+// writerState tells where the store's writer goroutine waits: "send" when
+// it hands a batch to the syncer, "await" when it waits in awaitLog, ""
+// otherwise.
+func writerState() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for g := range bytes.SplitSeq(buf, []byte("\n\n")) {
+		switch {
+		case !bytes.Contains(g, []byte("persistence.(*Bolt).writer(")):
+		case bytes.Contains(g, []byte("persistence.(*Bolt).awaitLog(")):
+			return "await"
+		case bytes.HasPrefix(bytes.SplitN(g, []byte("\n"), 2)[0], []byte("goroutine ")) &&
+			bytes.Contains(g, []byte("[chan send")) && bytes.Contains(g, []byte("persistence.(*Bolt).commit(")):
+			return "send"
+		}
+	}
+	return ""
+}
+
+// waitUntil polls cond until it holds, failing the test after 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		runtime.Gosched()
+	}
+}
