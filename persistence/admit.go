@@ -50,14 +50,21 @@ func (s *Bolt) CreateSession(ctx context.Context, req CreateSession) (Session, b
 	return out, created, err
 }
 
-// ValidateLocation checks a Location's fields: an absolute directory and,
-// when set, a valid workspace ID.
+// ValidateLocation checks a Location's fields: an absolute directory that
+// can name one (no NUL byte) and can be served as JSON unchanged (valid
+// UTF-8) and, when set, a valid workspace ID.
 func ValidateLocation(l messages.Location) error {
 	if l.Directory == "" {
 		return messages.Errorf(messages.ErrInvalid, "location.directory: required")
 	}
 	if !strings.HasPrefix(l.Directory, "/") {
 		return messages.Errorf(messages.ErrInvalid, "location.directory: must be an absolute path, got %q", l.Directory)
+	}
+	if strings.IndexByte(l.Directory, 0) >= 0 {
+		return messages.Errorf(messages.ErrInvalid, "location.directory: contains a NUL byte: %q", l.Directory)
+	}
+	if !utf8.ValidString(l.Directory) {
+		return messages.Errorf(messages.ErrInvalid, "location.directory: not valid UTF-8: %q", l.Directory)
 	}
 	if l.WorkspaceID != "" {
 		return messages.ValidateID("location.workspaceID", "wrk_", l.WorkspaceID)

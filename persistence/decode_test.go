@@ -17,6 +17,7 @@ func TestDecodeRequests(t *testing.T) {
 		{`{"id":"ses_x","location":{"directory":"/tmp"},"agent":"build","model":{"providerID":"a","id":"b"}}`, ""},
 		{`{"location":{"directory":"tmp"}}`, "location.directory"},
 		{`{"location":{}}`, "location.directory"},
+		{`{"location":{"directory":"/tmp/a\u0000b"}}`, "location.directory: contains a NUL byte"},
 		{`{"id":"bad","location":{"directory":"/tmp"}}`, "sessionID"},
 		{`{"location":{"directory":5}}`, "location.directory"},
 		{`{"location":{"directory":"/tmp"},"extra":1}`, "unknown field"},

@@ -272,7 +272,7 @@ func TestMoveToAnInvalidLocationIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, loc := range []messages.Location{{Directory: "relative"}, {}, {Directory: "/tmp", WorkspaceID: "bad"}} {
+	for _, loc := range []messages.Location{{Directory: "relative"}, {}, {Directory: "/tmp", WorkspaceID: "bad"}, {Directory: "/tmp/a\x00b"}, {Directory: "/tmp/\xff"}} {
 		if _, err := st.Append(ctx, s.ID, &messages.SessionMoved{SessionID: s.ID, Location: loc}); messages.TypeOf(err) != messages.ErrInvalid {
 			t.Errorf("move to %+v: %v", loc, err)
 		}

@@ -196,6 +196,8 @@ func testCreateBadInput(t *testing.T, open Factory) {
 		{ID: messages.SessionID("ses_" + strings.Repeat("x", 65)), Location: loc()},
 		{Location: messages.Location{}},
 		{Location: messages.Location{Directory: "relative"}},
+		{Location: messages.Location{Directory: "/tmp/a\x00b"}},
+		{Location: messages.Location{Directory: "/tmp/\xff"}},
 	} {
 		_, _, err := st.CreateSession(ctx, req)
 		wantType(t, err, messages.ErrInvalid)
