@@ -3,6 +3,9 @@ package persistence
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"iter"
 	"strings"
 	"unicode/utf8"
 
@@ -148,28 +151,56 @@ func (s *Bolt) Dump() (map[string]map[string]string, error) {
 		for _, name := range allBuckets {
 			m := map[string]string{}
 			out[string(name)] = m
-			c := v.cursor(name)
-			for k, val := c.First(); k != nil; k, val = c.Next() {
-				if bytes.Equal(name, bucketMeta) && bytes.Equal(k, keyApplied) {
-					continue // how much of the log is flushed is not state
-				}
-				if bytes.Equal(name, bucketData) && isLogRow(k) {
-					// One entry per event: how events were grouped into
-					// rows depends on how they were appended, not on state.
-					sid := messages.SessionID(k[:len(k)-11])
-					err := logRowEvents(val, streamSeq(k), func(seq int64, ev []byte) error {
-						m[string(streamKey(sid, seq, rLog))] = string(ev)
-						return nil
-					})
-					if err != nil {
-						return err
-					}
-					continue
-				}
+			var err error
+			for k, val := range stateRows(v, name, &err) {
 				m[string(k)] = string(val)
+			}
+			if err != nil {
+				return err
 			}
 		}
 		return nil
 	})
 	return out, err
 }
+
+// stateRows yields a bucket's rows in key order as state, not as stored:
+// without the flush watermark, which is bookkeeping, and with each log
+// row expanded into one row per event (streamKey(sid, seq, rLog)), since
+// how events were grouped into rows depends on how they were appended.
+// A log row that does not decode ends the rows, its error in *errp.
+func stateRows(v *view, name []byte, errp *error) iter.Seq2[[]byte, []byte] {
+	return func(yield func([]byte, []byte) bool) {
+		c := v.cursor(name)
+		for k, val := c.First(); k != nil; k, val = c.Next() {
+			if bytes.Equal(name, bucketMeta) && bytes.Equal(k, keyApplied) {
+				continue
+			}
+			if !bytes.Equal(name, bucketData) || !isLogRow(k) {
+				if !yield(k, val) {
+					return
+				}
+				continue
+			}
+			sid := messages.SessionID(k[:len(k)-11])
+			stopped := false
+			err := logRowEvents(val, streamSeq(k), func(seq int64, ev []byte) error {
+				if !yield(streamKey(sid, seq, rLog), ev) {
+					stopped = true
+					return errStopRows
+				}
+				return nil
+			})
+			if stopped {
+				return
+			}
+			if err != nil {
+				*errp = fmt.Errorf("log row %q: %w", k, err)
+				return
+			}
+		}
+	}
+}
+
+// errStopRows ends logRowEvents when stateRows' consumer stops.
+var errStopRows = errors.New("persistence: rows no longer wanted")

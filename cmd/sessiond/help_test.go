@@ -53,6 +53,7 @@ func TestHelp(t *testing.T) {
 		"permissions":    {"sessiond reply REQUEST_ID"},
 		"reply":          {"--message TEXT", "once|always|reject"},
 		"repair":         {"--force", "--data DIR", "sessiond.db-wal.damaged-TIME"},
+		"check":          {"--tmp DIR", "--data DIR", "row by row"},
 	}
 	for name, wants := range cases {
 		args := append(strings.Fields(name), "--help")

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
 )
@@ -147,5 +149,44 @@ func TestRepairRefusals(t *testing.T) {
 	}
 	if code, _, errOut := runApp(t, nil, "repair", "extra"); code != exitUsage || !strings.Contains(errOut, `unexpected argument "extra"`) {
 		t.Errorf("repair extra: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestCheck: check reports a sound store as such, lists what it finds
+// wrong in one that is not (here an ID index row no log made), and sends a
+// store with a damaged log to repair.
+func TestCheck(t *testing.T) {
+	data, _ := damagedStore(t)
+	env := map[string]string{"SESSIOND_DATA": data}
+	code, _, errOut := runApp(t, env, "check")
+	if code != exitFailed || !strings.Contains(errOut, "damaged write-ahead log") || !strings.Contains(errOut, "sessiond repair --data "+data) {
+		t.Fatalf("check of a damaged log: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, _ := runApp(t, env, "repair", "--force"); code != exitOK {
+		t.Fatalf("repair --force: exit %d", code)
+	}
+	path := filepath.Join(data, StoreFileName)
+	code, out, errOut := runApp(t, env, "check", "--tmp", t.TempDir())
+	if code != exitOK || !strings.Contains(out, path+" is sound (Sessions: 1, events: 6)") {
+		t.Fatalf("check: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("ids")).Put([]byte("msg_stray"), []byte{0x80}) })
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = runApp(t, env, "check")
+	if code != exitFailed || !strings.Contains(out, "has problems:\n  ids \"msg_stray\": not what the logs make") {
+		t.Fatalf("check of a stray ID: exit %d, stdout %q", code, out)
+	}
+	if entries, _ := os.ReadDir(data); len(entries) != 5 { // the store, its two logs and their damaged copies
+		t.Errorf("check left %d files in the data dir, want 5", len(entries))
 	}
 }

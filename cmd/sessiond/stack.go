@@ -69,6 +69,15 @@ type stackOptions struct {
 	Metrics bool
 }
 
+// withRepairHint adds to an error of opening the store in data, when its
+// write-ahead log is damaged, the command that deals with that.
+func withRepairHint(err error, data string) error {
+	if errors.Is(err, persistence.ErrWALDamaged) {
+		return fmt.Errorf("%w\n'sessiond repair --data %s' reports the damage, and with --force drops it and every commit after it", err, data)
+	}
+	return err
+}
+
 // openStack opens the store in cfg.Data and starts a runtime on it. The
 // caller must call close. On error nothing is left open.
 func openStack(cfg Config, log zerolog.Logger, opts stackOptions) (_ *stack, err error) {
@@ -122,11 +131,8 @@ func openStack(cfg Config, log zerolog.Logger, opts stackOptions) (_ *stack, err
 		return nil, fmt.Errorf("%w: %s is locked; stop the other sessiond, or talk to it with the client commands (sessiond prompt, sessiond log)",
 			errDataDirInUse, filepath.Join(cfg.Data, StoreFileName))
 	}
-	if errors.Is(err, persistence.ErrWALDamaged) {
-		return nil, fmt.Errorf("%w\n'sessiond repair --data %s' reports the damage, and with --force drops it and every commit after it", err, cfg.Data)
-	}
 	if err != nil {
-		return nil, err
+		return nil, withRepairHint(err, cfg.Data)
 	}
 	defer func() {
 		if err != nil {
