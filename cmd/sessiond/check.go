@@ -3,12 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-
-	"github.com/sessiond/sessiond/persistence"
 )
 
 var checkCommand = &command{
@@ -44,30 +39,17 @@ func runCheck(ctx context.Context, a *app, c *command, args []string) int {
 	if !ok {
 		return code
 	}
-	if len(pos) > 0 {
-		return a.usageError(c, "unexpected argument %q", pos[0])
+	o, code, ok := a.offline(c, sf, pos)
+	if !ok {
+		return code
 	}
-	log, err := sf.logger(a.stderr, a.stderrTTY)
+	path := o.path
+	st, err := openOffline(path, o.opts)
 	if err != nil {
-		return a.usageError(c, "%v", err)
-	}
-	cfg, err := sf.load(a, nil, false)
-	if err != nil {
-		return a.fail(c, err)
-	}
-	path := filepath.Join(cfg.Data, StoreFileName)
-	if _, err := os.Stat(path); err != nil {
-		return a.fail(c, fmt.Errorf("no store to check: %w", err))
-	}
-	st, err := persistence.Open(path, persistence.Options{Timeout: lockTimeout, Logger: &log})
-	switch {
-	case errors.Is(err, persistence.ErrLocked):
-		return a.fail(c, fmt.Errorf("%w: %s is locked; stop the sessiond that has it open first", errDataDirInUse, path))
-	case err != nil:
-		return a.fail(c, withRepairHint(err, cfg.Data))
+		return a.fail(c, withRepairHint(err, o.cfg.Data))
 	}
 	defer st.Close()
-	r, err := st.Verify(ctx, cmp.Or(*tmp, cfg.Data))
+	r, err := st.Verify(ctx, cmp.Or(*tmp, o.cfg.Data))
 	if err != nil {
 		return a.fail(c, err)
 	}

@@ -47,23 +47,12 @@ func runRepair(ctx context.Context, a *app, c *command, args []string) int {
 	if !ok {
 		return code
 	}
-	if len(pos) > 0 {
-		return a.usageError(c, "unexpected argument %q", pos[0])
+	o, code, ok := a.offline(c, sf, pos)
+	if !ok {
+		return code
 	}
-	log, err := sf.logger(a.stderr, a.stderrTTY)
-	if err != nil {
-		return a.usageError(c, "%v", err)
-	}
-	cfg, err := sf.load(a, nil, false)
-	if err != nil {
-		return a.fail(c, err)
-	}
-	path := filepath.Join(cfg.Data, StoreFileName)
-	if _, err := os.Stat(path); err != nil {
-		return a.fail(c, fmt.Errorf("no store to repair: %w", err))
-	}
-	opts := persistence.Options{Timeout: lockTimeout, Logger: &log}
-	st, err := persistence.Open(path, opts)
+	path, opts := o.path, o.opts
+	st, err := openOffline(path, opts)
 	var d *persistence.WALDamage
 	switch {
 	case err == nil:
@@ -72,8 +61,6 @@ func runRepair(ctx context.Context, a *app, c *command, args []string) int {
 		}
 		fmt.Fprintf(a.stdout, "%s opens cleanly: nothing to repair\n", path)
 		return exitOK
-	case errors.Is(err, persistence.ErrLocked):
-		return a.fail(c, fmt.Errorf("%w: %s is locked; stop the sessiond that has it open first", errDataDirInUse, path))
 	case !errors.As(err, &d):
 		return a.fail(c, err)
 	}
@@ -130,4 +117,43 @@ func copyDurably(from, to string) (err error) {
 	}
 	defer dir.Close()
 	return dir.Sync()
+}
+
+// offlineStore is what a command that opens the store itself (check,
+// repair) needs once its flags are parsed.
+type offlineStore struct {
+	cfg  Config
+	path string // the store file, which exists
+	opts persistence.Options
+}
+
+// offline takes no arguments, builds the logger from sf and loads the
+// configuration; it fails when the data directory holds no store.
+func (a *app) offline(c *command, sf storeFlags, pos []string) (offlineStore, int, bool) {
+	if len(pos) > 0 {
+		return offlineStore{}, a.usageError(c, "unexpected argument %q", pos[0]), false
+	}
+	log, err := sf.logger(a.stderr, a.stderrTTY)
+	if err != nil {
+		return offlineStore{}, a.usageError(c, "%v", err), false
+	}
+	cfg, err := sf.load(a, nil, false)
+	if err != nil {
+		return offlineStore{}, a.fail(c, err), false
+	}
+	path := filepath.Join(cfg.Data, StoreFileName)
+	if _, err := os.Stat(path); err != nil {
+		return offlineStore{}, a.fail(c, fmt.Errorf("no store to %s: %w", c.name, err)), false
+	}
+	return offlineStore{cfg: cfg, path: path, opts: persistence.Options{Timeout: lockTimeout, Logger: &log}}, 0, true
+}
+
+// openOffline opens the store at path for a command that needs it to
+// itself: a running daemon's lock is an error saying so.
+func openOffline(path string, opts persistence.Options) (*persistence.Bolt, error) {
+	st, err := persistence.Open(path, opts)
+	if errors.Is(err, persistence.ErrLocked) {
+		return nil, fmt.Errorf("%w: %s is locked; stop the sessiond that has it open first", errDataDirInUse, path)
+	}
+	return st, err
 }
