@@ -1033,8 +1033,10 @@ func TestTuneGC(t *testing.T) {
 	prev := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(prev)
 	tuneGC(func(string) string { return "" })
-	if got := debug.SetGCPercent(100); got != defaultGCPercent {
-		t.Fatalf("GC percent %d without GOGC, want %d", got, defaultGCPercent)
+	// Above Go's default of 100: a target at the default would leave the
+	// collector's CPU share where docs/performance.md measured it too high.
+	if got := debug.SetGCPercent(100); got != defaultGCPercent || got <= 100 {
+		t.Fatalf("GC percent %d without GOGC, want %d, above Go's default 100", got, defaultGCPercent)
 	}
 	tuneGC(func(k string) string {
 		if k == "GOGC" {

@@ -126,6 +126,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"history", "--limit", "x", "ses_1"}, `invalid value "x" for flag -limit`},
 		{[]string{"run", "--model", "nomodel", "hi"}, `--model: invalid: model "nomodel": want provider/model`},
 		{[]string{"serve", "--log-level", "loud"}, `--log-level "loud"`},
+		{[]string{"run", "--log-level", "loud", "hi"}, `--log-level "loud"`},
 		{[]string{"active", "--addr", "foo"}, `invalid value "foo" for flag -addr: want host:port or an http(s) URL`},
 		{[]string{"log", "ses_1", "--addr", "ftp://x"}, `invalid value "ftp://x" for flag -addr`},
 	} {
@@ -151,6 +152,7 @@ func TestParseInterspersed(t *testing.T) {
 		{[]string{"a", "--id", "m", "b", "--yes"}, []string{"a", "b"}, "m", true},
 		{[]string{"a", "--", "--id", "-x"}, []string{"a", "--id", "-x"}, "", false},
 		{[]string{"--yes", "--", "-"}, []string{"-"}, "", true},
+		{[]string{"a", "--", "b", "--", "c"}, []string{"a", "b", "--", "c"}, "", false},
 	} {
 		fs := newFlags(c)
 		id := fs.String("id", "", "")
@@ -176,10 +178,65 @@ func TestParseInterspersed(t *testing.T) {
 // of a command and fails with `unknown command "--help"`, exit 2, where
 // the program's usage with exit 0 is what --help gives everywhere else.
 func TestHelpOfHelp(t *testing.T) {
-	for _, args := range [][]string{{"help", "--help"}, {"help", "-h"}} {
+	for _, args := range [][]string{{"help", "--help"}, {"help", "-h"}, {"help"}, {"-h"}, {"-help"}, {"--help"}} {
 		code, out, errOut := runApp(t, nil, args...)
 		if code != 0 || !strings.Contains(out, "Usage:\n  sessiond <command>") {
 			t.Errorf("sessiond %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, out, errOut)
 		}
+	}
+}
+
+// TestHelpOfAnUnknownCommand: `sessiond help NAME` with a NAME that is no
+// command reports that NAME, as `sessiond NAME` does, not "help".
+func TestHelpOfAnUnknownCommand(t *testing.T) {
+	code, out, errOut := runApp(t, nil, "help", "frobnicate")
+	if code != exitUsage || out != "" || !strings.HasPrefix(errOut, `sessiond: unknown command "frobnicate"`) {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestUsageErrorNamesTheUsage: a usage mistake flag parsing cannot see
+// prints the mistake, the command's usage line and where its help is.
+func TestUsageErrorNamesTheUsage(t *testing.T) {
+	_, _, errOut := runApp(t, nil, "serve", "extra")
+	want := "sessiond serve: unexpected argument \"extra\"\nUsage: sessiond serve [flags]\nRun 'sessiond serve --help' for details.\n"
+	if errOut != want {
+		t.Fatalf("stderr %q, want %q", errOut, want)
+	}
+}
+
+// TestCommandUsageLayout: a command's help lists each flag with its
+// value name, its usage indented under it (every line of it), and its
+// default unless that is a zero value (false, 0, empty); a command
+// without flags has no Flags section.
+func TestCommandUsageLayout(t *testing.T) {
+	_, out, _ := runApp(t, nil, "serve", "--help")
+	for _, want := range []string{
+		"  --data DIR\n        data DIR holding sessiond.db and the default sessiond.json\n        (default $SESSIOND_DATA,",
+		"  --log-level LEVEL\n        log LEVEL: debug, info, warn, error or disabled (default \"info\")",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("serve --help lacks %q:\n%s", want, out)
+		}
+	}
+	_, out, _ = runApp(t, nil, "run", "--help")
+	if !strings.Contains(out, "  --yes\n        allow every permission question of this run\n") || strings.Contains(out, `(default "false")`) {
+		t.Errorf("run --help:\n%s", out)
+	}
+	var buf bytes.Buffer
+	c := &command{name: "bare", synopsis: "ARG", help: "Bare does nothing."}
+	(&app{}).commandUsage(&buf, c, newFlags(c))
+	if got := buf.String(); got != "Usage: sessiond bare ARG\n\nBare does nothing.\n" {
+		t.Errorf("a command without flags: %q", got)
+	}
+}
+
+// TestRootIsRepeatable: every --root given is kept, in order.
+func TestRootIsRepeatable(t *testing.T) {
+	fs := newFlags(serveCommand)
+	var roots stringList
+	fs.Var(&roots, "root", "")
+	if err := fs.Parse([]string{"--root", "/a", "--root", "/b"}); err != nil || !reflect.DeepEqual([]string(roots), []string{"/a", "/b"}) {
+		t.Fatalf("roots %q, %v", roots, err)
 	}
 }

@@ -117,7 +117,7 @@ func TestRunProviders(t *testing.T) {
 				kv = append(kv, tt.env[i], strings.ReplaceAll(tt.env[i+1], "%s", srv.URL))
 			}
 			r := sessiond(t, testEnv(t, kv...), nil, "run", "--json", "--config", cfg, "--dir", t.TempDir(), "hello?")
-			if r.code != 0 {
+			if r.code != 0 || !strings.Contains(r.stderr, "succeeded: 1 step(s), 12 tokens in, 5 out\n") {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 			}
 			if !strings.Contains(r.stdout, `"text":"Hello from the fake API."`) ||
