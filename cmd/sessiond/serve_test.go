@@ -304,6 +304,11 @@ func TestServeAppliesTheConfiguration(t *testing.T) {
 	if res := do("POST", "/api/session", `{"id": "ses_cfg", "location": {"directory": `+string(dir)+`}}`, auth...); res.StatusCode != http.StatusOK {
 		t.Fatalf("create: %d", res.StatusCode)
 	}
+	// bodyBytes bounds every body, not only a prompt's (which promptBytes
+	// bounds as well).
+	if res := do("POST", "/api/session", `{"id": "ses_big", "title": "`+strings.Repeat("a", 5000)+`", "location": {"directory": `+string(dir)+`}}`, auth...); res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("create with a body over bodyBytes: %d", res.StatusCode)
+	}
 	prompt := func(text string) int {
 		return do("POST", "/api/session/ses_cfg/prompt", `{"prompt": {"text": "`+text+`"}, "resume": false}`, auth...).StatusCode
 	}

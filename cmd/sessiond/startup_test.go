@@ -374,7 +374,7 @@ func TestOpenStackKillsWhatAPreviousRunLeft(t *testing.T) {
 	if err := st.close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(logs.String(), `"processes":1,"message":"killed the processes tool commands of a previous run left running"`) {
+	if !strings.Contains(logs.String(), `{"level":"warn","processes":1,"message":"killed the processes tool commands of a previous run left running"}`) {
 		t.Errorf("logs:\n%s", logs.String())
 	}
 	select {
