@@ -22,28 +22,20 @@ import (
 // since. It returns the directory and the Session.
 func damagedStore(t *testing.T) (string, messages.SessionID) {
 	t.Helper()
-	live := t.TempDir()
-	st, err := persistence.Open(filepath.Join(live, StoreFileName), persistence.Options{FlushBytes: 1 << 40})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ctx := context.Background()
-	s, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: t.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 10 {
-		if _, _, err := st.Admit(ctx, persistence.Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: fmt.Sprint("prompt ", i)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	data := t.TempDir()
-	for _, suffix := range []string{"", "-wal", "-wal2"} {
-		b, err := os.ReadFile(filepath.Join(live, StoreFileName+suffix))
+	var sid messages.SessionID
+	data := crashedStore(t, func(st *persistence.Bolt) {
+		ctx := context.Background()
+		s, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: t.TempDir()}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		sid = s.ID
+		for i := range 10 {
+			if _, _, err := st.Admit(ctx, persistence.Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: fmt.Sprint("prompt ", i)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}, func(suffix string, b []byte) {
 		if suffix == "-wal2" { // the log's first file (persistence/wal.go)
 			offs := recordOffsets(b)
 			if len(offs) != 11 {
@@ -51,11 +43,36 @@ func damagedStore(t *testing.T) (string, messages.SessionID) {
 			}
 			b[offs[6]+16] ^= 1 // the sixth admission's first payload byte
 		}
+	})
+	return data, sid
+}
+
+// crashedStore runs fill on a store that never flushes, and returns a new
+// data directory holding a copy of its files taken while it is open, as
+// a crash leaves them; change, when set, edits each file's copy first.
+func crashedStore(t *testing.T, fill func(st *persistence.Bolt), change func(suffix string, b []byte)) string {
+	t.Helper()
+	live := t.TempDir()
+	st, err := persistence.Open(filepath.Join(live, StoreFileName), persistence.Options{FlushBytes: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fill(st)
+	data := t.TempDir()
+	for _, suffix := range []string{"", "-wal", "-wal2"} {
+		b, err := os.ReadFile(filepath.Join(live, StoreFileName+suffix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if change != nil {
+			change(suffix, b)
+		}
 		if err := os.WriteFile(filepath.Join(data, StoreFileName+suffix), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return data, s.ID
+	return data
 }
 
 // recordOffsets walks the heads of a log file's records (persistence/wal.go:

@@ -287,29 +287,39 @@ func TestOpenStackRefusesALockedDataDirAtOnce(t *testing.T) {
 	}
 }
 
+// scriptedEnv returns the environment of a daemon whose data directory
+// configures a script model that answers every step with "fine".
+func scriptedEnv(t *testing.T) map[string]string {
+	t.Helper()
+	data := t.TempDir()
+	writeFile(t, data, "s.json", `{"default": {"steps": [{"text": "fine"}, {"finish": "stop"}]}}`)
+	writeFile(t, data, ConfigFileName, `{"providers": {"s": {"type": "script", "file": "s.json"}}, "model": "s/x"}`)
+	return map[string]string{"SESSIOND_DATA": data, "HOME": t.TempDir()}
+}
+
+// postOK posts body to path on the daemon, failing the test unless it
+// answers 200.
+func (s *inProcessServe) postOK(path, body string) {
+	s.t.Helper()
+	res, err := http.Post("http://"+s.addr+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		s.t.Fatalf("POST %s: %d", path, res.StatusCode)
+	}
+}
+
 // TestServeCountsTheRuntimeInMetrics: /metrics counts what the runtime
 // and the HTTP API do, not only the store: a prompt that runs a step shows
 // in sessiond_admissions_total and sessiond_steps_total, and a client
 // following the event stream in sessiond_sse_subscribers.
 func TestServeCountsTheRuntimeInMetrics(t *testing.T) {
-	data := t.TempDir()
-	writeFile(t, data, "s.json", `{"default": {"steps": [{"text": "fine"}, {"finish": "stop"}]}}`)
-	writeFile(t, data, ConfigFileName, `{"providers": {"s": {"type": "script", "file": "s.json"}}, "model": "s/x"}`)
-	s := serveInProcess(t, map[string]string{"SESSIOND_DATA": data, "HOME": t.TempDir()})
-	post := func(path, body string) {
-		t.Helper()
-		res, err := http.Post("http://"+s.addr+path, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		if res.StatusCode != http.StatusOK {
-			t.Fatalf("POST %s: %d", path, res.StatusCode)
-		}
-	}
+	s := serveInProcess(t, scriptedEnv(t))
 	dir, _ := json.Marshal(t.TempDir())
-	post("/api/session", `{"id": "ses_metrics", "location": {"directory": `+string(dir)+`}}`)
-	post("/api/session/ses_metrics/prompt", `{"prompt": {"text": "hi"}}`)
+	s.postOK("/api/session", `{"id": "ses_metrics", "location": {"directory": `+string(dir)+`}}`)
+	s.postOK("/api/session/ses_metrics/prompt", `{"prompt": {"text": "hi"}}`)
 	steps := regexp.MustCompile(`(?m)^sessiond_steps_total\{outcome="[a-z]+"\} 1$`)
 	var metrics string
 	eventually(t, "the step in /metrics", func() bool {
@@ -342,30 +352,17 @@ func TestServeCountsTheRuntimeInMetrics(t *testing.T) {
 // daemon without roots, in a directory outside them is not run (its wake
 // is refused as forbidden, the prompt stays pending).
 func TestServeRootsHoldForOlderSessions(t *testing.T) {
-	data := t.TempDir()
-	writeFile(t, data, "s.json", `{"default": {"steps": [{"text": "fine"}, {"finish": "stop"}]}}`)
-	writeFile(t, data, ConfigFileName, `{"providers": {"s": {"type": "script", "file": "s.json"}}, "model": "s/x"}`)
-	env := map[string]string{"SESSIOND_DATA": data, "HOME": t.TempDir()}
-	post := func(s *inProcessServe, path, body string) {
-		t.Helper()
-		res, err := http.Post("http://"+s.addr+path, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		if res.StatusCode != http.StatusOK {
-			t.Fatalf("POST %s: %d", path, res.StatusCode)
-		}
-	}
+	env := scriptedEnv(t)
+	data := env["SESSIOND_DATA"]
 	s := serveInProcess(t, env)
 	dir, _ := json.Marshal(t.TempDir())
-	post(s, "/api/session", `{"id": "ses_old", "location": {"directory": `+string(dir)+`}}`)
+	s.postOK("/api/session", `{"id": "ses_old", "location": {"directory": `+string(dir)+`}}`)
 	if code := s.stop(); code != exitOK {
 		t.Fatalf("serve exited %d\nstderr:\n%s", code, s.stderr.String())
 	}
 
 	s = serveInProcess(t, env, "--root", t.TempDir())
-	post(s, "/api/session/ses_old/prompt", `{"prompt": {"text": "hi"}}`)
+	s.postOK("/api/session/ses_old/prompt", `{"prompt": {"text": "hi"}}`)
 	eventually(t, "the wake to be refused", func() bool {
 		return strings.Contains(s.stderr.String(), `location.directory \"`+strings.Trim(string(dir), `"`)+`\" is outside the allowed roots`)
 	}, s.stderr.String)
@@ -442,24 +439,11 @@ func TestServeLogsRequestsAtDebug(t *testing.T) {
 // logger: opening a store a crash left with commits only in its
 // write-ahead log says how many it recovered.
 func TestOpenStackLogsTheStoresRecovery(t *testing.T) {
-	live := t.TempDir()
-	st, err := persistence.Open(filepath.Join(live, StoreFileName), persistence.Options{FlushBytes: 1 << 40})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, _, err := st.CreateSession(context.Background(), persistence.CreateSession{Location: messages.Location{Directory: t.TempDir()}}); err != nil {
-		t.Fatal(err)
-	}
-	// A copy of the files while the store is open is what a crash leaves.
-	data := t.TempDir()
-	for _, suffix := range []string{"", "-wal", "-wal2"} {
-		b, err := os.ReadFile(filepath.Join(live, StoreFileName+suffix))
-		if err != nil {
+	data := crashedStore(t, func(st *persistence.Bolt) {
+		if _, _, err := st.CreateSession(context.Background(), persistence.CreateSession{Location: messages.Location{Directory: t.TempDir()}}); err != nil {
 			t.Fatal(err)
 		}
-		writeFile(t, data, StoreFileName+suffix, string(b))
-	}
+	}, nil)
 	var logs syncBuffer
 	stack, err := openStack(testConfig(t, data), zerolog.New(&logs), stackOptions{})
 	if err != nil {
