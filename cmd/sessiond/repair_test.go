@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -200,10 +201,40 @@ func TestCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, _ = runApp(t, env, "check")
-	if code != exitFailed || !strings.Contains(out, "has problems:\n  ids \"msg_stray\": not what the logs make") {
+	if code != exitFailed || !strings.Contains(out, "has problems:\n  ids \"msg_stray\": not what the logs make") || strings.Contains(out, "more") {
 		t.Fatalf("check of a stray ID: exit %d, stdout %q", code, out)
 	}
 	if entries, _ := os.ReadDir(data); len(entries) != 5 { // the store, its two logs and their damaged copies
 		t.Errorf("check left %d files in the data dir, want 5", len(entries))
+	}
+}
+
+// TestRepairKeepsEveryCopy: a copy of the log that is already there (here
+// one for each of the next ten seconds, as a repair run twice in one
+// second would find) is never overwritten: repair fails before changing
+// anything.
+func TestRepairKeepsEveryCopy(t *testing.T) {
+	data, _ := damagedStore(t)
+	wal := filepath.Join(data, StoreFileName+"-wal")
+	now := time.Now().UTC()
+	for i := range 10 {
+		writeFile(t, data, StoreFileName+"-wal.damaged-"+now.Add(time.Duration(i)*time.Second).Format("20060102T150405Z"), "an earlier copy")
+	}
+	before, err := os.ReadFile(wal + "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runApp(t, map[string]string{"SESSIOND_DATA": data}, "repair", "--force")
+	if code != exitFailed || !strings.Contains(errOut, "keeping a copy of the log: ") || !strings.Contains(errOut, "file exists") {
+		t.Fatalf("repair over an earlier copy: exit %d, stderr %q", code, errOut)
+	}
+	copies, _ := filepath.Glob(wal + ".damaged-*")
+	for _, c := range copies {
+		if b, _ := os.ReadFile(c); string(b) != "an earlier copy" {
+			t.Errorf("%s was overwritten", c)
+		}
+	}
+	if b, _ := os.ReadFile(wal + "2"); !bytes.Equal(b, before) {
+		t.Error("the damaged log changed")
 	}
 }
