@@ -121,8 +121,9 @@ type Bolt struct {
 	// ahead; awaitLog bounds that at walInFlight records, which recovery's
 	// damage check relies on.
 	syncq chan syncJob
-	// durable is the syncer's synced, for awaitLog; syncedSig (capacity 1)
-	// tells the writer it moved, or that the store failed.
+	// durable is the number of the last record known synced, written by
+	// the syncer; syncedSig (capacity 1) tells the writer (awaitLog) that it
+	// moved, or that the store failed.
 	durable   atomic.Uint64
 	syncedSig chan struct{}
 	// snap is what readers see: bbolt at its last flush and the memtables
@@ -162,7 +163,6 @@ type Bolt struct {
 	// not coalesce into it (see AdmitCompaction). It is a writerCache so
 	// that a start or settlement that rolls back changes nothing.
 	compacting writerCache[messages.MessageID, bool]
-	synced     uint64 // records known durable (syncer only)
 
 	// One flush runs at a time, on the flusher goroutine.
 	flushq    chan flushJob
@@ -344,7 +344,6 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 	if err := w.start(w.older(), last+1, rand.Uint32()); err != nil {
 		return nil, err
 	}
-	s.synced = last
 	s.durable.Store(last)
 	s.cur = newMemTree()
 	s.enc = messages.NewEncoder()
@@ -893,7 +892,7 @@ func (s *Bolt) syncer() {
 		var files [2]bool
 		var snap *snapshot
 		for _, j := range jobs {
-			files[j.file] = files[j.file] || j.seq > s.synced
+			files[j.file] = files[j.file] || j.seq > s.durable.Load()
 			if j.snap != nil {
 				snap = j.snap
 			}
@@ -915,10 +914,11 @@ func (s *Bolt) syncer() {
 			err = s.fatal()
 		}
 		if err == nil {
+			synced := s.durable.Load()
 			for _, j := range jobs {
-				s.synced = max(s.synced, j.seq)
+				synced = max(synced, j.seq)
 			}
-			s.durable.Store(s.synced)
+			s.durable.Store(synced)
 			if snap != nil {
 				s.snap.Store(snap)
 			}

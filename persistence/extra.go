@@ -183,15 +183,13 @@ func stateRows(v *view, name []byte, errp *error) iter.Seq2[[]byte, []byte] {
 				continue
 			}
 			sid := messages.SessionID(k[:len(k)-11])
-			stopped := false
 			err := logRowEvents(val, streamSeq(k), func(seq int64, ev []byte) error {
 				if !yield(streamKey(sid, seq, rLog), ev) {
-					stopped = true
 					return errStopRows
 				}
 				return nil
 			})
-			if stopped {
+			if err == errStopRows {
 				return
 			}
 			if err != nil {

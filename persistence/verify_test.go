@@ -159,3 +159,30 @@ func TestVerifyReportIsBounded(t *testing.T) {
 		t.Fatalf("%d problems listed and %d more, want %d and 5", len(r.Problems), r.More, maxProblems)
 	}
 }
+
+// TestStateRowsStopsWhenAsked: a consumer that stops inside a log row of
+// several events ends the rows there, and that is not an error.
+func TestStateRowsStopsWhenAsked(t *testing.T) {
+	st := openTemp(t, Options{})
+	sid := newSession(t, st)
+	if _, err := st.Append(context.Background(), sid, &messages.ExecutionStarted{SessionID: sid}, &messages.ExecutionSucceeded{SessionID: sid}); err != nil {
+		t.Fatal(err)
+	}
+	var seen int
+	var err error
+	if verr := st.view(func(v *view) error {
+		for k := range stateRows(v, bucketData, &err) {
+			if isLogRow(k) {
+				if seen++; seen == 2 { // session.created.1, then the first of the two
+					break
+				}
+			}
+		}
+		return nil
+	}); verr != nil {
+		t.Fatal(verr)
+	}
+	if seen != 2 || err != nil {
+		t.Fatalf("stopped after %d log events with %v, want 2 and no error", seen, err)
+	}
+}

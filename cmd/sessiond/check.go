@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"flag"
 	"fmt"
 )
 
@@ -31,15 +32,10 @@ repair').`,
 
 // runCheck is the check command.
 func runCheck(ctx context.Context, a *app, c *command, args []string) int {
-	fs := newFlags(c)
-	var sf storeFlags
-	sf.register(fs, "warn")
-	tmp := fs.String("tmp", "", "`DIR` for the store rebuilt from the logs (default the data directory)")
-	pos, code, ok := a.parse(c, fs, args)
-	if !ok {
-		return code
-	}
-	o, code, ok := a.offline(c, sf, pos)
+	var tmp *string
+	o, code, ok := a.offline(c, args, func(fs *flag.FlagSet) {
+		tmp = fs.String("tmp", "", "`DIR` for the store rebuilt from the logs (default the data directory)")
+	})
 	if !ok {
 		return code
 	}

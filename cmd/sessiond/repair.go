@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,15 +40,10 @@ reason repair does not fix (another sessiond has it open, a missing file).`,
 
 // runRepair is the repair command.
 func runRepair(ctx context.Context, a *app, c *command, args []string) int {
-	fs := newFlags(c)
-	var sf storeFlags
-	sf.register(fs, "warn")
-	force := fs.Bool("force", false, "drop the damaged record and every commit after it (a copy of the log is kept)")
-	pos, code, ok := a.parse(c, fs, args)
-	if !ok {
-		return code
-	}
-	o, code, ok := a.offline(c, sf, pos)
+	var force *bool
+	o, code, ok := a.offline(c, args, func(fs *flag.FlagSet) {
+		force = fs.Bool("force", false, "drop the damaged record and every commit after it (a copy of the log is kept)")
+	})
 	if !ok {
 		return code
 	}
@@ -127,9 +123,19 @@ type offlineStore struct {
 	opts persistence.Options
 }
 
-// offline takes no arguments, builds the logger from sf and loads the
-// configuration; it fails when the data directory holds no store.
-func (a *app) offline(c *command, sf storeFlags, pos []string) (offlineStore, int, bool) {
+// offline parses args for c: --data, --config, --log-level (default
+// warn), the flags that flags adds, and no arguments. It builds the logger
+// and loads the configuration, and fails when the data directory holds no
+// store. ok false means the command is done, with exit status code.
+func (a *app) offline(c *command, args []string, flags func(fs *flag.FlagSet)) (o offlineStore, code int, ok bool) {
+	fs := newFlags(c)
+	var sf storeFlags
+	sf.register(fs, "warn")
+	flags(fs)
+	pos, code, ok := a.parse(c, fs, args)
+	if !ok {
+		return offlineStore{}, code, false
+	}
 	if len(pos) > 0 {
 		return offlineStore{}, a.usageError(c, "unexpected argument %q", pos[0]), false
 	}
