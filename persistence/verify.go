@@ -35,9 +35,10 @@ func (r *VerifyReport) problem(format string, args ...any) {
 
 // Verify checks the store against the invariants of doc.go. Nothing else
 // may write to it meanwhile (sessiond's check command has it open alone).
-// Open has walked every page of the bbolt file already, with bbolt's own
-// check, as bbolt rebuilds its freelist. Verify checks what bbolt cannot:
+// It checks:
 //
+//   - every page of the bbolt file, with bbolt's own check (each page
+//     reachable once or free, none out of bounds, keys in order);
 //   - every Session's log reads back whole, from seq 0 to its record's
 //     last seq without a gap (Log checks the order);
 //   - every projection is what the logs make of it: Verify replays every
@@ -52,10 +53,22 @@ func (r *VerifyReport) problem(format string, args ...any) {
 // the rebuilt store); what it found wrong is in the report.
 func (s *Bolt) Verify(ctx context.Context, dir string) (VerifyReport, error) {
 	var r VerifyReport
+	// In a write transaction, which keeps a flush from changing the
+	// freelist while bbolt's check reads it; rolled back.
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return r, err
+	}
+	for err := range tx.Check() {
+		r.problem("database file: %v", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		return r, err
+	}
 	// From the list index rather than List, which fails as a whole on one
 	// Session it cannot read.
 	var sids []messages.SessionID
-	err := s.view(func(v *view) error {
+	err = s.view(func(v *view) error {
 		c := v.cursor(bucketSessions)
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
 			sids = append(sids, messages.SessionID(k))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	bin "encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -236,5 +237,27 @@ func TestRepairKeepsEveryCopy(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(wal + "2"); !bytes.Equal(b, before) {
 		t.Error("the damaged log changed")
+	}
+}
+
+// TestRepairHints: an open refused for a damaged log names repair; one
+// refused for a database file bbolt cannot read says what is left; any
+// other error goes out as it came.
+func TestRepairHints(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("open: %w", persistence.ErrWALDamaged), "'sessiond repair --data /d' reports the damage"},
+		{fmt.Errorf("open: %w", persistence.ErrCorrupt), "bbolt cannot read the database file: restore the data directory from a copy"},
+		{errors.New("open: no room"), ""},
+	} {
+		got := withRepairHint(tc.err, "/d")
+		if !errors.Is(got, tc.err) {
+			t.Errorf("%v: hint %v does not wrap it", tc.err, got)
+		}
+		if extra := strings.TrimPrefix(got.Error(), tc.err.Error()); tc.want == "" && extra != "" || !strings.Contains(extra, tc.want) {
+			t.Errorf("%v: added %q, want %q", tc.err, extra, tc.want)
+		}
 	}
 }

@@ -70,10 +70,13 @@ type stackOptions struct {
 }
 
 // withRepairHint adds to an error of opening the store in data, when its
-// write-ahead log is damaged, the command that deals with that.
+// write-ahead log or database file is damaged, what deals with that.
 func withRepairHint(err error, data string) error {
 	if errors.Is(err, persistence.ErrWALDamaged) {
 		return fmt.Errorf("%w\n'sessiond repair --data %s' reports the damage, and with --force drops it and every commit after it", err, data)
+	}
+	if errors.Is(err, persistence.ErrCorrupt) {
+		return fmt.Errorf("%w\nbbolt cannot read the database file: restore the data directory from a copy taken while no daemon ran", err)
 	}
 	return err
 }

@@ -1,0 +1,223 @@
+package persistence
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/sessiond/sessiond/messages"
+)
+
+// The bbolt file layout these tests edit (bbolt's own, little-endian on
+// the machines we test on): a page starts with a 16-byte header (id u64,
+// flags u16, count u16, overflow u32); pages 0 and 1 hold a meta each
+// right after it, of which the one with the higher transaction ID is in
+// use, and a freelist page holds count page IDs (u64) after its header.
+const (
+	pageHeader     = 16
+	metaPageSize   = pageHeader + 8  // u32
+	metaFreelist   = pageHeader + 32 // u64
+	metaTxid       = pageHeader + 48 // u64
+	flagLeaf       = 0x02
+	flagFreelist   = 0x10
+	noFreelistPgid = ^uint64(0)
+)
+
+// boltFreelist returns the bbolt file's page size and the page its meta
+// in use names as the freelist.
+func boltFreelist(t *testing.T, path string) (pageSize int64, freelist uint64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le := binary.LittleEndian
+	pageSize = int64(le.Uint32(b[metaPageSize:]))
+	meta := b[:pageSize]
+	if other := b[pageSize : 2*pageSize]; le.Uint64(other[metaTxid:]) > le.Uint64(meta[metaTxid:]) {
+		meta = other
+	}
+	return pageSize, le.Uint64(meta[metaFreelist:])
+}
+
+// editFreelistPage changes the closed store's freelist page in place.
+func editFreelistPage(t *testing.T, path string, fn func(page []byte)) {
+	t.Helper()
+	pageSize, id := boltFreelist(t, path)
+	if id == noFreelistPgid {
+		t.Fatal("the file has no freelist page")
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	page := make([]byte, pageSize)
+	if _, err := f.ReadAt(page, int64(id)*pageSize); err != nil {
+		t.Fatal(err)
+	}
+	if page[8] != flagFreelist {
+		t.Fatalf("page %d has flags %#x, want a freelist page", id, page[8])
+	}
+	fn(page)
+	if _, err := f.WriteAt(page, int64(id)*pageSize); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTheFreelistIsWritten: bbolt writes its freelist with every commit,
+// so an Open reads it instead of walking every page of the file. A store
+// that an older sessiond wrote without one opens as it is, whole, and has
+// one once it is closed.
+func TestTheFreelistIsWritten(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	sids := verifiedStore(t, path)
+	if _, id := boltFreelist(t, path); id == noFreelistPgid {
+		t.Fatal("the store has no freelist page")
+	}
+
+	// As an older sessiond left it: a commit without the freelist.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoFreelistSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(*bolt.Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, id := boltFreelist(t, path); id != noFreelistPgid {
+		t.Fatalf("freelist page %d, want none", id)
+	}
+
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Get(t.Context(), sids[1]); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Verify(t.Context(), t.TempDir())
+	if err != nil || len(r.Problems) != 0 {
+		t.Fatalf("verify: %+v, %v", r, err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, id := boltFreelist(t, path); id == noFreelistPgid {
+		t.Fatal("the store still has no freelist page")
+	}
+}
+
+// TestVerifyRunsBboltsCheck: a page the freelist has lost (neither free
+// nor reachable) is only visible to bbolt's own check of the file, which
+// Verify reports as a problem.
+func TestVerifyRunsBboltsCheck(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	verifiedStore(t, path)
+	var lost uint64
+	editFreelistPage(t, path, func(page []byte) {
+		le := binary.LittleEndian
+		n := le.Uint16(page[10:])
+		if n == 0 || n == 0xFFFF {
+			t.Fatalf("freelist of %d IDs: want some, and no count word", n)
+		}
+		lost = le.Uint64(page[pageHeader+8*int(n-1):])
+		le.PutUint16(page[10:], n-1)
+	})
+	r := verify(t, path)
+	want := "unreachable unfreed"
+	if !strings.Contains(strings.Join(r.Problems, "\n"), want) {
+		t.Fatalf("problems %q, want page %d %q", r.Problems, lost, want)
+	}
+	for _, p := range r.Problems {
+		if !strings.HasPrefix(p, "database file: ") {
+			t.Errorf("problem %q: want only the database file's", p)
+		}
+	}
+}
+
+// TestOpenRefusesACorruptFreelistPage: bbolt panics on a freelist page
+// that is not one as it opens the file; Open returns ErrCorrupt instead,
+// and leaves the store unlocked, so a second Open says the same rather
+// than waiting for a lock.
+func TestOpenRefusesACorruptFreelistPage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	verifiedStore(t, path)
+	editFreelistPage(t, path, func(page []byte) { page[8] = flagLeaf })
+	for range 2 {
+		st, err := Open(path, Options{})
+		if !errors.Is(err, ErrCorrupt) {
+			if err == nil {
+				st.Close()
+			}
+			t.Fatalf("open: %v, want ErrCorrupt", err)
+		}
+	}
+}
+
+// TestVerifyReportsKeysOutOfOrder: a leaf page whose keys are out of
+// order (damage no write through bbolt makes) is reported by Verify,
+// which goes on to the logs, rather than crashing the process: an Open no
+// longer walks the file's pages, which is where bbolt used to panic.
+func TestVerifyReportsKeysOutOfOrder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := newSession(t, st)
+	for i := range 200 {
+		if _, _, err := st.Admit(t.Context(), Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprintf("prompt %d", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pageSize, _ := boltFreelist(t, path)
+	le := binary.LittleEndian
+	// The first leaf page of plain rows (no bucket among them): its first
+	// key made greater than its second.
+	at := int64(-1)
+	for off := 2 * pageSize; off+pageSize <= int64(len(b)) && at < 0; off += pageSize {
+		p := b[off : off+pageSize]
+		if le.Uint16(p[8:]) != flagLeaf || le.Uint16(p[10:]) < 2 {
+			continue
+		}
+		plain := true
+		for i := range int(le.Uint16(p[10:])) {
+			plain = plain && le.Uint32(p[pageHeader+16*i:]) == 0
+		}
+		if plain {
+			at = off + pageHeader + int64(le.Uint32(p[pageHeader+4:])) // element 0's key
+		}
+	}
+	if at < 0 {
+		t.Fatal("no leaf page of plain rows")
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff}, at); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	r := verify(t, path)
+	want := "database file: key[1]="
+	if len(r.Problems) < 2 || !strings.HasPrefix(r.Problems[1], want) || !strings.Contains(r.Problems[1], "needs to be > (found <) than previous element") {
+		t.Fatalf("problems %q, want second bbolt's of key 1 out of order", r.Problems)
+	}
+}
