@@ -322,10 +322,12 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 			return err
 		}
 		last = n
-		for _, p := range replay {
-			if err := replayRecord(tx, p); err != nil {
-				return err
-			}
+		mem, err := memOfRecords(replay)
+		if err != nil {
+			return err
+		}
+		if err := writeMem(tx, mem); err != nil {
+			return err
 		}
 		if len(replay) > 0 {
 			opts.Logger.Info().Int("records", len(replay)).Msg("recovered commits from the write-ahead log")
@@ -485,27 +487,32 @@ func (s *Bolt) flushInto(mem *memTree, applied uint64) (int, error) {
 	var txid int
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		txid = tx.ID()
-		buckets := make([]*bolt.Bucket, len(allBuckets))
-		for i, name := range allBuckets {
-			buckets[i] = tx.Bucket(name)
-			buckets[i].FillPercent = fillPercent
-		}
-		var err error
-		mem.Scan(func(e *memEntry) bool {
-			b := buckets[e.k[0]]
-			if e.del {
-				err = b.Delete(e.k[1:])
-			} else {
-				err = b.Put(e.k[1:], nonNil(e.v))
-			}
-			return err == nil
-		})
-		if err != nil {
+		if err := writeMem(tx, mem); err != nil {
 			return err
 		}
-		return buckets[0].Put(keyApplied, binary.BigEndian.AppendUint64(nil, applied))
+		return tx.Bucket(bucketMeta).Put(keyApplied, binary.BigEndian.AppendUint64(nil, applied))
 	})
 	return txid, err
+}
+
+// writeMem writes the memtable's entries into bbolt, in key order.
+func writeMem(tx *bolt.Tx, mem *memTree) error {
+	buckets := make([]*bolt.Bucket, len(allBuckets))
+	for i, name := range allBuckets {
+		buckets[i] = tx.Bucket(name)
+		buckets[i].FillPercent = fillPercent
+	}
+	var err error
+	mem.Scan(func(e *memEntry) bool {
+		b := buckets[e.k[0]]
+		if e.del {
+			err = b.Delete(e.k[1:])
+		} else {
+			err = b.Put(e.k[1:], nonNil(e.v))
+		}
+		return err == nil
+	})
+	return err
 }
 
 // refuseHook, when set by a test before Open, observes the writer handing

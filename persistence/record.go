@@ -179,14 +179,22 @@ func lengthPrefixed(p []byte) (field, rest []byte, err error) {
 	return p[k : k+int(n)], p[k+int(n):], nil
 }
 
-// replayRecord applies a record's writes to tx.
-func replayRecord(tx *bolt.Tx, p []byte) error {
-	return decodeRecord(p, func(op byte, bucket, key, val []byte) error {
-		b := tx.Bucket(bucket)
-		b.FillPercent = fillPercent
-		if op == recDel {
-			return b.Delete(key)
+// memOfRecords returns a memtable holding the writes of the record
+// payloads, applied in order: recovery writes it into bbolt as a flush
+// does, in key order, which bbolt takes several times faster than the
+// same writes in the order they were made (each Put into a page that is
+// not split until the commit moves every entry after it). Its keys and
+// values point into the payloads.
+func memOfRecords(records [][]byte) (*memTree, error) {
+	mem := newMemTree()
+	for _, p := range records {
+		err := decodeRecord(p, func(op byte, bucket, key, val []byte) error {
+			mem.Set(&memEntry{k: append([]byte{bucketIndex(bucket)}, key...), v: val, del: op == recDel})
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		return b.Put(key, val)
-	})
+	}
+	return mem, nil
 }

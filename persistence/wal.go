@@ -238,7 +238,7 @@ func (w *wal) recover(applied uint64) (replay [][]byte, last uint64, err error) 
 	last = applied
 	var end int64 // where the records take read end
 	take := func(i int) error {
-		recs, err := readRecords(w.files[i].f, w.files[i].end, hs[i].first, hs[i].seed)
+		recs, err := readRecords(&readAhead{r: w.files[i].f}, w.files[i].end, hs[i].first, hs[i].seed)
 		var d *WALDamage
 		if errors.As(err, &d) {
 			d.File = w.files[i].f.Name()
@@ -476,6 +476,31 @@ func readRecords(r io.ReaderAt, size int64, first uint64, seed uint32) (out [][]
 		out, chain = append(out, body[8:]), next
 		off += walRecordHead + int64(len(body)) - 8
 	}
+}
+
+// readAhead reads r a window of readAheadBytes at a time, so that reading
+// a log record by record (two reads each) costs a system call per window
+// rather than two per record.
+type readAhead struct {
+	r   io.ReaderAt
+	off int64
+	buf []byte
+}
+
+const readAheadBytes = 1 << 20
+
+func (a *readAhead) ReadAt(p []byte, off int64) (int, error) {
+	if off < a.off || off+int64(len(p)) > a.off+int64(len(a.buf)) {
+		if cap(a.buf) < max(len(p), readAheadBytes) {
+			a.buf = make([]byte, max(len(p), readAheadBytes))
+		}
+		n, err := a.r.ReadAt(a.buf[:cap(a.buf)], off)
+		a.off, a.buf = off, a.buf[:n]
+		if n < len(p) {
+			return 0, err // err is not nil when n is short (io.ReaderAt)
+		}
+	}
+	return copy(p, a.buf[off-a.off:]), nil
 }
 
 // readRecord reads the record at off if its head says it is record want

@@ -10,6 +10,7 @@ import (
 	"go/parser"
 	"go/token"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -641,7 +642,7 @@ func TestWritesAreLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	allowed := map[string]bool{"record.go replayRecord": true, "bolt.go open": true, "bolt.go flushInto": true,
+	allowed := map[string]bool{"bolt.go writeMem": true, "bolt.go open": true, "bolt.go flushInto": true,
 		"bolt.go putOp": true} // putOp's Put is sync.Pool's
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
@@ -1122,5 +1123,102 @@ func TestFailedSyncStartsNoFlush(t *testing.T) {
 	}
 	if n := flushes.Load(); n != before {
 		t.Fatalf("%d flushes started after the failed sync", n-before)
+	}
+}
+
+// TestRecoveryAppliesEveryWriteInOrder: recovery gathers the log's writes
+// before it writes them into bbolt, so a key written twice, deleted after
+// a write, or written again after its deletion must end as the last write
+// left it, and a row a promotion deleted must stay deleted.
+func TestRecoveryAppliesEveryWriteInOrder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, noFlush)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	sid := newSession(t, st)
+	for _, text := range []string{"first", "second"} {
+		if _, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: text}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := st.Pending(ctx, sid)
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("pending %v, %v", rows, err)
+	}
+	if _, err := st.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: rows[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct{ key, value string }{
+		{"twice", "1"}, {"twice", "2"},
+		{"gone", "1"}, {"gone", ""},
+		{"back", "1"}, {"back", ""}, {"back", "2"},
+	} {
+		if w.value == "" {
+			err = st.DeleteEntry(ctx, sid, w.key)
+		} else {
+			err = st.PutEntry(ctx, sid, w.key, w.value)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := dump(t, st)
+	crashed := filepath.Join(t.TempDir(), "s.db")
+	copyStore(t, path, crashed)
+	got := dump(t, openAndCheck(t, crashed, Options{}))
+	sameState(t, "after a crash", got, want)
+	if pending, entries := len(got["inbox"]), len(got["entries"]); pending != 2 || entries != 2 {
+		t.Fatalf("%d inbox rows and %d entries recovered, want 2 and 2 (twice, back)", pending, entries)
+	}
+}
+
+// countingReaderAt counts the reads that reach r.
+type countingReaderAt struct {
+	r     io.ReaderAt
+	reads int
+}
+
+func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	c.reads++
+	return c.r.ReadAt(p, off)
+}
+
+// TestReadAheadReadsWhatTheFileHolds: reads through readAhead return what
+// reads of the file return, for reads within a window, across its end,
+// larger than one, behind it and past the end of the file, while small
+// reads in order cost one read of the file per window.
+func TestReadAheadReadsWhatTheFileHolds(t *testing.T) {
+	data := make([]byte, 3*readAheadBytes+100)
+	for i := range data {
+		data[i] = byte(i*7 + i>>11)
+	}
+	file := &countingReaderAt{r: bytes.NewReader(data)}
+	a := &readAhead{r: file}
+	for _, rd := range []struct {
+		off int64
+		n   int
+	}{
+		{0, 16}, {16, 1000}, {readAheadBytes - 8, 16}, {5, 10}, {readAheadBytes + 3, 2 * readAheadBytes}, {int64(len(data)) - 10, 10}, {int64(len(data)) - 10, 11},
+	} {
+		want := make([]byte, rd.n)
+		wn, werr := bytes.NewReader(data).ReadAt(want, rd.off)
+		got := make([]byte, rd.n)
+		n, err := a.ReadAt(got, rd.off)
+		if (err == nil) != (werr == nil) || werr == nil && (n != wn || !bytes.Equal(got, want)) {
+			t.Fatalf("ReadAt(%d bytes at %d): %d, %v, want %d, %v and the file's bytes", rd.n, rd.off, n, err, wn, werr)
+		}
+	}
+	file.reads = 0
+	a = &readAhead{r: file}
+	for off := int64(0); off+100 <= int64(len(data)); off += 100 {
+		if _, err := a.ReadAt(make([]byte, 100), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if file.reads != 4 {
+		t.Fatalf("%d reads of the file for %d bytes read in order, want 4", file.reads, len(data))
 	}
 }
