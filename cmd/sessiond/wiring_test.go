@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
@@ -541,5 +544,110 @@ func TestServeStoresTheCanonicalDirectoryUnderRoots(t *testing.T) {
 	}
 	if want, _ := filepath.EvalSymlinks(real); got.Data.Location.Directory != want {
 		t.Fatalf("stored directory %q, want %q", got.Data.Location.Directory, want)
+	}
+}
+
+// TestRunCompactionKeepsTheConfiguredRecentContext: compaction.keep
+// reaches the runtime: with a keep of 5 tokens, the checkpoint's recent
+// context is at most 20 characters, where the default would keep the
+// whole of this short history.
+func TestRunCompactionKeepsTheConfiguredRecentContext(t *testing.T) {
+	cfgDir := t.TempDir()
+	writeFile(t, cfgDir, "s.json", `{"responses": [
+		{"times": 1, "steps": [{"toolCall": {"id": "c1", "name": "read", "input": {"path": "notes.txt"}}}, {"finish": "tool-calls"}]},
+		{"steps": [{"text": "## Objective\nread the notes"}, {"finish": "stop"}]}]}`)
+	cfg := writeFile(t, cfgDir, "sessiond.json", `{"providers": {"s": {"type": "script", "file": "s.json", "models": {"x": {"context": 100000}}}},
+		"model": "s/x", "compaction": {"buffer": 99000, "keep": 5}}`)
+	dir := t.TempDir()
+	writeFile(t, dir, "notes.txt", "remember the milk, the eggs and the bread\n")
+	code, out, errOut := runApp(t, map[string]string{"SESSIOND_DATA": t.TempDir(), "HOME": t.TempDir()},
+		"run", "--json", "--yes", "--config", cfg, "--dir", dir, "hi")
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for line := range strings.Lines(out) {
+		var e struct {
+			Type string `json:"type"`
+			Data struct {
+				Recent *string `json:"recent"`
+			} `json:"data"`
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Type != messages.TypeCompactionEnded {
+			continue
+		}
+		if e.Data.Recent == nil || *e.Data.Recent == "" || len(*e.Data.Recent) > 20 {
+			t.Fatalf("%s: recent context %q, want 1 to 20 characters", messages.TypeCompactionEnded, line)
+		}
+		return
+	}
+	t.Fatalf("no %s in\n%s", messages.TypeCompactionEnded, out)
+}
+
+// TestServeCapsTheSteersAStepTakesIn: limits.steerBatch reaches the
+// runtime. Two steers admitted while step 1's tool blocks (on a FIFO the
+// test opens when they are in) are promoted one per step boundary with a
+// cap of 1, where no cap would promote both before step 2.
+func TestServeCapsTheSteersAStepTakesIn(t *testing.T) {
+	data, dir := t.TempDir(), t.TempDir()
+	fifo := filepath.Join(dir, "go")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, data, "s.json", `{"responses": [
+		{"times": 1, "steps": [{"toolCall": {"id": "c1", "name": "bash", "input": {"command": "cat go"}}}, {"finish": "tool-calls"}]}],
+		"default": {"steps": [{"text": "fine"}, {"finish": "stop"}]}}`)
+	writeFile(t, data, ConfigFileName, `{"providers": {"s": {"type": "script", "file": "s.json"}}, "model": "s/x",
+		"agents": {"build": {"permission": [{"permission": "*", "pattern": "*", "action": "allow"}]}},
+		"limits": {"steerBatch": 1}}`)
+	s := serveInProcess(t, map[string]string{"SESSIOND_DATA": data, "HOME": t.TempDir()})
+	jdir, _ := json.Marshal(dir)
+	s.postOK("/api/session", `{"id": "ses_steer", "location": {"directory": `+string(jdir)+`}}`)
+	s.postOK("/api/session/ses_steer/prompt", `{"prompt": {"text": "start"}}`)
+	type event struct {
+		Type string `json:"type"`
+	}
+	history := func() []event {
+		code, body := s.get("/api/session/ses_steer/history?limit=100", "")
+		var page struct{ Data []event }
+		if err := json.Unmarshal([]byte(body), &page); code != http.StatusOK || err != nil {
+			t.Fatalf("history: %d %q: %v", code, body, err)
+		}
+		return page.Data
+	}
+	var events []event
+	eventually(t, "the bash call to start", func() bool {
+		events = history()
+		return slices.ContainsFunc(events, func(e event) bool { return e.Type == messages.TypeToolCalled })
+	}, func() string { return fmt.Sprint(events) })
+	var err error
+	for _, text := range []string{"one", "two"} {
+		s.postOK("/api/session/ses_steer/prompt", `{"prompt": {"text": "`+text+`"}, "delivery": "steer"}`)
+	}
+	// Opened without blocking once cat has it open (ENXIO until then);
+	// closing it ends cat's input, and cat exits.
+	var f *os.File
+	eventually(t, "cat to open the FIFO", func() bool {
+		f, err = os.OpenFile(fifo, os.O_WRONLY|unix.O_NONBLOCK, 0)
+		return err == nil
+	}, func() string { return fmt.Sprint(err, history()) })
+	f.Close()
+	eventually(t, "the Session to settle", func() bool {
+		events = history()
+		return len(events) > 0 && events[len(events)-1].Type == messages.TypeExecutionSucceeded
+	}, func() string { return fmt.Sprint(events) })
+	// Promotions between steps: the first prompt's before step 1, then one
+	// per boundary.
+	var seen []int
+	n := 0
+	for _, e := range events {
+		switch e.Type {
+		case messages.TypePromptPromoted:
+			n++
+		case messages.TypeStepStarted:
+			seen, n = append(seen, n), 0
+		}
+	}
+	if !slices.Equal(seen, []int{1, 1, 1}) {
+		t.Fatalf("promotions before each step %v, want [1 1 1]\n%v", seen, events)
 	}
 }
