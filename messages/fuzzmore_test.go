@@ -20,9 +20,21 @@ func FuzzCheckFrame(f *testing.F) {
 		f.Add(b)
 	}
 	for _, s := range [][]byte{{0xc0}, {0xc1}, {0x91}, {0x91, 0xc0}, {0x81, 0xa1, 'a', 0x01}, {0xc6, 0xff, 0xff, 0xff, 0xff},
-		{0xd4, 1, 2}, {0xc7, 1, 5, 9}, {0xdd, 0, 0, 0, 1, 0xc3}, {0xc0, 0xc0}, {0xca, 0, 0, 0, 0}, {0xd8, 1}} {
+		{0xd4, 1, 2}, {0xc7, 1, 5, 9}, {0xdd, 0, 0, 0, 1, 0xc3}, {0xc0, 0xc0}, {0xca, 0, 0, 0, 0}, {0xd8, 1},
+		// Whole values of the ext16, ext32 and fixext16 families.
+		{0xc8, 0, 2, 5, 'a', 'b'}, {0xc9, 0, 0, 0, 2, 5, 'a', 'b'}, append([]byte{0xd8, 5}, make([]byte, 16)...)} {
 		f.Add(s)
 	}
+	// A map16 (16 members or more).
+	m := map[string]int{}
+	for i := range 16 {
+		m[string(rune('a'+i))] = i
+	}
+	b, err := msgpack.Marshal(m)
+	if err != nil || b[0] != 0xde {
+		f.Fatalf("map16: %x, %v", b, err)
+	}
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) > 1<<12 {
 			return

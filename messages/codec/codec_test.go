@@ -73,6 +73,7 @@ func TestDecodeFieldsForms(t *testing.T) {
 		{"\x81\xa1a\xd3\xff\xff\xff\xff\xff\xff\xff\xff", pair{-1, 0}, false},
 		{"\x81\xa1a\xcf\xff\xff\xff\xff\xff\xff\xff\xff", pair{-1, 0}, false},
 		{"\x91\x01", pair{}, true},                                      // array of the wrong length
+		{"\x93\x01\x02\x03", pair{}, true},                              // too long, too
 		{"\xa1a", pair{}, true},                                         // not a struct
 		{"\xd4\x01\x00", pair{}, true},                                  // an ext is not a struct
 		{"\x82\xa1a", pair{}, true},                                     // cut short
