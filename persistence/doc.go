@@ -72,9 +72,12 @@
 // its fdatasync does not stall the log's; see paceWriteback), which also
 // stores the number of the last record it holds, and the log starts over.
 // Recovery opens bbolt, which is consistent at its last flush whatever
-// happened after, and re-applies the records after that number: neither a killed process nor a power loss can lose an
-// acknowledged commit or leave a torn B+tree, and no record is applied
-// twice.
+// happened after, and re-applies the records after that number (gathered
+// in a memtable first, and written in key order as a flush writes): neither
+// a killed process nor a power loss can lose an acknowledged commit or
+// leave a torn B+tree, and no record is applied twice. bbolt keeps its
+// freelist in the file, so an Open reads one page for it rather than
+// walking the whole file.
 //
 // The log ends at the first record that is missing, torn or fails its
 // checksum: a crash can tear only records not yet synced, and the writer
@@ -84,8 +87,9 @@
 // before it went bad: recovery refuses to drop it and every commit after
 // it as the end of the log, and Open fails with ErrWALDamaged unless
 // Options.RepairWAL is set (`sessiond repair`). bbolt's pages carry no
-// checksums, so damage there goes unseen; the log's is checked because
-// recovery would otherwise turn it into silent loss.
+// checksums, so damage there goes unseen until Verify runs bbolt's check
+// of the file (`sessiond check`); the log's is checked because recovery
+// would otherwise turn it into silent loss.
 //
 // Why a memtable rather than a bbolt commit per group: a bbolt commit
 // rewrites every page it touches, one pwrite each, with the branch pages
