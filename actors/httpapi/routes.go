@@ -25,6 +25,7 @@ var routes = []route{
 	{method: http.MethodGet, path: "/api/health", public: true, handle: (*api).health},
 	{method: http.MethodGet, path: "/metrics", public: true, handle: (*api).serveMetrics},
 	{method: http.MethodGet, path: "/api/openapi.json", handle: (*api).openapi},
+	{method: http.MethodGet, path: "/api/backup", handle: (*api).backup},
 
 	{method: http.MethodPost, path: "/api/session", handle: (*api).createSession},
 	{method: http.MethodGet, path: "/api/session", handle: (*api).listSessions},

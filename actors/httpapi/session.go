@@ -2,10 +2,14 @@ package httpapi
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/actors"
@@ -386,4 +390,35 @@ func (a *api) deleteInstruction(w http.ResponseWriter, r *http.Request) {
 	a.command(w, r, func(r *http.Request, sid messages.SessionID) error {
 		return a.store.DeleteEntry(r.Context(), sid, r.PathValue("key"))
 	})
+}
+
+// backupStore is the store method GET /api/backup serves
+// (persistence.Bolt's).
+type backupStore interface {
+	Backup(ctx context.Context) (io.ReadCloser, int64, error)
+}
+
+// backup streams a copy of the store as one bbolt file (see
+// persistence.Bolt.Backup), with its length, so that a client can tell a
+// whole copy from one cut short.
+func (a *api) backup(w http.ResponseWriter, r *http.Request) {
+	b, ok := a.store.(backupStore)
+	if !ok {
+		a.fail(w, r, errors.New("this store cannot make backups"))
+		return
+	}
+	f, size, err := b.Backup(r.Context())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	defer f.Close()
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Length", strconv.FormatInt(size, 10))
+	h.Set("Content-Disposition", `attachment; filename="sessiond-`+time.Now().UTC().Format("20060102T150405Z")+`.db"`)
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.Copy(w, f); err != nil && r.Context().Err() == nil {
+		a.log.Warn().Err(err).Msg("backup: the copy was cut short")
+	}
 }

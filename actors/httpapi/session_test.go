@@ -913,3 +913,38 @@ func (l *syncLog) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestBackupRoute: GET /api/backup streams a copy of the store with its
+// length, and the copy opens as a store of its own holding the Session's
+// whole log; a store without backups answers 500.
+func TestBackupRoute(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := e.createSession()
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "hi"}})
+	e.waitIdle(sid)
+	want := e.allEvents(sid)
+
+	r := e.do("GET", "/api/backup", nil).want(t, http.StatusOK)
+	if ct, cl := r.header.Get("Content-Type"), r.header.Get("Content-Length"); ct != "application/octet-stream" || cl != itoa(int64(len(r.body))) {
+		t.Fatalf("Content-Type %q, Content-Length %q for %d bytes", ct, cl, len(r.body))
+	}
+	if cd := r.header.Get("Content-Disposition"); !strings.HasPrefix(cd, `attachment; filename="sessiond-`) {
+		t.Fatalf("Content-Disposition %q", cd)
+	}
+	path := filepath.Join(t.TempDir(), "sessiond.db")
+	if err := os.WriteFile(path, r.body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := persistence.Open(path, persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	page, err := st.History(context.Background(), sid, persistence.Query{After: -1, Limit: 100})
+	if err != nil || len(page.Data) != len(want) || page.Data[len(want)-1].ID != want[len(want)-1].ID {
+		t.Fatalf("the copy's log: %d events (%v), want %d", len(page.Data), err, len(want))
+	}
+
+	failed := newEnv(t, harnessBackend(t, actortest.Options{Config: func(c *actors.Config) { c.Store = failedStore{c.Store} }}), nil)
+	failed.do("GET", "/api/backup", nil).wantError(t, http.StatusInternalServerError, messages.ErrInternal)
+}

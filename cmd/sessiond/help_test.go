@@ -54,6 +54,7 @@ func TestHelp(t *testing.T) {
 		"reply":          {"--message TEXT", "once|always|reject"},
 		"repair":         {"--force", "--data DIR", "sessiond.db-wal.damaged-TIME"},
 		"check":          {"--tmp DIR", "--data DIR", "row by row"},
+		"backup":         {"Usage: sessiond backup [flags] FILE", "--addr HOST:PORT", "must not exist", "sessiond.db"},
 	}
 	for name, wants := range cases {
 		args := append(strings.Fields(name), "--help")

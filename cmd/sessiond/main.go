@@ -233,6 +233,7 @@ var commands = []*command{
 	instructionCommand,
 	permissionsCommand,
 	replyCommand,
+	backupCommand,
 	checkCommand,
 	repairCommand,
 }

@@ -1,0 +1,90 @@
+package persistence
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Backup makes a copy of the store as readers see it when it starts:
+// every commit durable by then, and none after. The copy is one bbolt file
+// that Open takes as a store of its own, put alone in a data directory (no
+// write-ahead log beside it) under the store's file name. Writes go on
+// meanwhile.
+//
+// It copies bbolt as of a read transaction (bbolt's WriteTo) into a
+// temporary file beside the store and writes into that what the memtables
+// of the same snapshot hold, as a flush would: the directory needs room
+// for a copy of the store. The read transaction is held while bbolt is
+// copied, which a flush that must grow the file's mapping waits for.
+//
+// It returns the copy, read from its start, and its size; closing it
+// removes the file.
+func (s *Bolt) Backup(ctx context.Context) (io.ReadCloser, int64, error) {
+	f, err := os.CreateTemp(filepath.Dir(s.Path()), filepath.Base(s.Path())+".backup-*")
+	if err != nil {
+		return nil, 0, fmt.Errorf("persistence: backup: %w", err)
+	}
+	b := &backupFile{f}
+	var mems []*memTree
+	err = s.view(func(v *view) error {
+		mems = v.mems
+		_, err := v.tx.WriteTo(f)
+		return err
+	})
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		err = applyMems(f.Name(), mems)
+	}
+	var size int64
+	if err == nil {
+		size, err = f.Seek(0, io.SeekEnd)
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		b.Close()
+		return nil, 0, fmt.Errorf("persistence: backup: %w", err)
+	}
+	return b, size, nil
+}
+
+// backupFile is a backup's temporary file, removed when it is closed.
+type backupFile struct{ *os.File }
+
+func (b *backupFile) Close() error {
+	err := b.File.Close()
+	if rerr := os.Remove(b.Name()); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// applyMems writes the memtables, oldest first, into the bbolt file at
+// path (mems as a snapshot lists them, newest first). Writing a memtable
+// that bbolt holds already changes nothing.
+func applyMems(path string, mems []*memTree) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true})
+	if err != nil {
+		return err
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for i := len(mems) - 1; i >= 0; i-- {
+			if err := writeMem(tx, mems[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
