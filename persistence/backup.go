@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -25,7 +26,7 @@ import (
 // It returns the copy, read from its start, and its size; closing it
 // removes the file.
 func (s *Bolt) Backup(ctx context.Context) (io.ReadCloser, int64, error) {
-	f, err := os.CreateTemp(filepath.Dir(s.Path()), filepath.Base(s.Path())+".backup-*")
+	f, err := os.CreateTemp(filepath.Dir(s.Path()), filepath.Base(s.Path())+backupSuffix+"*")
 	if err != nil {
 		return nil, 0, fmt.Errorf("persistence: backup: %w", err)
 	}
@@ -54,6 +55,33 @@ func (s *Bolt) Backup(ctx context.Context) (io.ReadCloser, int64, error) {
 		return nil, 0, fmt.Errorf("persistence: backup: %w", err)
 	}
 	return b, size, nil
+}
+
+// backupSuffix ends the store's file name in its backups' temporary
+// files.
+const backupSuffix = ".backup-"
+
+// removeBackupFiles removes the temporary files of backups of the store
+// at path that a process ended before it could (a crash), which would
+// otherwise hold a copy of the store's size each. Only the holder of the
+// store's lock may call it.
+func removeBackupFiles(path string) {
+	left, _ := filepath.Glob(globEscape(path) + backupSuffix + "*")
+	for _, f := range left {
+		os.Remove(f)
+	}
+}
+
+// globEscape escapes the pattern characters of a path for filepath.Glob.
+func globEscape(path string) string {
+	var b strings.Builder
+	for _, r := range path {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // backupFile is a backup's temporary file, removed when it is closed.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -182,4 +183,40 @@ func TestBackupWritesTheNewerMemtableLast(t *testing.T) {
 	}
 	want := dump(t, st)
 	sameState(t, "the backup", dump(t, restore(t, backup(t, st))), want)
+}
+
+// TestOpenRemovesWhatABackupLeft: a backup's temporary file that a crash
+// left beside the store is removed when the store next opens, and nothing
+// else is, in a directory whose name holds glob characters too.
+func TestOpenRemovesWhatABackupLeft(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a[b]*?")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "s.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"s.db.backup-123", "s.db.other", "x.db.backup-1"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var names []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{"s.db", "s.db-wal", "s.db-wal2", "s.db.other", "x.db.backup-1"}; !slices.Equal(names, want) {
+		t.Fatalf("files %q, want %q", names, want)
+	}
 }

@@ -248,6 +248,7 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		return nil, err
 	}
 	w.nosync, w.repair = opts.NoSync, opts.RepairWAL
+	removeBackupFiles(path) // the lock is ours: no backup of this store runs
 	s := &Bolt{wal: w, opts: opts, ops: make(chan *op, 4096), quit: make(chan struct{}), syncq: make(chan syncJob),
 		syncedSig: make(chan struct{}, 1), flushq: make(chan flushJob, 1), flushDone: make(chan flushResult, 1)}
 	defer func() {
