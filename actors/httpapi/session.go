@@ -407,6 +407,13 @@ func (a *api) backup(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, errors.New("this store cannot make backups"))
 		return
 	}
+	if r.Method == http.MethodHead {
+		// A copy's length is known only once it is made: HEAD would
+		// make one to throw it away.
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	f, size, err := b.Backup(r.Context())
 	if err != nil {
 		a.fail(w, r, err)

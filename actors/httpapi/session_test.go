@@ -945,6 +945,11 @@ func TestBackupRoute(t *testing.T) {
 		t.Fatalf("the copy's log: %d events (%v), want %d", len(page.Data), err, len(want))
 	}
 
+	// HEAD makes no copy, so its answer has no length.
+	if r := e.do("HEAD", "/api/backup", nil).want(t, http.StatusOK); r.header.Get("Content-Length") != "" {
+		t.Fatalf("HEAD: Content-Length %q, want none", r.header.Get("Content-Length"))
+	}
+
 	failed := newEnv(t, harnessBackend(t, actortest.Options{Config: func(c *actors.Config) { c.Store = failedStore{c.Store} }}), nil)
 	failed.do("GET", "/api/backup", nil).wantError(t, http.StatusInternalServerError, messages.ErrInternal)
 }
