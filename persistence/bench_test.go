@@ -3,6 +3,7 @@ package persistence_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -327,4 +328,33 @@ func BenchmarkRecover(b *testing.B) {
 	}
 	b.ReportMetric(float64(took.Microseconds())/1e3/float64(b.N), "open-ms")
 	b.ReportMetric(float64(logBytes)/1e6, "log-MB")
+}
+
+// BenchmarkBackupBig makes a backup of the store of the 1,000,000-event
+// Session (about 200 MB) and reads it through, as GET /api/backup sends
+// it, and reports how long that takes.
+func BenchmarkBackupBig(b *testing.B) {
+	path, _ := bigSession(b)
+	st, err := persistence.Open(path, persistence.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	var size int64
+	b.ResetTimer()
+	for range b.N {
+		r, n, err := st.Backup(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Close(); err != nil {
+			b.Fatal(err)
+		}
+		size = n
+	}
+	b.ReportMetric(float64(size)/1e6, "MB")
+	b.ReportMetric(float64(size)/1e6/(b.Elapsed().Seconds()/float64(b.N)), "MB/s")
 }
