@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"sort"
@@ -38,30 +37,8 @@ func TestCheckFrameNamesTheDeclaration(t *testing.T) {
 }
 
 // TestDecodeNilOrEmptyIntoUsedValue: a codec resets its target before it
-// reads, so nil and an empty map decode to the zero value whatever the
-// target held (as they do into a new value).
-func TestDecodeNilOrEmptyIntoUsedValue(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	g := codectest.NewGen()
-	for _, typ := range codecTypes {
-		for _, b := range [][]byte{{0xc0}, {0x80}} {
-			used := reflect.New(typ)
-			for used.Elem().IsZero() {
-				src := make([]byte, 256)
-				for i := range src {
-					src[i] = byte(rng.Uint32())
-				}
-				g.Fill(used.Interface(), src)
-			}
-			if err := Unmarshal(b, used.Interface()); err != nil {
-				t.Fatalf("%s from %x: %v", typ, b, err)
-			}
-			if !used.Elem().IsZero() {
-				t.Errorf("%s from %x into a used value: %#v, want the zero value", typ, b, used.Elem())
-			}
-		}
-	}
-}
+// reads (codectest.Codec.CheckResets).
+func TestDecodeNilOrEmptyIntoUsedValue(t *testing.T) { stored.CheckResets(t, codecTypes) }
 
 // TestEnvelopeWithoutDataEncodesNil: the envelope codec writes missing
 // data as nil, as the reflection encoder does, so the row is framed and

@@ -2,7 +2,6 @@ package persistence
 
 import (
 	"encoding/json"
-	"math/rand/v2"
 	"reflect"
 	"testing"
 
@@ -32,32 +31,8 @@ func TestCodecTypes(t *testing.T) {
 func TestCodecsMatchReflection(t *testing.T) { stored.Check(t, codecTypes, 150) }
 
 // TestDecodeNilOrEmptyIntoUsedValue: a codec resets its target before it
-// reads, so nil and an empty map decode to the zero value whatever the
-// target held (as they do into a new value). Check decodes into used
-// values too, but from full encodings, which set every field of a type
-// without omitempty fields (Retry) whether or not it was reset.
-func TestDecodeNilOrEmptyIntoUsedValue(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	g := codectest.NewGen()
-	for _, typ := range codecTypes {
-		for _, b := range [][]byte{{0xc0}, {0x80}} {
-			used := reflect.New(typ)
-			for used.Elem().IsZero() {
-				src := make([]byte, 256)
-				for i := range src {
-					src[i] = byte(rng.Uint32())
-				}
-				g.Fill(used.Interface(), src)
-			}
-			if err := messages.Unmarshal(b, used.Interface()); err != nil {
-				t.Fatalf("%s from %x: %v", typ, b, err)
-			}
-			if !used.Elem().IsZero() {
-				t.Errorf("%s from %x into a used value: %#v, want the zero value", typ, b, used.Elem())
-			}
-		}
-	}
-}
+// reads (codectest.Codec.CheckResets).
+func TestDecodeNilOrEmptyIntoUsedValue(t *testing.T) { stored.CheckResets(t, codecTypes) }
 
 // FuzzCodecValues builds a value of a codec type from the input and checks
 // its encoding and decoding against reflection.

@@ -129,3 +129,27 @@ func CheckMethods(t *testing.T, types []reflect.Type) {
 		}
 	}
 }
+
+// CheckResets checks that a codec resets its target before it reads: nil
+// and an empty map decode to the zero value whatever the target held, as
+// they do into a new value. Check decodes into used values too, but from
+// full encodings, which set every field of a type without omitempty
+// fields whether or not it was reset.
+func (c Codec) CheckResets(t *testing.T, types []reflect.Type) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	g := NewGen()
+	for _, typ := range types {
+		for _, b := range [][]byte{{0xc0}, {0x80}} {
+			used := reflect.New(typ)
+			for used.Elem().IsZero() {
+				g.Fill(used.Interface(), randomBytes(rng, 256))
+			}
+			if err := c.Unmarshal(b, used.Interface()); err != nil {
+				t.Fatalf("%s from %x: %v", typ, b, err)
+			}
+			if !used.Elem().IsZero() {
+				t.Errorf("%s from %x into a used value: %#v, want the zero value", typ, b, used.Elem())
+			}
+		}
+	}
+}
