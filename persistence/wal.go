@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -482,17 +483,18 @@ func readRecords(r io.ReaderAt, size int64, first uint64, seed uint32) (out [][]
 // a log record by record (two reads each) costs a system call per window
 // rather than two per record.
 type readAhead struct {
-	r   io.ReaderAt
-	off int64
-	buf []byte
+	r      io.ReaderAt
+	window int // readAheadBytes when 0
+	off    int64
+	buf    []byte
 }
 
 const readAheadBytes = 1 << 20
 
 func (a *readAhead) ReadAt(p []byte, off int64) (int, error) {
 	if off < a.off || off+int64(len(p)) > a.off+int64(len(a.buf)) {
-		if cap(a.buf) < max(len(p), readAheadBytes) {
-			a.buf = make([]byte, max(len(p), readAheadBytes))
+		if n := max(len(p), cmp.Or(a.window, readAheadBytes)); cap(a.buf) < n {
+			a.buf = make([]byte, n)
 		}
 		n, err := a.r.ReadAt(a.buf[:cap(a.buf)], off)
 		a.off, a.buf = off, a.buf[:n]

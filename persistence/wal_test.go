@@ -773,6 +773,13 @@ func FuzzReadWAL(f *testing.F) {
 		for _, p := range recs {
 			_ = decodeRecord(p, func(byte, []byte, []byte, []byte) error { return nil })
 		}
+		// Through a read-ahead window smaller than most records, as
+		// recovery reads, the same records and the same end.
+		window := 1 + len(b)%29
+		recs2, err2 := readRecords(&readAhead{r: bytes.NewReader(b), window: window}, int64(len(b)), h.first, h.seed)
+		if !reflect.DeepEqual(recs2, recs) || fmt.Sprint(err2) != fmt.Sprint(err) {
+			t.Fatalf("through a %d-byte window: %d records, %v; directly %d, %v", window, len(recs2), err2, len(recs), err)
+		}
 	})
 }
 
