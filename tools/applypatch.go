@@ -153,6 +153,11 @@ func (p *patcher) resolve(call *CallContext, parsed *patch.Patch) ([]*target, er
 		t := &target{op: op, res: res, shown: displayPath(res), path: res.Path}
 		if op.Kind == patch.Delete {
 			t.path = filepath.Join(res.Base, filepath.FromSlash(res.Entry))
+			// The question and the report name the entry that goes too:
+			// a link, not its target, which stays.
+			entry := res
+			entry.Rel = res.Entry
+			t.shown = displayPath(entry)
 		}
 		t.rel = call.Paths.RelToRoot(t.path)
 		if prev, dup := byPath[res.Path]; dup {
