@@ -87,27 +87,7 @@ func TestOpenSurvivesATornLogRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Tear the header that restart wrote: the newer one.
-	var newest string
-	var gen uint64
-	for _, name := range []string{path + "-wal", path + "-wal2"} {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h, ok := decodeHeader(b); ok && h.gen >= gen {
-			newest, gen = name, h.gen
-		}
-	}
-	f, err := os.OpenFile(newest, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(make([]byte, walHeaderLen), 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	tearWALHeader(t, path, func(gen, best uint64) bool { return gen >= best }, 0)
 	sameState(t, "after a torn restart", dump(t, openAndCheck(t, path, Options{NoSync: true})), want)
 }
 
@@ -332,18 +312,33 @@ func TestLogStartingPastTheDatabaseIsCorruptEvenToRepair(t *testing.T) {
 		return tx.Bucket(bucketMeta).Put(keyApplied, make([]byte, 8)) // bbolt holds no record
 	})
 	// Tear the older file's header.
-	var older string
-	gen := uint64(1<<64 - 1)
+	tearWALHeader(t, path, func(gen, best uint64) bool { return gen <= best }, 1<<64-1)
+	st, err = Open(path, Options{NoSync: true, RepairWAL: true})
+	if err == nil {
+		st.Close()
+		t.Fatal("opened a store whose log starts past its database")
+	}
+	if !errors.Is(err, errWALCorrupt) || errors.Is(err, ErrWALDamaged) {
+		t.Fatalf("open: %v, want log corruption, not a damaged record", err)
+	}
+}
+
+// tearWALHeader zeroes the header of the log file of the store at path
+// whose generation wins over the others by better, starting from first.
+func tearWALHeader(t *testing.T, path string, better func(gen, best uint64) bool, first uint64) {
+	t.Helper()
+	var pick string
+	best := first
 	for _, name := range []string{path + "-wal", path + "-wal2"} {
 		b, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h, ok := decodeHeader(b); ok && h.gen <= gen {
-			older, gen = name, h.gen
+		if h, ok := decodeHeader(b); ok && better(h.gen, best) {
+			pick, best = name, h.gen
 		}
 	}
-	f, err := os.OpenFile(older, os.O_WRONLY, 0)
+	f, err := os.OpenFile(pick, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,13 +347,5 @@ func TestLogStartingPastTheDatabaseIsCorruptEvenToRepair(t *testing.T) {
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
-	}
-	st, err = Open(path, Options{NoSync: true, RepairWAL: true})
-	if err == nil {
-		st.Close()
-		t.Fatal("opened a store whose log starts past its database")
-	}
-	if !errors.Is(err, errWALCorrupt) || errors.Is(err, ErrWALDamaged) {
-		t.Fatalf("open: %v, want log corruption, not a damaged record", err)
 	}
 }
