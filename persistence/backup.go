@@ -66,22 +66,13 @@ const backupSuffix = ".backup-"
 // otherwise hold a copy of the store's size each. Only the holder of the
 // store's lock may call it.
 func removeBackupFiles(path string) {
-	left, _ := filepath.Glob(globEscape(path) + backupSuffix + "*")
-	for _, f := range left {
-		os.Remove(f)
-	}
-}
-
-// globEscape escapes the pattern characters of a path for filepath.Glob.
-func globEscape(path string) string {
-	var b strings.Builder
-	for _, r := range path {
-		if strings.ContainsRune(`*?[\`, r) {
-			b.WriteByte('\\')
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	prefix := filepath.Base(path) + backupSuffix
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			os.Remove(filepath.Join(filepath.Dir(path), e.Name()))
 		}
-		b.WriteRune(r)
 	}
-	return b.String()
 }
 
 // backupFile is a backup's temporary file, removed when it is closed.

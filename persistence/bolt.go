@@ -267,20 +267,17 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 			}
 		}
 	}
-	s.db, err = openBolt(path, &bolt.Options{
-		OpenFile: func(name string, flag int, mode os.FileMode) (*os.File, error) {
-			f, err := os.OpenFile(name, flag, mode)
-			s.dbFile = f // for paceWriteback; bbolt opens its file once
-			return f, err
-		},
+	s.db, s.dbFile, err = openBolt(path, &bolt.Options{
 		Timeout: opts.Timeout,
 		NoSync:  opts.NoSync,
 		// The freelist is written with every bbolt commit (bbolt's
-		// default). Only flushes commit here, one per FlushBytes of log,
-		// so that costs a page or two per flush; without it, every Open
-		// walks every page of the file to rebuild the list, which took
-		// 2.8 s with a cold cache for a 209 MB store against 3-4 ms
-		// (BenchmarkOpenBig), and a restart after a crash waits for it.
+		// default; only flushes commit here). Without it, every Open
+		// walks every page of the file to rebuild the list: 2.8 s with a
+		// cold cache for a 209 MB store against 3-4 ms (BenchmarkOpenBig),
+		// and a restart after a crash waits for it. It is not free: with
+		// fsync on, 256 admitters ran 41.8-54.2k admissions/s against
+		// 52.6-63.7k without it (docs/performance.md, twenty-first
+		// sitting; the cause is not found yet).
 		FreelistType: bolt.FreelistMapType,
 		// Address space only: fewer remaps, each of which waits for the
 		// open read transactions.
@@ -563,20 +560,16 @@ func (s *Bolt) Close() error {
 // file damaged as it opens it.
 var ErrCorrupt = errors.New("persistence: corrupt database file")
 
-// openBolt is bolt.Open that turns a panic into ErrCorrupt. bbolt panics,
-// in the goroutine that opens the file, on some damage it reads there (a
-// freelist page that is not one). Its file is unlocked and closed then;
-// the read-only mapping of it bbolt may have made stays until the process
-// ends, as bbolt gives no way to reach it (and holds the file open, which
-// is why closing it alone would not release the lock).
-func openBolt(path string, o *bolt.Options) (db *bolt.DB, err error) {
-	var file *os.File
-	open := o.OpenFile
-	if open == nil {
-		open = os.OpenFile
-	}
+// openBolt is bolt.Open that also returns bbolt's file (it opens it once;
+// paceWriteback needs it) and turns a panic into ErrCorrupt. bbolt
+// panics, in the goroutine that opens the file, on some damage it reads
+// there (a freelist page that is not one). The file is unlocked and closed
+// then; the read-only mapping of it bbolt may have made stays until the
+// process ends, as bbolt gives no way to reach it (and holds the file
+// open, which is why closing it alone would not release the lock).
+func openBolt(path string, o *bolt.Options) (db *bolt.DB, file *os.File, err error) {
 	o.OpenFile = func(name string, flag int, mode os.FileMode) (*os.File, error) {
-		f, err := open(name, flag, mode)
+		f, err := os.OpenFile(name, flag, mode)
 		file = f
 		return f, err
 	}
@@ -586,10 +579,11 @@ func openBolt(path string, o *bolt.Options) (db *bolt.DB, err error) {
 				_ = unix.Flock(int(file.Fd()), unix.LOCK_UN)
 				file.Close()
 			}
-			db, err = nil, fmt.Errorf("%w: %v", ErrCorrupt, r)
+			db, file, err = nil, nil, fmt.Errorf("%w: %v", ErrCorrupt, r)
 		}
 	}()
-	return bolt.Open(path, 0o600, o)
+	db, err = bolt.Open(path, 0o600, o)
+	return db, file, err
 }
 
 func (s *Bolt) closeFiles() error {

@@ -108,10 +108,5 @@ func (c *client) backup(ctx context.Context, path string) (n int64, err error) {
 		return 0, err
 	}
 	os.Remove(tmp.Name())
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return n, err
-	}
-	defer d.Close()
-	return n, d.Sync()
+	return n, syncDir(filepath.Dir(path))
 }

@@ -107,12 +107,17 @@ func copyDurably(from, to string) (err error) {
 	if err := dst.Sync(); err != nil {
 		return err
 	}
-	dir, err := os.Open(filepath.Dir(to))
+	return syncDir(filepath.Dir(to))
+}
+
+// syncDir syncs directory dir, so that the names made in it are durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
-	defer dir.Close()
-	return dir.Sync()
+	defer d.Close()
+	return d.Sync()
 }
 
 // offlineStore is what a command that opens the store itself (check,
