@@ -152,7 +152,7 @@ func (s *Bolt) Dump() (map[string]map[string]string, error) {
 			m := map[string]string{}
 			out[string(name)] = m
 			var err error
-			for k, val := range stateRows(v, name, &err) {
+			for k, val := range stateRows(v, name, everyRow, &err) {
 				m[string(k)] = string(val)
 			}
 			if err != nil {
@@ -164,12 +164,28 @@ func (s *Bolt) Dump() (map[string]map[string]string, error) {
 	return out, err
 }
 
-// stateRows yields a bucket's rows in key order as state, not as stored:
-// without the flush watermark, which is bookkeeping, and with each log
-// row expanded into one row per event (streamKey(sid, seq, rLog)), since
-// how events were grouped into rows depends on how they were appended.
-// A log row that does not decode ends the rows, its error in *errp.
-func stateRows(v *view, name []byte, errp *error) iter.Seq2[[]byte, []byte] {
+// rowSet selects which of a bucket's rows stateRows yields.
+type rowSet int
+
+const (
+	// everyRow is all of them. The keys of one log row's events sort
+	// before the message rows among them, so the keys are not in order
+	// when a message row falls inside a log row's seqs: for Dump, which
+	// does not need them in order.
+	everyRow rowSet = iota
+	// logRows is the log rows' events alone, in key order.
+	logRows
+	// otherRows is every row but the log rows, in key order.
+	otherRows
+)
+
+// stateRows yields a bucket's rows as state, not as stored: without the
+// flush watermark, which is bookkeeping, and with each log row expanded
+// into one row per event (streamKey(sid, seq, rLog)), since how events
+// were grouped into rows depends on how they were appended (a Restore
+// writes a Session's events as one row). A log row that does not decode
+// ends the rows, its error in *errp.
+func stateRows(v *view, name []byte, set rowSet, errp *error) iter.Seq2[[]byte, []byte] {
 	return func(yield func([]byte, []byte) bool) {
 		c := v.cursor(name)
 		for k, val := c.First(); k != nil; k, val = c.Next() {
@@ -177,9 +193,15 @@ func stateRows(v *view, name []byte, errp *error) iter.Seq2[[]byte, []byte] {
 				continue
 			}
 			if !bytes.Equal(name, bucketData) || !isLogRow(k) {
+				if set == logRows {
+					continue
+				}
 				if !yield(k, val) {
 					return
 				}
+				continue
+			}
+			if set == otherRows {
 				continue
 			}
 			sid := messages.SessionID(k[:len(k)-11])

@@ -109,10 +109,10 @@ func TestVerifyFindsProjectionsTheLogsDoNotMake(t *testing.T) {
 			v[len(v)-1] ^= 1
 			return tx.Bucket(bucketData).Put(k, v)
 		}, "differs from what the logs make"},
-		{"a missing inbox row", func(tx *bolt.Tx, sids []messages.SessionID) error {
-			k, _ := tx.Bucket(bucketInbox).Cursor().Last()
-			return tx.Bucket(bucketInbox).Delete(k)
-		}, "inbox \"msg_"},
+		{"a missing pending row", func(tx *bolt.Tx, sids []messages.SessionID) error {
+			k, _ := tx.Bucket(bucketData).Cursor().Seek(prefix(sids[1], kPending))
+			return tx.Bucket(bucketData).Delete(k)
+		}, "\\x00\\x05\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x01\": missing"},
 		{"an extra message ID", func(tx *bolt.Tx, sids []messages.SessionID) error {
 			return tx.Bucket(bucketIDs).Put([]byte("msg_zzzz"), []byte{0x80})
 		}, `ids "msg_zzzz": not what the logs make`},
@@ -171,7 +171,7 @@ func TestStateRowsStopsWhenAsked(t *testing.T) {
 	var seen int
 	var err error
 	if verr := st.view(func(v *view) error {
-		for k := range stateRows(v, bucketData, &err) {
+		for k := range stateRows(v, bucketData, everyRow, &err) {
 			if isLogRow(k) {
 				if seen++; seen == 2 { // session.created.1, then the first of the two
 					break
@@ -184,5 +184,34 @@ func TestStateRowsStopsWhenAsked(t *testing.T) {
 	}
 	if seen != 2 || err != nil {
 		t.Fatalf("stopped after %d log events with %v, want 2 and no error", seen, err)
+	}
+}
+
+// TestVerifyWithMessagesInsideTheLog: a message row sorts between log rows
+// (the promoted prompt's user message, then a later admission), and the
+// rebuilt store holds the same events in one log row, whose events'
+// keys sort after that message. Verify compared the two in one walk and
+// reported every event before the message as both extra and missing, on
+// every Session that had taken a prompt and gone on.
+func TestVerifyWithMessagesInsideTheLog(t *testing.T) {
+	st := openTemp(t, Options{})
+	ctx := context.Background()
+	sid := newSession(t, st)
+	r, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "first"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: r.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, sid, &messages.ExecutionStarted{SessionID: sid}, &messages.ExecutionSucceeded{SessionID: sid}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "second"}}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := st.Verify(ctx, t.TempDir())
+	if err != nil || len(rep.Problems) != 0 || rep.Events != 6 {
+		t.Fatalf("verify: %+v, %v; want 6 events and no problem", rep, err)
 	}
 }
