@@ -80,6 +80,14 @@ func TestRunDemo(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "[done] read: 1\tmy own notes") || strings.Contains(r.stderr, "created notes.txt") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
+
+	// What the two runs left checks as sound: every projection is what
+	// their logs make (check once reported every event before a message
+	// row of a Session that had gone on past it).
+	r = sessiond(t, testEnv(t, "SESSIOND_DATA", data), nil, "check", "--tmp", t.TempDir())
+	if r.code != 0 || !strings.Contains(r.stdout, "is sound (Sessions: 2, events: ") {
+		t.Fatalf("check: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
 }
 
 // TestRunWithoutTerminal: with no terminal and no --yes the first question
