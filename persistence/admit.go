@@ -207,8 +207,8 @@ func existingReceipt(v *view, req Admission) (Admitted, bool, error) {
 	if ent.Kind != idInput {
 		return Admitted{}, false, messages.Errorf(messages.ErrPromptConflict, "message ID %q already names another message", req.ID)
 	}
-	var in Input
-	if err := decodeAt(v, bucketInbox, []byte(req.ID), &in); err != nil {
+	in, err := inputOf(v, req.ID, ent)
+	if err != nil {
 		return Admitted{}, false, err
 	}
 	switch {
@@ -307,7 +307,8 @@ func (s *Bolt) AdmitCompaction(ctx context.Context, sid messages.SessionID) (Inp
 			return err
 		}
 		created = true
-		return decodeAt(&w.v, bucketInbox, []byte(id), &out)
+		out = compactionInput(ev, ev.Data.(*messages.CompactionAdmitted))
+		return nil
 	})
 	return out, created, err
 }

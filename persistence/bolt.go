@@ -305,10 +305,13 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 			}
 		}
 		meta := tx.Bucket(bucketMeta)
+		migrate := false
 		if v := meta.Get(keySchema); v == nil {
 			if err := meta.Put(keySchema, []byte{schemaVersion}); err != nil {
 				return err
 			}
+		} else if len(v) == 1 && v[0] == schemaInbox {
+			migrate = true
 		} else if len(v) != 1 || v[0] != schemaVersion {
 			return fmt.Errorf("%w: file has %v, want %d", ErrSchema, v, schemaVersion)
 		}
@@ -326,6 +329,12 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		}
 		if err := writeMem(tx, mem); err != nil {
 			return err
+		}
+		if migrate {
+			if err := migrateInbox(tx); err != nil {
+				return err
+			}
+			opts.Logger.Info().Int("from", schemaInbox).Int("to", schemaVersion).Msg("migrated the store's schema")
 		}
 		if len(replay) > 0 {
 			opts.Logger.Info().Int("records", len(replay)).Msg("recovered commits from the write-ahead log")

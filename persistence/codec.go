@@ -41,7 +41,7 @@ var (
 	checkpointKeys = []string{"b", "q", "a"}
 	sessionKeys    = []string{"i", "l", "t", "a", "m", "c", "k", "o"}
 	inputKeys      = []string{"i", "s", "k", "p", "d", "a", "q", "c"}
-	idEntryKeys    = []string{"s", "k", "q"}
+	idEntryKeys    = []string{"s", "k", "q", "a", "z"}
 )
 
 // EncodeMsgpack implements msgpack.CustomEncoder.
@@ -448,6 +448,8 @@ func (e *idEntry) EncodeMsgpack(enc *msgpack.Encoder) error {
 		f.String("s", string(e.SessionID))
 		f.String("k", e.Kind)
 		f.IntOmitEmpty("q", e.Seq)
+		f.IntOmitEmpty("a", e.Admitted)
+		f.IntOmitEmpty("z", e.Settled)
 	})
 }
 
@@ -462,6 +464,10 @@ func (e *idEntry) DecodeMsgpack(dec *msgpack.Decoder) error {
 			return codec.DecodeString(dec, &e.Kind)
 		case "q":
 			return codec.DecodeInt(dec, &e.Seq)
+		case "a":
+			return codec.DecodeInt(dec, &e.Admitted)
+		case "z":
+			return codec.DecodeInt(dec, &e.Settled)
 		}
 		return dec.Skip()
 	})

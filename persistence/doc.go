@@ -27,9 +27,10 @@
 //
 // One bbolt file with flat top-level buckets: data (every per-Session row,
 // clustered by Session), sessions (the list index), ids (message ID ->
-// owner and the seq of its message row: also the message index), inbox
-// (message ID -> row), entries, approvals, meta. Within data a Session's
-// rows are sid\x00 + a kind byte (keys.go), in this order:
+// owner and the seq of its message row: also the message index),
+// entries, approvals, meta, and inbox (empty since schema 5, see
+// migrate.go). Within data a Session's rows are sid\x00 + a kind byte
+// (keys.go), in this order:
 //
 //	checkpoint                           written rarely
 //	stream: seq + row byte               log rows and messages interleaved
@@ -38,6 +39,16 @@
 // Keys embed big-endian seqs so cursor order is log order. A log row holds
 // the events one operation appended to the Session, under its last seq
 // (logrow.go): a step is two rows, not six.
+//
+// An inbox row (DESIGN.md §4) is not stored as one. Its fields are the
+// admission event's, plus the seqs that admitted and settled it, which
+// the input's ID entry holds; the pending index (admitted seq -> ID) keeps
+// the order. An admission thus writes its event, its ID entry and its
+// pending row; with a row of its own as well, a fourth holding the prompt
+// a second time, 256 admitters ran 10-40% slower without fsync
+// (docs/performance.md, twenty-second sitting). Reading a row back costs a
+// seek into the log: a retry, a promotion, a step boundary with inputs
+// pending.
 //
 // Why flat and not a bucket per Session: a nested bucket is its own B+tree
 // whose root is inlined in, or pointed to by, its parent; a commit that

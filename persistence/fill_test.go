@@ -45,7 +45,7 @@ func TestAppendsPackPages(t *testing.T) {
 	}
 	defer st.Close()
 	err = st.db.View(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketData, bucketInbox, bucketIDs} {
+		for _, name := range [][]byte{bucketData, bucketIDs} {
 			s := tx.Bucket(name).Stats()
 			if s.LeafPageN == 0 {
 				t.Errorf("bucket %s: no leaf pages in bbolt after the flush", name)

@@ -9,10 +9,14 @@ import (
 // Bucket names. Per-Session rows all live in one bucket, "data", clustered
 // by Session (see doc.go); the other buckets are global indexes.
 var (
-	bucketMeta      = []byte("meta")
-	bucketData      = []byte("data")
-	bucketSessions  = []byte("sessions")
-	bucketIDs       = []byte("ids")
+	bucketMeta     = []byte("meta")
+	bucketData     = []byte("data")
+	bucketSessions = []byte("sessions")
+	bucketIDs      = []byte("ids")
+	// bucketInbox held schema 4's inbox rows; since schema 5 it is always
+	// empty (an input's row is its ID entry and its admission event, see
+	// idEntry), and stays so that the bucket indexes in log records
+	// written before the migration still name their buckets (migrate.go).
 	bucketInbox     = []byte("inbox")
 	bucketEntries   = []byte("entries")
 	bucketApprovals = []byte("approvals")
@@ -35,7 +39,7 @@ const (
 	kCheckpoint kind = 1 // the instruction checkpoint
 	kStream     kind = 3 // seq + row -> event or message (streamKey)
 	kOpen       kind = 4 // messageID of an assistant message whose step is open
-	kPending    kind = 5 // admitted seq -> message ID of an unsettled input
+	kPending    kind = 5 // admitted seq -> message ID of an unsettled input, in admission order
 	kSession    kind = 6 // the Session record
 	kRetry      kind = 7 // message ID whose projected retry is live
 )
@@ -50,7 +54,7 @@ const (
 )
 
 // schemaVersion is stored in meta; Open refuses a file from another version.
-const schemaVersion = 4
+const schemaVersion = 5
 
 var keySchema = []byte("schema")
 
@@ -111,10 +115,16 @@ func streamSeq(k []byte) int64 {
 // message). The ids bucket is thereby also the message index: a step's new
 // message touches the ids leaf every commit shares instead of a leaf of
 // its own Session.
+//
+// An input's entry is also its inbox row, together with the event that
+// admitted it (inputOf): Admitted is that event's seq and Settled the seq
+// of the event that promoted or settled it (0 while pending).
 type idEntry struct {
 	SessionID messages.SessionID `msgpack:"s"`
 	Kind      string             `msgpack:"k"`
 	Seq       int64              `msgpack:"q,omitempty"`
+	Admitted  int64              `msgpack:"a,omitempty"`
+	Settled   int64              `msgpack:"z,omitempty"`
 }
 
 // ID kinds in the global index.

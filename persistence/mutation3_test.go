@@ -41,7 +41,7 @@ func TestOpenRefusesAnotherSchemaVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, v := range [][]byte{{schemaVersion + 1}, {schemaVersion - 1}, {schemaVersion, 0}, {}} {
+	for _, v := range [][]byte{{schemaVersion + 1}, {schemaInbox - 1}, {schemaVersion, 0}, {}} {
 		setSchema(v)
 		st, err := Open(path, Options{NoSync: true})
 		if !errors.Is(err, ErrSchema) {

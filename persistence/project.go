@@ -44,8 +44,7 @@ func (w *wtx) project(ev messages.Event) error {
 		return w.putMessage(&Message{ID: in.ID, SessionID: sid, Seq: seq, Role: RoleUser, Created: ev.Created,
 			Prompt: in.Prompt, Delivery: in.Delivery})
 	case *messages.CompactionAdmitted:
-		if err := w.insertInput(sid, Input{ID: p.InputID, SessionID: sid, Kind: InputCompaction, AdmittedSeq: seq,
-			TimeCreated: ev.Created}); err != nil {
+		if err := w.insertInput(sid, compactionInput(ev, p)); err != nil {
 			return err
 		}
 		return w.putMessage(&Message{ID: p.InputID, SessionID: sid, Seq: seq, Role: RoleCompaction, Created: ev.Created,
@@ -239,52 +238,82 @@ func (w *wtx) putSession(s Session) error {
 // when the claiming event also creates that row (0 for inputs, whose row
 // comes with their promotion), so flush need not rewrite the entry.
 func (w *wtx) claimID(id messages.MessageID, sid messages.SessionID, kind string, seq int64) error {
+	return w.claim(id, idEntry{SessionID: sid, Kind: kind, Seq: seq})
+}
+
+// claim is claimID with the whole entry.
+func (w *wtx) claim(id messages.MessageID, ent idEntry) error {
 	if w.v.get(bucketIDs, []byte(id)) != nil {
 		return messages.Errorf(messages.ErrPromptConflict, "message ID %q is already in use", id)
 	}
-	if seq > 0 {
-		w.indexedAt(msgRef{sid, id}, seq)
+	if ent.Seq > 0 {
+		w.indexedAt(msgRef{ent.SessionID, id}, ent.Seq)
 	}
 	w.s.maxID = max(w.s.maxID, id)
-	return w.put(bucketIDs, []byte(id), &idEntry{SessionID: sid, Kind: kind, Seq: seq})
+	return w.put(bucketIDs, []byte(id), &ent)
 }
 
-// admittedInput is the inbox row session.prompt.admitted.1 projects. Its
-// prompt is the event's (both are read-only).
+// admittedInput is the inbox row of session.prompt.admitted.1. Its prompt
+// is the event's (both are read-only).
 func admittedInput(ev messages.Event, p *messages.PromptAdmitted) Input {
 	return Input{ID: p.InputID, SessionID: ev.Durable.AggregateID, Kind: InputPrompt, Prompt: &p.Prompt,
 		Delivery: p.Delivery, AdmittedSeq: ev.Durable.Seq, TimeCreated: ev.Created}
 }
 
+// compactionInput is the inbox row of session.compaction.admitted.1.
+func compactionInput(ev messages.Event, p *messages.CompactionAdmitted) Input {
+	return Input{ID: p.InputID, SessionID: ev.Durable.AggregateID, Kind: InputCompaction,
+		AdmittedSeq: ev.Durable.Seq, TimeCreated: ev.Created}
+}
+
+// insertInput records an admitted input: its ID entry, which with the
+// admission event is its inbox row (inputOf), and its place in the
+// Session's pending index. Nothing else copies the event: an admission
+// writes one row fewer than with a row of its own, and a flush puts one
+// key fewer (schema 5; docs/performance.md, twenty-second sitting).
 func (w *wtx) insertInput(sid messages.SessionID, in Input) error {
-	if err := w.claimID(in.ID, sid, idInput, 0); err != nil {
-		return err
+	ent := idEntry{SessionID: sid, Kind: idInput, Admitted: in.AdmittedSeq}
+	if in.Kind == InputCompaction {
+		ent.Seq = in.AdmittedSeq // its compaction row comes with it
 	}
-	if err := w.put(bucketInbox, []byte(in.ID), &in); err != nil {
+	if err := w.claim(in.ID, ent); err != nil {
 		return err
 	}
 	w.countPending(sid, 1)
 	return w.putString(bucketData, seqKey(sid, kPending, in.AdmittedSeq), string(in.ID))
 }
 
-// settleInput marks a pending inbox row of the given kind promoted (or
-// settled) at seq and removes it from the pending index. A row that is
+// settleInput marks a pending input of the given kind promoted (or
+// settled) at seq and removes it from the pending index. An input that is
 // missing, of another Session or kind, or already settled is an error, so
-// two racing promotions commit exactly once.
+// two racing promotions commit exactly once. A promoted prompt's user
+// message is at seq: its ID entry points there from this write on.
 func (w *wtx) settleInput(sid messages.SessionID, id messages.MessageID, kind string, seq int64) (Input, error) {
-	var in Input
-	ok, err := get(&w.v, bucketInbox, []byte(id), &in)
+	var ent idEntry
+	ok, err := get(&w.v, bucketIDs, []byte(id), &ent)
+	if err != nil {
+		return Input{}, err
+	}
+	if !ok || ent.SessionID != sid || ent.Kind != idInput {
+		return Input{}, messages.Errorf(messages.ErrNotFound, "no %s input %q in session %q", kind, id, sid)
+	}
+	in, err := w.inputOf(id, ent)
 	if err != nil {
 		return in, err
 	}
-	if !ok || in.SessionID != sid || in.Kind != kind {
+	if in.Kind != kind {
 		return in, messages.Errorf(messages.ErrNotFound, "no %s input %q in session %q", kind, id, sid)
 	}
 	if in.PromotedSeq != nil {
 		return in, messages.Errorf(messages.ErrInputPromoted, "input %q was already settled at seq %d", id, *in.PromotedSeq)
 	}
 	in.PromotedSeq = &seq
-	if err := w.put(bucketInbox, []byte(id), &in); err != nil {
+	ent.Settled = seq
+	if kind == InputPrompt {
+		ent.Seq = seq
+		w.indexedAt(msgRef{sid, id}, seq)
+	}
+	if err := w.put(bucketIDs, []byte(id), &ent); err != nil {
 		return in, err
 	}
 	w.countPending(sid, -1)

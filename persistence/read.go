@@ -231,11 +231,19 @@ func (s *Bolt) Pending(ctx context.Context, id messages.SessionID) ([]Input, err
 	return out, err
 }
 
+// pending returns the Session's unsettled inputs in admission order.
 func pending(v *view, sid messages.SessionID) ([]Input, error) {
-	var out []Input
+	var ids []messages.MessageID
 	for _, id := range v.prefixed(bucketData, prefix(sid, kPending), nil) {
-		var in Input
-		if err := decodeAt(v, bucketInbox, id, &in); err != nil {
+		ids = append(ids, messages.MessageID(id))
+	}
+	var out []Input
+	for _, id := range ids {
+		in, ok, err := loadInput(v, id)
+		if err == nil && (!ok || in.SessionID != sid || in.PromotedSeq != nil) {
+			err = messages.Errorf(messages.ErrInternal, "persistence: session %q lists %q as pending", sid, id)
+		}
+		if err != nil {
 			return nil, err
 		}
 		out = append(out, in)
@@ -243,11 +251,87 @@ func pending(v *view, sid messages.SessionID) ([]Input, error) {
 	return out, nil
 }
 
+// loadInput returns input id; ok is false when the ID names no input.
+func loadInput(v *view, id messages.MessageID) (Input, bool, error) {
+	var ent idEntry
+	ok, err := get(v, bucketIDs, []byte(id), &ent)
+	if err != nil || !ok || ent.Kind != idInput {
+		return Input{}, false, err
+	}
+	in, err := inputOf(v, id, ent)
+	return in, err == nil, err
+}
+
+// inputOf rebuilds the inbox row of input id from its ID entry and the
+// event that admitted it, which hold all of it between them.
+func inputOf(v *view, id messages.MessageID, ent idEntry) (Input, error) {
+	raw, err := eventAt(v, ent.SessionID, ent.Admitted)
+	if err != nil {
+		return Input{}, err
+	}
+	return inputFrom(raw, id, ent)
+}
+
+// inputOf is inputOf for an operation, which may have admitted the input
+// itself: its events reach their log rows only when it ends.
+func (w *wtx) inputOf(id messages.MessageID, ent idEntry) (Input, error) {
+	for _, l := range w.logs {
+		if first := l.last - int64(len(l.evs)) + 1; l.sid == ent.SessionID && ent.Admitted >= first && ent.Admitted <= l.last {
+			return inputFrom(l.evs[ent.Admitted-first], id, ent)
+		}
+	}
+	return inputOf(&w.v, id, ent)
+}
+
+// inputFrom is inputOf given the admission event's stored bytes.
+func inputFrom(raw []byte, id messages.MessageID, ent idEntry) (Input, error) {
+	ev, err := messages.UnmarshalEvent(raw)
+	if err != nil {
+		return Input{}, err
+	}
+	var in Input
+	switch p := ev.Data.(type) {
+	case *messages.PromptAdmitted:
+		in = admittedInput(ev, p)
+	case *messages.CompactionAdmitted:
+		in = compactionInput(ev, p)
+	}
+	if in.ID != id {
+		return Input{}, messages.Errorf(messages.ErrInternal, "persistence: the ID entry of %q points at %s@%d, which admits no such input", id, ent.SessionID, ent.Admitted)
+	}
+	if ent.Settled != 0 {
+		in.PromotedSeq = &ent.Settled
+	}
+	return in, nil
+}
+
+// eventAt returns the stored bytes of the Session's event at seq.
+func eventAt(v *view, sid messages.SessionID, seq int64) ([]byte, error) {
+	var out []byte
+	_, err := streamRows(v, sid, seq-1, rLog, func(k, row []byte) error {
+		if err := logRowEvents(row, streamSeq(k), func(at int64, ev []byte) error {
+			if at == seq {
+				out = ev
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		return errStop
+	})
+	if err == nil && out == nil {
+		err = messages.Errorf(messages.ErrInternal, "persistence: no event at %s@%d", sid, seq)
+	}
+	return out, err
+}
+
 // Input implements Store.
 func (s *Bolt) Input(ctx context.Context, id messages.MessageID) (Input, error) {
 	var in Input
 	err := s.view(func(v *view) error {
-		ok, err := get(v, bucketInbox, []byte(id), &in)
+		var ok bool
+		var err error
+		in, ok, err = loadInput(v, id)
 		if err == nil && !ok {
 			err = messages.Errorf(messages.ErrNotFound, "input %q not found", id)
 		}

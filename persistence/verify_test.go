@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -113,6 +114,18 @@ func TestVerifyFindsProjectionsTheLogsDoNotMake(t *testing.T) {
 			k, _ := tx.Bucket(bucketData).Cursor().Seek(prefix(sids[1], kPending))
 			return tx.Bucket(bucketData).Delete(k)
 		}, "\\x00\\x05\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x01\": missing"},
+		{"an input's ID entry without its admission", func(tx *bolt.Tx, sids []messages.SessionID) error {
+			k, v := tx.Bucket(bucketData).Cursor().Seek(prefix(sids[1], kPending))
+			if k == nil {
+				return errors.New("no pending row")
+			}
+			ent := idEntry{SessionID: sids[1], Kind: idInput}
+			b, err := messages.Marshal(&ent)
+			if err != nil {
+				return err
+			}
+			return tx.Bucket(bucketIDs).Put(v, b)
+		}, "differs from what the logs make"},
 		{"an extra message ID", func(tx *bolt.Tx, sids []messages.SessionID) error {
 			return tx.Bucket(bucketIDs).Put([]byte("msg_zzzz"), []byte{0x80})
 		}, `ids "msg_zzzz": not what the logs make`},
