@@ -274,10 +274,10 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		// default; only flushes commit here). Without it, every Open
 		// walks every page of the file to rebuild the list: 2.8 s with a
 		// cold cache for a 209 MB store against 3-4 ms (BenchmarkOpenBig),
-		// and a restart after a crash waits for it. It is not free: with
-		// fsync on, 256 admitters ran 41.8-54.2k admissions/s against
-		// 52.6-63.7k without it (docs/performance.md, twenty-first
-		// sitting; the cause is not found yet).
+		// and a restart after a crash waits for it. Its cost at 256
+		// admitters with fsync on is within the disk's noise: eight
+		// interleaved pairs, 45-57k admissions/s with it and 41-61k
+		// without (docs/performance.md, twenty-second sitting).
 		FreelistType: bolt.FreelistMapType,
 		// Address space only: fewer remaps, each of which waits for the
 		// open read transactions.
