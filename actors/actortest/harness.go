@@ -286,6 +286,8 @@ func (h *Harness) Request(n int) llm.Request {
 
 // CheckReplay replays every Session's log into an empty store and fails the
 // test unless every bucket, projections included, is byte-for-byte equal.
+// It then runs the store's own check (what sessiond check runs), which
+// must find nothing wrong.
 func (h *Harness) CheckReplay() {
 	h.T.Helper()
 	ctx := h.Ctx()
@@ -323,5 +325,9 @@ func (h *Harness) CheckReplay() {
 				h.T.Fatalf("replay: bucket %s key %q differs", name, k)
 			}
 		}
+	}
+	r, err := h.Store.Verify(ctx, h.T.TempDir())
+	if err != nil || len(r.Problems) > 0 {
+		h.T.Fatalf("check: %+v, %v", r, err)
 	}
 }
