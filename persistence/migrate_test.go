@@ -169,6 +169,22 @@ func TestMigrationRefusesAnInboxRowWithoutItsEntry(t *testing.T) {
 	} else if !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Open = %v, want ErrCorrupt", err)
 	}
+	// An ID entry of another Session than its inbox row's.
+	path = schema4(t)
+	editBolt(t, path, func(tx *bolt.Tx) error {
+		k, _ := tx.Bucket(bucketInbox).Cursor().First()
+		b, err := messages.Marshal(&idEntry{SessionID: "ses_other", Kind: idInput})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketIDs).Put(k, b)
+	})
+	if st, err := Open(path, Options{}); err == nil {
+		st.Close()
+		t.Fatal("Open migrated an inbox row whose ID entry names another Session")
+	} else if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Open = %v, want ErrCorrupt", err)
+	}
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -223,5 +239,130 @@ func TestAnInputEntryPointingElsewhere(t *testing.T) {
 			t.Errorf("admitted at %d: Pending: %v; want an internal error", at, err)
 		}
 		st.Close()
+	}
+}
+
+// TestInputsReadBack: an input reads back as admitted, through every way
+// there is to it (the admission's answer, Input, Pending), a message ID
+// that names no input is not one, and a settlement of the wrong kind is
+// refused.
+func TestInputsReadBack(t *testing.T) {
+	st := openTemp(t, Options{})
+	ctx := context.Background()
+	sid := newSession(t, st)
+	r, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "one"}, Delivery: messages.Steer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	barrier, created, err := st.AdmitCompaction(ctx, sid)
+	if err != nil || !created {
+		t.Fatalf("compaction: %+v, %v, %v", barrier, created, err)
+	}
+	if barrier.AdmittedSeq != 2 || barrier.TimeCreated == 0 || barrier.Kind != InputCompaction {
+		t.Fatalf("compaction barrier %+v, want admitted at 2, with its time", barrier)
+	}
+	prompt, err := st.Input(ctx, r.ID)
+	if err != nil || !reflect.DeepEqual(prompt.Receipt(), r) || prompt.Kind != InputPrompt {
+		t.Fatalf("Input(%s) = %+v, %v; want the receipt's %+v", r.ID, prompt, err, r)
+	}
+	if in, err := st.Input(ctx, barrier.ID); err != nil || !reflect.DeepEqual(in, barrier) {
+		t.Fatalf("Input(%s) = %+v, %v; want %+v", barrier.ID, in, err, barrier)
+	}
+	if rows, err := st.Pending(ctx, sid); err != nil || !reflect.DeepEqual(rows, []Input{prompt, barrier}) {
+		t.Fatalf("Pending = %+v, %v", rows, err)
+	}
+	// Each settles only as its own kind.
+	if _, err := st.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: barrier.ID}); messages.TypeOf(err) != messages.ErrNotFound {
+		t.Fatalf("a compaction barrier promoted as a prompt: %v", err)
+	}
+	evs, err := st.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: r.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The promoted prompt's ID now names its user message as well.
+	m, err := st.Message(ctx, sid, r.ID)
+	if err != nil || m.Seq != evs[0].Durable.Seq || m.Prompt == nil || m.Prompt.Text != "one" {
+		t.Fatalf("user message %+v, %v", m, err)
+	}
+	// An assistant message's ID is no input.
+	asst := messages.MessageID("msg_01KB0000000000000000000001")
+	if _, err := st.Append(ctx, sid, &messages.StepStarted{SessionID: sid, AssistantMessageID: asst, Agent: "build"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Input(ctx, asst); messages.TypeOf(err) != messages.ErrNotFound {
+		t.Fatalf("Input of an assistant message: %v, want not found", err)
+	}
+}
+
+// TestRestoreOfTwoSessionsInOneCall: a Restore whose events interleave two
+// Sessions settles each Session's input from that Session's events, though
+// the other's, at the same seqs, wait in the same operation.
+func TestRestoreOfTwoSessionsInOneCall(t *testing.T) {
+	src := openTemp(t, Options{})
+	ctx := context.Background()
+	var evs [][]messages.Event
+	for range 2 {
+		sid := newSession(t, src)
+		r, _, err := src.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: string(sid)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := src.Append(ctx, sid, &messages.PromptPromoted{SessionID: sid, InputID: r.ID}); err != nil {
+			t.Fatal(err)
+		}
+		page, err := src.History(ctx, sid, Query{After: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, page.Data)
+	}
+	var mixed []messages.Event
+	for i := range evs[0] {
+		mixed = append(mixed, evs[0][i], evs[1][i])
+	}
+	dst := openTemp(t, Options{})
+	if err := dst.Restore(ctx, mixed); err != nil {
+		t.Fatal(err)
+	}
+	want, got := dump(t, src), dump(t, dst)
+	delete(want, "entries")
+	delete(got, "entries")
+	sameState(t, "restored", got, want)
+}
+
+// TestPendingRowsThatDisagree: a pending row naming another Session's input,
+// or an input already settled, is the store's fault.
+func TestPendingRowsThatDisagree(t *testing.T) {
+	for _, tc := range []string{"another Session's", "settled"} {
+		t.Run(tc, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.db")
+			st, err := Open(path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			a, b := newSession(t, st), newSession(t, st)
+			r, _, err := st.Admit(ctx, Admission{SessionID: a, Prompt: messages.Prompt{Text: "a"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sid := b
+			if tc == "settled" {
+				sid = a
+				if _, err := st.Append(ctx, a, &messages.PromptPromoted{SessionID: a, InputID: r.ID}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			editBolt(t, path, func(tx *bolt.Tx) error {
+				return tx.Bucket(bucketData).Put(seqKey(sid, kPending, 1), []byte(r.ID))
+			})
+			st = openAndCheck(t, path, Options{})
+			if _, err := st.Pending(ctx, sid); messages.TypeOf(err) != messages.ErrInternal {
+				t.Fatalf("Pending: %v, want an internal error", err)
+			}
+		})
 	}
 }
