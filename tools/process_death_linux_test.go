@@ -288,12 +288,14 @@ func TestLedgersOfTwoRuntimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each command runs until the test lets it end (the file "end"), so
+	// both are running when the ledgers are read, however slow the machine.
 	started := func(l *ProcessLedger, name string) (done chan struct{}) {
 		done = make(chan struct{})
 		go func() {
 			defer close(done)
 			_, _ = runProcess(context.Background(), procSpec{shell: "/bin/sh", dir: dir, timeout: time.Minute, maxOut: 1 << 10, ledger: l,
-				command: "touch " + name + "; sleep 0.2"})
+				command: "touch " + name + "; while [ ! -e end ]; do sleep 0.01; done"})
 		}()
 		eventually(t, 10*time.Second, name+" to start", func() bool { _, err := os.Stat(filepath.Join(dir, name)); return err == nil })
 		return done
@@ -302,10 +304,15 @@ func TestLedgersOfTwoRuntimes(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(dir, name))
 		return len(parseLedger(b))
 	}
-	doneA, doneB := started(a, "runA"), started(b, "runB")
+	end := func() { _ = os.WriteFile(filepath.Join(dir, "end"), nil, 0o600) }
+	doneA := started(a, "runA")
+	t.Cleanup(func() { end(); <-doneA })
+	doneB := started(b, "runB")
+	t.Cleanup(func() { end(); <-doneB })
 	if lines("a") != 1 || lines("b") != 1 {
 		t.Fatalf("while running: a lists %d, b lists %d", lines("a"), lines("b"))
 	}
+	end()
 	<-doneA
 	<-doneB
 	if lines("a") != 0 || lines("b") != 0 {
