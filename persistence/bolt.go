@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -564,7 +565,6 @@ func (s *Bolt) Close() error {
 	return errors.Join(err, s.closeFiles())
 }
 
-// closeFiles closes bbolt and the WAL (dropping the WAL's lock last).
 // ErrCorrupt is wrapped into Open's error when bbolt finds the database
 // file damaged as it opens it.
 var ErrCorrupt = errors.New("persistence: corrupt database file")
@@ -572,29 +572,61 @@ var ErrCorrupt = errors.New("persistence: corrupt database file")
 // openBolt is bolt.Open that also returns bbolt's file (it opens it once;
 // paceWriteback needs it) and turns a panic into ErrCorrupt. bbolt
 // panics, in the goroutine that opens the file, on some damage it reads
-// there (a freelist page that is not one). The file is unlocked and closed
-// then; the read-only mapping of it bbolt may have made stays until the
-// process ends, as bbolt gives no way to reach it (and holds the file
+// there (a freelist page that is not one), and reading a page past the
+// end of a file cut short faults the mapping, which SetPanicOnFault makes
+// a panic too instead of the process's end. The file is unlocked and
+// closed then; the read-only mapping of it bbolt may have made stays until
+// the process ends, as bbolt gives no way to reach it (and holds the file
 // open, which is why closing it alone would not release the lock).
+//
+// A file cut short that Open happens not to read past is refused too: any
+// later read there would fault on a goroutine of the store or a reader's,
+// and end the process.
 func openBolt(path string, o *bolt.Options) (db *bolt.DB, file *os.File, err error) {
 	o.OpenFile = func(name string, flag int, mode os.FileMode) (*os.File, error) {
 		f, err := os.OpenFile(name, flag, mode)
 		file = f
 		return f, err
 	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			if file != nil {
 				_ = unix.Flock(int(file.Fd()), unix.LOCK_UN)
 				file.Close()
 			}
+			if _, fault := r.(interface{ Addr() uintptr }); fault {
+				r = "a read of it faulted (is it cut short?)"
+			}
 			db, file, err = nil, nil, fmt.Errorf("%w: %v", ErrCorrupt, r)
 		}
 	}()
 	db, err = bolt.Open(path, 0o600, o)
-	return db, file, err
+	if err != nil {
+		return db, file, err
+	}
+	if err := checkLength(db, file); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, file, nil
 }
 
+// checkLength refuses a bbolt file shorter than its pages reach.
+func checkLength(db *bolt.DB, file *os.File) error {
+	fi, err := file.Stat()
+	if err != nil {
+		return err
+	}
+	return db.View(func(tx *bolt.Tx) error {
+		if fi.Size() < tx.Size() {
+			return fmt.Errorf("%w: the file holds %d bytes and its pages reach %d: it was cut short", ErrCorrupt, fi.Size(), tx.Size())
+		}
+		return nil
+	})
+}
+
+// closeFiles closes bbolt and the WAL (dropping the WAL's lock last).
 func (s *Bolt) closeFiles() error {
 	var errs []error
 	if s.db != nil {

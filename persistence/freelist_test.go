@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,7 +24,9 @@ const (
 	pageHeader     = 16
 	metaPageSize   = pageHeader + 8  // u32
 	metaFreelist   = pageHeader + 32 // u64
+	metaPgid       = pageHeader + 40 // u64: the high-water mark, in pages
 	metaTxid       = pageHeader + 48 // u64
+	metaChecksum   = pageHeader + 56 // u64: FNV-64a of the meta before it
 	flagLeaf       = 0x02
 	flagFreelist   = 0x10
 	noFreelistPgid = ^uint64(0)
@@ -219,5 +222,60 @@ func TestVerifyReportsKeysOutOfOrder(t *testing.T) {
 	want := "database file: key[1]="
 	if len(r.Problems) < 2 || !strings.HasPrefix(r.Problems[1], want) || !strings.Contains(r.Problems[1], "needs to be > (found <) than previous element") {
 		t.Fatalf("problems %q, want second bbolt's of key 1 out of order", r.Problems)
+	}
+}
+
+// TestOpenRefusesAFileCutShort: a bbolt file shorter than its pages reach
+// (a copy cut short, a full disk) is refused as corrupt, never a crash:
+// whether Open reads past its end (here its freelist page is the last
+// one, and reading it faults the mapping) or not (its meta moved to name
+// a freelist early in the file, so that only later reads would fault).
+func TestOpenRefusesAFileCutShort(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		early      bool
+	}{
+		{"the freelist cut off", "faulted", false},
+		{"only pages Open does not read", "cut short", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.db")
+			verifiedStore(t, path)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			le := binary.LittleEndian
+			pageSize, freelist := boltFreelist(t, path)
+			m := b[:pageSize] // the meta page in use
+			if le.Uint64(b[pageSize+metaTxid:]) > le.Uint64(m[metaTxid:]) {
+				m = b[pageSize : 2*pageSize]
+			}
+			hwm := le.Uint64(m[metaPgid:])
+			if freelist != hwm-1 {
+				t.Fatalf("freelist page %d of %d: the test wants it last", freelist, hwm)
+			}
+			if tc.early {
+				// The freelist copied to page 2 and the meta pointed there.
+				copy(b[2*pageSize:3*pageSize], b[int64(freelist)*pageSize:int64(freelist+1)*pageSize])
+				le.PutUint64(b[2*pageSize:], 2)
+				le.PutUint64(m[metaFreelist:], 2)
+				h := fnv.New64a()
+				h.Write(m[pageHeader:metaChecksum])
+				le.PutUint64(m[metaChecksum:], h.Sum64())
+			}
+			if err := os.WriteFile(path, b[:int64(hwm-1)*pageSize], 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // the first refusal leaves the file unlocked
+				st, err := Open(path, Options{})
+				if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
+					if err == nil {
+						st.Close()
+					}
+					t.Fatalf("open: %v, want ErrCorrupt saying %q", err, tc.want)
+				}
+			}
+		})
 	}
 }
