@@ -100,10 +100,9 @@ type target struct {
 	op    patch.Op
 	res   Resolved
 	shown string // for the model: relative to the root or @reference/path
-	// path is the canonical path the operation changes: res.Path, except
-	// that a delete removes the directory entry res.Entry, which may be a
-	// symbolic link living elsewhere than its target. Permissions are
-	// checked against it.
+	// path is the canonical path the operation changes, res.Path (a delete
+	// resolves with ResolveEntry: the path of a link it removes, not of
+	// the link's target). Permissions are checked against it.
 	path string
 	rel  string // path relative to the Location root, the edit permission pattern
 	// Preflight results.
@@ -140,7 +139,11 @@ func (p *patcher) resolve(call *CallContext, parsed *patch.Patch) ([]*target, er
 			problems = append(problems, fmt.Sprintf("line %d: %s %s: *** Move to is not supported yet; add the file at its new path (*** Add File) and delete the old one (*** Delete File) instead", op.Line, op.Kind, op.Path))
 			continue
 		}
-		res, err := call.Paths.Resolve(op.Path)
+		resolve := call.Paths.Resolve
+		if op.Kind == patch.Delete {
+			resolve = call.Paths.ResolveEntry // the entry goes, a link's target stays
+		}
+		res, err := resolve(op.Path)
 		if err != nil {
 			reason := err.Error()
 			var pe *PathError
@@ -151,14 +154,6 @@ func (p *patcher) resolve(call *CallContext, parsed *patch.Patch) ([]*target, er
 			continue
 		}
 		t := &target{op: op, res: res, shown: displayPath(res), path: res.Path}
-		if op.Kind == patch.Delete {
-			t.path = filepath.Join(res.Base, filepath.FromSlash(res.Entry))
-			// The question and the report name the entry that goes too:
-			// a link, not its target, which stays.
-			entry := res
-			entry.Rel = res.Entry
-			t.shown = displayPath(entry)
-		}
 		t.rel = call.Paths.RelToRoot(t.path)
 		if prev, dup := byPath[res.Path]; dup {
 			problems = append(problems, fmt.Sprintf("%s %s: the same file as %s %s; use one operation per file", op.Kind, op.Path, prev.op.Kind, prev.op.Path))

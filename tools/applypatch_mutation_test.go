@@ -426,3 +426,49 @@ func TestApplyPatchNamesTheDeletedLink(t *testing.T) {
 		t.Fatal("the target changed")
 	}
 }
+
+// TestApplyPatchDeletesLinksWhateverTheyPointAt: a deletion removes the
+// link it names, so a link to a missing target, or to a file outside the
+// root, can be deleted (each was refused as unresolvable), and a link can
+// go in the same patch that edits its target (refused as "the same
+// file"). What the links point at is left as it was.
+func TestApplyPatchDeletesLinksWhateverTheyPointAt(t *testing.T) {
+	asker := &scriptedAsker{answer: answerAlways(Once)}
+	h := newHarness(t, harnessConfig{asker: asker})
+	target := h.write(t, "target.txt", "old\n")
+	outside := filepath.Join(t.TempDir(), "outside.txt")
+	if err := os.WriteFile(outside, []byte("outside\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, to := range map[string]string{"gone.txt": "missing.txt", "alias.txt": "target.txt", "out.txt": outside} {
+		if err := os.Symlink(to, filepath.Join(h.root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := h.call(context.Background(), t, "apply_patch", patchText(
+		"*** Delete File: gone.txt\n*** Delete File: alias.txt\n*** Update File: target.txt\n@@\n-old\n+new\n*** Delete File: out.txt\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Success. Updated the following files:\nD gone.txt\nD alias.txt\nM target.txt\nD out.txt"; res.Output != want {
+		t.Fatalf("output %q, want %q", res.Output, want)
+	}
+	asked := asker.requests()
+	if len(asked) != 1 || !slices.Equal(asked[0].Patterns, []string{"gone.txt", "alias.txt", "target.txt", "out.txt"}) {
+		t.Fatalf("asked %+v", asked)
+	}
+	for _, link := range []string{"gone.txt", "alias.txt", "out.txt"} {
+		absent(t, h.root, link)
+	}
+	if readFile(t, target) != "new\n" || readFile(t, outside) != "outside\n" {
+		t.Fatal("a link's target was deleted or changed otherwise than patched")
+	}
+	// A link on the way to the name is still followed, and must resolve.
+	if err := os.Symlink("missing-dir", filepath.Join(h.root, "dirlink")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.call(context.Background(), t, "apply_patch", patchText("*** Delete File: dirlink/x.txt\n"))
+	if err == nil || !strings.Contains(err.Error(), "missing target") {
+		t.Fatalf("delete through a dangling directory link: %v", err)
+	}
+}

@@ -72,7 +72,9 @@
 //     each, the edit batch approved once, every operation preflighted; then
 //     operations commit in order. A late failure returns a report naming
 //     applied and not-applied files; there is no rollback, and moves are
-//     rejected.
+//     rejected. A deletion removes the name it is given: a symbolic link
+//     there goes, wherever it points (or if it points nowhere), and its
+//     target stays.
 //
 // # Usage
 //

@@ -20,7 +20,8 @@ import (
 // "@name/rel" to address project reference name. Absolute paths, ".."
 // escapes and symbolic links that lead out of the root are rejected; a
 // path's canonical form (every symbolic link resolved) is its resource
-// identity for permission checks.
+// identity for permission checks. ResolveEntry, for deletions, leaves a
+// link in the final name unresolved: the link is what goes.
 type Resolver struct {
 	root string
 	refs map[string]string
@@ -223,7 +224,17 @@ func (r *Resolver) Lexical(p string) (path string, ok bool) {
 
 // Resolve resolves a tool path. The path need not exist; Resolved.Exists
 // says whether it does. Errors are *PathError values.
-func (r *Resolver) Resolve(p string) (Resolved, error) {
+func (r *Resolver) Resolve(p string) (Resolved, error) { return r.resolve(p, true) }
+
+// ResolveEntry resolves a tool path as Resolve does but does not follow a
+// symbolic link in its final name: Path, Rel and Entry all name the link
+// itself, whether its target exists or not (Exists says the link does).
+// A deletion removes the directory entry, so it resolves with this: a
+// link to a missing target can be deleted, and deleting a link does not
+// touch the file it points at.
+func (r *Resolver) ResolveEntry(p string) (Resolved, error) { return r.resolve(p, false) }
+
+func (r *Resolver) resolve(p string, followLast bool) (Resolved, error) {
 	fail := func(err error, detail string) (Resolved, error) {
 		return Resolved{}, &PathError{Path: p, Err: err, Detail: detail}
 	}
@@ -264,7 +275,7 @@ func (r *Resolver) Resolve(p string) (Resolved, error) {
 			}
 			break
 		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
+		if fi.Mode()&fs.ModeSymlink == 0 || !followLast && i == len(comps)-1 {
 			cur = next
 			continue
 		}

@@ -236,3 +236,45 @@ func FuzzResolvePath(f *testing.F) {
 		}
 	})
 }
+
+// TestResolveEntry: ResolveEntry follows links on the way to the final
+// name, as Resolve does, but names a link in the final name itself, to a
+// missing target or one outside the root alike.
+func TestResolveEntry(t *testing.T) {
+	pt := newPathTree(t)
+	root := pt.r.Root()
+	for _, tc := range []struct {
+		in, rel string
+		wantErr error
+	}{
+		{in: "a.txt", rel: "a.txt"},
+		{in: ".", rel: "."},
+		{in: "link_file_in", rel: "link_file_in"},
+		{in: "link_in", rel: "link_in"},
+		{in: "link_in/b.txt", rel: "dir/b.txt"},        // a link on the way is followed
+		{in: "chain1", rel: "chain1"},                  // not the chain's target
+		{in: "dangling_in", rel: "dangling_in"},        // to a missing target
+		{in: "dangling_out", rel: "dangling_out"},      // to a missing target outside
+		{in: "link_out_file", rel: "link_out_file"},    // to a file outside
+		{in: "dir/up", rel: "dir/up"},                  // to a directory above the root
+		{in: "dangling_in/x", wantErr: ErrInvalidPath}, // a missing target on the way
+		{in: "link_out/secret.txt", wantErr: ErrSymlinkEscape},
+		{in: "../a.txt", wantErr: ErrPathEscape},
+	} {
+		res, err := pt.r.ResolveEntry(tc.in)
+		if tc.wantErr != nil {
+			if !errors.Is(err, tc.wantErr) {
+				t.Errorf("%s: %+v, %v; want %v", tc.in, res, err, tc.wantErr)
+			}
+			continue
+		}
+		want := filepath.Join(root, filepath.FromSlash(tc.rel))
+		if err != nil || res.Rel != tc.rel || res.Entry != tc.rel || res.Path != want || !res.Exists || res.Base != root {
+			t.Errorf("%s: %+v, %v; want rel and entry %q, path %s", tc.in, res, err, tc.rel, want)
+		}
+	}
+	// A missing name is not there, as with Resolve.
+	if res, err := pt.r.ResolveEntry("dir/new.txt"); err != nil || res.Exists || res.Rel != "dir/new.txt" {
+		t.Errorf("missing: %+v, %v", res, err)
+	}
+}
