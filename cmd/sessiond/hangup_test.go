@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -214,5 +215,48 @@ func TestHelpNamesSIGHUP(t *testing.T) {
 				t.Errorf("%s --help lacks %q:\n%s", cmd, w, out)
 			}
 		}
+	}
+}
+
+// TestNotifyOn: the first stop signal cancels the context with the signal
+// as its cause; a second kills the tool commands' process groups, restores
+// the signals' default actions and raises the signal again, in that order.
+// With no stop signal (all ignored from the start) nothing is relayed at
+// all: Notify with no signals would relay every signal, and a terminal's
+// SIGWINCH would stop the daemon.
+func TestNotifyOn(t *testing.T) {
+	var steps []string
+	var ch chan<- os.Signal
+	raised := make(chan struct{})
+	h := signalHooks{
+		notify: func(c chan<- os.Signal, sigs ...os.Signal) {
+			ch = c
+			steps = append(steps, fmt.Sprint("notify ", sigs))
+		},
+		stop:      func(c chan<- os.Signal) { steps = append(steps, "stop") },
+		reset:     func(sigs ...os.Signal) { steps = append(steps, fmt.Sprint("reset ", sigs)) },
+		killTools: func() { steps = append(steps, "kill tools") },
+		raise:     func(sig syscall.Signal) { steps = append(steps, "raise "+sig.String()); close(raised) },
+	}
+	sigs := []os.Signal{syscall.SIGTERM, syscall.SIGHUP}
+	ctx, stop := notifyOn(sigs, h)
+	ch <- syscall.SIGHUP
+	<-ctx.Done()
+	if c, ok := context.Cause(ctx).(signalCause); !ok || c.sig != syscall.SIGHUP {
+		t.Fatalf("cause %v, want SIGHUP's", context.Cause(ctx))
+	}
+	ch <- syscall.SIGTERM
+	<-raised
+	stop()
+	want := []string{"notify [terminated hangup]", "kill tools", "reset [terminated hangup]", "raise terminated", "stop"}
+	if !slices.Equal(steps, want) {
+		t.Fatalf("steps %q, want %q", steps, want)
+	}
+
+	steps = nil
+	ctx, stop = notifyOn(nil, h)
+	stop()
+	if !slices.Equal(steps, []string{"stop"}) || context.Cause(ctx) != context.Canceled {
+		t.Fatalf("with no stop signals: steps %q, cause %v", steps, context.Cause(ctx))
 	}
 }

@@ -160,12 +160,26 @@ func stopsRuntime(sig os.Signal) bool {
 // process groups of running tool commands are killed first (what a shell
 // started would outlive the process), then the signal's default action
 // ends it. stop releases the handler.
-func notifySignals() (context.Context, func()) {
+func notifySignals() (context.Context, func()) { return notifyOn(stopSignals(), processSignals) }
+
+// signalHooks are what notifyOn does to the process; tests pass their own.
+type signalHooks struct {
+	notify    func(c chan<- os.Signal, sigs ...os.Signal)
+	stop      func(c chan<- os.Signal)
+	reset     func(sigs ...os.Signal)
+	killTools func()
+	raise     func(sig syscall.Signal)
+}
+
+var processSignals = signalHooks{notify: signal.Notify, stop: signal.Stop, reset: signal.Reset,
+	killTools: tools.KillProcesses, raise: func(sig syscall.Signal) { _ = syscall.Kill(os.Getpid(), sig) }}
+
+// notifyOn is notifySignals for the signals sigs, through h.
+func notifyOn(sigs []os.Signal, h signalHooks) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	ch := make(chan os.Signal, 2)
-	sigs := stopSignals()
 	if len(sigs) > 0 { // none would relay every signal
-		signal.Notify(ch, sigs...)
+		h.notify(ch, sigs...)
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -178,10 +192,10 @@ func notifySignals() (context.Context, func()) {
 		}
 		select {
 		case s := <-ch:
-			tools.KillProcesses()
-			signal.Reset(sigs...)
+			h.killTools()
+			h.reset(sigs...)
 			if sig, ok := s.(syscall.Signal); ok {
-				_ = syscall.Kill(os.Getpid(), sig)
+				h.raise(sig)
 			}
 		case <-done:
 		}
@@ -189,7 +203,7 @@ func notifySignals() (context.Context, func()) {
 	return ctx, func() {
 		close(done)
 		wg.Wait()
-		signal.Stop(ch)
+		h.stop(ch)
 		cancel(nil)
 	}
 }
