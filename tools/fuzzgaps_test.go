@@ -367,7 +367,11 @@ func FuzzApplyPatchOps(f *testing.F) {
 		var landings []landing
 		if parseErr == nil {
 			for _, o := range parsed.Ops {
-				res, err := h.reg.Paths().Resolve(o.Path)
+				resolve := h.reg.Paths().Resolve
+				if o.Kind == patch.Delete {
+					resolve = h.reg.Paths().ResolveEntry // a link goes, wherever it points
+				}
+				res, err := resolve(o.Path)
 				if err != nil {
 					landings = nil
 					break
