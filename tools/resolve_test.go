@@ -207,6 +207,27 @@ func FuzzResolvePath(f *testing.F) {
 	lib := pt.r.References()["lib"]
 	f.Fuzz(func(t *testing.T, p string) {
 		res, err := pt.r.Resolve(p)
+		// ResolveEntry differs only in a final link, which it never
+		// refuses: it names the link, in a canonical directory.
+		ent, eerr := pt.r.ResolveEntry(p)
+		switch {
+		case eerr != nil:
+			if err == nil {
+				t.Fatalf("ResolveEntry(%q) refused what Resolve took: %v", p, eerr)
+			}
+			if !errors.As(eerr, new(*PathError)) {
+				t.Fatalf("ResolveEntry(%q) error %v is not a *PathError", p, eerr)
+			}
+		case ent.Rel != ent.Entry || !within(ent.Base, ent.Path) || ent.Path != filepath.Join(ent.Base, filepath.FromSlash(ent.Rel)):
+			t.Fatalf("ResolveEntry(%q) = %+v", p, ent)
+		case ent.Exists && ent.Path != ent.Base:
+			if dir, err := filepath.EvalSymlinks(filepath.Dir(ent.Path)); err != nil || dir != filepath.Dir(ent.Path) {
+				t.Fatalf("ResolveEntry(%q) = %q, in a directory EvalSymlinks gives as %q, %v", p, ent.Path, dir, err)
+			}
+		}
+		if err == nil && eerr == nil && ent.Entry != res.Entry {
+			t.Fatalf("Resolve(%q) entry %q, ResolveEntry's %q", p, res.Entry, ent.Entry)
+		}
 		if err != nil {
 			var pe *PathError
 			if !errors.As(err, &pe) {
