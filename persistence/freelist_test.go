@@ -279,3 +279,71 @@ func TestOpenRefusesAFileCutShort(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyReportsAPagePointerPastTheEnd: a branch page whose child
+// pointer leads past the end of the file (within bbolt's mapping, or
+// beyond it) is reported by Verify, which stops there, instead of ending
+// the process: every read of that child faults, and bbolt's own check
+// reads in a goroutine of its own.
+func TestVerifyReportsAPagePointerPastTheEnd(t *testing.T) {
+	for _, far := range []string{"past the file", "past the mapping"} {
+		t.Run(far, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.db")
+			st, err := Open(path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sid := newSession(t, st)
+			for i := range 200 {
+				if _, _, err := st.Admit(t.Context(), Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprintf("prompt %d", i)}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// The data bucket's root, a branch page with 200 admissions.
+			db, err := bolt.Open(path, 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var root int64
+			err = db.View(func(tx *bolt.Tx) error {
+				root = int64(tx.Bucket(bucketData).RootPage())
+				info, err := tx.Page(int(root))
+				if err == nil && info.Type != "branch" {
+					err = fmt.Errorf("the data bucket's root is a %s page", info.Type)
+				}
+				return err
+			})
+			if cerr := db.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			pageSize, _ := boltFreelist(t, path)
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			child := uint64(fi.Size()/pageSize + 16) // inside the 1 GiB mapping
+			if far == "past the mapping" {
+				child = 1 << 40
+			}
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Element 0 of the branch page: pos u32, ksize u32, pgid u64.
+			if _, err := f.WriteAt(binary.LittleEndian.AppendUint64(nil, child), root*pageSize+pageHeader+8); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			r := verify(t, path)
+			if len(r.Problems) != 1 || !strings.HasPrefix(r.Problems[0], "database file: reading its pages: ") {
+				t.Fatalf("problems %q, want one: the database file's pages cannot be read", r.Problems)
+			}
+		})
+	}
+}

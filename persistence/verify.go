@@ -7,6 +7,9 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/sessiond/sessiond/messages"
 )
@@ -58,6 +61,13 @@ func (s *Bolt) Verify(ctx context.Context, dir string) (VerifyReport, error) {
 	tx, err := s.db.Begin(true)
 	if err != nil {
 		return r, err
+	}
+	if err := walkPages(tx); err != nil {
+		// Every later read of the damaged page would end the process:
+		// bbolt's check reads in a goroutine of its own, and so would the
+		// logs' replay.
+		r.problem("database file: %v", err)
+		return r, tx.Rollback()
 	}
 	for err := range tx.Check() {
 		r.problem("database file: %v", err)
@@ -220,4 +230,26 @@ func checkEntries(v *view, r *VerifyReport) {
 			r.problem("%s %q: its Session does not exist", bucketEntries, k)
 		}
 	}
+}
+
+// walkPages reads every page of every bucket's tree, in key order, in the
+// calling goroutine, where a damaged page pointer (one past the end of the
+// file, or of the mapping) faults into a panic that it returns as an
+// error, as it does a panic of bbolt's over a page it cannot read.
+func walkPages(tx *bolt.Tx) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			if _, fault := p.(interface{ Addr() uintptr }); fault {
+				p = "a page pointer leads past the end of the file"
+			}
+			err = fmt.Errorf("reading its pages: %v", p)
+		}
+	}()
+	return tx.ForEach(func(_ []byte, b *bolt.Bucket) error {
+		c := b.Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		}
+		return nil
+	})
 }
