@@ -347,20 +347,27 @@ func mutWaitForWaiter(t *testing.T) {
 	}
 }
 
+// heldFirstBuild returns a Manager whose first build waits, once entered
+// is closed, until release is closed and then ends as end does (an error,
+// or a panic); later builds succeed. builds counts the builds.
+func heldFirstBuild(end func() error) (m *Manager, entered, release chan struct{}, builds *atomic.Int32) {
+	entered, release, builds = make(chan struct{}), make(chan struct{}), new(atomic.Int32)
+	m = NewManager(func(loc messages.Location) (*Services, error) {
+		if builds.Add(1) == 1 {
+			close(entered)
+			<-release
+			return nil, end()
+		}
+		return &Services{Location: loc}, nil
+	})
+	return m, entered, release, builds
+}
+
 // TestManagerSharesAFailedBuild: a Get waiting for a build that fails gets
 // its error rather than starting a build of its own, and the failure is not
 // cached: a later Get builds anew.
 func TestManagerSharesAFailedBuild(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
-	var builds atomic.Int32
-	m := NewManager(func(loc messages.Location) (*Services, error) {
-		if builds.Add(1) == 1 {
-			close(entered)
-			<-release
-			return nil, errors.New("directory vanished")
-		}
-		return &Services{Location: loc}, nil
-	})
+	m, entered, release, builds := heldFirstBuild(func() error { return errors.New("directory vanished") })
 	loc := messages.Location{Directory: "/work/flaky"}
 	first := make(chan error, 1)
 	go func() { _, err := m.Get(loc); first <- err }()
@@ -380,16 +387,7 @@ func TestManagerSharesAFailedBuild(t *testing.T) {
 // TestManagerRebuildsAfterAPanic: a Get waiting for a build that panics
 // builds the set itself.
 func TestManagerRebuildsAfterAPanic(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
-	var builds atomic.Int32
-	m := NewManager(func(loc messages.Location) (*Services, error) {
-		if builds.Add(1) == 1 {
-			close(entered)
-			<-release
-			panic("build bug")
-		}
-		return &Services{Location: loc}, nil
-	})
+	m, entered, release, builds := heldFirstBuild(func() error { panic("build bug") })
 	loc := messages.Location{Directory: "/work/buggy"}
 	panicked := make(chan any, 1)
 	go func() {

@@ -204,16 +204,17 @@ func existingReceipt(v *view, req Admission) (Admitted, bool, error) {
 	if _, err := existing(lastSeq(v, req.SessionID), req.SessionID); err != nil {
 		return Admitted{}, false, err
 	}
-	if ent.Kind != idInput {
+	switch {
+	case ent.Kind != idInput:
 		return Admitted{}, false, messages.Errorf(messages.ErrPromptConflict, "message ID %q already names another message", req.ID)
+	case ent.SessionID != req.SessionID: // known without reading the admission
+		return Admitted{}, false, messages.Errorf(messages.ErrPromptConflict, "message ID %q was admitted to another session", req.ID)
 	}
 	in, err := inputOf(v, req.ID, ent)
 	if err != nil {
 		return Admitted{}, false, err
 	}
 	switch {
-	case in.SessionID != req.SessionID:
-		return Admitted{}, false, messages.Errorf(messages.ErrPromptConflict, "message ID %q was admitted to another session", req.ID)
 	case in.Kind != InputPrompt:
 		return Admitted{}, false, messages.Errorf(messages.ErrPromptConflict, "message ID %q names a %s input", req.ID, in.Kind)
 	case in.Delivery != req.Delivery:

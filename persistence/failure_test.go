@@ -179,12 +179,11 @@ func TestCloseAfterFailedFlush(t *testing.T) {
 	sameState(t, "reopened after a failed flush", dump(t, openAndCheck(t, path, Options{})), want)
 }
 
-// TestCloseCollectsARunningFlush: Close waits for a flush still running
-// and reports its failure; it must not write the applied watermark past
-// records that flush failed to bring into bbolt, so the reopened store has
-// everything that was acknowledged.
-func TestCloseCollectsARunningFlush(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
+// holdFirstFlushFailure makes the first flush to commit wait, after its
+// commit, until release is closed and then fail (entered closes when it
+// waits); later flushes succeed. The caller resets flushFault.
+func holdFirstFlushFailure() (entered, release chan struct{}) {
+	entered, release = make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	flushFault = func() error {
 		failed := false
@@ -198,6 +197,15 @@ func TestCloseCollectsARunningFlush(t *testing.T) {
 		}
 		return nil
 	}
+	return entered, release
+}
+
+// TestCloseCollectsARunningFlush: Close waits for a flush still running
+// and reports its failure; it must not write the applied watermark past
+// records that flush failed to bring into bbolt, so the reopened store has
+// everything that was acknowledged.
+func TestCloseCollectsARunningFlush(t *testing.T) {
+	entered, release := holdFirstFlushFailure()
 	var started atomic.Bool
 	flushHook = func(stage string, _ *Bolt) {
 		if stage == "start" {

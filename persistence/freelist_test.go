@@ -166,11 +166,11 @@ func TestOpenRefusesACorruptFreelistPage(t *testing.T) {
 	}
 }
 
-// TestVerifyReportsKeysOutOfOrder: a leaf page whose keys are out of
-// order (damage no write through bbolt makes) is reported by Verify,
-// which goes on to the logs, rather than crashing the process: an Open no
-// longer walks the file's pages, which is where bbolt used to panic.
-func TestVerifyReportsKeysOutOfOrder(t *testing.T) {
+// admittedStore returns the path of a closed store with one Session and
+// 200 admissions: enough rows for leaf pages of plain rows and for a
+// branch page at the data bucket's root.
+func admittedStore(t *testing.T) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "s.db")
 	st, err := Open(path, Options{})
 	if err != nil {
@@ -185,6 +185,15 @@ func TestVerifyReportsKeysOutOfOrder(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+// TestVerifyReportsKeysOutOfOrder: a leaf page whose keys are out of
+// order (damage no write through bbolt makes) is reported by Verify,
+// which goes on to the logs, rather than crashing the process: an Open no
+// longer walks the file's pages, which is where bbolt used to panic.
+func TestVerifyReportsKeysOutOfOrder(t *testing.T) {
+	path := admittedStore(t)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -288,20 +297,7 @@ func TestOpenRefusesAFileCutShort(t *testing.T) {
 func TestVerifyReportsAPagePointerPastTheEnd(t *testing.T) {
 	for _, far := range []string{"past the file", "past the mapping"} {
 		t.Run(far, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "s.db")
-			st, err := Open(path, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			sid := newSession(t, st)
-			for i := range 200 {
-				if _, _, err := st.Admit(t.Context(), Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprintf("prompt %d", i)}}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := st.Close(); err != nil {
-				t.Fatal(err)
-			}
+			path := admittedStore(t)
 			// The data bucket's root, a branch page with 200 admissions.
 			db, err := bolt.Open(path, 0o600, nil)
 			if err != nil {

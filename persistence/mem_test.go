@@ -298,20 +298,23 @@ func TestDeletesHideOnlyWhatIsBelow(t *testing.T) {
 	}
 }
 
-// TestPrefixedWalkStopsAtItsRange: a walk bounded by a prefix ends at the
-// first key past the range even when it is a tombstone, instead of
-// stepping over every tombstone that follows to find the next live key.
-func TestPrefixedWalkStopsAtItsRange(t *testing.T) {
+// bareBolt returns a read transaction, open until the test ends, of a new
+// bbolt file with every bucket and what fill puts in them.
+func bareBolt(t *testing.T, fill func(tx *bolt.Tx) error) *bolt.Tx {
+	t.Helper()
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "m.db"), 0o600, &bolt.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, name := range allBuckets {
 			if _, err := tx.CreateBucket(name); err != nil {
 				return err
 			}
+		}
+		if fill != nil {
+			return fill(tx)
 		}
 		return nil
 	})
@@ -322,7 +325,15 @@ func TestPrefixedWalkStopsAtItsRange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback()
+	t.Cleanup(func() { tx.Rollback() }) // before the Close above
+	return tx
+}
+
+// TestPrefixedWalkStopsAtItsRange: a walk bounded by a prefix ends at the
+// first key past the range even when it is a tombstone, instead of
+// stepping over every tombstone that follows to find the next live key.
+func TestPrefixedWalkStopsAtItsRange(t *testing.T) {
+	tx := bareBolt(t, nil)
 	mem := newMemTree()
 	mem.Set(&memEntry{k: memKey(dataIndex, []byte("a1")), v: []byte("v")})
 	for i := range 100 {

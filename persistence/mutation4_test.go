@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,30 +22,10 @@ import (
 // bbolt; a lookup must go on to the older memtable, not stop at the empty
 // one, whether the older one holds a value or a tombstone over bbolt's.
 func TestLookupLooksPastAnEmptyNewerMemtable(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "m.db"), 0o600, &bolt.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range allBuckets {
-			if _, err := tx.CreateBucket(name); err != nil {
-				return err
-			}
-		}
-		return tx.Bucket(bucketData).Put([]byte("gone"), []byte("bolt"))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := bareBolt(t, func(tx *bolt.Tx) error { return tx.Bucket(bucketData).Put([]byte("gone"), []byte("bolt")) })
 	older := newMemTree()
 	older.Set(&memEntry{k: memKey(dataIndex, []byte("fresh")), v: []byte("older")})
 	older.Set(&memEntry{k: memKey(dataIndex, []byte("gone")), del: true})
-	tx, err := db.Begin(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
 	v := &view{tx: tx, mems: []*memTree{newMemTree(), older}}
 	if got := v.get(bucketData, []byte("fresh")); string(got) != "older" {
 		t.Fatalf("fresh = %q, want the older memtable's %q", got, "older")
@@ -166,20 +145,7 @@ func TestFlushStartsWithTheLogAtExactlyFlushBytes(t *testing.T) {
 // running flush; a flush failing meanwhile does not turn a commit whose
 // record is synced into a failure of unknown outcome.
 func TestCloseAcknowledgesDurableCommitsBeforeAFlushFails(t *testing.T) {
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	flushFault = func() error {
-		failed := false
-		once.Do(func() {
-			close(entered)
-			<-release
-			failed = true
-		})
-		if failed {
-			return errors.New("injected flush failure")
-		}
-		return nil
-	}
+	entered, release := holdFirstFlushFailure()
 	defer func() { flushFault = nil }()
 	const flushBytes = 64 << 10
 	st := openTemp(t, Options{NoSync: true, FlushBytes: flushBytes})

@@ -108,15 +108,22 @@ func TestApplyPatchFileSizeLimit(t *testing.T) {
 	}
 }
 
-// TestApplyPatchCancelledInPreflight: cancellation noticed before any write
-// says that nothing changed.
-func TestApplyPatchCancelledInPreflight(t *testing.T) {
+// cancelledAt returns a context and a harness whose apply_patch cancels
+// it just before its file system's operation op on rel.
+func cancelledAt(t *testing.T, op, rel string) (context.Context, *harness) {
 	ctx, cancel := context.WithCancel(context.Background())
-	h := newHookHarness(t, hookFS{before: func(op, rel string) {
-		if op == "stat" && rel == "a.txt" {
+	t.Cleanup(cancel)
+	return ctx, newHookHarness(t, hookFS{before: func(o, r string) {
+		if o == op && r == rel {
 			cancel()
 		}
 	}})
+}
+
+// TestApplyPatchCancelledInPreflight: cancellation noticed before any write
+// says that nothing changed.
+func TestApplyPatchCancelledInPreflight(t *testing.T) {
+	ctx, h := cancelledAt(t, "stat", "a.txt")
 	_, err := h.call(ctx, t, "apply_patch", patchText("*** Add File: a.txt\n+a\n*** Add File: b.txt\n+b\n"))
 	if msg := message(t, err, messages.ErrAborted); msg != "apply_patch was cancelled; no files were changed" {
 		t.Fatalf("message %q", msg)
@@ -128,12 +135,7 @@ func TestApplyPatchCancelledInPreflight(t *testing.T) {
 // TestApplyPatchCancelledInCommit: cancellation between two writes stops
 // before the second and reports exactly what was applied.
 func TestApplyPatchCancelledInCommit(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	h := newHookHarness(t, hookFS{before: func(op, rel string) {
-		if op == "create" && rel == "a.txt" {
-			cancel()
-		}
-	}})
+	ctx, h := cancelledAt(t, "create", "a.txt")
 	_, err := h.call(ctx, t, "apply_patch", patchText("*** Add File: a.txt\n+a\n*** Add File: b.txt\n+b\n"))
 	want := "apply_patch: the patch was only partly applied: add b.txt failed: cancelled.\nApplied:\nA a.txt\nNot applied:\nA b.txt\n" +
 		"Read the files that were not applied before patching them again."
@@ -352,32 +354,7 @@ func TestApplyPatchReplacesTheFileAtomically(t *testing.T) {
 // whose group is another keeps that group. Root can choose any group;
 // anyone else needs a second group of their own, or the group stays theirs.
 func TestApplyPatchKeepsTheGroup(t *testing.T) {
-	gid := os.Getgid()
-	if os.Geteuid() == 0 {
-		gid = 4343
-	} else if groups, err := os.Getgroups(); err == nil {
-		for _, g := range groups {
-			if g != gid {
-				gid = g
-				break
-			}
-		}
-	}
-	h := newHarness(t, harnessConfig{rules: allowAll})
-	p := h.write(t, "a.txt", "old\n")
-	if err := os.Chown(p, os.Getuid(), gid); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.call(context.Background(), t, "apply_patch", patchText("*** Update File: a.txt\n@@\n-old\n+new\n")); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(p)
-	if err != nil || readFile(t, p) != "new\n" {
-		t.Fatal(err)
-	}
-	if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != os.Getuid() || int(st.Gid) != gid {
-		t.Fatalf("owner %d:%d, want %d:%d", st.Uid, st.Gid, os.Getuid(), gid)
-	}
+	checkUpdateKeepsOwner(t, os.Getuid(), otherGroup())
 }
 
 // TestApplyPatchShrinksAHardLinkedFile: a hard-linked file is written in

@@ -331,23 +331,41 @@ func TestApplyPatchKeepsHardLinks(t *testing.T) {
 	}
 }
 
+// otherGroup returns a group a file of this process's may be given that
+// is not the process's own: any for root (4343), else a second group of
+// the user's, or the process's own when it has no other.
+func otherGroup() int {
+	gid := os.Getgid()
+	if os.Geteuid() == 0 {
+		return 4343
+	}
+	if groups, err := os.Getgroups(); err == nil {
+		for _, g := range groups {
+			if g != gid {
+				return g
+			}
+		}
+	}
+	return gid
+}
+
 // TestApplyPatchKeepsTheOwner: the replacement keeps the file's owner and
 // group, where a new file would get this process's. Root gives the file to
 // another user first (CI runs as root): root editing a user's file left it
 // root's. Anyone else can only move it to another of their groups, where
 // they have one.
 func TestApplyPatchKeepsTheOwner(t *testing.T) {
-	uid, gid := os.Getuid(), os.Getgid()
+	uid := os.Getuid()
 	if os.Geteuid() == 0 {
-		uid, gid = 4242, 4343
-	} else if groups, err := os.Getgroups(); err == nil {
-		for _, g := range groups {
-			if g != gid {
-				gid = g
-				break
-			}
-		}
+		uid = 4242
 	}
+	checkUpdateKeepsOwner(t, uid, otherGroup())
+}
+
+// checkUpdateKeepsOwner gives a file owner uid and group gid, updates it
+// with apply_patch and checks that both stayed.
+func checkUpdateKeepsOwner(t *testing.T, uid, gid int) {
+	t.Helper()
 	h := newHarness(t, harnessConfig{rules: allowAll})
 	p := h.write(t, "mine.txt", "old\n")
 	if err := os.Chown(p, uid, gid); err != nil {

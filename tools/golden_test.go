@@ -196,22 +196,8 @@ func runGolden(t *testing.T, path string) {
 	if args.Fail != nil {
 		fsys = faultFS{op: args.Fail.Op, path: args.Fail.Path}
 	}
-	perms, err := NewPermissions(PermissionsConfig{Agents: map[string]Ruleset{DefaultAgent: allowAll}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := NewRegistry(Config{Root: t.TempDir(), Permissions: perms})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tool, err := newApplyPatch(ApplyPatchConfig{}, fsys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.Register(reg.NewScope("golden"), tool); err != nil {
-		t.Fatal(err)
-	}
-	root := reg.Paths().Root()
+	h := newHookHarness(t, fsys)
+	reg, root := h.reg, h.root
 	in := make(map[string][]byte)
 	hasOut := false
 	for _, s := range a.sections {

@@ -32,10 +32,7 @@ copy its data directory.
 }
 
 func runBackup(ctx context.Context, a *app, c *command, args []string) int {
-	fs := newFlags(c)
-	var cf clientFlags
-	cf.register(fs)
-	pos, code, ok := a.parse(c, fs, args)
+	cf, pos, code, ok := a.parseClient(c, args)
 	if !ok {
 		return code
 	}

@@ -45,6 +45,15 @@ func (f *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "configuration `FILE` to read addr and token from (default <data>/sessiond.json)")
 }
 
+// parseClient parses the arguments of a command whose only flags are the
+// client flags.
+func (a *app) parseClient(c *command, args []string) (cf clientFlags, pos []string, code int, ok bool) {
+	fs := newFlags(c)
+	cf.register(fs)
+	pos, code, ok = a.parse(c, fs, args)
+	return cf, pos, code, ok
+}
+
 // client returns a client of the daemon the flags name.
 func (f *clientFlags) client(a *app) (*client, error) {
 	o := overrides{"SESSIOND_ADDR": f.addr, "SESSIOND_TOKEN": f.token}
@@ -513,10 +522,7 @@ text; instruction delete removes KEY (not-found when there is none).
 }
 
 func runInstruction(ctx context.Context, a *app, c *command, args []string) int {
-	fs := newFlags(c)
-	var cf clientFlags
-	cf.register(fs)
-	pos, code, ok := a.parse(c, fs, args)
+	cf, pos, code, ok := a.parseClient(c, args)
 	if !ok {
 		return code
 	}
@@ -659,10 +665,7 @@ func runReply(ctx context.Context, a *app, c *command, args []string) int {
 // sends one request: method to path(args), printing field of the reply.
 func plainClient(oneSession bool, method string, path func(pos []string) string, field string) func(context.Context, *app, *command, []string) int {
 	return func(ctx context.Context, a *app, c *command, args []string) int {
-		fs := newFlags(c)
-		var cf clientFlags
-		cf.register(fs)
-		pos, code, ok := a.parse(c, fs, args)
+		cf, pos, code, ok := a.parseClient(c, args)
 		if !ok {
 			return code
 		}

@@ -38,6 +38,8 @@ func TestApply(t *testing.T) {
 		{"mixed endings keep their own", "a\r\nb\nc\r\n", "@@\n a\n b\n+n\n c", "a\r\nb\nn\r\nc\r\n"},
 		{"lf majority", "a\nb\nc\r\n", "@@\n a\n+n\n b", "a\nn\nb\nc\r\n"},
 		{"unicode", "héllo\nwörld\n", "@@\n-wörld\n+мир", "héllo\nмир\n"},
+		{"line of only CRLF", "\r\nx\r\n", "@@\n \n-x\n+y", "\r\ny\r\n"},
+		{"anchor searched after the previous hunk", "f\na\nf\nb\n", "@@\n-a\n+A\n@@ f\n-b\n+B", "f\nA\nf\nB\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,6 +68,12 @@ func TestApplyErrors(t *testing.T) {
 		{"end of file mismatch", "x\ny\nz\n", "@@\n-y\n*** End of File", HunkError{Hunk: 1, From: 1, Problem: ContextMissing, Expected: []string{"y"}, EndOfFile: true}, "at the end of the file"},
 		{"whitespace differs", "\tindented\n", "@@\n-  indented\n+x", HunkError{Hunk: 1, From: 1, Problem: ContextMissing, Expected: []string{"  indented"}}, "context not found"},
 		{"longer than file", "a\n", "@@\n a\n b\n+c", HunkError{Hunk: 1, From: 1, Problem: ContextMissing, Expected: []string{"a", "b"}}, "context not found"},
+		{"end of file overlaps the previous hunk", "a\nb\n", "@@\n-a\n-b\n+c\n@@\n b\n+d\n*** End of File",
+			HunkError{Hunk: 2, Problem: ContextMissing, From: 3, Expected: []string{"b"}, EndOfFile: true},
+			"hunk 2: context not found at the end of the file (searched from line 3"},
+		{"context missing below the anchor", "x\ny\nf\nz\n", "@@ f\n-y\n+Y",
+			HunkError{Hunk: 1, Problem: ContextMissing, From: 3, Anchor: "f", Expected: []string{"y"}},
+			"hunk 1: context not found (searched from line 3, after the previous hunk or anchor)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -74,6 +74,17 @@ func TestParseHunkDetails(t *testing.T) {
 		{"anchor loses a stray carriage return", "@@ x\r\r\n a", []Hunk{{Anchor: "x", Line: 3, Lines: []Line{{Context, "a"}}}}},
 		{"leading blank before header ignored", "\n@@ x\n a", []Hunk{{Anchor: "x", Line: 4, Lines: []Line{{Context, "a"}}}}},
 		{"marker-like content", "@@\n-*** End Patch\n+*** Not a marker", []Hunk{{Line: 3, Lines: []Line{{Remove, "*** End Patch"}, {Insert, "*** Not a marker"}}}}},
+		{"hunk after an end-of-file hunk", "@@\n a\n*** End of File\n@@\n b", []Hunk{
+			{Line: 3, EndOfFile: true, Lines: []Line{{Context, "a"}}}, {Line: 6, Lines: []Line{{Context, "b"}}}}},
+		{"end of file after a blank only", "@@\n\n*** End of File", []Hunk{{Line: 3, EndOfFile: true, Lines: []Line{{Context, ""}}}}},
+		{"trailing space-only line is context", "@@\n a\n  ", []Hunk{{Line: 3, Lines: []Line{{Context, "a"}, {Context, " "}}}}},
+		{"range without closing @@", "@@ -1 +1\n a", []Hunk{{Anchor: "-1 +1", Line: 3, Lines: []Line{{Context, "a"}}}}},
+		{"range without a second range", "@@ -1 x @@ y\n a", []Hunk{{Anchor: "-1 x @@ y", Line: 3, Lines: []Line{{Context, "a"}}}}},
+		{"ranges without closing @@", "@@ -1 +1 x\n a", []Hunk{{Anchor: "-1 +1 x", Line: 3, Lines: []Line{{Context, "a"}}}}},
+		{"range with two commas", "@@ -1,2,3 +1 @@ x\n a", []Hunk{{Anchor: "-1,2,3 +1 @@ x", Line: 3, Lines: []Line{{Context, "a"}}}}},
+		{"range starting with a comma", "@@ -,2 +1 @@ x\n a", []Hunk{{Anchor: "-,2 +1 @@ x", Line: 3, Lines: []Line{{Context, "a"}}}}},
+		{"range ending with a comma", "@@ -1, +1 @@ x\n a", []Hunk{{Anchor: "-1, +1 @@ x", Line: 3, Lines: []Line{{Context, "a"}}}}},
+		{"sign without digits", "@@ - +1 @@ x\n a", []Hunk{{Anchor: "- +1 @@ x", Line: 3, Lines: []Line{{Context, "a"}}}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,6 +100,7 @@ func TestParseHunkDetails(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
+	long := strings.Repeat("x", 100)
 	tests := []struct {
 		name string
 		text string
@@ -114,6 +126,10 @@ func TestParseErrors(t *testing.T) {
 		{"stray move", "*** Begin Patch\n*** Delete File: a\n*** Move to: b\n*** End Patch", 3, "must directly follow"},
 		{"duplicate path", "*** Begin Patch\n*** Delete File: a\n*** Add File: a\n+x\n*** End Patch", 3, "more than one file operation (lines 2 and 3)"},
 		{"NUL in path", "*** Begin Patch\n*** Delete File: a\x00b\n*** End Patch", 2, "NUL"},
+		{"no end, trailing blank lines", "*** Begin Patch\n*** Delete File: a\n\n\n", 2, "missing \"*** End Patch\""},
+		{"end of file twice", "*** Begin Patch\n*** Update File: a\n@@\n a\n*** End of File\n*** End of File\n*** End Patch", 6, "must end a hunk that has lines"},
+		{"second begin", "*** Begin Patch\n*** Add File: a\n+x\n*** Begin Patch\n*** End Patch", 4, `unknown marker "*** Begin Patch"`},
+		{"long line clipped", "*** Begin Patch\n" + long + "\n*** End Patch", 2, `got "` + long[:80] + `…"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -157,33 +157,27 @@ func TestGateReachedWithADoneContext(t *testing.T) {
 	}
 }
 
-// TestAddKeepsACopyOfTheSteps: changing the caller's step slice after Add
-// does not change the script.
-func TestAddKeepsACopyOfTheSteps(t *testing.T) {
-	steps := []script.Step{script.Text("a")}
-	p := script.New().Add(script.Response{Steps: steps})
-	steps[0] = script.Text("changed")
-	evs, err := collect(p.Stream(ctxT(t), userRequest("hi")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if evs[1].Text != "a" {
-		t.Fatalf("answer %q, want the steps as added", evs[1].Text)
-	}
-}
-
-// TestDefaultKeepsACopyOfTheSteps: changing the caller's step slice after
-// Default does not change the script.
-func TestDefaultKeepsACopyOfTheSteps(t *testing.T) {
-	steps := []script.Step{script.Text("a")}
-	p := script.New().Default(steps...)
-	steps[0] = script.Text("changed")
-	evs, err := collect(p.Stream(ctxT(t), userRequest("hi")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if evs[1].Text != "a" {
-		t.Fatalf("answer %q, want the steps as set", evs[1].Text)
+// TestAddAndDefaultKeepACopyOfTheSteps: changing the caller's step slice
+// after Add or Default does not change the script.
+func TestAddAndDefaultKeepACopyOfTheSteps(t *testing.T) {
+	for name, set := range map[string]func(*script.Provider, []script.Step) *script.Provider{
+		"Add": func(p *script.Provider, steps []script.Step) *script.Provider {
+			return p.Add(script.Response{Steps: steps})
+		},
+		"Default": func(p *script.Provider, steps []script.Step) *script.Provider { return p.Default(steps...) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			steps := []script.Step{script.Text("a")}
+			p := set(script.New(), steps)
+			steps[0] = script.Text("changed")
+			evs, err := collect(p.Stream(ctxT(t), userRequest("hi")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if evs[1].Text != "a" {
+				t.Fatalf("answer %q, want the steps as %s gave them", evs[1].Text, name)
+			}
+		})
 	}
 }
 
