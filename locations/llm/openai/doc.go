@@ -63,7 +63,13 @@
 // reasoning read from reasoning_content goes back in that field on its
 // assistant message (DeepSeek's thinking mode refuses a turn that called
 // tools without it on each of its messages); reasoning from another model
-// (no ProviderMetadata) is replayed as ordinary assistant text.
+// (no ProviderMetadata) is replayed as ordinary assistant text. A history
+// holding such reasoning is the server's thinking mode, and every other
+// assistant message sends reasoning_content empty. When a server refuses a
+// request for lacking the field (a 400 naming reasoning_content: a step
+// that failed kept no metadata, or the history is another model's), the
+// request is sent once more with it on every assistant message, and the
+// model's later requests send it from the start.
 // Request.CacheKey is sent as prompt_cache_key. tool_choice none is sent
 // only alongside tools, since OpenAI rejects it without them. A tool's
 // object schema without properties is sent with empty ones, which OpenAI

@@ -23,9 +23,6 @@ func TestHTTPErrors(t *testing.T) {
 		}
 		return h
 	}
-	openaiErr := func(msg, typ, code string) string {
-		return `{"error":{"message":"` + msg + `","type":"` + typ + `","param":null,"code":` + code + `}}`
-	}
 	for _, tc := range []struct {
 		name       string
 		status     int

@@ -73,7 +73,8 @@ func FuzzLowerHistory(f *testing.F) {
 		if shape&64 != 0 {
 			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{text("next")}})
 		}
-		params, err := lower(req, shape&128 != 0)
+		// shape's bits are all taken: echo follows the input's length.
+		params, err := lower(req, shape&128 != 0, len(input)%2 == 1)
 		if err != nil {
 			t.Fatalf("lower: %v", err)
 		}

@@ -18,8 +18,11 @@ import (
 	"github.com/sessiond/sessiond/messages"
 )
 
-// lower builds the Chat Completions request for req.
-func lower(req llm.Request, legacyMaxTokens bool) (oa.ChatCompletionNewParams, error) {
+// lower builds the Chat Completions request for req. echo sends
+// reasoning_content on every assistant message (see echoesReasoning); it
+// is also on when the history holds reasoning this server sent in that
+// field.
+func lower(req llm.Request, legacyMaxTokens, echo bool) (oa.ChatCompletionNewParams, error) {
 	if req.Model.ID == "" {
 		return oa.ChatCompletionNewParams{}, llm.Errorf(messages.ErrProviderInvalidRequest, "openai: request has no model ID")
 	}
@@ -30,8 +33,9 @@ func lower(req llm.Request, legacyMaxTokens bool) (oa.ChatCompletionNewParams, e
 	if sys := joinNonEmpty(req.System); sys != "" {
 		params.Messages = append(params.Messages, oa.SystemMessage(sys))
 	}
+	echo = echo || slices.ContainsFunc(req.Messages, hasReasoningContent)
 	for _, m := range userTurns(wire.PairToolResults(req.Messages)) {
-		params.Messages = appendMessage(params.Messages, m)
+		params.Messages = appendMessage(params.Messages, m, echo)
 	}
 	for _, t := range req.Tools {
 		tool, err := lowerTool(t)
@@ -66,7 +70,7 @@ func userTurns(msgs []llm.Message) []llm.Message {
 	out := make([]llm.Message, 0, len(msgs))
 	for _, m := range msgs {
 		if m.Role == llm.RoleAssistant {
-			if _, ok := lowerAssistant(m.Parts); !ok {
+			if _, ok := lowerAssistant(m.Parts, false); !ok {
 				// Nothing of it is sent (a turn of this provider's own
 				// reasoning only, cut off by the output limit): the user
 				// turns around it merge.
@@ -89,15 +93,35 @@ func userTurns(msgs []llm.Message) []llm.Message {
 	return out
 }
 
+// hasReasoningContent reports whether m is an assistant message with
+// reasoning that this server sent in reasoning_content.
+func hasReasoningContent(m llm.Message) bool {
+	return m.Role == llm.RoleAssistant && slices.ContainsFunc(m.Parts, func(p llm.Part) bool {
+		_, ok := reasoningContent(p)
+		return ok
+	})
+}
+
+// reasoningContent returns the text of p when it is reasoning that came
+// in reasoning_content.
+func reasoningContent(p llm.Part) (string, bool) {
+	var meta reasoningMeta
+	if p.Kind != llm.PartReasoning || len(p.ProviderMetadata) == 0 ||
+		json.Unmarshal(p.ProviderMetadata, &meta) != nil || meta.Field != "reasoning_content" {
+		return "", false
+	}
+	return p.Text, true
+}
+
 // appendMessage lowers one (already paired) history message.
-func appendMessage(out []oa.ChatCompletionMessageParamUnion, m llm.Message) []oa.ChatCompletionMessageParamUnion {
+func appendMessage(out []oa.ChatCompletionMessageParamUnion, m llm.Message, echo bool) []oa.ChatCompletionMessageParamUnion {
 	switch m.Role {
 	case llm.RoleUser:
 		if u, ok := lowerUser(m.Parts); ok {
 			out = append(out, u)
 		}
 	case llm.RoleAssistant:
-		if a, ok := lowerAssistant(m.Parts); ok {
+		if a, ok := lowerAssistant(m.Parts, echo); ok {
 			out = append(out, a)
 		}
 	case llm.RoleTool:
@@ -156,8 +180,10 @@ func lowerFile(f messages.File) oa.ChatCompletionContentPartUnionParam {
 
 // lowerAssistant lowers an assistant message: text (with reasoning from
 // another model as text) and tool calls. Reasoning with ProviderMetadata is
-// this adapter's own and has no input field, so it is dropped.
-func lowerAssistant(parts []llm.Part) (oa.ChatCompletionMessageParamUnion, bool) {
+// this adapter's own and has no input field, so it is dropped, except
+// reasoning that came in reasoning_content, which goes back there. With
+// echo, a message without such reasoning sends reasoning_content empty.
+func lowerAssistant(parts []llm.Part, echo bool) (oa.ChatCompletionMessageParamUnion, bool) {
 	var (
 		texts     []string
 		calls     []oa.ChatCompletionMessageToolCallUnionParam
@@ -168,12 +194,10 @@ func lowerAssistant(parts []llm.Part) (oa.ChatCompletionMessageParamUnion, bool)
 		case llm.PartText:
 			texts = append(texts, p.Text)
 		case llm.PartReasoning:
-			var meta reasoningMeta
-			switch {
-			case len(p.ProviderMetadata) == 0:
+			if r, ok := reasoningContent(p); ok {
+				reasoning = append(reasoning, r)
+			} else if len(p.ProviderMetadata) == 0 {
 				texts = append(texts, p.Text)
-			case json.Unmarshal(p.ProviderMetadata, &meta) == nil && meta.Field == "reasoning_content":
-				reasoning = append(reasoning, p.Text)
 			}
 		case llm.PartToolCall:
 			if p.Executed {
@@ -200,7 +224,7 @@ func lowerAssistant(parts []llm.Part) (oa.ChatCompletionMessageParamUnion, bool)
 	if text != "" {
 		a.Content.OfString = param.NewOpt(text)
 	}
-	if len(reasoning) > 0 {
+	if len(reasoning) > 0 || echo {
 		// Servers that stream reasoning_content (DeepSeek in thinking mode,
 		// vLLM and others for Qwen3 and kin) take it back on the assistant
 		// message. DeepSeek refuses a request without it on every
@@ -209,7 +233,10 @@ func lowerAssistant(parts []llm.Part) (oa.ChatCompletionMessageParamUnion, bool)
 		// ignores it elsewhere: it goes back on every message that has it.
 		// Chat Completions has no such field, so only reasoning that came
 		// in it goes back, to the same model (the runner keeps
-		// ProviderMetadata only for that).
+		// ProviderMetadata only for that). With echo (this server's
+		// thinking mode) a message without it, from a step that failed or
+		// from another model, sends it empty, which DeepSeek accepts:
+		// without the field it refuses the request, and every later one.
 		a.SetExtraFields(map[string]any{"reasoning_content": joinNonEmpty(reasoning)})
 	}
 	return oa.ChatCompletionMessageParamUnion{OfAssistant: &a}, true

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"slices"
@@ -242,7 +243,9 @@ func TestUserTurns(t *testing.T) {
 // that has it, as DeepSeek in thinking mode requires of each message of a
 // turn that called tools, the answer that ends the tool loop included (and
 // the chat templates of Qwen3 and kin read); not when it came in another
-// field or in metadata that does not decode, and never as text.
+// field or in metadata that does not decode, and never as text. Such a
+// history is the server's thinking mode: messages without reasoning in
+// that field send it empty.
 func TestReasoningContentReplay(t *testing.T) {
 	thought := func(field string) llm.Part {
 		return llm.Part{Kind: llm.PartReasoning, Text: "thinking in " + field,
@@ -286,9 +289,100 @@ func TestReasoningContentReplay(t *testing.T) {
 			}
 		}
 	}
-	want := []string{`"thinking in reasoning_content"`, `"thinking in reasoning_content"`, `"thinking in reasoning_content"`, "", ""}
+	want := []string{`"thinking in reasoning_content"`, `"thinking in reasoning_content"`, `"thinking in reasoning_content"`, `""`, `""`}
 	if !slices.Equal(got, want) {
 		t.Fatalf("reasoning_content of the assistant messages %q, want %q", got, want)
+	}
+}
+
+// sentReasoningContent returns the reasoning_content of each assistant
+// message of a request body, "" where it has none.
+func sentReasoningContent(t *testing.T, body []byte) []string {
+	t.Helper()
+	var sent struct {
+		Messages []map[string]json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &sent); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range sent.Messages {
+		if string(m["role"]) == `"assistant"` {
+			got = append(got, string(m["reasoning_content"]))
+		}
+	}
+	return got
+}
+
+// failedStepHistory is a history whose one assistant message is a step
+// that failed after calling a tool: the runner keeps its reasoning without
+// the provider's metadata, so it reads as another model's.
+func failedStepHistory() llm.Request {
+	req := simpleRequest()
+	req.Model.ID = "deepseek-test"
+	req.Tools = []llm.ToolDefinition{{Name: "read"}}
+	req.Messages = append(req.Messages,
+		llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{{Kind: llm.PartReasoning, Text: "Read it."},
+			{Kind: llm.PartToolCall, CallID: "call_1", Name: "read", Input: json.RawMessage(`{}`)}}},
+		llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: "call_1", Name: "read",
+			Output: "Error (aborted): Tool execution interrupted", IsError: true}}},
+		llm.Message{Role: llm.RoleUser, Parts: []llm.Part{text("go on")}})
+	return req
+}
+
+// deepSeekRefusal is DeepSeek's answer to a thinking-mode history without
+// reasoning_content on a message that called tools.
+var deepSeekRefusal = ssetest.Reply{Status: 400, Chunks: []string{
+	openaiErr("The reasoning_content in the thinking mode must be passed back to the API.", "invalid_request_error", `"invalid_request_error"`)}}
+
+// TestReasoningContentAfterARefusal: a history without reasoning that came
+// in reasoning_content sends no such field (OpenAI has none), until the
+// server refuses the request for lacking it (DeepSeek's thinking mode,
+// after a step that failed or a switch from another model): the request
+// goes again at once with the field, empty, on every assistant message,
+// and so do the model's later requests. Once is all: a second refusal, or
+// a refusal for another reason, is the step's error.
+func TestReasoningContentAfterARefusal(t *testing.T) {
+	srv := ssetest.NewServer(t, deepSeekRefusal, okReply, okReply, okReply, deepSeekRefusal)
+	p := newTestProvider(t, srv)
+	if _, err := ssetest.MustStream(t, p, failedStepHistory()); err != nil {
+		t.Fatalf("the request sent again: %v", err)
+	}
+	// The same model again, then another model (not refused yet).
+	if _, err := ssetest.MustStream(t, p, failedStepHistory()); err != nil {
+		t.Fatal(err)
+	}
+	other := failedStepHistory()
+	other.Model.ID = "gpt-test"
+	if _, err := ssetest.MustStream(t, p, other); err != nil {
+		t.Fatal(err)
+	}
+	// Refused although it has the field: no third try.
+	_, err := ssetest.MustStream(t, p, failedStepHistory())
+	wantError(t, err, messages.ErrProviderInvalidRequest, 400, 0)
+	var got [][]string
+	for _, r := range srv.Requests() {
+		got = append(got, sentReasoningContent(t, r.Body))
+		if bytes.Contains(r.Body, []byte(`"reasoning_content":"Read it."`)) {
+			t.Fatalf("reasoning without its metadata sent as this server's: %s", r.Body)
+		}
+	}
+	want := [][]string{{""}, {`""`}, {`""`}, {""}, {`""`}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("reasoning_content per request %q, want %q", got, want)
+	}
+
+	// A refusal for another reason is not sent again, and teaches nothing.
+	srv = ssetest.NewServer(t, ssetest.Reply{Status: 400, Chunks: []string{
+		openaiErr("Invalid max_tokens value", "invalid_request_error", `"invalid_request_error"`)}}, okReply)
+	p = newTestProvider(t, srv)
+	_, err = ssetest.MustStream(t, p, failedStepHistory())
+	wantError(t, err, messages.ErrProviderInvalidRequest, 400, 0)
+	if _, err := ssetest.MustStream(t, p, failedStepHistory()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(srv.Requests()); n != 2 || sentReasoningContent(t, srv.LastBody())[0] != "" {
+		t.Fatalf("%d requests, the last with reasoning_content %q; want 2, without", n, sentReasoningContent(t, srv.LastBody()))
 	}
 }
 

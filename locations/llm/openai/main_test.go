@@ -116,3 +116,8 @@ func wantError(t *testing.T, err error, typ messages.ErrorType, status int, retr
 	}
 	return le
 }
+
+// openaiErr is an error body in OpenAI's shape; code is raw JSON.
+func openaiErr(msg, typ, code string) string {
+	return `{"error":{"message":"` + msg + `","type":"` + typ + `","param":null,"code":` + code + `}}`
+}

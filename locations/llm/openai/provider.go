@@ -5,6 +5,8 @@ import (
 	"errors"
 	"iter"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	oa "github.com/openai/openai-go/v3"
@@ -53,6 +55,9 @@ type Config struct {
 type Provider struct {
 	chat oa.ChatCompletionService
 	cfg  Config
+	// echo holds the IDs of models whose server refused a request for
+	// lacking reasoning_content (see Stream).
+	echo sync.Map
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -99,46 +104,79 @@ func (c *Config) validate() error {
 
 // Stream implements llm.Provider. The request is sent when iteration starts;
 // stopping the iteration early closes the response.
+//
+// A server in a thinking mode that wants reasoning_content back on every
+// assistant message (DeepSeek) refuses a history without it, for instance
+// after a step that failed before its reasoning was kept or after a switch
+// from another model: the request is then sent once more with the field on
+// every assistant message, and the model's later requests send it from
+// the start.
 func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Event, error] {
 	return func(yield func(llm.Event, error) bool) {
-		params, err := lower(req, p.cfg.LegacyMaxTokens)
-		if err != nil {
-			yield(llm.Event{}, err)
-			return
+		_, echo := p.echo.Load(req.Model.ID)
+		if p.stream(ctx, req, echo, yield) {
+			p.echo.Store(req.Model.ID, true)
+			p.stream(ctx, req, true, yield)
 		}
-		var res *http.Response
-		stream := p.chat.NewStreaming(ctx, params, option.WithResponseInto(&res))
-		defer func() { _ = stream.Close() }()
-
-		st := newState(func(ev llm.Event) bool { return yield(ev, nil) })
-		for stream.Next() {
-			if !st.chunk(stream.Current()) {
-				return
-			}
-		}
-		if err := stream.Err(); err != nil && (!st.finished || ctx.Err() != nil) {
-			yield(llm.Event{}, p.classify(ctx, err, res))
-			return
-		}
-		if !st.finished {
-			yield(llm.Event{}, wire.Truncated("a finish reason"))
-			return
-		}
-		if st.raw == finishServerResources {
-			// DeepSeek's server cut the answer short: a failure of the
-			// server, not an answer that ended (which would pass for one).
-			yield(llm.Event{}, &llm.Error{Type: messages.ErrProviderInternal,
-				Message: "generation stopped: the server ran out of resources (finish_reason " + finishServerResources + ")"})
-			return
-		}
-		// A failure after the finish reason (for instance a cut before the
-		// usage chunk) loses only usage: the step's content is complete.
-		fin := st.finish()
-		if prices, ok := p.prices(req.Model.ID); ok {
-			fin.Cost = prices.Cost(fin.Usage)
-		}
-		yield(fin, nil)
 	}
+}
+
+// stream makes one request. It reports, having yielded nothing, whether
+// the server refused the request only for lacking reasoning_content, when
+// echo is off.
+func (p *Provider) stream(ctx context.Context, req llm.Request, echo bool, yield func(llm.Event, error) bool) (again bool) {
+	params, err := lower(req, p.cfg.LegacyMaxTokens, echo)
+	if err != nil {
+		yield(llm.Event{}, err)
+		return false
+	}
+	var res *http.Response
+	stream := p.chat.NewStreaming(ctx, params, option.WithResponseInto(&res))
+	defer func() { _ = stream.Close() }()
+
+	st := newState(func(ev llm.Event) bool { return yield(ev, nil) })
+	for stream.Next() {
+		if !st.chunk(stream.Current()) {
+			return false
+		}
+	}
+	if err := stream.Err(); err != nil && (!st.finished || ctx.Err() != nil) {
+		if !echo && ctx.Err() == nil && wantsReasoningContent(err) {
+			return true
+		}
+		yield(llm.Event{}, p.classify(ctx, err, res))
+		return false
+	}
+	if !st.finished {
+		yield(llm.Event{}, wire.Truncated("a finish reason"))
+		return false
+	}
+	if st.raw == finishServerResources {
+		// DeepSeek's server cut the answer short: a failure of the
+		// server, not an answer that ended (which would pass for one).
+		yield(llm.Event{}, &llm.Error{Type: messages.ErrProviderInternal,
+			Message: "generation stopped: the server ran out of resources (finish_reason " + finishServerResources + ")"})
+		return false
+	}
+	// A failure after the finish reason (for instance a cut before the
+	// usage chunk) loses only usage: the step's content is complete.
+	fin := st.finish()
+	if prices, ok := p.prices(req.Model.ID); ok {
+		fin.Cost = prices.Cost(fin.Usage)
+	}
+	yield(fin, nil)
+	return false
+}
+
+// wantsReasoningContent reports whether err is a server's refusal of a
+// request (a 400, before any of the stream) whose message names
+// reasoning_content: DeepSeek's "The reasoning_content in the thinking
+// mode must be passed back to the API." or "Missing reasoning_content
+// field in the assistant message at message index 2".
+func wantsReasoningContent(err error) bool {
+	var apiErr *oa.Error
+	return errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusBadRequest &&
+		strings.Contains(apiErr.Message, "reasoning_content")
 }
 
 // finishServerResources is the finish reason with which DeepSeek ends a
