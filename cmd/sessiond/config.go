@@ -86,6 +86,14 @@ type ProviderConfig struct {
 	// one. 0 takes 600; -1 waits forever. A slow local server that
 	// processes a long prompt before its first token may need more.
 	IdleTimeout int `json:"idleTimeout"`
+	// ThinkingBudget enables an anthropic provider's extended thinking with
+	// this many budget tokens (at least 1024, and below a request's output
+	// limit, else thinking stays off); 0 leaves it off.
+	ThinkingBudget int `json:"thinkingBudget"`
+	// AdaptiveThinking enables an anthropic provider's adaptive thinking,
+	// for the models that have it (the model decides how much to think); it
+	// takes precedence over ThinkingBudget.
+	AdaptiveThinking bool `json:"adaptiveThinking"`
 	// File is the JSON script of a script provider. A relative path in a
 	// config file is relative to the file's directory.
 	File string `json:"file"`
@@ -762,7 +770,13 @@ func (c *Config) checkProviders() error {
 			if p.IdleTimeout < -1 {
 				return fieldErrorf(field+".idleTimeout", "%d: want seconds, 0 for the default (600) or -1 for none", p.IdleTimeout)
 			}
+			if err := p.checkThinking(field); err != nil {
+				return err
+			}
 		case llm.ProviderScript:
+			if err := p.checkThinking(field); err != nil {
+				return err
+			}
 			switch {
 			case p.IdleTimeout != 0:
 				return fieldErrorf(field+".idleTimeout", "a script provider takes no idleTimeout")
@@ -1119,6 +1133,23 @@ func lineColumn(src []byte, n int) (line, col int) {
 	line = 1 + bytes.Count(src[:n], []byte("\n"))
 	col = 1 + n - (bytes.LastIndexByte(src[:n], '\n') + 1)
 	return line, col
+}
+
+// minThinkingBudget is the smallest budget the Messages API accepts.
+const minThinkingBudget = 1024
+
+// checkThinking refuses thinking settings the provider's type has not, and
+// a budget the API would refuse.
+func (p ProviderConfig) checkThinking(field string) error {
+	switch {
+	case p.Type != llm.ProviderAnthropic && p.ThinkingBudget != 0:
+		return fieldErrorf(field+".thinkingBudget", "only an anthropic provider takes a thinking budget")
+	case p.Type != llm.ProviderAnthropic && p.AdaptiveThinking:
+		return fieldErrorf(field+".adaptiveThinking", "only an anthropic provider takes adaptive thinking")
+	case p.ThinkingBudget != 0 && p.ThinkingBudget < minThinkingBudget:
+		return fieldErrorf(field+".thinkingBudget", "%d: want at least %d tokens, or 0 for no thinking", p.ThinkingBudget, minThinkingBudget)
+	}
+	return nil
 }
 
 // idle returns the IdleTimeout of an openai or anthropic adapter's Config:

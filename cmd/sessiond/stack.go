@@ -233,7 +233,8 @@ func (s *stack) providers() (map[string]llm.Provider, error) {
 		case llm.ProviderOpenAI:
 			p, err = openai.New(openai.Config{BaseURL: pc.BaseURL, APIKey: pc.APIKey, Prices: prices, IdleTimeout: pc.idle()})
 		case llm.ProviderAnthropic:
-			p, err = anthropic.New(anthropic.Config{BaseURL: pc.BaseURL, APIKey: pc.APIKey, Prices: prices, IdleTimeout: pc.idle()})
+			p, err = anthropic.New(anthropic.Config{BaseURL: pc.BaseURL, APIKey: pc.APIKey, Prices: prices, IdleTimeout: pc.idle(),
+				ThinkingBudget: pc.ThinkingBudget, AdaptiveThinking: pc.AdaptiveThinking})
 		case llm.ProviderScript:
 			var sp *script.Provider
 			if sp, err = script.Load(pc.File); err == nil {

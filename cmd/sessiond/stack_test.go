@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 	"time"
 
@@ -132,5 +133,35 @@ func TestDaemonProvidersDoNotRecordRequests(t *testing.T) {
 				t.Fatalf("after one request: count %d, %d recorded; want 1 and none", p.Count(), len(p.Requests()))
 			}
 		})
+	}
+}
+
+// TestAnthropicThinkingReachesTheAdapter: an anthropic provider's
+// thinkingBudget or adaptiveThinking is what its requests ask for.
+func TestAnthropicThinkingReachesTheAdapter(t *testing.T) {
+	for _, tt := range []struct {
+		pc   ProviderConfig
+		want any
+	}{
+		{ProviderConfig{}, nil},
+		{ProviderConfig{ThinkingBudget: 2048}, map[string]any{"type": "enabled", "budget_tokens": 2048.0}},
+		{ProviderConfig{ThinkingBudget: 2048, AdaptiveThinking: true}, map[string]any{"type": "adaptive"}},
+	} {
+		fake := &fakeProvider{path: "/v1/messages", body: anthropicStream}
+		srv := httptest.NewServer(fake)
+		pc := tt.pc
+		pc.Type, pc.BaseURL, pc.APIKey = llm.ProviderAnthropic, srv.URL, "k"
+		providers, err := (&stack{cfg: Config{Providers: map[string]ProviderConfig{"p": pc}}}).providers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = streamOnce(context.Background(), providers["p"], messages.ModelRef{ProviderID: "p", ID: "m"})
+		srv.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fake.reqs[0]["thinking"]; !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%+v: thinking %v, want %v", tt.pc, got, tt.want)
+		}
 	}
 }

@@ -76,7 +76,11 @@
 // thinking (or redacted_thinking) block only when its ProviderMetadata holds
 // a signature (or redacted data), which the runner keeps only for the same
 // model; reasoning without it (another model's) is replayed as ordinary
-// assistant text, so that what the user saw stays in context. Tool
+// assistant text, so that what the user saw stays in context. The API
+// refuses thinking on a request whose last assistant message called tools
+// without starting with a thinking block (a step that failed or another
+// model's step, whose signatures the runner does not replay): such a
+// request is sent without thinking until the tool loop ends. Tool
 // definitions keep their JSON schema; when a request has no tools but its
 // history has tool_use blocks (the final step of an agent's allowance), the
 // tools named in history are declared with an empty schema and tool_choice

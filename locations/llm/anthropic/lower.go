@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
@@ -86,12 +87,35 @@ func lower(req llm.Request, cfg Config) (sdk.MessageNewParams, error) {
 	}
 
 	switch {
+	case !thinkingAllowed(params.Messages):
 	case cfg.AdaptiveThinking:
 		params.Thinking = sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}}
 	case cfg.ThinkingBudget > 0 && cfg.ThinkingBudget < maxTokens:
 		params.Thinking = sdk.ThinkingConfigParamUnion{OfEnabled: &sdk.ThinkingConfigEnabledParam{BudgetTokens: int64(cfg.ThinkingBudget)}}
 	}
 	return params, nil
+}
+
+// thinkingAllowed reports whether a request with msgs may enable thinking.
+// With thinking on, the API refuses a history whose last assistant message
+// called tools unless that message starts with a signed thinking block
+// ("a final assistant message must start with a thinking block"). The
+// runner sends no such block for a step that failed, or for another
+// model's step (provider state is replayed only for the same model's
+// steps that succeeded): a Session interrupted while this model's tools
+// ran, or switched to it in the middle of a tool loop, would have every
+// later request refused. Such a request runs without thinking instead,
+// until the model's own answer ends the tool loop.
+func thinkingAllowed(msgs []sdk.MessageParam) bool {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		a := msgs[i].OfAssistant
+		if a == nil {
+			continue
+		}
+		calls := slices.ContainsFunc(a.Content, func(b sdk.ContentBlockParamUnion) bool { return b.OfToolUse != nil })
+		return !calls || a.Content[0].OfThinking != nil || a.Content[0].OfRedactedThinking != nil
+	}
+	return true
 }
 
 // hostedTools returns the server tool definitions for the names in

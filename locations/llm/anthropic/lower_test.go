@@ -417,3 +417,68 @@ func TestServerToolUseWithNullMetadata(t *testing.T) {
 	}
 	wantJSON(t, raw, `{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"q"}}`)
 }
+
+// TestThinkingNeedsASignedStartToGoOnWithTools: with thinking on, the API
+// refuses a history whose last assistant message called tools without
+// starting with a thinking block, which is what the runner sends for a
+// step that failed or another model's step (their provider state is not
+// replayed). Such a request goes without thinking, so the Session can go
+// on; thinking comes back once the last assistant message is this model's
+// own or called no tools.
+func TestThinkingNeedsASignedStartToGoOnWithTools(t *testing.T) {
+	reasoning := func(meta string) llm.Part {
+		p := llm.Part{Kind: llm.PartReasoning, Text: "Read it."}
+		if meta != "" {
+			p.ProviderMetadata = json.RawMessage(meta)
+		}
+		return p
+	}
+	call := func(id string) llm.Part {
+		return llm.Part{Kind: llm.PartToolCall, CallID: id, Name: "read", Input: json.RawMessage(`{}`)}
+	}
+	result := func(id string) llm.Message {
+		return llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: id, Name: "read",
+			Output: "Error (aborted): Tool execution interrupted", IsError: true}}}
+	}
+	assistant := func(parts ...llm.Part) llm.Message { return llm.Message{Role: llm.RoleAssistant, Parts: parts} }
+	user := llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: "go on"}}}
+	for _, tc := range []struct {
+		name     string
+		adaptive bool
+		history  []llm.Message
+		thinking bool
+	}{
+		{"no assistant message yet", false, nil, true},
+		{"signed thinking before the calls", false, []llm.Message{assistant(reasoning(`{"signature":"sig"}`), call("t1")), result("t1")}, true},
+		{"redacted thinking before the calls", false, []llm.Message{assistant(reasoning(`{"redacted":"data"}`), call("t1")), result("t1")}, true},
+		{"a failed step's reasoning, as text", false, []llm.Message{assistant(reasoning(""), call("t1")), result("t1")}, false},
+		{"another model's calls", false, []llm.Message{assistant(call("t1")), result("t1")}, false},
+		{"another model's calls, adaptive", true, []llm.Message{assistant(call("t1")), result("t1")}, false},
+		{"a new prompt after them", false, []llm.Message{assistant(call("t1")), result("t1"), user}, false},
+		{"the loop ended with an answer", false, []llm.Message{assistant(call("t1")), result("t1"),
+			assistant(reasoning(`{"signature":"sig"}`), llm.Part{Kind: llm.PartText, Text: "Done."}), user}, true},
+		{"an answer without thinking after them", false, []llm.Message{assistant(call("t1")), result("t1"),
+			assistant(llm.Part{Kind: llm.PartText, Text: "Done."}), user}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := ssetest.NewServer(t, okReply)
+			p, err := New(Config{BaseURL: srv.URL, HTTPClient: srv.Client(), ThinkingBudget: 1024, AdaptiveThinking: tc.adaptive})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := simpleRequest()
+			req.Tools = []llm.ToolDefinition{{Name: "read"}}
+			req.Messages = append(req.Messages, tc.history...)
+			if _, err := ssetest.Collect(p.Stream(t.Context(), req)); err != nil {
+				t.Fatal(err)
+			}
+			var body map[string]json.RawMessage
+			if err := json.Unmarshal(srv.LastBody(), &body); err != nil {
+				t.Fatal(err)
+			}
+			if _, on := body["thinking"]; on != tc.thinking {
+				t.Fatalf("thinking sent: %v, want %v: %s", on, tc.thinking, srv.LastBody())
+			}
+		})
+	}
+}
