@@ -134,14 +134,20 @@ func (p *Provider) stream(ctx context.Context, req llm.Request, echo bool, yield
 	stream := p.chat.NewStreaming(ctx, params, option.WithResponseInto(&res))
 	defer func() { _ = stream.Close() }()
 
-	st := newState(func(ev llm.Event) bool { return yield(ev, nil) })
+	// A refusal comes before the stream, so nothing was emitted; the check
+	// keeps a request that streamed anything from ever being sent again.
+	emitted := false
+	st := newState(func(ev llm.Event) bool {
+		emitted = true
+		return yield(ev, nil)
+	})
 	for stream.Next() {
 		if !st.chunk(stream.Current()) {
 			return false
 		}
 	}
 	if err := stream.Err(); err != nil && (!st.finished || ctx.Err() != nil) {
-		if !echo && ctx.Err() == nil && wantsReasoningContent(err) {
+		if !echo && !emitted && ctx.Err() == nil && wantsReasoningContent(err) {
 			return true
 		}
 		yield(llm.Event{}, p.classify(ctx, err, res))
