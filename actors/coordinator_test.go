@@ -73,6 +73,38 @@ func TestCoordinator(t *testing.T) {
 			{in: "next", next: false},
 			{in: "done", want: effect{releaseInterrupts: true, releaseWaits: true}},
 		}},
+		// The interrupt clears the coalesced run too, not only the
+		// restart: a wake after it restarts unforced.
+		{"interrupt during closing clears a coalesced run", []step{
+			{in: "wake", want: effect{start: true}},
+			{in: "next", next: false},
+			{in: "run", want: effect{replyNow: true}},
+			{in: "interrupt", want: effect{}}, // nothing runs to cancel; answered at done
+			{in: "wake"},
+			{in: "done", want: effect{releaseInterrupts: true, start: true}},
+		}},
+		{"interrupt during closing clears a coalesced wake", []step{
+			{in: "wake", want: effect{start: true}},
+			{in: "next", next: false},
+			{in: "wake"},
+			{in: "interrupt", want: effect{}},
+			{in: "done", want: effect{releaseInterrupts: true, releaseWaits: true}},
+		}},
+		// A second interrupt waits for the cleanup the first started; it
+		// cancels nothing more (nor changes the reason).
+		{"a second interrupt joins the first", []step{
+			{in: "wake", want: effect{start: true}},
+			{in: "interrupt", want: effect{cancel: "user"}},
+			{in: "interrupt", want: effect{}},
+			{in: "next", next: false},
+			{in: "done", want: effect{releaseInterrupts: true, releaseWaits: true}},
+		}},
+		{"wait while closing waits", []step{
+			{in: "wake", want: effect{start: true}},
+			{in: "next", next: false},
+			{in: "wait", want: effect{}},
+			{in: "done", want: effect{releaseInterrupts: true, releaseWaits: true}},
+		}},
 		{"idle interrupt and wait answer at once", []step{
 			{in: "interrupt", want: effect{replyNow: true}},
 			{in: "wait", want: effect{replyNow: true}},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sessiond/sessiond/messages"
@@ -131,7 +132,9 @@ func WatchOrderWaits(waited chan<- struct{}) (restore func()) {
 func HoldIdleTimers() (fire func(), restore func()) {
 	var mu sync.Mutex
 	var last func()
+	idleArms.Store(0)
 	f := func(tick func()) {
+		idleArms.Add(1)
 		mu.Lock()
 		last = tick
 		mu.Unlock()
@@ -153,3 +156,11 @@ func IsIdleTick(msg any) bool {
 	_, ok := msg.(*idleTick)
 	return ok
 }
+
+// idleArms counts the idle timers armed while HoldIdleTimers holds them.
+var idleArms atomic.Int64
+
+// IdleTimersArmed returns how many idle timers Session actors armed since
+// HoldIdleTimers was last called: an actor arms one as it starts, as each
+// busy period ends, and as it handles each tick of its timer.
+func IdleTimersArmed() int64 { return idleArms.Load() }

@@ -1002,3 +1002,205 @@ func TestStorePanicOnTheTerminalKeepsTheProcess(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// movedStore holds the commit of each session.moved.1 while hold is set:
+// a Location actor committing the move of a Session it has no actor for
+// reads nothing else meanwhile.
+type movedStore struct {
+	persistence.Store
+	hold             atomic.Bool
+	reached, release chan struct{}
+}
+
+func (s *movedStore) Append(ctx context.Context, id messages.SessionID, data ...messages.Payload) ([]messages.Event, error) {
+	if len(data) == 1 && s.hold.Load() {
+		if _, ok := data[0].(*messages.SessionMoved); ok {
+			close(s.reached)
+			<-s.release
+		}
+	}
+	return s.Store.Append(ctx, id, data...)
+}
+
+// TestStaleIdleReportKeepsTheNextActor: a Session actor whose timer fires
+// twice before its Location reads the first report sends two reports with
+// the same count. The first stops it (nothing is in flight to it) and
+// removes it from the Location at once, so the wake queued behind the
+// report gets a fresh actor instead of the stopped one (losing the prompt
+// it was for). The second report is stale: its count may match what the
+// fresh actor has been sent, and stopping that one would lose the wake (or
+// cancel its drain) as well.
+func TestStaleIdleReportKeepsTheNextActor(t *testing.T) {
+	fire, restore := actors.HoldIdleTimers()
+	t.Cleanup(restore)
+	h, st := withStore(t, func(s persistence.Store) *movedStore {
+		return &movedStore{Store: s, reached: make(chan struct{}), release: make(chan struct{})}
+	})
+	h.Model.Default(script.Text("ok"))
+	var started atomic.Int32
+	actors.SetSessionFault(func(msg any) {
+		if _, ok := msg.(*actor.Started); ok {
+			started.Add(1)
+		}
+	})
+	defer actors.SetSessionFault(nil)
+	sid, other := h.Session(), h.Session() // one Location; other has no actor
+	armed := func(n int64) {
+		t.Helper()
+		eventually(t, "an idle timer to be armed", func() bool { return actors.IdleTimersArmed() == n })
+	}
+	h.Prompt(sid, "one") // its actor has handled one command
+	armed(2)             // as it started, and as the busy period ended
+	st.hold.Store(true)
+	moved := make(chan error, 1)
+	go func() {
+		_, err := h.Runtime.Move(h.Ctx(), other, messages.Location{Directory: t.TempDir()})
+		moved <- err
+	}()
+	<-st.reached // the Location actor is committing other's move
+	fire()       // the first report: sid's actor handled one command
+	armed(3)
+	prompted := promptPastTheRouter(t, h, sid, "two") // queued behind the first report
+	fire()                                            // the second, stale report
+	armed(4)
+	waited := make(chan error, 1)
+	go func() { waited <- h.Runtime.Wait(h.Ctx(), sid) }() // behind the second report
+	close(st.release)
+	for _, ch := range []<-chan error{moved, prompted, waited} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The wait is answered by an actor that has started (and handled
+	// everything before it): a third one means the stale report stopped the
+	// one the wake started.
+	if n := started.Load(); n != 2 {
+		t.Fatalf("%d Session actors started, want 2: the stale report stopped the one the wake started", n)
+	}
+	h.WaitIdle(sid)
+	if n := h.Model.Count(); n != 2 {
+		t.Fatalf("%d of 2 prompts answered: %v", n, h.Types(sid))
+	}
+	for _, typ := range h.Types(sid) {
+		if typ == "session.execution.interrupted" {
+			t.Fatalf("a busy period was interrupted: %v", h.Types(sid))
+		}
+	}
+}
+
+// TestPassivatedActorStops: the actor a Location passivates stops, though
+// another Session's actor keeps the Location (which would stop it with
+// itself).
+func TestPassivatedActorStops(t *testing.T) {
+	fire, restore := actors.HoldIdleTimers()
+	t.Cleanup(restore)
+	h := actortest.New(t)
+	h.Model.Default(script.Text("ok"))
+	sid, other := h.Session(), h.Session()
+	h.Prompt(other, "one")
+	waitIdleArmed(h, other)
+	h.Prompt(sid, "two")
+	waitIdleArmed(h, sid) // fire sends its tick
+	if n := h.Runtime.Live(); n != 2 {
+		t.Fatalf("%d Session actors live, want 2", n)
+	}
+	fire()
+	eventually(t, "the passivated actor to stop", func() bool { return h.Runtime.Live() == 1 })
+}
+
+// secondCallPanickingStore panics committing the call c2, as a store with
+// a bug does: the runner's handling of that call panics while the step
+// (started durably with c1's call) is open.
+type secondCallPanickingStore struct {
+	persistence.Store
+	panicked atomic.Bool
+}
+
+func (s *secondCallPanickingStore) Commit(ctx context.Context, sid messages.SessionID, ps ...messages.Payload) (persistence.Committed, error) {
+	for _, p := range ps {
+		if c, ok := p.(*messages.ToolCalled); ok && c.CallID == "c2" && s.panicked.CompareAndSwap(false, true) {
+			panic("store bug committing a call")
+		}
+	}
+	return s.Store.Commit(ctx, sid, ps...)
+}
+
+// TestRunnerPanicInAnOpenStepClosesIt: a panic in the runner while a step
+// it committed is open (its first call durable, the second panicking)
+// fails the busy period with the step closed, settlement first: the
+// durable call fails with the panic and the step fails, in this busy
+// period rather than by a later drain's orphan sweep.
+func TestRunnerPanicInAnOpenStepClosesIt(t *testing.T) {
+	h, st := withStore(t, func(s persistence.Store) *secondCallPanickingStore { return &secondCallPanickingStore{Store: s} })
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "ok", nil })
+	h.Model.Reply(script.ToolCall("c1", "echo", `{}`), script.ToolCall("c2", "echo", `{}`))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	if !st.panicked.Load() {
+		t.Fatalf("the second call never reached the store: %v", h.Types(sid))
+	}
+	checkBusyPeriods(t, h, sid)
+	if f := lastOf[*messages.ExecutionFailed](h, sid); f == nil || !strings.Contains(f.Error.Message, "store bug committing a call") {
+		t.Fatalf("the busy period did not fail with the panic: %v", h.Types(sid))
+	}
+	open, err := h.Store.OpenSteps(h.Ctx(), sid)
+	if err != nil || len(open) != 0 {
+		t.Fatalf("open steps after the busy period: %v %v: %v", open, err, h.Types(sid))
+	}
+	if n := count(h, sid, messages.TypeToolCalled); n != 1 || count(h, sid, messages.TypeToolFailed) != 1 || count(h, sid, messages.TypeStepFailed) != 1 {
+		t.Fatalf("the durable call and its step were not failed: %v", h.Types(sid))
+	}
+	h.CheckReplay()
+}
+
+// deafProvider streams a call of "first", then, once told, waits for its
+// context to be cancelled and streams a call of "late" anyway, as a
+// provider that ignores cancellation does.
+type deafProvider struct{ called chan struct{} }
+
+func (p deafProvider) Stream(ctx context.Context, _ llm.Request) iter.Seq2[llm.Event, error] {
+	return func(yield func(llm.Event, error) bool) {
+		if !yield(llm.Event{Kind: llm.ToolCall, CallID: "c1", Name: "first", Input: []byte(`{}`)}, nil) {
+			return
+		}
+		close(p.called)
+		<-ctx.Done()
+		yield(llm.Event{Kind: llm.ToolCall, CallID: "c2", Name: "late", Input: []byte(`{}`)}, nil)
+	}
+}
+
+// TestToolOfAnInterruptedStepDoesNotRun: a call that reaches its tool actor
+// after the step was interrupted (here streamed late by a provider that
+// ignores cancellation) is not run: it fails as interrupted. A tool that
+// does not watch its context would otherwise run a side effect the user
+// had already stopped.
+func TestToolOfAnInterruptedStepDoesNotRun(t *testing.T) {
+	h := actortest.New(t)
+	called := make(chan struct{})
+	h.Services.Provider = func(string) (llm.Provider, error) { return deafProvider{called: called}, nil }
+	var ran atomic.Bool
+	h.Tools.Add("first", func(context.Context, locations.ToolCall) (string, error) { return "ok", nil })
+	h.Tools.Add("late", func(context.Context, locations.ToolCall) (string, error) { ran.Store(true); return "ran", nil })
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	<-called
+	if err := h.Runtime.Interrupt(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	if ran.Load() {
+		t.Fatalf("the late call ran after the interrupt: %v", h.Types(sid))
+	}
+	var late *messages.ToolFailed
+	for _, ev := range h.Events(sid) {
+		if f, ok := ev.Data.(*messages.ToolFailed); ok && f.CallID == "c2" {
+			late = f
+		}
+	}
+	if late == nil || late.Error.Type != messages.ErrAborted || late.Error.Message != "Tool execution interrupted: late" {
+		t.Fatalf("the late call settled %+v: %v", late, h.Types(sid))
+	}
+	if i := lastOf[*messages.ExecutionInterrupted](h, sid); i == nil || i.Reason != messages.ReasonUser {
+		t.Fatalf("busy period ended %+v: %v", i, h.Types(sid))
+	}
+}

@@ -567,6 +567,67 @@ func TestStepFenceCoversRetries(t *testing.T) {
 	h.CheckReplay()
 }
 
+// fenceHeldStore holds the first Get once hold is set (the runner fencing
+// a retry) until its context is cancelled, and then calls moved (a move
+// committed beside the actors) before reading.
+type fenceHeldStore struct {
+	persistence.Store
+	hold    atomic.Bool
+	reached chan struct{}
+	moved   func()
+}
+
+func (s *fenceHeldStore) Get(ctx context.Context, id messages.SessionID) (persistence.Session, error) {
+	if s.hold.CompareAndSwap(true, false) {
+		close(s.reached)
+		select {
+		case <-ctx.Done():
+		case <-time.After(actortest.Timeout):
+		}
+		s.moved()
+		ctx = context.WithoutCancel(ctx)
+	}
+	return s.Store.Get(ctx, id)
+}
+
+// TestInterruptDuringAFenceThatFindsAMove: a user's interrupt that lands
+// while the runner fences a retry, and the fence then finds the Session
+// moved, ends the busy period as the user interrupted it: the reason is
+// the interrupt's, not superseded (which is for a move that ends a busy
+// period nothing interrupted).
+func TestInterruptDuringAFenceThatFindsAMove(t *testing.T) {
+	h, st := withStore(t, func(s persistence.Store) *fenceHeldStore {
+		return &fenceHeldStore{Store: s, reached: make(chan struct{})}
+	})
+	h.Model.Reply(script.Fail(llm.Errorf(messages.ErrProviderInternal, "overloaded")))
+	h.Model.Reply(script.Text("answered at the old place"))
+	sid := h.Session()
+	st.moved = func() {
+		if _, err := h.Store.Append(context.Background(), sid, &messages.SessionMoved{SessionID: sid, Location: messages.Location{Directory: t.TempDir()}}); err != nil {
+			t.Error(err)
+		}
+	}
+	h.Prompt(sid, "one")
+	if err := h.Clock.BlockUntil(h.Ctx(), 1); err != nil { // the retry delay waits
+		t.Fatal(err)
+	}
+	st.hold.Store(true)
+	h.Clock.Advance(time.Minute)
+	<-st.reached // the retry's fence reads the Session
+	// Routed by the Location the Session has until the fence's read.
+	if err := h.Runtime.Interrupt(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"session.execution.interrupted"}
+	if got := typesAfter(h, sid, "session.moved"); !slices.Equal(got, want) || len(h.Model.Requests()) != 1 {
+		t.Fatalf("after the move: %v, want %v (%d model requests)", got, want, len(h.Model.Requests()))
+	}
+	if i := lastOf[*messages.ExecutionInterrupted](h, sid); i == nil || i.Reason != messages.ReasonUser {
+		t.Fatalf("busy period ended %+v, want interrupted by the user: %v", i, h.Types(sid))
+	}
+	h.CheckReplay()
+}
+
 // TestMoveContinuesTheSupersededWork: a busy period a move supersedes
 // resumes at the new Location (a run), so a turn it had started is
 // answered there without another command; a user's interrupt in progress
