@@ -22,7 +22,8 @@ func DecodeCreateSession(b []byte) (CreateSession, error) {
 		return req, err
 	}
 	if req.ID != "" {
-		if err := req.ID.Validate(); err != nil {
+		// The body's field is "id", whatever SessionID.Validate calls it.
+		if err := messages.ValidateID("id", messages.SessionPrefix, string(req.ID)); err != nil {
 			return req, err
 		}
 	}

@@ -18,7 +18,7 @@ func TestDecodeRequests(t *testing.T) {
 		{`{"location":{"directory":"tmp"}}`, "location.directory"},
 		{`{"location":{}}`, "location.directory"},
 		{`{"location":{"directory":"/tmp/a\u0000b"}}`, "location.directory: contains a NUL byte"},
-		{`{"id":"bad","location":{"directory":"/tmp"}}`, "sessionID"},
+		{`{"id":"bad","location":{"directory":"/tmp"}}`, `id: want "ses_"`},
 		{`{"location":{"directory":5}}`, "location.directory"},
 		{`{"location":{"directory":"/tmp"},"extra":1}`, "unknown field"},
 		{`{"location":{"directory":"/tmp"}} {}`, "after the JSON object"},
@@ -63,6 +63,9 @@ func TestDecodeErrorsDescribeJSON(t *testing.T) {
 		`{"id":1,"location":{}}`:        "id: want a string, got a number",
 		`{"model":[],"location":{}}`:    "model: want a JSON object, got an array",
 		`{"nope":1}`:                    `body: unknown field "nope"`,
+		// The body's field is id, as in a prompt, not the sessionID of a route.
+		`{"id":"ses_a b","location":{"directory":"/tmp"}}`: `id: character ' ' is not allowed (use 0-9, A-Z, a-z, _ and -)`,
+		`{"id":"x","location":{"directory":"/tmp"}}`:       `id: want "ses_" followed by 1 to 64 characters, got "x"`,
 	} {
 		_, err := persistence.DecodeCreateSession([]byte(body))
 		if err == nil || messages.TypeOf(err) != messages.ErrInvalid || err.(*messages.Error).Message != want {

@@ -66,7 +66,7 @@ func TestCreateGetList(t *testing.T) {
 	for body, field := range map[string]string{
 		`{}`: "location.directory",
 		`{"location":{"directory":"relative/dir"}}`:         "location.directory",
-		`{"location":{"directory":"/x"},"id":"bad"}`:        "sessionID",
+		`{"location":{"directory":"/x"},"id":"bad"}`:        "id", // the body's field, as in a prompt
 		`{"location":{"directory":"/x","workspaceID":"w"}}`: "location.workspaceID",
 		`{"location":{"directory":5}}`:                      "location.directory",
 	} {
