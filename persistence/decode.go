@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/messages"
 )
@@ -64,6 +65,12 @@ func DecodePromptRequest(b []byte) (PromptRequest, error) {
 // JSON, not this program's types. The HTTP adapter decodes every request
 // body through it, so that all bodies are refused alike.
 func DecodeStrict(b []byte, v any) error {
+	if !utf8.Valid(b) {
+		// JSON text is UTF-8 (RFC 8259). encoding/json would turn each
+		// bad byte into U+FFFD and store a title, prompt or path other
+		// than the one sent, which another decoder may refuse instead.
+		return messages.Errorf(messages.ErrInvalid, "body: not valid UTF-8 (at offset %d)", invalidUTF8At(b))
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -80,6 +87,19 @@ func DecodeStrict(b []byte, v any) error {
 		return messages.Errorf(messages.ErrInvalid, "%s: given twice", field)
 	}
 	return nil
+}
+
+// invalidUTF8At returns the offset of the first byte of b that does not
+// start a valid UTF-8 sequence, or len(b) when there is none.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 // duplicateMember returns the path of the first member whose name appears

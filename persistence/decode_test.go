@@ -163,6 +163,33 @@ func FuzzDecodePromptRequest(f *testing.F) {
 	})
 }
 
+// TestDecodeRefusesInvalidUTF8: a body that is not UTF-8 is refused, not
+// decoded with U+FFFD in place of its bad bytes, which would store a title,
+// prompt, directory or instruction other than the one sent.
+func TestDecodeRefusesInvalidUTF8(t *testing.T) {
+	for body, want := range map[string]string{
+		"{\"location\":{\"directory\":\"/tmp\"},\"title\":\"a\xffb\"}": "body: not valid UTF-8 (at offset 43)",
+		"{\"location\":{\"directory\":\"/tmp/\xc3\"}}":                 "body: not valid UTF-8 (at offset 31)",
+	} {
+		if _, err := persistence.DecodeCreateSession([]byte(body)); err == nil || messages.TypeOf(err) != messages.ErrInvalid || err.(*messages.Error).Message != want {
+			t.Errorf("%q: %v, want invalid %q", body, err, want)
+		}
+	}
+	if _, err := persistence.DecodePromptRequest([]byte("{\"prompt\":{\"text\":\"\xed\xa0\x80\"}}")); err == nil || err.(*messages.Error).Message != "body: not valid UTF-8 (at offset 19)" {
+		t.Errorf("a prompt with an encoded surrogate: %v", err)
+	}
+	var v struct {
+		Text *string `json:"text"`
+	}
+	if err := persistence.DecodeStrict([]byte("{\"text\":\"caf\xe9\"}"), &v); err == nil || messages.TypeOf(err) != messages.ErrInvalid {
+		t.Errorf("Latin-1 text: %v", err)
+	}
+	// Valid UTF-8, escaped or not, decodes as sent.
+	if err := persistence.DecodeStrict([]byte("{\"text\":\"caf\u00e9 \\u00e9 \xf0\x9f\x99\x82\"}"), &v); err != nil || *v.Text != "café é 🙂" {
+		t.Errorf("UTF-8 text: %v, %q", err, *v.Text)
+	}
+}
+
 // TestDecodeRefusesDuplicateMembers: a member given twice in one object is
 // refused (decoders differ on which one wins), at any depth; the same name
 // in different objects is fine.

@@ -764,6 +764,7 @@ func TestBodyErrorsDescribeJSON(t *testing.T) {
 		{"POST", "/api/session", `{"location":{"directory":"/x"},"model":"p/m"}`, "model: want a JSON object, got a string"},
 		{"POST", "/api/session", `{"location":{"directory":"/x"},"id":true}`, "id: want a string, got a boolean"},
 		{"POST", "/api/session", `{"location":{"directory":"/x"},"nope":1}`, `body: unknown field "nope"`},
+		{"POST", "/api/session", `{"location":{"directory":"/x"},"id":"x"}`, `id: want "ses_" followed by 1 to 64 characters, got "x"`},
 		{"POST", base + "/prompt", `[]`, "body: want a JSON object, got an array"},
 		{"POST", base + "/prompt", `{"prompt":{"text":"a","files":{}}}`, "prompt.files: want a JSON array, got an object"},
 		{"POST", base + "/prompt", `{"prompt":{"text":"a","files":[5]}}`, "prompt.files: want a JSON object, got a number"},
@@ -785,6 +786,41 @@ func TestBodyErrorsDescribeJSON(t *testing.T) {
 		if goTerms.MatchString(m.Message) {
 			t.Errorf("%s %s %s: message %q names a Go type", tc.method, tc.path, tc.body, m.Message)
 		}
+	}
+}
+
+// TestBodiesMustBeUTF8: a body with a byte that is not UTF-8 is refused
+// on every route that takes one, and nothing is written: decoded, the byte
+// would have become U+FFFD, a title, prompt or entry other than the one
+// sent.
+func TestBodiesMustBeUTF8(t *testing.T) {
+	pending := tools.NewPending(tools.PendingConfig{})
+	e := newHarnessEnv(t, func(c *ServerConfig) { c.API.Pending = pending })
+	sid := e.createSession()
+	base := "/api/session/" + string(sid)
+	dir := t.TempDir()
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/api/session", `{"location":{"directory":"` + dir + `"},"title":"caf` + "\xe9" + `"}`},
+		{"POST", base + "/prompt", `{"prompt":{"text":"caf` + "\xe9" + `"},"resume":false}`},
+		{"POST", base + "/agent", `{"agent":"build` + "\xff" + `"}`},
+		{"POST", base + "/model", `{"providerID":"p","id":"m` + "\xff" + `"}`},
+		{"POST", base + "/move", `{"location":{"directory":"` + dir + "\xff" + `"}}`},
+		{"PUT", base + "/instruction/k", `{"text":"caf` + "\xe9" + `"}`},
+		{"POST", "/api/permission/per_x/reply", `{"reply":"reject","message":"` + "\xff" + `"}`},
+	} {
+		m := e.do(tc.method, tc.path, tc.body).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+		if !strings.HasPrefix(m.Message, "body: not valid UTF-8") {
+			t.Errorf("%s %s: message %q", tc.method, tc.path, m.Message)
+		}
+	}
+	if list := dataOf[[]persistence.Session](t, e.do("GET", "/api/session", nil)); len(list) != 1 {
+		t.Errorf("sessions after the refused create: %+v", list)
+	}
+	if evs := e.allEvents(sid); len(evs) != 1 {
+		t.Errorf("history after the refused bodies: %v, want only the creation", types(evs))
+	}
+	if got := dataOf[map[string]string](t, e.do("GET", base+"/instruction", nil)); len(got) != 0 {
+		t.Errorf("entries after the refused PUT: %v", got)
 	}
 }
 
