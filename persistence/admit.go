@@ -110,8 +110,9 @@ func ValidatePrompt(p messages.Prompt, d messages.Delivery, maxBytes int) error 
 		return messages.Errorf(messages.ErrInvalid, "prompt.text: not valid UTF-8")
 	}
 	for i, f := range p.Files {
-		if f.URL == "" || f.Mime == "" {
-			return messages.Errorf(messages.ErrInvalid, "prompt.files[%d]: mime and url are required", i)
+		if strings.TrimSpace(f.URL) == "" || strings.TrimSpace(f.Mime) == "" {
+			// Blank ones too, as blank text is: no model can use them.
+			return messages.Errorf(messages.ErrInvalid, "prompt.files[%d]: mime and url are required, not blank", i)
 		}
 	}
 	if !d.Valid() {

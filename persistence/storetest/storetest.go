@@ -343,6 +343,8 @@ func testAdmitBadInput(t *testing.T, open Factory) {
 		{"malformed id", persistence.Admission{ID: "ses_wrongprefix", SessionID: sid, Prompt: messages.Prompt{Text: "a"}}, messages.ErrInvalid},
 		{"bad utf8", persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "\xff"}}, messages.ErrInvalid},
 		{"bad file", persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "a", Files: []messages.File{{URL: "x"}}}}, messages.ErrInvalid},
+		{"blank file url", persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Files: []messages.File{{Mime: "text/plain", URL: " "}}}}, messages.ErrInvalid},
+		{"blank file mime", persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: "a", Files: []messages.File{{Mime: "\t", URL: "file:///a"}}}}, messages.ErrInvalid},
 	}
 	for _, tc := range cases {
 		_, _, err := st.Admit(ctx, tc.req)
