@@ -155,7 +155,7 @@ func (b *basher) run(ctx context.Context, call *CallContext, in BashInput) (Resu
 			return Result{}, err
 		}
 	}
-	var warnings []string
+	warnings := []string{} // a list in the request's metadata even when empty
 	if outside := outsidePaths(in.Command, call.Root, b.cfg.Home); len(outside) > 0 {
 		warnings = append(warnings, "the command mentions paths outside the project: "+strings.Join(outside, ", ")+
 			" (advisory only: bash is not sandboxed and this was not enforced)")

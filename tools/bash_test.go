@@ -341,6 +341,10 @@ func TestBashDefaultAskThroughPending(t *testing.T) {
 		if e.Permission != PermissionBash || len(e.Patterns) != 1 || e.Patterns[0] != "echo via pending" || e.CallID != "call_1" || e.SessionID != "ses_test" {
 			t.Fatalf("asked %+v", e)
 		}
+		// A client reads the warnings as a list, empty when there are none.
+		if !strings.Contains(string(e.Metadata), `"warnings":[]`) {
+			t.Fatalf("metadata %s", e.Metadata)
+		}
 		if err := pending.Reply(e.RequestID, tc.reply, tc.message); err != nil {
 			t.Fatal(err)
 		}
