@@ -72,15 +72,18 @@
 // and PDFs become image and document blocks (from data: URLs or http(s)
 // URLs); other files become text notes. Tool calls become tool_use blocks and
 // their results tool_result blocks at the start of the following user turn,
-// paired by call ID (see wire.PairToolResults). Reasoning replays as a
-// thinking (or redacted_thinking) block only when its ProviderMetadata holds
-// a signature (or redacted data), which the runner keeps only for the same
-// model; reasoning without it (another model's) is replayed as ordinary
-// assistant text, so that what the user saw stays in context. The API
-// refuses thinking on a request whose last assistant message called tools
-// without starting with a thinking block (a step that failed or another
-// model's step, whose signatures the runner does not replay): such a
-// request is sent without thinking until the tool loop ends. Tool
+// paired by call ID (see wire.PairToolResults); a call ID an earlier call
+// of the request has (IDs are unique only within a step) gets a suffix, as
+// the API refuses repeated tool_use IDs (wire.UniqueCallIDs). Reasoning
+// replays as a thinking (or redacted_thinking) block only when its
+// ProviderMetadata holds a signature (or redacted data), which the runner
+// keeps only for the same model; reasoning without it (another model's) is
+// replayed as ordinary assistant text, so that what the user saw stays in
+// context. The API refuses thinking on a request whose last assistant
+// message called tools without starting with a thinking block (a step that
+// failed or another model's step, whose signatures the runner does not
+// replay): such a request is sent without thinking until the tool loop
+// ends. Tool
 // definitions keep their JSON schema; when a request has no tools but its
 // history has tool_use blocks (the final step of an agent's allowance), the
 // tools named in history are declared with an empty schema and tool_choice

@@ -40,7 +40,7 @@ func lower(req llm.Request, cfg Config) (sdk.MessageNewParams, error) {
 	}
 
 	var turns turns
-	paired := wire.PairToolResults(req.Messages)
+	paired := wire.UniqueCallIDs(wire.PairToolResults(req.Messages))
 	continued := continuedMessage(paired)
 	for i, m := range paired {
 		turns.continued = i == continued

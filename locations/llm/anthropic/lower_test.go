@@ -482,3 +482,64 @@ func TestThinkingNeedsASignedStartToGoOnWithTools(t *testing.T) {
 		})
 	}
 }
+
+// switchedToolLoop is a history of two steps of another provider whose
+// call IDs start over each response (Kimi's "functions.read:0"), each step
+// answered: what the runner sends after a switch from it.
+func switchedToolLoop() []llm.Message {
+	step := func(out string) []llm.Message {
+		return []llm.Message{
+			{Role: llm.RoleAssistant, Parts: []llm.Part{{Kind: llm.PartToolCall, CallID: "functions.read:0", Name: "read", Input: json.RawMessage(`{}`)}}},
+			{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: "functions.read:0", Name: "read", Output: out}}},
+		}
+	}
+	return append(step("first"), step("second")...)
+}
+
+// TestRepeatedCallIDsAfterASwitch: call IDs are unique only within a step,
+// and the API refuses a request whose tool_use IDs repeat ("tool_use ids
+// must be unique"), so a switch from a server that starts its IDs over each
+// response would have every later request refused. Each repeat goes with
+// an ID of its own, its result with it.
+func TestRepeatedCallIDsAfterASwitch(t *testing.T) {
+	req := simpleRequest()
+	req.Tools = []llm.ToolDefinition{{Name: "read"}}
+	req.Messages = append(req.Messages, switchedToolLoop()...)
+	_, srv, err := run(t, req, okReply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Messages []struct {
+			Content []struct {
+				Type      string `json:"type"`
+				ID        string `json:"id"`
+				ToolUseID string `json:"tool_use_id"`
+				Content   []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(srv.LastBody(), &body); err != nil {
+		t.Fatal(err)
+	}
+	var uses []string
+	results := map[string]string{}
+	for _, m := range body.Messages {
+		for _, b := range m.Content {
+			switch b.Type {
+			case "tool_use":
+				uses = append(uses, b.ID)
+			case "tool_result":
+				results[b.ToolUseID] = b.Content[0].Text
+			}
+		}
+	}
+	if len(uses) != 2 || uses[0] == uses[1] {
+		t.Fatalf("tool_use ids %q, want two distinct: %s", uses, srv.LastBody())
+	}
+	if results[uses[0]] != "first" || results[uses[1]] != "second" {
+		t.Fatalf("results by tool_use id %q for ids %q: %s", results, uses, srv.LastBody())
+	}
+}

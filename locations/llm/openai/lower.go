@@ -34,7 +34,7 @@ func lower(req llm.Request, legacyMaxTokens, echo bool) (oa.ChatCompletionNewPar
 		params.Messages = append(params.Messages, oa.SystemMessage(sys))
 	}
 	echo = echo || slices.ContainsFunc(req.Messages, hasReasoningContent)
-	for _, m := range userTurns(wire.PairToolResults(req.Messages)) {
+	for _, m := range userTurns(wire.UniqueCallIDs(wire.PairToolResults(req.Messages))) {
 		params.Messages = appendMessage(params.Messages, m, echo)
 	}
 	for _, t := range req.Tools {

@@ -105,9 +105,9 @@ const richWant = `{
     {"role": "tool", "tool_call_id": "call_2", "content": "a.go\nb.go"},
     {"role": "user", "content": "<system-reminder>\nInstructions changed.\n</system-reminder>\n\nthanks"},
     {"role": "assistant", "content": "another model's thoughts\n\nDone.", "tool_calls": [
-      {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+      {"id": "call_1_2", "type": "function", "function": {"name": "read", "arguments": "{}"}}
     ]},
-    {"role": "tool", "tool_call_id": "call_1", "content": "Error: Tool result missing: the tool call was interrupted before it produced a result."},
+    {"role": "tool", "tool_call_id": "call_1_2", "content": "Error: Tool result missing: the tool call was interrupted before it produced a result."},
     {"role": "user", "content": "next"}
   ]
 }`
@@ -537,5 +537,57 @@ func TestMergeLeavesTheRequestAlone(t *testing.T) {
 		{"role":"user","content":"first\n\nsecond"},{"role":"assistant","content":"ok"},{"role":"user","content":"later"}]}`)
 	if parts[1].Text != "later" {
 		t.Fatalf("the request's parts changed: %+v", parts)
+	}
+}
+
+// TestRepeatedCallIDsAfterASwitch: call IDs are unique only within a step
+// (a server that sends none gets call_0, call_1… in each response, and
+// Kimi's IDs start over too), and OpenAI refuses a request whose
+// tool_call_id values repeat ("Duplicate value for 'tool_call_id'"), so
+// after a switch from such a server every later request would be refused.
+// Each repeat goes with an ID of its own, its result with it.
+func TestRepeatedCallIDsAfterASwitch(t *testing.T) {
+	req := simpleRequest()
+	req.Tools = []llm.ToolDefinition{{Name: "read"}}
+	for _, out := range []string{"first", "second"} {
+		req.Messages = append(req.Messages,
+			llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{{Kind: llm.PartToolCall, CallID: "call_0", Name: "read", Input: json.RawMessage(`{}`)}}},
+			llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: "call_0", Name: "read", Output: out}}})
+	}
+	srv := ssetest.NewServer(t, okReply)
+	if _, err := ssetest.MustStream(t, newTestProvider(t, srv), req); err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Messages []struct {
+			Role       string `json:"role"`
+			Content    any    `json:"content"`
+			ToolCallID string `json:"tool_call_id"`
+			ToolCalls  []struct {
+				ID string `json:"id"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(srv.LastBody(), &body); err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	results := map[string]any{}
+	for _, m := range body.Messages {
+		for _, c := range m.ToolCalls {
+			calls = append(calls, c.ID)
+		}
+		if m.Role == "tool" {
+			if _, dup := results[m.ToolCallID]; dup {
+				t.Fatalf("tool_call_id %q repeats: %s", m.ToolCallID, srv.LastBody())
+			}
+			results[m.ToolCallID] = m.Content
+		}
+	}
+	if len(calls) != 2 || calls[0] == calls[1] {
+		t.Fatalf("tool call ids %q, want two distinct: %s", calls, srv.LastBody())
+	}
+	if results[calls[0]] != "first" || results[calls[1]] != "second" {
+		t.Fatalf("results by tool_call_id %v for ids %q: %s", results, calls, srv.LastBody())
 	}
 }

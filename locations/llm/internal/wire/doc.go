@@ -15,6 +15,8 @@
 //   - ToolInput always returns valid JSON.
 //   - PairToolResults never modifies its input and always returns a history in
 //     which each assistant tool call is answered exactly once, in call order.
+//   - UniqueCallIDs never modifies its input and returns a history in which
+//     no two local tool calls share an ID, each result with its call's.
 //
 // # Usage
 //

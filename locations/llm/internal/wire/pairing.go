@@ -1,6 +1,11 @@
 package wire
 
-import "github.com/sessiond/sessiond/locations/llm"
+import (
+	"slices"
+	"strconv"
+
+	"github.com/sessiond/sessiond/locations/llm"
+)
 
 // MissingResult is the error output given to a tool call whose result is
 // absent from history. The runner settles every call before the next step,
@@ -64,6 +69,83 @@ func PairToolResults(msgs []llm.Message) []llm.Message {
 		out = append(out, paired)
 		out = append(out, systems...)
 		i = j - 1
+	}
+	return out
+}
+
+// UniqueCallIDs returns paired (PairToolResults' output) with every local
+// tool call ID unique across the request. A call ID is unique only within
+// its step (SEED.md), and some servers start their IDs over each response
+// (Kimi's "functions.read:0", the made-up IDs of servers that send none),
+// while Anthropic refuses a request whose tool_use IDs repeat ("tool_use ids
+// must be unique") and OpenAI one whose tool_call_id values repeat: after a
+// switch from such a server every later request of the Session would be
+// refused. A call whose ID an earlier call of the request took (or a
+// hosted call) gets "<id>_<n>", the smallest n no call before it has, in
+// its assistant message and in the RoleTool message that pairing put right
+// after it: a renaming depends only on what comes before, so a request's
+// prefix, and its prompt cache, stays the same from step to step. Hosted calls keep their IDs (their provider's, unique, and
+// matched by the provider's own results). paired is not modified; the
+// messages it shares with the result are only those left unchanged.
+func UniqueCallIDs(paired []llm.Message) []llm.Message {
+	// Hosted calls' IDs count as taken: no local call may take one.
+	seen := map[string]bool{}
+	for _, m := range paired {
+		for _, p := range m.Parts {
+			if p.Kind == llm.PartToolCall && p.Executed {
+				seen[p.CallID] = true
+			}
+		}
+	}
+	var out []llm.Message
+	for i, m := range paired {
+		if m.Role != llm.RoleAssistant {
+			continue
+		}
+		var renamed map[string]string
+		for j, p := range m.Parts {
+			if p.Kind != llm.PartToolCall || p.Executed {
+				continue
+			}
+			if !seen[p.CallID] {
+				seen[p.CallID] = true
+				continue
+			}
+			id := p.CallID + "_2"
+			for n := 3; seen[id]; n++ {
+				id = p.CallID + "_" + strconv.Itoa(n)
+			}
+			seen[id] = true
+			if out == nil {
+				out = slices.Clone(paired)
+			}
+			if renamed == nil {
+				renamed = map[string]string{}
+				out[i].Parts = slices.Clone(m.Parts)
+			}
+			renamed[p.CallID] = id
+			out[i].Parts[j].CallID = id
+		}
+		if renamed == nil || i+1 >= len(paired) || paired[i+1].Role != llm.RoleTool {
+			continue
+		}
+		// Pairing answers each call once, in call order: a call's result is
+		// the one at its own index among the message's local calls.
+		results := slices.Clone(paired[i+1].Parts)
+		k := 0
+		for _, p := range out[i].Parts {
+			if p.Kind != llm.PartToolCall || p.Executed {
+				continue
+			}
+			if k < len(results) {
+				results[k].CallID = p.CallID
+			}
+			k++
+		}
+		out[i+1].Parts = results
+	}
+	if out == nil {
+		return paired
 	}
 	return out
 }

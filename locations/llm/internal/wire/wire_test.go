@@ -222,3 +222,48 @@ func TestCheckBaseURL(t *testing.T) {
 		}
 	}
 }
+
+// TestUniqueCallIDs: call IDs repeat across steps (a server that starts
+// them over each response), and the request gets them unique, each renamed
+// call's result with it; hosted calls, and a history without repeats, are
+// left as they are, and the input is not modified.
+func TestUniqueCallIDs(t *testing.T) {
+	call := func(id string) llm.Part { return llm.Part{Kind: llm.PartToolCall, CallID: id, Name: "read"} }
+	result := func(id, out string) llm.Part { return llm.Part{Kind: llm.PartToolResult, CallID: id, Output: out} }
+	hosted := func(p llm.Part) llm.Part { p.Executed = true; return p }
+	msg := func(role llm.Role, parts ...llm.Part) llm.Message { return llm.Message{Role: role, Parts: parts} }
+	user := msg(llm.RoleUser, llm.Part{Kind: llm.PartText, Text: "go"})
+
+	in := PairToolResults([]llm.Message{
+		user,
+		msg(llm.RoleAssistant, call("functions.read:0"), call("functions.read:1")),
+		msg(llm.RoleTool, result("functions.read:0", "A"), result("functions.read:1", "B")),
+		msg(llm.RoleAssistant, call("functions.read:0"), hosted(call("srv_1")), hosted(result("srv_1", "found"))),
+		msg(llm.RoleTool, result("functions.read:0", "C")),
+		user,
+		// Taken already: "functions.read:0_2" is the first renamed call's.
+		msg(llm.RoleAssistant, call("functions.read:0"), call("functions.read:0_2"), hosted(call("srv_1"))),
+		msg(llm.RoleTool, result("functions.read:0", "D"), result("functions.read:0_2", "E")),
+	})
+	orig := fmt.Sprint(in)
+	want := []llm.Message{
+		user,
+		msg(llm.RoleAssistant, call("functions.read:0"), call("functions.read:1")),
+		msg(llm.RoleTool, result("functions.read:0", "A"), result("functions.read:1", "B")),
+		msg(llm.RoleAssistant, call("functions.read:0_2"), hosted(call("srv_1")), hosted(result("srv_1", "found"))),
+		msg(llm.RoleTool, result("functions.read:0_2", "C")),
+		user,
+		msg(llm.RoleAssistant, call("functions.read:0_3"), call("functions.read:0_2_2"), hosted(call("srv_1"))),
+		msg(llm.RoleTool, result("functions.read:0_3", "D"), result("functions.read:0_2_2", "E")),
+	}
+	if got := UniqueCallIDs(in); !reflect.DeepEqual(got, want) {
+		t.Fatalf("UniqueCallIDs:\n%v\nwant:\n%v", got, want)
+	}
+	if fmt.Sprint(in) != orig {
+		t.Fatal("input modified")
+	}
+	unique := want[:3]
+	if got := UniqueCallIDs(unique); &got[0] != &unique[0] {
+		t.Fatal("a history without repeated IDs was copied")
+	}
+}
