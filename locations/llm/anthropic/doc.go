@@ -83,11 +83,17 @@
 // message called tools without starting with a thinking block (a step that
 // failed or another model's step, whose signatures the runner does not
 // replay): such a request is sent without thinking until the tool loop
-// ends. Tool
-// definitions keep their JSON schema; when a request has no tools but its
-// history has tool_use blocks (the final step of an agent's allowance), the
-// tools named in history are declared with an empty schema and tool_choice
-// none, because the API rejects tool blocks without tool definitions. Prompt
+// ends. A request never ends with an assistant message, which the API
+// takes as a prefill (refused by recent models, and with trailing white
+// space or thinking): one that would (an explicit run after a step that was
+// interrupted, or that answered) gets a user turn asking to go on, except
+// a paused turn of hosted tool use, which goes back last as the API asks,
+// its final text trimmed (and without thinking unless it starts with a
+// thinking block). Tool definitions keep their JSON schema; when a request
+// has no tools but its history has tool_use blocks (the final step of an
+// agent's allowance), the tools named in history are declared with an
+// empty schema and tool_choice none, because the API rejects tool blocks
+// without tool definitions. Prompt
 // caching uses cache_control breakpoints on the last system block and on the
 // last block of the last message; Request.CacheKey is not needed.
 //

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"unicode"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
@@ -46,7 +47,19 @@ func lower(req llm.Request, cfg Config) (sdk.MessageNewParams, error) {
 		turns.continued = i == continued
 		turns.add(m)
 	}
+	if n := len(paired); n > 0 && paired[n-1].Role == llm.RoleAssistant && !slices.ContainsFunc(paired[n-1].Parts, hostedPart) {
+		// The request would end with an assistant message that is not a
+		// turn of hosted tool use to go on with: an explicit run after a
+		// step that was interrupted, or that answered. The API takes that
+		// as a prefill, which recent models refuse ("This model does not
+		// support assistant message prefill. The conversation must end
+		// with a user message."), as it refuses thinking and trailing
+		// white space in one: every run of the Session would be refused
+		// until a new prompt came.
+		turns.add(llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: wire.ContinuePrompt}}})
+	}
 	params.Messages = turns.out
+	trimFinalText(params.Messages)
 	if n := len(params.Messages); n > 0 {
 		markCache(params.Messages[n-1])
 	}
@@ -105,7 +118,8 @@ func lower(req llm.Request, cfg Config) (sdk.MessageNewParams, error) {
 // steps that succeeded): a Session interrupted while this model's tools
 // ran, or switched to it in the middle of a tool loop, would have every
 // later request refused. Such a request runs without thinking instead,
-// until the model's own answer ends the tool loop.
+// until the model's own answer ends the tool loop. The same holds for a
+// request that ends with an assistant message (a paused turn).
 func thinkingAllowed(msgs []sdk.MessageParam) bool {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		a := msgs[i].OfAssistant
@@ -113,9 +127,24 @@ func thinkingAllowed(msgs []sdk.MessageParam) bool {
 			continue
 		}
 		calls := slices.ContainsFunc(a.Content, func(b sdk.ContentBlockParamUnion) bool { return b.OfToolUse != nil })
-		return !calls || a.Content[0].OfThinking != nil || a.Content[0].OfRedactedThinking != nil
+		final := i == len(msgs)-1
+		return !calls && !final || a.Content[0].OfThinking != nil || a.Content[0].OfRedactedThinking != nil
 	}
 	return true
+}
+
+// trimFinalText trims the trailing white space of the text that ends a
+// request ending with an assistant message (a paused turn of hosted tool
+// use, sent back to go on): the API refuses it there ("final assistant
+// content cannot end with trailing whitespace").
+func trimFinalText(msgs []sdk.MessageParam) {
+	if len(msgs) == 0 || msgs[len(msgs)-1].OfAssistant == nil {
+		return
+	}
+	content := msgs[len(msgs)-1].OfAssistant.Content
+	if b := content[len(content)-1].OfText; b != nil {
+		b.Text = strings.TrimRightFunc(b.Text, unicode.IsSpace)
+	}
 }
 
 // hostedTools returns the server tool definitions for the names in

@@ -543,3 +543,55 @@ func TestRepeatedCallIDsAfterASwitch(t *testing.T) {
 		t.Fatalf("results by tool_use id %q for ids %q: %s", results, uses, srv.LastBody())
 	}
 }
+
+// TestRequestEndsWithTheUsersTurn: an explicit run after a step that was
+// interrupted mid-answer (or that answered) sends a history that ends with
+// an assistant message. The API takes it as a prefill, which recent models
+// refuse ("This model does not support assistant message prefill. The
+// conversation must end with a user message."), as it refuses one ending
+// in white space or, with thinking on, one not starting with a thinking
+// block: every run would be refused until a new prompt. The request ends
+// with a user turn asking to go on instead, and goes with thinking. A
+// paused turn of hosted tool use is sent back as the last message, as the
+// API asks, with the white space its text ends with trimmed.
+func TestRequestEndsWithTheUsersTurn(t *testing.T) {
+	srv := ssetest.NewServer(t, okReply)
+	p, err := New(Config{BaseURL: srv.URL, HTTPClient: srv.Client(), ThinkingBudget: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := simpleRequest()
+	req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{
+		{Kind: llm.PartReasoning, Text: "Thinking it over."}, text("The answer is \n\n")}})
+	if _, err := ssetest.Collect(p.Stream(t.Context(), req)); err != nil {
+		t.Fatal(err)
+	}
+	sent := sentMessages(t, srv.LastBody())
+	if len(sent) != 3 || sent[2].Role != "user" || !strings.Contains(string(sent[2].Content[0]), "Continue from where") {
+		t.Fatalf("the request does not end with the user's turn: %s", srv.LastBody())
+	}
+	if !strings.Contains(string(srv.LastBody()), `"thinking":{`) {
+		t.Fatalf("thinking not sent: %s", srv.LastBody())
+	}
+
+	// A paused turn goes back last, trimmed, and without thinking: it
+	// starts with no thinking block.
+	paused := simpleRequest()
+	paused.HostedTools = []string{"web_search"}
+	paused.Messages = append(paused.Messages, llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{
+		{Kind: llm.PartToolCall, CallID: "srvtoolu_1", Name: "web_search", Input: json.RawMessage(`{"query":"go"}`), Executed: true},
+		{Kind: llm.PartToolResult, CallID: "srvtoolu_1", Name: "web_search", Executed: true,
+			ProviderMetadata: json.RawMessage(`{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[]}`)},
+		text("Searching more. \n")}})
+	if _, err := ssetest.Collect(p.Stream(t.Context(), paused)); err != nil {
+		t.Fatal(err)
+	}
+	sent = sentMessages(t, srv.LastBody())
+	if len(sent) != 2 || sent[1].Role != "assistant" || len(sent[1].Content) != 3 {
+		t.Fatalf("the paused turn is not sent back last: %s", srv.LastBody())
+	}
+	wantJSON(t, sent[1].Content[2], `{"type":"text","text":"Searching more.","cache_control":{"type":"ephemeral"}}`)
+	if strings.Contains(string(srv.LastBody()), `"thinking":{`) {
+		t.Fatalf("thinking sent with a final assistant message that does not start with it: %s", srv.LastBody())
+	}
+}

@@ -34,7 +34,17 @@ func lower(req llm.Request, legacyMaxTokens, echo bool) (oa.ChatCompletionNewPar
 		params.Messages = append(params.Messages, oa.SystemMessage(sys))
 	}
 	echo = echo || slices.ContainsFunc(req.Messages, hasReasoningContent)
-	for _, m := range userTurns(wire.UniqueCallIDs(wire.PairToolResults(req.Messages))) {
+	msgs := userTurns(wire.UniqueCallIDs(wire.PairToolResults(req.Messages)))
+	if n := len(msgs); n > 0 && msgs[n-1].Role == llm.RoleAssistant {
+		// An explicit run after a step that was interrupted, or that
+		// answered: servers that take a final assistant message as a
+		// prefix to complete refuse one sent without their own flag for it
+		// (Mistral: "Expected last role User or Tool (or Assistant with
+		// prefix True)"), and every run of the Session would be refused
+		// until a new prompt came. The user's turn asks to go on instead.
+		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: wire.ContinuePrompt}}})
+	}
+	for _, m := range msgs {
 		params.Messages = appendMessage(params.Messages, m, echo)
 	}
 	for _, t := range req.Tools {

@@ -3,6 +3,7 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -589,5 +590,45 @@ func TestRepeatedCallIDsAfterASwitch(t *testing.T) {
 	}
 	if results[calls[0]] != "first" || results[calls[1]] != "second" {
 		t.Fatalf("results by tool_call_id %v for ids %q: %s", results, calls, srv.LastBody())
+	}
+}
+
+// TestRequestEndsWithTheUsersTurn: an explicit run after a step that was
+// interrupted mid-answer (or that answered) sends a history ending with an
+// assistant message, which servers that complete a final assistant message
+// as a prefix refuse without their own flag for it (Mistral), for every
+// run until a new prompt. The request ends with a user turn asking to go
+// on instead; one that ends with tool results is left as it is.
+func TestRequestEndsWithTheUsersTurn(t *testing.T) {
+	req := simpleRequest()
+	req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{text("The answer is")}},
+		// Nothing of it is sent: the assistant message before it is last.
+		llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{{Kind: llm.PartReasoning, Text: "hmm", ProviderMetadata: json.RawMessage(`{"native":true}`)}}})
+	srv := ssetest.NewServer(t, okReply)
+	p := newTestProvider(t, srv)
+	if _, err := ssetest.MustStream(t, p, req); err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(srv.LastBody(), &body); err != nil {
+		t.Fatal(err)
+	}
+	last := body.Messages[len(body.Messages)-1]
+	if n := len(body.Messages); n != 3 || last.Role != "user" || !strings.Contains(fmt.Sprint(last.Content), "Continue from where") {
+		t.Fatalf("the request does not end with the user's turn: %s", srv.LastBody())
+	}
+
+	req = failedStepHistory()
+	req.Messages = req.Messages[:len(req.Messages)-1] // ends with the tool result
+	if _, err := ssetest.MustStream(t, p, req); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(srv.LastBody()), "Continue from where") {
+		t.Fatalf("a request ending with tool results got a user turn: %s", srv.LastBody())
 	}
 }

@@ -73,6 +73,12 @@ func PairToolResults(msgs []llm.Message) []llm.Message {
 	return out
 }
 
+// ContinuePrompt is the user turn a request gets after a final assistant
+// message that the provider would refuse to end the request with (an
+// explicit run after a step that was interrupted, or that answered): a
+// conversation must end with the user's turn for many servers.
+const ContinuePrompt = "<system-reminder>\nContinue from where your previous response stopped.\n</system-reminder>"
+
 // UniqueCallIDs returns paired (PairToolResults' output) with every local
 // tool call ID unique across the request. A call ID is unique only within
 // its step (SEED.md), and some servers start their IDs over each response
