@@ -93,7 +93,8 @@
 // has no tools but its history has tool_use blocks (the final step of an
 // agent's allowance), the tools named in history are declared with an
 // empty schema and tool_choice none, because the API rejects tool blocks
-// without tool definitions. Prompt
+// without tool definitions (except a hosted tool's name, declared already:
+// a hosted call cut off mid-input reaches history as a local one). Prompt
 // caching uses cache_control breakpoints on the last system block and on the
 // last block of the last message; Request.CacheKey is not needed.
 //

@@ -76,6 +76,13 @@ func lower(req llm.Request, cfg Config) (sdk.MessageNewParams, error) {
 	// placeholder: only local ones count here.
 	if len(params.Tools) == 0 && len(turns.toolNames) > 0 {
 		for _, name := range turns.toolNames {
+			if slices.Contains(req.HostedTools, name) {
+				// A hosted call cut off before its input was complete
+				// (the runner could not tell it from a local one): its
+				// name is declared already, and the API refuses a
+				// request that declares a name twice.
+				continue
+			}
 			params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: &sdk.ToolParam{
 				Name:        name,
 				Description: param.NewOpt(placeholderDescription),

@@ -595,3 +595,44 @@ func TestRequestEndsWithTheUsersTurn(t *testing.T) {
 		t.Fatalf("thinking sent with a final assistant message that does not start with it: %s", srv.LastBody())
 	}
 }
+
+// TestPlaceholderForACutOffHostedCall: a hosted call cut off before its
+// input was complete reaches history as a local call (the stream had not
+// said it was hosted when it broke off), named after the hosted tool. On
+// the final step, whose tools are placeholders for the names history uses,
+// it must not declare that name a second time beside the hosted tool: the
+// API refuses a request whose tool names repeat, every final step of the
+// Session.
+func TestPlaceholderForACutOffHostedCall(t *testing.T) {
+	req := simpleRequest()
+	req.HostedTools = []string{"web_search"}
+	req.ToolChoice = llm.ToolChoiceNone
+	req.Messages = append(req.Messages,
+		llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{
+			{Kind: llm.PartToolCall, CallID: "srvtoolu_1", Name: "web_search"},
+			{Kind: llm.PartToolCall, CallID: "toolu_1", Name: "read", Input: json.RawMessage(`{}`)}}},
+		llm.Message{Role: llm.RoleTool, Parts: []llm.Part{
+			{Kind: llm.PartToolResult, CallID: "srvtoolu_1", Name: "web_search", IsError: true,
+				Output: "Error (tool.result-missing): The tool call web_search was cut off before its input was complete"},
+			{Kind: llm.PartToolResult, CallID: "toolu_1", Name: "read", Output: "a"}}},
+		llm.Message{Role: llm.RoleUser, Parts: []llm.Part{text("go on")}})
+	_, srv, err := run(t, req, okReply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(srv.LastBody(), &body); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range body.Tools {
+		names = append(names, tool.Name)
+	}
+	if !slices.Equal(names, []string{"read", "web_search"}) {
+		t.Fatalf("tool names %q, want read's placeholder and the hosted web_search once: %s", names, srv.LastBody())
+	}
+}
