@@ -68,7 +68,8 @@
 // System parts become system blocks. Anthropic has no system role inside the
 // conversation, so a chronological RoleSystem message becomes a user-role
 // text block wrapped in <system-reminder>…</system-reminder>, merged into the
-// adjacent user turn. Consecutive turns of the same role are merged. Images
+// adjacent user turn. Consecutive user turns are merged, and an assistant
+// message into a turn of hosted tool use before it (see below for others). Images
 // and PDFs become image and document blocks (from data: URLs or http(s)
 // URLs); other files become text notes. Tool calls become tool_use blocks and
 // their results tool_result blocks at the start of the following user turn,
@@ -86,8 +87,9 @@
 // ends. A request never ends with an assistant message, which the API
 // takes as a prefill (refused by recent models, and with trailing white
 // space or thinking): one that would (an explicit run after a step that was
-// interrupted, or that answered) gets a user turn asking to go on, except
-// a paused turn of hosted tool use, which goes back last as the API asks,
+// interrupted, or that answered) gets a user turn asking to go on, which
+// later requests keep between that message and the step answering it;
+// but a paused turn of hosted tool use goes back last, as the API asks,
 // its final text trimmed (and without thinking unless it starts with a
 // thinking block). Tool definitions keep their JSON schema; when a request
 // has no tools but its history has tool_use blocks (the final step of an

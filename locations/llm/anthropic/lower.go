@@ -47,17 +47,7 @@ func lower(req llm.Request, cfg Config) (sdk.MessageNewParams, error) {
 		turns.continued = i == continued
 		turns.add(m)
 	}
-	if n := len(paired); n > 0 && paired[n-1].Role == llm.RoleAssistant && !slices.ContainsFunc(paired[n-1].Parts, hostedPart) {
-		// The request would end with an assistant message that is not a
-		// turn of hosted tool use to go on with: an explicit run after a
-		// step that was interrupted, or that answered. The API takes that
-		// as a prefill, which recent models refuse ("This model does not
-		// support assistant message prefill. The conversation must end
-		// with a user message."), as it refuses thinking and trailing
-		// white space in one: every run of the Session would be refused
-		// until a new prompt came.
-		turns.add(llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: wire.ContinuePrompt}}})
-	}
+	turns.goOn()
 	params.Messages = turns.out
 	trimFinalText(params.Messages)
 	if n := len(params.Messages); n > 0 {
@@ -183,6 +173,27 @@ type turns struct {
 	// continued marks the assistant message the request continues, whose
 	// unanswered hosted calls go back bare (see deferredCalls).
 	continued bool
+	// hosted says whether the last assistant message added sent hosted
+	// blocks: a turn of hosted tool use, which the next assistant message
+	// goes on with in the same turn.
+	hosted bool
+}
+
+// goOn adds a user turn asking to go on after an assistant message that
+// is not a turn of hosted tool use, when the request would end with it or
+// another assistant message follows it: an explicit run after a step that
+// was interrupted, or that answered, sends such a history. The API takes
+// a final assistant message as a prefill, which recent models refuse
+// ("This model does not support assistant message prefill. The
+// conversation must end with a user message."), as it refuses one ending
+// in white space, or with thinking on one that does not start with a
+// thinking block: every run of the Session would be refused until a new
+// prompt came. The step that such a request answers follows the same turn
+// in later requests, which therefore show the model what it was sent.
+func (t *turns) goOn() {
+	if n := len(t.out); n > 0 && t.out[n-1].OfAssistant != nil && !t.hosted {
+		t.out = append(t.out, sdk.NewUserMessage(sdk.NewTextBlock(wire.ContinuePrompt)))
+	}
 }
 
 // continuedMessage returns the index of the assistant message a request
@@ -263,6 +274,11 @@ func (t *turns) add(m llm.Message) {
 	case llm.RoleAssistant:
 		assistant = true
 		pairs := hostedPairs(m.Parts, t.continued)
+		defer func() {
+			if len(blocks) > 0 {
+				t.hosted = len(pairs) > 0
+			}
+		}()
 		for i, p := range m.Parts {
 			if hostedPart(p) {
 				if b, ok := pairs[i]; ok {
@@ -277,6 +293,9 @@ func (t *turns) add(m llm.Message) {
 	}
 	if len(blocks) == 0 {
 		return
+	}
+	if assistant {
+		t.goOn()
 	}
 	if n := len(t.out); n > 0 {
 		last := t.out[n-1]

@@ -553,7 +553,8 @@ func TestRepeatedCallIDsAfterASwitch(t *testing.T) {
 // block: every run would be refused until a new prompt. The request ends
 // with a user turn asking to go on instead, and goes with thinking. A
 // paused turn of hosted tool use is sent back as the last message, as the
-// API asks, with the white space its text ends with trimmed.
+// API asks, with the white space its text ends with trimmed. The step that
+// answers either request follows it in later ones as it was sent.
 func TestRequestEndsWithTheUsersTurn(t *testing.T) {
 	srv := ssetest.NewServer(t, okReply)
 	p, err := New(Config{BaseURL: srv.URL, HTTPClient: srv.Client(), ThinkingBudget: 1024})
@@ -572,6 +573,21 @@ func TestRequestEndsWithTheUsersTurn(t *testing.T) {
 	}
 	if !strings.Contains(string(srv.LastBody()), `"thinking":{`) {
 		t.Fatalf("thinking not sent: %s", srv.LastBody())
+	}
+	// The answer to that request follows the same turn in later ones: two
+	// assistant messages in a row are not one prefilled turn.
+	req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{text("42.")}},
+		llm.Message{Role: llm.RoleUser, Parts: []llm.Part{text("thanks")}})
+	if _, err := ssetest.Collect(p.Stream(t.Context(), req)); err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for _, m := range sentMessages(t, srv.LastBody()) {
+		roles = append(roles, m.Role)
+	}
+	if want := []string{"user", "assistant", "user", "assistant", "user"}; !slices.Equal(roles, want) ||
+		!strings.Contains(string(sentMessages(t, srv.LastBody())[2].Content[0]), "Continue from where") {
+		t.Fatalf("roles %q, want %q with the user's turn asking to go on: %s", roles, want, srv.LastBody())
 	}
 
 	// A paused turn goes back last, trimmed, and without thinking: it
@@ -593,6 +609,15 @@ func TestRequestEndsWithTheUsersTurn(t *testing.T) {
 	wantJSON(t, sent[1].Content[2], `{"type":"text","text":"Searching more.","cache_control":{"type":"ephemeral"}}`)
 	if strings.Contains(string(srv.LastBody()), `"thinking":{`) {
 		t.Fatalf("thinking sent with a final assistant message that does not start with it: %s", srv.LastBody())
+	}
+	// The step that went on with it is the same turn.
+	paused.Messages = append(paused.Messages, llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{text("Found it.")}},
+		llm.Message{Role: llm.RoleUser, Parts: []llm.Part{text("thanks")}})
+	if _, err := ssetest.Collect(p.Stream(t.Context(), paused)); err != nil {
+		t.Fatal(err)
+	}
+	if sent = sentMessages(t, srv.LastBody()); len(sent) != 3 || len(sent[1].Content) != 4 {
+		t.Fatalf("the paused turn and the step going on with it are not one turn: %s", srv.LastBody())
 	}
 }
 

@@ -73,8 +73,10 @@
 // model's later requests send it from the start.
 // A request that would end with an assistant message (an explicit run
 // after a step that was interrupted, or that answered) gets a user turn
-// asking to go on: servers that complete a final assistant message as a
-// prefix refuse one without their flag for it.
+// asking to go on, and keeps it between that message and the step
+// answering it in later requests: servers that complete a final assistant
+// message as a prefix refuse one without their flag for it, and many chat
+// templates two assistant turns in a row.
 // Request.CacheKey is sent as prompt_cache_key. tool_choice none is sent
 // only alongside tools, since OpenAI rejects it without them. A tool's
 // object schema without properties is sent with empty ones, which OpenAI

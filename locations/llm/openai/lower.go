@@ -34,17 +34,7 @@ func lower(req llm.Request, legacyMaxTokens, echo bool) (oa.ChatCompletionNewPar
 		params.Messages = append(params.Messages, oa.SystemMessage(sys))
 	}
 	echo = echo || slices.ContainsFunc(req.Messages, hasReasoningContent)
-	msgs := userTurns(wire.UniqueCallIDs(wire.PairToolResults(req.Messages)))
-	if n := len(msgs); n > 0 && msgs[n-1].Role == llm.RoleAssistant {
-		// An explicit run after a step that was interrupted, or that
-		// answered: servers that take a final assistant message as a
-		// prefix to complete refuse one sent without their own flag for it
-		// (Mistral: "Expected last role User or Tool (or Assistant with
-		// prefix True)"), and every run of the Session would be refused
-		// until a new prompt came. The user's turn asks to go on instead.
-		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: wire.ContinuePrompt}}})
-	}
-	for _, m := range msgs {
+	for _, m := range userTurns(wire.UniqueCallIDs(wire.PairToolResults(req.Messages))) {
 		params.Messages = appendMessage(params.Messages, m, echo)
 	}
 	for _, t := range req.Tools {
@@ -75,7 +65,8 @@ func lower(req llm.Request, legacyMaxTokens, echo bool) (oa.ChatCompletionNewPar
 // anywhere but first, and some two user messages in a row. A chronological
 // system message becomes user text wrapped in <system-reminder> (as the
 // Anthropic adapter sends it), and consecutive user messages are merged
-// into one.
+// into one; a user turn asking to go on (goOn) separates two assistant
+// messages in a row and follows a final one.
 func userTurns(msgs []llm.Message) []llm.Message {
 	out := make([]llm.Message, 0, len(msgs))
 	for _, m := range msgs {
@@ -98,10 +89,28 @@ func userTurns(msgs []llm.Message) []llm.Message {
 			out[n-1].Parts = append(slices.Clip(out[n-1].Parts), m.Parts...)
 			continue
 		}
+		if n := len(out); n > 0 && m.Role == llm.RoleAssistant && out[n-1].Role == llm.RoleAssistant {
+			out = append(out, goOn)
+		}
 		out = append(out, m)
+	}
+	if n := len(out); n > 0 && out[n-1].Role == llm.RoleAssistant {
+		out = append(out, goOn)
 	}
 	return out
 }
+
+// goOn is the user turn after an assistant message that would end the
+// request, or that another assistant message follows: an explicit run
+// after a step that was interrupted, or that answered, sends such a
+// history. Servers that complete a final assistant message as a prefix
+// refuse one sent without their own flag for it (Mistral: "Expected last
+// role User or Tool (or Assistant with prefix True)"), and many chat
+// templates two assistant turns in a row ("Conversation roles must
+// alternate"): every run, or every later request, of the Session would be
+// refused. The step such a request answers follows the same turn in later
+// requests, which therefore show the model what it was sent.
+var goOn = llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: wire.ContinuePrompt}}}
 
 // hasReasoningContent reports whether m is an assistant message with
 // reasoning that this server sent in reasoning_content.

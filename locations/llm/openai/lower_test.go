@@ -598,7 +598,8 @@ func TestRepeatedCallIDsAfterASwitch(t *testing.T) {
 // assistant message, which servers that complete a final assistant message
 // as a prefix refuse without their own flag for it (Mistral), for every
 // run until a new prompt. The request ends with a user turn asking to go
-// on instead; one that ends with tool results is left as it is.
+// on instead, and the step answering it follows that turn in later
+// requests; one that ends with tool results is left as it is.
 func TestRequestEndsWithTheUsersTurn(t *testing.T) {
 	req := simpleRequest()
 	req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{text("The answer is")}},
@@ -621,6 +622,26 @@ func TestRequestEndsWithTheUsersTurn(t *testing.T) {
 	last := body.Messages[len(body.Messages)-1]
 	if n := len(body.Messages); n != 3 || last.Role != "user" || !strings.Contains(fmt.Sprint(last.Content), "Continue from where") {
 		t.Fatalf("the request does not end with the user's turn: %s", srv.LastBody())
+	}
+
+	// The answer to that request follows the same turn in later ones: two
+	// assistant messages in a row, which many chat templates refuse, are
+	// not sent.
+	req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{text("42.")}},
+		llm.Message{Role: llm.RoleUser, Parts: []llm.Part{text("thanks")}})
+	if _, err := ssetest.MustStream(t, p, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(srv.LastBody(), &body); err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for _, m := range body.Messages {
+		roles = append(roles, m.Role)
+	}
+	if want := []string{"user", "assistant", "user", "assistant", "user"}; !slices.Equal(roles, want) ||
+		!strings.Contains(fmt.Sprint(body.Messages[2].Content), "Continue from where") {
+		t.Fatalf("roles %q, want %q with the user's turn asking to go on: %s", roles, want, srv.LastBody())
 	}
 
 	req = failedStepHistory()
