@@ -71,6 +71,10 @@
 // that failed kept no metadata, or the history is another model's), the
 // request is sent once more with it on every assistant message, and the
 // model's later requests send it from the start.
+// Likewise a server refusing a request for its image parts (a model that
+// reads none, such as DeepSeek's: "unknown variant `image_url`") gets it
+// once more with each image as a text note, as the model's later requests:
+// the prompt that brought the image stays in history.
 // A request that would end with an assistant message (an explicit run
 // after a step that was interrupted, or that answered) gets a user turn
 // asking to go on, and keeps it between that message and the step

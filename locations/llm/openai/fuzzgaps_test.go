@@ -74,7 +74,7 @@ func FuzzLowerHistory(f *testing.F) {
 			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{text("next")}})
 		}
 		// shape's bits are all taken: echo follows the input's length.
-		params, err := lower(req, shape&128 != 0, len(input)%2 == 1)
+		params, err := lower(req, shape&128 != 0, options{echo: len(input)%2 == 1, textOnly: len(input)%3 == 1})
 		if err != nil {
 			t.Fatalf("lower: %v", err)
 		}

@@ -18,11 +18,18 @@ import (
 	"github.com/sessiond/sessiond/messages"
 )
 
-// lower builds the Chat Completions request for req. echo sends
-// reasoning_content on every assistant message (see echoesReasoning); it
-// is also on when the history holds reasoning this server sent in that
-// field.
-func lower(req llm.Request, legacyMaxTokens, echo bool) (oa.ChatCompletionNewParams, error) {
+// options are the ways a request is lowered for what its server was seen
+// to refuse (see Provider.Stream).
+type options struct {
+	// echo sends reasoning_content on every assistant message; it is also
+	// on when the history holds reasoning this server sent in that field.
+	echo bool
+	// textOnly sends images as text notes.
+	textOnly bool
+}
+
+// lower builds the Chat Completions request for req.
+func lower(req llm.Request, legacyMaxTokens bool, opts options) (oa.ChatCompletionNewParams, error) {
 	if req.Model.ID == "" {
 		return oa.ChatCompletionNewParams{}, llm.Errorf(messages.ErrProviderInvalidRequest, "openai: request has no model ID")
 	}
@@ -33,9 +40,9 @@ func lower(req llm.Request, legacyMaxTokens, echo bool) (oa.ChatCompletionNewPar
 	if sys := joinNonEmpty(req.System); sys != "" {
 		params.Messages = append(params.Messages, oa.SystemMessage(sys))
 	}
-	echo = echo || slices.ContainsFunc(req.Messages, hasReasoningContent)
+	opts.echo = opts.echo || slices.ContainsFunc(req.Messages, hasReasoningContent)
 	for _, m := range userTurns(wire.UniqueCallIDs(wire.PairToolResults(req.Messages))) {
-		params.Messages = appendMessage(params.Messages, m, echo)
+		params.Messages = appendMessage(params.Messages, m, opts)
 	}
 	for _, t := range req.Tools {
 		tool, err := lowerTool(t)
@@ -133,14 +140,14 @@ func reasoningContent(p llm.Part) (string, bool) {
 }
 
 // appendMessage lowers one (already paired) history message.
-func appendMessage(out []oa.ChatCompletionMessageParamUnion, m llm.Message, echo bool) []oa.ChatCompletionMessageParamUnion {
+func appendMessage(out []oa.ChatCompletionMessageParamUnion, m llm.Message, opts options) []oa.ChatCompletionMessageParamUnion {
 	switch m.Role {
 	case llm.RoleUser:
-		if u, ok := lowerUser(m.Parts); ok {
+		if u, ok := lowerUser(m.Parts, opts.textOnly); ok {
 			out = append(out, u)
 		}
 	case llm.RoleAssistant:
-		if a, ok := lowerAssistant(m.Parts, echo); ok {
+		if a, ok := lowerAssistant(m.Parts, opts.echo); ok {
 			out = append(out, a)
 		}
 	case llm.RoleTool:
@@ -158,8 +165,9 @@ func appendMessage(out []oa.ChatCompletionMessageParamUnion, m llm.Message, echo
 }
 
 // lowerUser lowers a user message: plain string content when it is only
-// text (what every compatible server accepts), content parts otherwise.
-func lowerUser(parts []llm.Part) (oa.ChatCompletionMessageParamUnion, bool) {
+// text (what every compatible server accepts), content parts otherwise;
+// with textOnly, images are text notes.
+func lowerUser(parts []llm.Part, textOnly bool) (oa.ChatCompletionMessageParamUnion, bool) {
 	hasFile := false
 	for _, p := range parts {
 		hasFile = hasFile || (p.Kind == llm.PartFile && p.File != nil)
@@ -173,6 +181,8 @@ func lowerUser(parts []llm.Part) (oa.ChatCompletionMessageParamUnion, bool) {
 		switch {
 		case p.Kind == llm.PartText && p.Text != "":
 			content = append(content, oa.TextContentPart(p.Text))
+		case p.Kind == llm.PartFile && p.File != nil && textOnly:
+			content = append(content, oa.TextContentPart(wire.FileNote(*p.File)))
 		case p.Kind == llm.PartFile && p.File != nil:
 			content = append(content, lowerFile(*p.File))
 		}

@@ -653,3 +653,48 @@ func TestRequestEndsWithTheUsersTurn(t *testing.T) {
 		t.Fatalf("a request ending with tool results got a user turn: %s", srv.LastBody())
 	}
 }
+
+// TestImagesAfterARefusal: a model that reads no images (DeepSeek) refuses
+// a request with an image part ("unknown variant `image_url`, expected
+// `text`"), and the prompt that brought it stays in history, so every
+// later request of the Session would be refused. The request goes again
+// at once with each image as a text note, and so do the model's later
+// requests; other models still get the image. Once is all: a second
+// refusal is the step's error.
+func TestImagesAfterARefusal(t *testing.T) {
+	refusal := ssetest.Reply{Status: 400, Chunks: []string{openaiErr("Failed to deserialize the JSON body into the target type: "+
+		"messages[1]: unknown variant `image_url`, expected `text` at line 1 column 211", "invalid_request_error", `"invalid_request_error"`)}}
+	srv := ssetest.NewServer(t, refusal, okReply, okReply, okReply, refusal)
+	p := newTestProvider(t, srv)
+	req := simpleRequest()
+	req.Model.ID = "deepseek-test"
+	req.Messages = []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{text("What is this?"),
+		{Kind: llm.PartFile, File: &messages.File{Mime: "image/png", Filename: "dot.png", URL: "data:image/png;base64,iVBORw0KGgo="}}}}}
+	if _, err := ssetest.MustStream(t, p, req); err != nil {
+		t.Fatalf("the request sent again: %v", err)
+	}
+	if _, err := ssetest.MustStream(t, p, req); err != nil {
+		t.Fatal(err)
+	}
+	other := req
+	other.Model.ID = "gpt-test"
+	if _, err := ssetest.MustStream(t, p, other); err != nil {
+		t.Fatal(err)
+	}
+	// Refused although it sent no image: no third try.
+	_, err := ssetest.MustStream(t, p, req)
+	wantError(t, err, messages.ErrProviderInvalidRequest, 400, 0)
+	var got []bool
+	for _, r := range srv.Requests() {
+		got = append(got, bytes.Contains(r.Body, []byte(`"image_url"`)))
+		if !bytes.Contains(r.Body, []byte(`What is this?`)) {
+			t.Fatalf("the prompt's text was lost: %s", r.Body)
+		}
+	}
+	if want := []bool{true, false, false, true, false}; !slices.Equal(got, want) {
+		t.Fatalf("image_url sent per request %v, want %v", got, want)
+	}
+	if body := string(srv.Requests()[1].Body); !strings.Contains(body, `[Attached file \"dot.png\" (image/png)`) {
+		t.Fatalf("the image is not named in a text note: %s", body)
+	}
+}

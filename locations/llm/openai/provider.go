@@ -56,8 +56,9 @@ type Provider struct {
 	chat oa.ChatCompletionService
 	cfg  Config
 	// echo holds the IDs of models whose server refused a request for
-	// lacking reasoning_content (see Stream).
-	echo sync.Map
+	// lacking reasoning_content, and textOnly those whose server refused
+	// one for its images (see Stream).
+	echo, textOnly sync.Map
 }
 
 var _ llm.Provider = (*Provider)(nil)
@@ -111,24 +112,51 @@ func (c *Config) validate() error {
 // from another model: the request is then sent once more with the field on
 // every assistant message, and the model's later requests send it from
 // the start.
+//
+// A server of a model that reads no images (DeepSeek) refuses a request
+// with an image part, and the prompt that brought it stays in history: the
+// request is then sent once more with each image as a text note, as every
+// later request of the model.
 func (p *Provider) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Event, error] {
 	return func(yield func(llm.Event, error) bool) {
-		_, echo := p.echo.Load(req.Model.ID)
-		if p.stream(ctx, req, echo, yield) {
-			p.echo.Store(req.Model.ID, true)
-			p.stream(ctx, req, true, yield)
+		var opts options
+		_, opts.echo = p.echo.Load(req.Model.ID)
+		_, opts.textOnly = p.textOnly.Load(req.Model.ID)
+		for {
+			// Each refusal turns one option on, for good: at most three
+			// requests.
+			switch p.stream(ctx, req, opts, yield) {
+			case refusedReasoning:
+				p.echo.Store(req.Model.ID, true)
+				opts.echo = true
+			case refusedImages:
+				p.textOnly.Store(req.Model.ID, true)
+				opts.textOnly = true
+			default:
+				return
+			}
 		}
 	}
 }
 
+// refusal is what a request was refused for, when sending it again with an
+// option on may get past it.
+type refusal uint8
+
+const (
+	refusedOther     refusal = iota // anything else, or nothing
+	refusedReasoning                // lacking reasoning_content
+	refusedImages                   // its image parts
+)
+
 // stream makes one request. It reports, having yielded nothing, whether
 // the server refused the request only for lacking reasoning_content, when
-// echo is off.
-func (p *Provider) stream(ctx context.Context, req llm.Request, echo bool, yield func(llm.Event, error) bool) (again bool) {
-	params, err := lower(req, p.cfg.LegacyMaxTokens, echo)
+// echo is off, or for its images, when textOnly is off.
+func (p *Provider) stream(ctx context.Context, req llm.Request, opts options, yield func(llm.Event, error) bool) refusal {
+	params, err := lower(req, p.cfg.LegacyMaxTokens, opts)
 	if err != nil {
 		yield(llm.Event{}, err)
-		return false
+		return refusedOther
 	}
 	var res *http.Response
 	stream := p.chat.NewStreaming(ctx, params, option.WithResponseInto(&res))
@@ -143,26 +171,30 @@ func (p *Provider) stream(ctx context.Context, req llm.Request, echo bool, yield
 	})
 	for stream.Next() {
 		if !st.chunk(stream.Current()) {
-			return false
+			return refusedOther
 		}
 	}
 	if err := stream.Err(); err != nil && (!st.finished || ctx.Err() != nil) {
-		if !echo && !emitted && ctx.Err() == nil && wantsReasoningContent(err) {
-			return true
+		switch {
+		case emitted || ctx.Err() != nil:
+		case !opts.echo && wantsReasoningContent(err):
+			return refusedReasoning
+		case !opts.textOnly && refusesImages(err):
+			return refusedImages
 		}
 		yield(llm.Event{}, p.classify(ctx, err, res))
-		return false
+		return refusedOther
 	}
 	if !st.finished {
 		yield(llm.Event{}, wire.Truncated("a finish reason"))
-		return false
+		return refusedOther
 	}
 	if st.raw == finishServerResources {
 		// DeepSeek's server cut the answer short: a failure of the
 		// server, not an answer that ended (which would pass for one).
 		yield(llm.Event{}, &llm.Error{Type: messages.ErrProviderInternal,
 			Message: "generation stopped: the server ran out of resources (finish_reason " + finishServerResources + ")"})
-		return false
+		return refusedOther
 	}
 	// A failure after the finish reason (for instance a cut before the
 	// usage chunk) loses only usage: the step's content is complete.
@@ -171,7 +203,7 @@ func (p *Provider) stream(ctx context.Context, req llm.Request, echo bool, yield
 		fin.Cost = prices.Cost(fin.Usage)
 	}
 	yield(fin, nil)
-	return false
+	return refusedOther
 }
 
 // wantsReasoningContent reports whether err is a server's refusal of a
@@ -183,6 +215,16 @@ func wantsReasoningContent(err error) bool {
 	var apiErr *oa.Error
 	return errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusBadRequest &&
 		strings.Contains(apiErr.Message, "reasoning_content")
+}
+
+// refusesImages reports whether err is a server's refusal of a request (a
+// 400, before any of the stream) for its image parts, from a model that
+// reads none: DeepSeek's "Failed to deserialize the JSON body into the
+// target type: messages[1]: unknown variant `image_url`, expected `text`".
+func refusesImages(err error) bool {
+	var apiErr *oa.Error
+	return errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusBadRequest &&
+		strings.Contains(apiErr.Message, "unknown variant `image_url`")
 }
 
 // finishServerResources is the finish reason with which DeepSeek ends a
