@@ -483,18 +483,7 @@ func TestLongCallIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var body struct {
-		Messages []struct {
-			Role       string `json:"role"`
-			ToolCallID string `json:"tool_call_id"`
-			ToolCalls  []struct {
-				ID string `json:"id"`
-			} `json:"tool_calls"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(srv.LastBody(), &body); err != nil {
-		t.Fatal(err)
-	}
+	body := sentCalls(t, srv.LastBody())
 	var calls, results []string
 	for _, m := range body.Messages {
 		for _, c := range m.ToolCalls {
@@ -559,19 +548,7 @@ func TestRepeatedCallIDsAfterASwitch(t *testing.T) {
 	if _, err := ssetest.MustStream(t, newTestProvider(t, srv), req); err != nil {
 		t.Fatal(err)
 	}
-	var body struct {
-		Messages []struct {
-			Role       string `json:"role"`
-			Content    any    `json:"content"`
-			ToolCallID string `json:"tool_call_id"`
-			ToolCalls  []struct {
-				ID string `json:"id"`
-			} `json:"tool_calls"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(srv.LastBody(), &body); err != nil {
-		t.Fatal(err)
-	}
+	body := sentCalls(t, srv.LastBody())
 	var calls []string
 	results := map[string]any{}
 	for _, m := range body.Messages {
@@ -697,4 +674,27 @@ func TestImagesAfterARefusal(t *testing.T) {
 	if body := string(srv.Requests()[1].Body); !strings.Contains(body, `[Attached file \"dot.png\" (image/png)`) {
 		t.Fatalf("the image is not named in a text note: %s", body)
 	}
+}
+
+// callsBody is what tests read of a request body: its messages' roles,
+// contents and tool call IDs.
+type callsBody struct {
+	Messages []struct {
+		Role       string `json:"role"`
+		Content    any    `json:"content"`
+		ToolCallID string `json:"tool_call_id"`
+		ToolCalls  []struct {
+			ID string `json:"id"`
+		} `json:"tool_calls"`
+	} `json:"messages"`
+}
+
+// sentCalls decodes a request body as callsBody.
+func sentCalls(t *testing.T, b []byte) callsBody {
+	t.Helper()
+	var body callsBody
+	if err := json.Unmarshal(b, &body); err != nil {
+		t.Fatal(err)
+	}
+	return body
 }
