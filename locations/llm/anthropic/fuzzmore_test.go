@@ -1,8 +1,6 @@
 package anthropic
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -39,24 +37,4 @@ func FuzzHTTPError(f *testing.F) {
 		}
 		return p
 	}, simpleRequest())
-}
-
-// FuzzToolUseInput: whatever arguments a call was stored with, the
-// tool_use input sent back is a JSON object (the API refuses anything
-// else, and would refuse every later request of the Session); an object
-// is sent unchanged.
-func FuzzToolUseInput(f *testing.F) {
-	for _, s := range []string{``, `{}`, `{"a":1}`, `{"a":`, `[1]`, `"s"`, `"{\"a\":"`, `null`, ` {"a":1} `, "\xff", `1e400`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		out := toolUseInput(json.RawMessage(raw))
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(out, &obj); err != nil || obj == nil {
-			t.Fatalf("toolUseInput(%q) = %s is not a JSON object: %v", raw, out, err)
-		}
-		if trimmed := bytes.TrimSpace(raw); len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(raw) && !bytes.Equal(out, raw) {
-			t.Fatalf("object %q changed to %s", raw, out)
-		}
-	})
 }

@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -344,7 +343,7 @@ func (t *turns) assistantBlock(p llm.Part) (sdk.ContentBlockParamUnion, bool) {
 			t.seen[p.Name] = true
 			t.toolNames = append(t.toolNames, p.Name)
 		}
-		return sdk.NewToolUseBlock(toolUseID(p.CallID), toolUseInput(p.Input), p.Name), true
+		return sdk.NewToolUseBlock(toolUseID(p.CallID), wire.ObjectInput(p.Input), p.Name), true
 	}
 	return sdk.ContentBlockParamUnion{}, false
 }
@@ -468,7 +467,7 @@ func serverToolUse(p llm.Part) sdk.ContentBlockParamUnion {
 	id, _ := json.Marshal(p.CallID)
 	name, _ := json.Marshal(p.Name)
 	members["type"] = json.RawMessage(`"server_tool_use"`)
-	members["id"], members["name"], members["input"] = id, name, toolUseInput(p.Input)
+	members["id"], members["name"], members["input"] = id, name, wire.ObjectInput(p.Input)
 	raw, _ := json.Marshal(members) // raw JSON values always marshal
 	return param.Override[sdk.ContentBlockParamUnion](json.RawMessage(raw))
 }
@@ -486,26 +485,6 @@ func hostedResult(p llm.Part) (sdk.ContentBlockParamUnion, bool) {
 		return sdk.ContentBlockParamUnion{}, false
 	}
 	return param.Override[sdk.ContentBlockParamUnion](p.ProviderMetadata), true
-}
-
-// toolUseInput returns a call's arguments as the object tool_use.input must
-// be. Arguments that are not an object (a call cut off by max_tokens, or
-// another model's malformed output, which the runner keeps as a JSON string
-// and answers with a validation error) are sent under invalid_input, so
-// the model still sees what it sent: the API refuses any other input, and
-// it would refuse every later request of the Session with it.
-func toolUseInput(raw json.RawMessage) json.RawMessage {
-	in := wire.ToolInput(string(raw))
-	if t := bytes.TrimSpace(in); t[0] == '{' {
-		return in
-	}
-	text := string(raw)
-	var s string
-	if bytes.HasPrefix(bytes.TrimSpace(in), []byte(`"`)) && json.Unmarshal(in, &s) == nil {
-		text = s // the raw text of malformed arguments, kept as a string
-	}
-	b, _ := json.Marshal(map[string]string{"invalid_input": text}) // a map of strings always marshals
-	return b
 }
 
 // lowerFile lowers an attachment: images and PDFs natively, from a data: URL

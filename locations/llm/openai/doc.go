@@ -56,7 +56,8 @@
 // URLs) and text notes otherwise. Assistant tool calls become
 // tool_calls followed by one tool message per call (paired by call ID, see
 // wire.PairToolResults, and made unique across the request, which the API
-// requires, by wire.UniqueCallIDs); an error result not already starting with
+// requires, by wire.UniqueCallIDs), their arguments always a JSON object
+// (wire.ObjectInput: chat templates decode them); an error result not already starting with
 // "Error (" or "Error:" is prefixed with "Error: " since the API has no
 // error flag. Chat Completions has no input field for reasoning:
 // reasoning this adapter produced (it carries ProviderMetadata, which the

@@ -123,7 +123,8 @@ func FuzzLowerHistory(f *testing.F) {
 				}
 				awaiting = map[string]bool{}
 				for _, c := range m.ToolCalls {
-					if len(c.ID) > maxCallID || c.Function.Name == "" || !json.Valid([]byte(c.Function.Arguments)) {
+					var args map[string]json.RawMessage
+					if len(c.ID) > maxCallID || c.Function.Name == "" || json.Unmarshal([]byte(c.Function.Arguments), &args) != nil || args == nil {
 						t.Fatalf("tool call %+v is refused by the API: %s", c, body)
 					}
 					if awaiting[c.ID] {

@@ -239,7 +239,7 @@ func lowerAssistant(parts []llm.Part, echo bool) (oa.ChatCompletionMessageParamU
 					ID: toolCallID(p.CallID),
 					Function: oa.ChatCompletionMessageFunctionToolCallFunctionParam{
 						Name:      p.Name,
-						Arguments: string(wire.ToolInput(string(p.Input))),
+						Arguments: string(wire.ObjectInput(p.Input)),
 					},
 				},
 			})

@@ -698,3 +698,45 @@ func sentCalls(t *testing.T, b []byte) callsBody {
 	}
 	return body
 }
+
+// TestArgumentsGoBackAsAnObject: a call's arguments go back as a JSON
+// object, which chat templates (vLLM, llama.cpp) decode and expect;
+// arguments that are not one (a call cut off by the output limit, kept by
+// the runner as a JSON string) go under invalid_input, as on Anthropic.
+func TestArgumentsGoBackAsAnObject(t *testing.T) {
+	req := simpleRequest()
+	req.Tools = []llm.ToolDefinition{{Name: "bash"}}
+	inputs := []string{`{"command":"ls"}`, `"{\"command\": \"ls -"`, `null`, `[1]`, ``}
+	for i, in := range inputs {
+		id := fmt.Sprintf("call_%d", i)
+		req.Messages = append(req.Messages,
+			llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{{Kind: llm.PartToolCall, CallID: id, Name: "bash", Input: json.RawMessage(in)}}},
+			llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: id, Name: "bash", Output: "x"}}})
+	}
+	_, srv, err := run(t, req, okReply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Messages []struct {
+			ToolCalls []struct {
+				Function struct {
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(srv.LastBody(), &body); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range body.Messages {
+		for _, c := range m.ToolCalls {
+			got = append(got, c.Function.Arguments)
+		}
+	}
+	want := []string{`{"command":"ls"}`, `{"invalid_input":"{\"command\": \"ls -"}`, `{"invalid_input":"null"}`, `{"invalid_input":"[1]"}`, `{}`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("arguments %q, want %q", got, want)
+	}
+}

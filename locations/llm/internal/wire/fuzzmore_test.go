@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"mime"
@@ -136,6 +137,25 @@ func FuzzRetryAfter(f *testing.F) {
 		}
 		if strings.TrimSpace(ms) == "" && strings.TrimSpace(secs) == "" && d != 0 {
 			t.Fatalf("no headers gave %v", d)
+		}
+	})
+}
+
+// FuzzObjectInput: whatever arguments a call was stored with, the input
+// sent back is a JSON object (Anthropic refuses anything else, and chat
+// templates expect one); an object is sent unchanged.
+func FuzzObjectInput(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"a":1}`, `{"a":`, `[1]`, `"s"`, `"{\"a\":"`, `null`, ` {"a":1} `, "\xff", `1e400`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		out := ObjectInput(json.RawMessage(raw))
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(out, &obj); err != nil || obj == nil {
+			t.Fatalf("ObjectInput(%q) = %s is not a JSON object: %v", raw, out, err)
+		}
+		if trimmed := bytes.TrimSpace(raw); len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(raw) && !bytes.Equal(out, raw) {
+			t.Fatalf("object %q changed to %s", raw, out)
 		}
 	})
 }
