@@ -85,9 +85,20 @@ type WALDamage struct {
 	// it in File and, when File is the older of the two log files, the
 	// newer file's.
 	Intact int
+	// Header reports that File's header is what is damaged (Offset 0):
+	// Record, the file's first record, and every one after it cannot be
+	// checked without it.
+	Header bool
+
+	fileIndex int // which of the two files File is
 }
 
 func (d *WALDamage) Error() string {
+	if d.Header {
+		return fmt.Sprintf("%v: %s: its header is damaged, and it holds record %d and %d more after it, "+
+			"which cannot be checked without it; recovery would drop them and every commit after them",
+			ErrWALDamaged, d.File, d.Record, d.Intact)
+	}
 	return fmt.Sprintf("%v: %s: record %d at offset %d is damaged, and %d records after it are whole; "+
 		"recovery would drop it and every commit after it", ErrWALDamaged, d.File, d.Record, d.Offset, d.Intact)
 }
@@ -227,6 +238,59 @@ func (w *wal) recover(applied uint64) (replay [][]byte, last uint64, err error) 
 			return nil, 0, err
 		}
 	}
+	// A file without a valid header is new, or its header write was torn
+	// when it was started again: its records, if any, are an earlier
+	// run's, all in bbolt already. One that holds a record after applied
+	// had its header synced before that record was written (start), so
+	// the header was damaged since: taken for a torn one, the file would
+	// be started over and every commit in it dropped.
+	for i := range 2 {
+		if valid[i] {
+			continue
+		}
+		d, err := w.headless(i, applied, hs[1-i], valid[1-i])
+		if err != nil {
+			return nil, 0, err
+		}
+		if d == nil {
+			continue
+		}
+		if o := 1 - i; d.Record > applied+1 && (!valid[o] || hs[o].first > applied+1) {
+			// Not even its header would bridge bbolt and the log.
+			return nil, 0, fmt.Errorf("%w: the log starts at record %d but the database holds only up to %d", errWALCorrupt, d.Record, applied)
+		}
+		if !w.repair {
+			return nil, 0, d
+		}
+		// Its records are dropped: invalidated, so that they do not
+		// appear as damage again once the file is started over with
+		// their numbers under a new seed (the caller kept a copy).
+		if _, err := w.files[i].f.WriteAt(make([]byte, walRecordHead), walRecordStart); err != nil {
+			return nil, 0, err
+		}
+		if err := w.sync(i); err != nil {
+			return nil, 0, err
+		}
+		if w.damage == nil || d.Record < w.damage.Record {
+			w.damage = d
+		}
+	}
+	if w.damage != nil {
+		// Repairing: the records before the damaged file's are recovered
+		// from the other file, when it holds them from applied+1 on.
+		o := 1 - w.damage.fileIndex
+		if !valid[o] || hs[o].first > applied+1 || hs[o].first >= w.damage.Record {
+			// Nothing after applied is recovered: the damaged file is
+			// started over next, as the newest.
+			w.cur = o
+			for i := range 2 {
+				if valid[i] {
+					w.gen = max(w.gen, hs[i].gen)
+				}
+			}
+			return nil, applied, nil
+		}
+	}
 	n := 1
 	switch {
 	case valid[0] && (!valid[1] || hs[0].gen > hs[1].gen):
@@ -293,6 +357,39 @@ func (w *wal) recover(applied uint64) (replay [][]byte, last uint64, err error) 
 		return nil, 0, err
 	}
 	return replay, last, nil
+}
+
+// headless returns the damage of file i, whose header is not valid, when
+// its first record is numbered after applied; nil when it holds none. A
+// valid header o of the other file whose records follow that record adds
+// them to the count of those dropped with it. A read that fails is an
+// error, as in recover.
+func (w *wal) headless(i int, applied uint64, o walHeader, valid bool) (*WALDamage, error) {
+	f := w.files[i]
+	head := make([]byte, walRecordHead)
+	if f.end < walRecordStart+walRecordHead {
+		return nil, nil
+	}
+	if _, err := f.f.ReadAt(head, walRecordStart); err != nil {
+		return nil, fmt.Errorf("read %s: %w", f.f.Name(), err)
+	}
+	num := binary.LittleEndian.Uint64(head[8:16])
+	if binary.LittleEndian.Uint32(head[0:4]) == 0 || num <= applied {
+		return nil, nil
+	}
+	body, stored, ok, err := readRecord(f.f, f.end, walRecordStart, num)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", f.f.Name(), err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	d := &WALDamage{File: f.f.Name(), Record: num, Header: true, fileIndex: i}
+	d.Intact, _ = chained(f.f, f.end, walRecordStart+walRecordHead+int64(len(body))-8, num+1, stored)
+	if valid && o.first > num {
+		d.Intact += w.count(1-i, o)
+	}
+	return d, nil
 }
 
 // count returns how many records file i holds under header h (for a

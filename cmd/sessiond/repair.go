@@ -60,7 +60,11 @@ func runRepair(ctx context.Context, a *app, c *command, args []string) int {
 	case !errors.As(err, &d):
 		return a.fail(c, err)
 	}
-	fmt.Fprintf(a.stdout, "%s: record %d at offset %d is damaged; %d whole records follow it\n", d.File, d.Record, d.Offset, d.Intact)
+	if d.Header {
+		fmt.Fprintf(a.stdout, "%s: its header is damaged; it holds record %d, which cannot be checked without it, and %d records follow it\n", d.File, d.Record, d.Intact)
+	} else {
+		fmt.Fprintf(a.stdout, "%s: record %d at offset %d is damaged; %d whole records follow it\n", d.File, d.Record, d.Offset, d.Intact)
+	}
 	if !*force {
 		fmt.Fprintf(a.stdout, "repairing drops it and every commit after it; run 'sessiond repair --force' to do so (a copy of the log is kept)\n")
 		return exitFailed

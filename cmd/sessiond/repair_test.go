@@ -149,6 +149,54 @@ func TestRepair(t *testing.T) {
 	}
 }
 
+// TestRepairOfADamagedLogHeader: a bit flipped in the header of the log
+// file that holds every commit since the store was opened. repair said the
+// store opened cleanly, and in opening it started that file over: every
+// commit in it was gone. Now repair reports the header, changes nothing
+// without --force, and with it drops the file's commits and says so.
+func TestRepairOfADamagedLogHeader(t *testing.T) {
+	data := crashedStore(t, func(st *persistence.Bolt) {
+		ctx := context.Background()
+		s, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: t.TempDir()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if _, _, err := st.Admit(ctx, persistence.Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: fmt.Sprint("prompt ", i)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}, func(suffix string, b []byte) {
+		if suffix == "-wal2" { // the log's first file (persistence/wal.go)
+			b[9] ^= 1 // a bit of its header's generation
+		}
+	})
+	env := map[string]string{"SESSIOND_DATA": data}
+	wal := filepath.Join(data, StoreFileName+"-wal2")
+	damaged, err := os.ReadFile(wal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runApp(t, env, "repair")
+	if code != exitFailed || !strings.Contains(out, wal+": its header is damaged; it holds record 1") ||
+		!strings.Contains(out, "and 3 records follow it") || !strings.Contains(out, "sessiond repair --force") {
+		t.Fatalf("repair: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if b, _ := os.ReadFile(wal); !bytes.Equal(b, damaged) {
+		t.Fatal("repair without --force changed the log")
+	}
+	if code, _, errOut := runApp(t, env, "check"); code != exitFailed || !strings.Contains(errOut, "header is damaged") {
+		t.Fatalf("check: exit %d, stderr %q", code, errOut)
+	}
+	code, out, errOut = runApp(t, env, "repair", "--force")
+	if code != exitOK || !strings.Contains(out, "dropped record 1 and the 3 commits after it") {
+		t.Fatalf("repair --force: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, out, errOut := runApp(t, env, "check"); code != exitOK || !strings.Contains(out, "(Sessions: 0, events: 0)") {
+		t.Fatalf("check after the repair: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
 // TestRepairRefusals: repair needs a store, and one no other process has
 // open.
 func TestRepairRefusals(t *testing.T) {
