@@ -102,7 +102,7 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 	}
 	pw.Close()
 	pgid := cmd.Process.Pid
-	liveGroups.Store(pgid, struct{}{})
+	liveGroups.Store(pgid, token)
 	defer liveGroups.Delete(pgid)
 	if killRounds.Load() != kills {
 		// KillProcesses ran while the shell was starting, before its
@@ -146,6 +146,12 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 		killGroup(pgid)
 		ex = <-exited
 	}
+	if res.outcome != procExited {
+		// A command cut short has its processes killed, also those that
+		// left its group (setsid, a daemon): they carry its token, which
+		// the ledger forgets once this returns.
+		killCarriers(map[string]bool{token: true})
+	}
 	// The shell has exited but is not reaped yet (on Linux), which pins its
 	// process group ID: kill whatever it left running.
 	killGroup(pgid)
@@ -173,9 +179,10 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 	return res, nil
 }
 
-// liveGroups holds the process groups of the commands running now, for
-// KillProcesses. It is process state, as the processes themselves are.
-var liveGroups sync.Map // pgid -> struct{}
+// liveGroups holds the process groups of the commands running now, with
+// their run tokens, for KillProcesses. It is process state, as the
+// processes themselves are.
+var liveGroups sync.Map // pgid -> run token
 
 // killRounds counts the calls of KillProcesses, so that a command whose
 // group was not yet in liveGroups when one ran still has its group killed.
@@ -185,13 +192,28 @@ var killRounds atomic.Int64
 // tools of this process are running, for a process about to exit without
 // the graceful stop that cancels them (a second signal): the shell would
 // die with the process anyway (its death signal), but what it started
-// would run on.
+// would run on. What left the group (setsid, a daemon) is found by the
+// command's run token, as the next process's ledger sweep would find it,
+// but only after this one has gone and it ran on meanwhile.
 func KillProcesses() {
 	killRounds.Add(1)
-	liveGroups.Range(func(pgid, _ any) bool {
+	tokens := map[string]bool{}
+	liveGroups.Range(func(pgid, token any) bool {
 		killGroup(pgid.(int))
+		tokens[token.(string)] = true
 		return true
 	})
+	killCarriers(tokens)
+}
+
+// killCarriers kills every process that carries one of tokens.
+func killCarriers(tokens map[string]bool) {
+	if len(tokens) == 0 {
+		return
+	}
+	for _, pid := range carrying(tokens) {
+		killCarrier(pid, tokens)
+	}
 }
 
 // killGroup sends SIGKILL to process group pgid. A group that is already

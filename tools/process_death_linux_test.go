@@ -103,6 +103,83 @@ func TestKillProcessesReachesWhatTheShellStarted(t *testing.T) {
 	<-done
 }
 
+const setsidChildEnv = "SESSIOND_TOOLS_SETSID_CHILD_DIR"
+
+// TestSetsidChild is the child half of
+// TestKillProcessesReachesWhatLeftTheGroup: a process a command started
+// that leaves the command's session and group, as setsid or a daemon
+// does, records its PID and waits to be killed. It does nothing in a
+// normal run.
+func TestSetsidChild(t *testing.T) {
+	dir := os.Getenv(setsidChildEnv)
+	if dir == "" {
+		return
+	}
+	if _, err := syscall.Setsid(); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, "pid.tmp")
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "pid")); err != nil {
+		t.Fatal(err)
+	}
+	select {}
+}
+
+// TestKillProcessesReachesWhatLeftTheGroup: a forced exit (a second
+// signal) kills what a command started even when it left the command's
+// process group: it carries the command's run token. It ran on until the
+// next daemon started and swept the ledger.
+func TestKillProcessesReachesWhatLeftTheGroup(t *testing.T) {
+	dir := t.TempDir()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = runProcess(context.Background(), procSpec{shell: "/bin/sh", dir: dir, timeout: time.Minute, maxOut: 1 << 10,
+			env:     append(os.Environ(), setsidChildEnv+"="+dir),
+			command: fmt.Sprintf("%q -test.run='^TestSetsidChild$' -test.count=1 >/dev/null 2>&1 </dev/null & wait", os.Args[0])})
+	}()
+	pid := waitPID(t, filepath.Join(dir, "pid"))
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
+		t.Fatalf("the child's group: %d, %v; want its own, %d", pgid, err, pid)
+	}
+	KillProcesses()
+	eventually(t, 10*time.Second, "the process that left the group to die", func() bool { return exited(pid) })
+	<-done
+}
+
+// TestCancelledCommandKillsWhatLeftTheGroup: a cancelled command (an
+// interrupt, a graceful shutdown) has every process it started killed,
+// one that left its group included; it ran on, out of any record, since
+// the ledger forgets the command's token once it is over.
+func TestCancelledCommandKillsWhatLeftTheGroup(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type ran struct {
+		res procResult
+		err error
+	}
+	done := make(chan ran, 1)
+	go func() {
+		res, err := runProcess(ctx, procSpec{shell: "/bin/sh", dir: dir, timeout: time.Minute, maxOut: 1 << 10,
+			env:     append(os.Environ(), setsidChildEnv+"="+dir),
+			command: fmt.Sprintf("%q -test.run='^TestSetsidChild$' -test.count=1 >/dev/null 2>&1 </dev/null & wait", os.Args[0])})
+		done <- ran{res, err}
+	}()
+	pid := waitPID(t, filepath.Join(dir, "pid"))
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	cancel()
+	r := <-done
+	if r.err != nil || r.res.outcome != procCancelled {
+		t.Fatalf("run: outcome %v, %v; want cancelled", r.res.outcome, r.err)
+	}
+	eventually(t, 10*time.Second, "the process that left the group to die", func() bool { return exited(pid) })
+}
+
 const ledgerChildEnv = "SESSIOND_TOOLS_LEDGER_CHILD_DIR"
 
 // TestLedgerChild is the child half of TestRestartKillsWhatToolsLeft: it
