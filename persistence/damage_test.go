@@ -397,3 +397,70 @@ func TestDamagedLogHeaderOfEitherFile(t *testing.T) {
 		})
 	}
 }
+
+// TestDamagedLogRecordHead: damage to a record's head (its length, number
+// or checksum), or a lost sector over a record's end and the next one's
+// head, ended the log as a torn record does, and every acknowledged commit
+// after it was dropped without a word. The records after it are found by
+// their numbers and checked out as for damage to a payload; damage that
+// leaves fewer than walInFlight whole records after it is still a torn
+// end.
+func TestDamagedLogRecordHead(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rec    int // of the ten admissions, 0-based
+		damage func(b []byte, off int64)
+		record int // the admission refused as damaged; -1: the log ends before rec
+		intact int
+	}{
+		{"its length", 4, func(b []byte, off int64) { b[off+1] ^= 0x10 }, 4, 5},
+		{"its length zeroed", 4, func(b []byte, off int64) { copy(b[off:off+4], make([]byte, 4)) }, 4, 5},
+		{"its number", 4, func(b []byte, off int64) { b[off+8] ^= 0x01 }, 4, 5},
+		{"its checksum", 4, func(b []byte, off int64) { b[off+5] ^= 0x01 }, 4, 5},
+		{"its whole head", 4, func(b []byte, off int64) { copy(b[off:off+walRecordHead], make([]byte, walRecordHead)) }, 4, 5},
+		{"a sector over the head after it", 3, func(b []byte, off int64) {
+			next := off + walRecordHead + int64(binary.LittleEndian.Uint32(b[off:]))
+			copy(b[next-8:next+walRecordHead], make([]byte, walRecordHead+8))
+		}, 3, 6},
+		{"its head, too near the end to tell", 9 - walInFlight + 1, func(b []byte, off int64) { b[off+1] ^= 0x10 }, -1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := openTemp(t, noFlush)
+			sid := newSession(t, st)
+			var num uint64
+			var before map[string]map[string]string
+			for i := range 10 {
+				if i == tc.rec {
+					before, num = dump(t, st), st.wal.next
+				}
+				if _, _, err := st.Admit(context.Background(), Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprintf("prompt %d", i)}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			path := filepath.Join(t.TempDir(), "s.db")
+			copyStore(t, st.db.Path(), path)
+			name := path + []string{"-wal", "-wal2"}[st.wal.cur]
+			b, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off := recordOffset(t, b, num)
+			tc.damage(b, off)
+			if err := os.WriteFile(name, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if tc.record < 0 {
+				sameState(t, "torn end", dump(t, openAndCheck(t, path, noFlush)), before)
+				return
+			}
+			_, err = Open(path, noFlush)
+			var d *WALDamage
+			if !errors.As(err, &d) || d.Record != num || d.Offset != off || d.Intact != tc.intact {
+				t.Fatalf("open: %v (%+v), want record %d at %d damaged, %d after it", err, d, num, off, tc.intact)
+			}
+			opts := noFlush
+			opts.RepairWAL = true
+			sameState(t, "repaired", dump(t, openAndCheck(t, path, opts)), before)
+		})
+	}
+}

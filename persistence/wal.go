@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -83,7 +84,9 @@ type WALDamage struct {
 	Offset int64  // its offset in File
 	// Intact is how many records after it are whole: those chained from
 	// it in File and, when File is the older of the two log files, the
-	// newer file's.
+	// newer file's. When the records right after it are damaged too (a
+	// lost sector), they are counted with the whole ones beyond them:
+	// Intact is what recovery would drop after it.
 	Intact int
 	// Header reports that File's header is what is damaged (Offset 0):
 	// Record, the file's first record, and every one after it cannot be
@@ -262,13 +265,7 @@ func (w *wal) recover(applied uint64) (replay [][]byte, last uint64, err error) 
 		if !w.repair {
 			return nil, 0, d
 		}
-		// Its records are dropped: invalidated, so that they do not
-		// appear as damage again once the file is started over with
-		// their numbers under a new seed (the caller kept a copy).
-		if _, err := w.files[i].f.WriteAt(make([]byte, walRecordHead), walRecordStart); err != nil {
-			return nil, 0, err
-		}
-		if err := w.sync(i); err != nil {
+		if err := w.drop(i, walRecordStart); err != nil {
 			return nil, 0, err
 		}
 		if w.damage == nil || d.Record < w.damage.Record {
@@ -310,7 +307,7 @@ func (w *wal) recover(applied uint64) (replay [][]byte, last uint64, err error) 
 			if !w.repair {
 				return d
 			}
-			w.damage, err = d, nil
+			w.damage, err = d, w.drop(i, d.Offset)
 		}
 		if err != nil {
 			return fmt.Errorf("read %s: %w", w.files[i].f.Name(), err)
@@ -344,12 +341,21 @@ func (w *wal) recover(applied uint64) (replay [][]byte, last uint64, err error) 
 				return nil, 0, d
 			}
 			w.damage = d
+			if err := w.drop(o, end); err != nil {
+				return nil, 0, err
+			}
+			if err := w.drop(n, walRecordStart); err != nil {
+				return nil, 0, err
+			}
 			return replay, last, nil
 		}
 		if w.damage != nil {
 			// Repairing the older file: the newer one's records would
 			// follow a hole, so they are dropped with the rest.
 			w.damage.Intact += w.count(n, hs[n])
+			if err := w.drop(n, walRecordStart); err != nil {
+				return nil, 0, err
+			}
 			return replay, last, nil
 		}
 	}
@@ -390,6 +396,20 @@ func (w *wal) headless(i int, applied uint64, o walHeader, valid bool) (*WALDama
 		d.Intact += w.count(1-i, o)
 	}
 	return d, nil
+}
+
+// drop zeroes file i from off on and syncs it, for a repair: the records
+// it dropped must not read as damage, or as whole, once their numbers are
+// used again (the caller kept a copy of the log).
+func (w *wal) drop(i int, off int64) error {
+	for f := &w.files[i]; off < f.end; {
+		n := min(f.end-off, int64(len(zeros)))
+		if _, err := f.f.WriteAt(zeros[:n], off); err != nil {
+			return err
+		}
+		off += n
+	}
+	return w.sync(i)
 }
 
 // count returns how many records file i holds under header h (for a
@@ -546,34 +566,137 @@ func (w *wal) close() error {
 // torn or stale, or at a failed read, whose error it returns (the reads
 // stay within size, so even a short one is an error).
 //
-// A record that fails its checksum but whose head is whole (its number is
-// the one due, its length fits) may have been damaged after it was
-// acknowledged: its head still holds the checksum the next record chains
-// from. When walInFlight records after it check out from there, the
-// damage cannot be a torn write, and readRecords returns the records
-// before it with a *WALDamage (File unset). A damaged head ends the log
-// as a torn one does: nothing then locates the records after it.
+// A record that fails its checksum, or whose head is not what it should
+// be, may have been damaged after it was acknowledged. When walInFlight
+// records after it check out (wholeAfter), the damage cannot be a torn
+// write, and readRecords returns the records before it with a *WALDamage
+// (File unset).
 func readRecords(r io.ReaderAt, size int64, first uint64, seed uint32) (out [][]byte, err error) {
 	chain := seed
 	for off, want := int64(walRecordStart), first; ; want++ {
 		body, stored, ok, err := readRecord(r, size, off, want)
-		if err != nil || !ok {
+		if err != nil {
 			return out, err
 		}
-		next := crc32.Update(chain, crcTable, body)
-		if next != stored {
-			intact, err := chained(r, size, off+walRecordHead+int64(len(body))-8, want+1, stored)
-			if err != nil {
-				return out, err
+		if ok {
+			if next := crc32.Update(chain, crcTable, body); next == stored {
+				out, chain = append(out, body[8:]), next
+				off += walRecordHead + int64(len(body)) - 8
+				continue
 			}
-			if intact >= walInFlight {
-				return out, &WALDamage{Record: want, Offset: off, Intact: intact}
-			}
-			return out, nil
 		}
-		out, chain = append(out, body[8:]), next
-		off += walRecordHead + int64(len(body)) - 8
+		intact, err := wholeAfter(r, size, off, want, chain)
+		if err != nil {
+			return out, err
+		}
+		if intact >= walInFlight {
+			return out, &WALDamage{Record: want, Offset: off, Intact: intact}
+		}
+		return out, nil
 	}
+}
+
+// wholeAfter returns how many whole records follow record want at off,
+// which is missing or fails its checksum, chain being the checksum of
+// the record before it. The next record is looked for by its number
+// anywhere after off's head, not only where off's length says: a damaged
+// head (its length, number or checksum) must not hide the records after
+// it. From there the records must check out chained from the checksum
+// off's head stores (the payload is what was damaged) or from the one its
+// payload, up to that record, makes (the head was): a torn write, a
+// zeroed end or a reused file's older records leave nothing that does.
+func wholeAfter(r io.ReaderAt, size, off int64, want uint64, chain uint32) (int, error) {
+	var stored []uint32
+	head := make([]byte, walRecordHead)
+	if off+walRecordHead <= size {
+		if _, err := r.ReadAt(head, off); err != nil {
+			return 0, err
+		}
+		stored = append(stored, binary.LittleEndian.Uint32(head[4:8]))
+	}
+	pat := binary.LittleEndian.AppendUint64(nil, want+1)
+	const chunk = 1 << 20
+	buf := make([]byte, chunk+len(pat)-1)
+	best := 0
+	for base := off + walRecordHead + 8; base+int64(len(pat)) <= size; base += chunk {
+		b := buf[:min(int64(len(buf)), size-base)]
+		if _, err := r.ReadAt(b, base); err != nil {
+			return 0, err
+		}
+		for i := 0; ; {
+			j := bytes.Index(b[i:], pat)
+			if j < 0 || i+j >= chunk {
+				break
+			}
+			i += j
+			next := base + int64(i) - 8 // the head of the record numbered want+1
+			i++
+			payload := make([]byte, next-off-walRecordHead)
+			if _, err := r.ReadAt(payload, off+walRecordHead); err != nil {
+				return 0, err
+			}
+			made := crc32.Update(crc32.Update(chain, crcTable, binary.LittleEndian.AppendUint64(nil, want)), crcTable, payload)
+			for _, c := range append(stored, made) {
+				n, err := chained(r, size, next, want+1, c)
+				if err != nil {
+					return 0, err
+				}
+				if best = max(best, n); best >= walInFlight {
+					return best, nil
+				}
+			}
+		}
+	}
+	if best > 0 {
+		return best, nil
+	}
+	return wholeBeyond(r, size, off, want)
+}
+
+// wholeBeyond is wholeAfter when the record after want is damaged too (a
+// lost sector or page can take several): it looks for any later record m
+// (by its number, from want+2 on) from which walInFlight records check
+// out chained from the checksum m's head stores, and returns how many
+// records follow want up to the last of them.
+func wholeBeyond(r io.ReaderAt, size, off int64, want uint64) (int, error) {
+	const chunk = 1 << 20
+	buf := make([]byte, chunk+walRecordHead-1)
+	for base := off + walRecordHead; base+walRecordHead <= size; base += chunk {
+		b := buf[:min(int64(len(buf)), size-base)]
+		if _, err := r.ReadAt(b, base); err != nil {
+			return 0, err
+		}
+		for i := 0; i < chunk && i+walRecordHead <= len(b); i++ {
+			m := binary.LittleEndian.Uint64(b[i+8:])
+			if m == 0 {
+				// The zeros a file is extended with: skip them a word at a
+				// time. b[i+8:j+8] is zero, so the next number that can be
+				// nonzero starts past j-8.
+				j := i + 8
+				for j+16 <= len(b) && binary.LittleEndian.Uint64(b[j+8:]) == 0 {
+					j += 8
+				}
+				i = j - 8
+				continue
+			}
+			if m <= want+1 || m-want > 1<<32 {
+				continue
+			}
+			n := int64(binary.LittleEndian.Uint32(b[i:]))
+			at := base + int64(i)
+			if at+walRecordHead+n > size {
+				continue
+			}
+			k, err := chained(r, size, at+walRecordHead+n, m+1, binary.LittleEndian.Uint32(b[i+4:]))
+			if err != nil {
+				return 0, err
+			}
+			if k >= walInFlight {
+				return int(m-want) + k, nil // the damaged ones between count too
+			}
+		}
+	}
+	return 0, nil
 }
 
 // readAhead reads r a window of readAheadBytes at a time, so that reading

@@ -230,7 +230,8 @@ const maxRetry = 5 * time.Second
 // end: a server that keeps failing at the same event (a store error) or
 // does not come back must not keep it waiting. With nothing arriving, the
 // delays between them add up to 6.2 s at the default Retry, time for a
-// daemon restart.
+// daemon restart; 11.2 s when a stream that brought events came first, as
+// the delay before the first of them counts too.
 const maxStalled = 6
 
 // streamLog prints the data of every event of Session sid's log to out,
