@@ -45,6 +45,16 @@ func recordOffset(t *testing.T, b []byte, num uint64) int64 {
 // the store had before that record.
 func damagedCopy(t *testing.T, rec int) (path string, num uint64, before map[string]map[string]string) {
 	t.Helper()
+	path, num, _, before = damagedCopyWith(t, rec, func(b []byte, off int64) {
+		b[off+walRecordHead+3] ^= 0x40 // a bit flipped on the disk
+	})
+	return path, num, before
+}
+
+// damagedCopyWith is damagedCopy with record rec damaged by damage, given
+// the log file's bytes and the record's offset, which it also returns.
+func damagedCopyWith(t *testing.T, rec int, damage func(b []byte, off int64)) (path string, num uint64, off int64, before map[string]map[string]string) {
+	t.Helper()
 	st := openTemp(t, noFlush)
 	sid := newSession(t, st)
 	for i := range 10 {
@@ -62,11 +72,12 @@ func damagedCopy(t *testing.T, rec int) (path string, num uint64, before map[str
 	if err != nil {
 		t.Fatal(err)
 	}
-	b[recordOffset(t, b, num)+walRecordHead+3] ^= 0x40 // a bit flipped on the disk
+	off = recordOffset(t, b, num)
+	damage(b, off)
 	if err := os.WriteFile(name, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return path, num, before
+	return path, num, off, before
 }
 
 // TestDamagedLogRecordIsRefused: a record in the middle of the log that
@@ -425,35 +436,12 @@ func TestDamagedLogRecordHead(t *testing.T) {
 		{"its head, too near the end to tell", 9 - walInFlight + 1, func(b []byte, off int64) { b[off+1] ^= 0x10 }, -1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := openTemp(t, noFlush)
-			sid := newSession(t, st)
-			var num uint64
-			var before map[string]map[string]string
-			for i := range 10 {
-				if i == tc.rec {
-					before, num = dump(t, st), st.wal.next
-				}
-				if _, _, err := st.Admit(context.Background(), Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprintf("prompt %d", i)}}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			path := filepath.Join(t.TempDir(), "s.db")
-			copyStore(t, st.db.Path(), path)
-			name := path + []string{"-wal", "-wal2"}[st.wal.cur]
-			b, err := os.ReadFile(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			off := recordOffset(t, b, num)
-			tc.damage(b, off)
-			if err := os.WriteFile(name, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			path, num, off, before := damagedCopyWith(t, tc.rec, tc.damage)
 			if tc.record < 0 {
 				sameState(t, "torn end", dump(t, openAndCheck(t, path, noFlush)), before)
 				return
 			}
-			_, err = Open(path, noFlush)
+			_, err := Open(path, noFlush)
 			var d *WALDamage
 			if !errors.As(err, &d) || d.Record != num || d.Offset != off || d.Intact != tc.intact {
 				t.Fatalf("open: %v (%+v), want record %d at %d damaged, %d after it", err, d, num, off, tc.intact)
