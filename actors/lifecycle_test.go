@@ -530,10 +530,7 @@ func waitIdleArmed(h *actortest.Harness, sid messages.SessionID) {
 // behind the tick in its mailbox, and the prompt it was for would wait for
 // the next wake.
 func TestIdleActorAsksItsLocationFirst(t *testing.T) {
-	fire, restore := actors.HoldIdleTimers()
-	t.Cleanup(restore)
-	h := actortest.New(t)
-	h.Model.Default(script.Text("ok"))
+	h, fire := idleHeldHarness(t)
 	a, b := h.Session(), h.Session() // one Location
 	h.Prompt(a, "one")
 	waitIdleArmed(h, a)
@@ -569,10 +566,7 @@ func TestIdleActorAsksItsLocationFirst(t *testing.T) {
 // Location actor with no Session actor left stops its children with it:
 // another Session keeps this one).
 func TestMovedActorStopsAtItsIdleTick(t *testing.T) {
-	fire, restore := actors.HoldIdleTimers()
-	t.Cleanup(restore)
-	h := actortest.New(t)
-	h.Model.Default(script.Text("ok"))
+	h, fire := idleHeldHarness(t)
 	sid, other := h.Session(), h.Session()
 	if err := h.Runtime.Wake(h.Ctx(), other); err != nil {
 		t.Fatal(err)
@@ -1092,10 +1086,7 @@ func TestStaleIdleReportKeepsTheNextActor(t *testing.T) {
 // another Session's actor keeps the Location (which would stop it with
 // itself).
 func TestPassivatedActorStops(t *testing.T) {
-	fire, restore := actors.HoldIdleTimers()
-	t.Cleanup(restore)
-	h := actortest.New(t)
-	h.Model.Default(script.Text("ok"))
+	h, fire := idleHeldHarness(t)
 	sid, other := h.Session(), h.Session()
 	h.Prompt(other, "one")
 	waitIdleArmed(h, other)
@@ -1108,36 +1099,23 @@ func TestPassivatedActorStops(t *testing.T) {
 	eventually(t, "the passivated actor to stop", func() bool { return h.Runtime.Live() == 1 })
 }
 
-// secondCallPanickingStore panics committing the call c2, as a store with
-// a bug does: the runner's handling of that call panics while the step
-// (started durably with c1's call) is open.
-type secondCallPanickingStore struct {
-	persistence.Store
-	panicked atomic.Bool
-}
-
-func (s *secondCallPanickingStore) Commit(ctx context.Context, sid messages.SessionID, ps ...messages.Payload) (persistence.Committed, error) {
-	for _, p := range ps {
-		if c, ok := p.(*messages.ToolCalled); ok && c.CallID == "c2" && s.panicked.CompareAndSwap(false, true) {
-			panic("store bug committing a call")
-		}
-	}
-	return s.Store.Commit(ctx, sid, ps...)
-}
-
 // TestRunnerPanicInAnOpenStepClosesIt: a panic in the runner while a step
 // it committed is open (its first call durable, the second panicking)
 // fails the busy period with the step closed, settlement first: the
 // durable call fails with the panic and the step fails, in this busy
 // period rather than by a later drain's orphan sweep.
 func TestRunnerPanicInAnOpenStepClosesIt(t *testing.T) {
-	h, st := withStore(t, func(s persistence.Store) *secondCallPanickingStore { return &secondCallPanickingStore{Store: s} })
+	// A store with a bug panics committing the call c2: the runner's
+	// handling of it panics while the step (durable with c1's call) is open.
+	h, st := withStore(t, func(s persistence.Store) *callFaultStore {
+		return &callFaultStore{Store: s, callID: "c2", fault: func() error { panic("store bug committing a call") }}
+	})
 	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "ok", nil })
 	h.Model.Reply(script.ToolCall("c1", "echo", `{}`), script.ToolCall("c2", "echo", `{}`))
 	sid := h.Session()
 	h.Prompt(sid, "go")
 	h.WaitIdle(sid)
-	if !st.panicked.Load() {
+	if !st.hit.Load() {
 		t.Fatalf("the second call never reached the store: %v", h.Types(sid))
 	}
 	checkBusyPeriods(t, h, sid)
@@ -1203,4 +1181,14 @@ func TestToolOfAnInterruptedStepDoesNotRun(t *testing.T) {
 	if i := lastOf[*messages.ExecutionInterrupted](h, sid); i == nil || i.Reason != messages.ReasonUser {
 		t.Fatalf("busy period ended %+v: %v", i, h.Types(sid))
 	}
+}
+
+// idleHeldHarness returns a harness whose model answers "ok", with the
+// idle timers held until fire sends their ticks.
+func idleHeldHarness(t *testing.T) (h *actortest.Harness, fire func()) {
+	fire, restore := actors.HoldIdleTimers()
+	t.Cleanup(restore)
+	h = actortest.New(t)
+	h.Model.Default(script.Text("ok"))
+	return h, fire
 }

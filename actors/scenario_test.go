@@ -857,17 +857,27 @@ func TestReusedCallIDFailsTheStep(t *testing.T) {
 	}
 }
 
-// refusingStore refuses the first commit holding the call "refused", as a store
-// refuses a write it cannot take.
-type refusingStore struct {
+// callFaultStore fails the first commit holding call callID with fault's
+// error, or its panic: a store refusing a write it cannot take, or one with
+// a bug.
+type callFaultStore struct {
 	persistence.Store
-	refused atomic.Bool
+	callID string
+	fault  func() error
+	hit    atomic.Bool
 }
 
-func (s *refusingStore) Commit(ctx context.Context, sid messages.SessionID, ps ...messages.Payload) (persistence.Committed, error) {
+// refusingStore refuses the first commit holding the call "refused".
+func refusingStore(s persistence.Store) *callFaultStore {
+	return &callFaultStore{Store: s, callID: "refused", fault: func() error {
+		return messages.Errorf(messages.ErrInvalid, "refused by the test")
+	}}
+}
+
+func (s *callFaultStore) Commit(ctx context.Context, sid messages.SessionID, ps ...messages.Payload) (persistence.Committed, error) {
 	for _, p := range ps {
-		if c, ok := p.(*messages.ToolCalled); ok && c.CallID == "refused" && s.refused.CompareAndSwap(false, true) {
-			return persistence.Committed{}, messages.Errorf(messages.ErrInvalid, "refused by the test")
+		if c, ok := p.(*messages.ToolCalled); ok && c.CallID == s.callID && s.hit.CompareAndSwap(false, true) {
+			return persistence.Committed{}, s.fault()
 		}
 	}
 	return s.Store.Commit(ctx, sid, ps...)
@@ -885,7 +895,7 @@ func TestRefusedCommitStillClosesTheStep(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := actors.NewMetrics(prometheus.NewRegistry())
-			h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store, c.Metrics = &refusingStore{Store: c.Store}, m }})
+			h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store, c.Metrics = refusingStore(c.Store), m }})
 			h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "ok", nil })
 			h.Model.Reply(steps...)
 			sid := h.Session()

@@ -391,7 +391,9 @@ func (w *wal) headless(i int, applied uint64, o walHeader, valid bool) (*WALDama
 		return nil, nil
 	}
 	d := &WALDamage{File: f.f.Name(), Record: num, Header: true, fileIndex: i}
-	d.Intact, _ = chained(f.f, f.end, walRecordStart+walRecordHead+int64(len(body))-8, num+1, stored)
+	if d.Intact, err = chained(f.f, f.end, walRecordStart+walRecordHead+int64(len(body))-8, num+1, stored); err != nil {
+		return nil, fmt.Errorf("read %s: %w", f.f.Name(), err)
+	}
 	if valid && o.first > num {
 		d.Intact += w.count(1-i, o)
 	}
