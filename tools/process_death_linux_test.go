@@ -195,7 +195,7 @@ func TestLedgerChild(t *testing.T) {
 		t.Fatalf("ledger %v: %v", l, err)
 	}
 	_, _ = runProcess(context.Background(), procSpec{shell: "/bin/sh", dir: dir, timeout: time.Minute, maxOut: 1 << 10, ledger: l,
-		command: `echo $$ > shell.tmp && mv shell.tmp shell; sleep 60 & echo $! > pid.tmp && mv pid.tmp pid; wait`})
+		command: `echo $$ > shell.tmp && mv shell.tmp shell; sleep 60 & echo $! > pid.tmp && mv pid.tmp pid; : > ready; wait`})
 }
 
 // TestRestartKillsWhatToolsLeft: a process killed with SIGKILL while a
@@ -211,6 +211,12 @@ func TestRestartKillsWhatToolsLeft(t *testing.T) {
 	}
 	pid := waitPID(t, filepath.Join(dir, "pid"))
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	// The shell itself makes "ready" once its mv has exited, which would
+	// otherwise still carry the token, alive, when the sweep counts.
+	eventually(t, 10*time.Second, "the shell to be ready", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "ready"))
+		return err == nil
+	})
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
