@@ -100,7 +100,9 @@ func applyMems(path string, mems []*memTree) error {
 				return err
 			}
 		}
-		return nil
+		// The copy holds every commit it is to have: it opens without
+		// a log, whatever log the store's own file asks for.
+		return putLogGen(tx, 0)
 	})
 	if cerr := db.Close(); err == nil {
 		err = cerr

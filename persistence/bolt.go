@@ -195,6 +195,7 @@ type snapshot struct {
 type flushJob struct {
 	mem     *memTree
 	applied uint64
+	logGen  uint64 // the generation of the log file the records after applied go to
 }
 
 type flushResult struct {
@@ -220,6 +221,13 @@ type syncJob struct {
 // keyApplied in the meta bucket holds the number of the last WAL record a
 // flush wrote into bbolt (big-endian uint64).
 var keyApplied = []byte("applied")
+
+// keyLogGen in the meta bucket holds the generation of the log file that
+// receives the records after applied (big-endian uint64): recovery needs
+// that file or a later one, and a log without it has lost them (see
+// wal.recover). Absent, or zero, when the log holds nothing bbolt lacks:
+// after a clean Close, in a backup, and in stores older than the key.
+var keyLogGen = []byte("loggen")
 
 // Open opens or creates the store file at path (and its write-ahead log,
 // path-wal and path-wal2), re-applies the log's records that the last run
@@ -319,7 +327,11 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		if v := meta.Get(keyApplied); len(v) == 8 {
 			applied = binary.BigEndian.Uint64(v)
 		}
-		replay, n, err := w.recover(applied)
+		var need uint64
+		if v := meta.Get(keyLogGen); len(v) == 8 {
+			need = binary.BigEndian.Uint64(v)
+		}
+		replay, n, err := w.recover(applied, need)
 		if err != nil {
 			return err
 		}
@@ -340,7 +352,10 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		if len(replay) > 0 {
 			opts.Logger.Info().Int("records", len(replay)).Msg("recovered commits from the write-ahead log")
 		}
-		if d := w.damage; d != nil {
+		if d := w.damage; d != nil && d.Missing {
+			opts.Logger.Warn().Str("file", d.File).Uint64("generation", d.Gen).Uint64("recovered_through", last).
+				Msg("repaired the write-ahead log: went on without its missing file and the commits it held")
+		} else if d != nil {
 			opts.Logger.Warn().Str("file", d.File).Uint64("record", d.Record).Int64("offset", d.Offset).
 				Int("dropped_after", d.Intact).Uint64("recovered_through", last).
 				Msg("repaired the write-ahead log: dropped a damaged record and every commit after it")
@@ -357,6 +372,16 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 	// Every record so far is in bbolt now: the log starts over, in the file
 	// the older of the two (recovery read the newer).
 	if err := w.start(w.older(), last+1, rand.Uint32()); err != nil {
+		return nil, err
+	}
+	// Only now that the file is started can bbolt name it: named before,
+	// a crash in between would leave the store asking for a file that
+	// never existed. (Until this commit, bbolt names an older file, which
+	// is still there, or none.)
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		s.boltTx = tx.ID()
+		return putLogGen(tx, w.gen)
+	}); err != nil {
 		return nil, err
 	}
 	s.durable.Store(last)
@@ -392,7 +417,7 @@ func (s *Bolt) startFlush() error {
 	}
 	s.imm, s.cur = s.cur, newMemTree()
 	s.snap.Store(s.snapshot())
-	s.flushq <- flushJob{mem: s.imm, applied: applied}
+	s.flushq <- flushJob{mem: s.imm, applied: applied, logGen: s.wal.gen}
 	return nil
 }
 
@@ -436,7 +461,7 @@ func (s *Bolt) flusher() {
 	for job := range s.flushq {
 		start := time.Now()
 		stop := s.paceWriteback()
-		txid, err := s.flushInto(job.mem, job.applied)
+		txid, err := s.flushInto(job.mem, job.applied, job.logGen)
 		stop()
 		if flushFault != nil && err == nil {
 			err = flushFault()
@@ -489,18 +514,31 @@ var writebackHook func()
 
 // flushInto writes mem into bbolt in one transaction (with bbolt's own
 // fsyncs) together with applied, the number of the last log record it
-// then holds, and returns the transaction's ID. Its writes are already in
-// the log, so they do not go through wtx.
-func (s *Bolt) flushInto(mem *memTree, applied uint64) (int, error) {
+// then holds, and logGen, the generation of the log file holding the
+// records after it (0: there are none), and returns the transaction's ID.
+// Its writes are already in the log, so they do not go through wtx.
+func (s *Bolt) flushInto(mem *memTree, applied, logGen uint64) (int, error) {
 	var txid int
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		txid = tx.ID()
 		if err := writeMem(tx, mem); err != nil {
 			return err
 		}
-		return tx.Bucket(bucketMeta).Put(keyApplied, binary.BigEndian.AppendUint64(nil, applied))
+		if err := tx.Bucket(bucketMeta).Put(keyApplied, binary.BigEndian.AppendUint64(nil, applied)); err != nil {
+			return err
+		}
+		return putLogGen(tx, logGen)
 	})
 	return txid, err
+}
+
+// putLogGen records gen as the log file generation recovery needs
+// (keyLogGen); 0 deletes the key.
+func putLogGen(tx *bolt.Tx, gen uint64) error {
+	if gen == 0 {
+		return tx.Bucket(bucketMeta).Delete(keyLogGen)
+	}
+	return tx.Bucket(bucketMeta).Put(keyLogGen, binary.BigEndian.AppendUint64(nil, gen))
 }
 
 // writeMem writes the memtable's entries into bbolt, in key order.
@@ -557,10 +595,13 @@ func (s *Bolt) Close() error {
 	s.wg.Wait()
 	s.tails.closeAll()
 	// A failed store is not flushed: its log holds what bbolt lacks, for
-	// the next Open to re-apply, and Close reports the failure.
+	// the next Open to re-apply, and Close reports the failure. Otherwise
+	// bbolt ends up holding every record, and says the log is no longer
+	// needed (log generation 0): a store closed cleanly opens without its
+	// log files, as a copy of the database file alone.
 	err := s.fatal()
-	if err == nil && s.cur.Len() > 0 {
-		_, err = s.flushInto(s.cur, s.wal.next-1)
+	if err == nil {
+		_, err = s.flushInto(s.cur, s.wal.next-1, 0)
 	}
 	return errors.Join(err, s.closeFiles())
 }

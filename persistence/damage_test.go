@@ -202,13 +202,13 @@ func TestDamageInTheOlderLogFile(t *testing.T) {
 			if _, err := w.files[1].f.WriteAt([]byte{b[off+walRecordHead] ^ 1}, off+walRecordHead); err != nil {
 				t.Fatal(err)
 			}
-			_, _, err = w.recover(10)
+			_, _, err = w.recover(10, 0)
 			var d *WALDamage
 			if !errors.As(err, &d) || d.Record != tc.damage || d.Offset != off || d.Intact != tc.intact || d.File != path+"-wal2" {
 				t.Fatalf("recover: %v (%+v), want record %d at %d damaged with %d whole after it", err, d, tc.damage, off, tc.intact)
 			}
 			w.repair = true
-			replay, last, err := w.recover(10)
+			replay, last, err := w.recover(10, 0)
 			if err != nil || last != tc.repairedUpTo || len(replay) != tc.repairedCount || w.damage == nil || w.damage.Intact != tc.intact {
 				t.Fatalf("repair: %d records up to %d, %v, damage %+v; want %d up to %d", len(replay), last, err, w.damage, tc.repairedCount, tc.repairedUpTo)
 			}
@@ -380,7 +380,7 @@ func TestDamagedLogHeaderOfEitherFile(t *testing.T) {
 			if _, err := w.files[tc.file].f.WriteAt([]byte{0xff}, 9); err != nil {
 				t.Fatal(err)
 			}
-			replay, last, err := w.recover(tc.applied)
+			replay, last, err := w.recover(tc.applied, 0)
 			if tc.record == 0 {
 				if err != nil || last != tc.repairedUpTo || len(replay) != tc.repaired {
 					t.Fatalf("recover: %d records up to %d, %v; want %d up to %d", len(replay), last, err, tc.repaired, tc.repairedUpTo)
@@ -392,7 +392,7 @@ func TestDamagedLogHeaderOfEitherFile(t *testing.T) {
 				t.Fatalf("recover: %v (%+v), want the header before record %d damaged with %d after it", err, d, tc.record, tc.intact)
 			}
 			w.repair = true
-			replay, last, err = w.recover(tc.applied)
+			replay, last, err = w.recover(tc.applied, 0)
 			if err != nil || last != tc.repairedUpTo || len(replay) != tc.repaired || w.damage == nil || !w.damage.Header {
 				t.Fatalf("repair: %d records up to %d, %v, damage %+v; want %d up to %d", len(replay), last, err, w.damage, tc.repaired, tc.repairedUpTo)
 			}
@@ -402,7 +402,7 @@ func TestDamagedLogHeaderOfEitherFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			w.repair, w.damage = false, nil
-			if _, got, err := w.recover(last); err != nil || got != last {
+			if _, got, err := w.recover(last, 0); err != nil || got != last {
 				t.Fatalf("recover after the repair: up to %d, %v; want %d", got, err, last)
 			}
 		})
@@ -450,5 +450,168 @@ func TestDamagedLogRecordHead(t *testing.T) {
 			opts.RepairWAL = true
 			sameState(t, "repaired", dump(t, openAndCheck(t, path, opts)), before)
 		})
+	}
+}
+
+// TestMissingLogIsRefused: a store that did not stop cleanly needs the log
+// file its last run was writing. Deleted or emptied since (by hand, or by
+// a copy of the database file alone), the log would seem to end at the
+// other file's end, and every commit since the last flush would be gone
+// without a word. Open refuses it and changes nothing; with the file put
+// back it opens whole, and a repair goes on without it.
+func TestMissingLogIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gone func(t *testing.T, path string) // what happens to the copy's log
+	}{
+		{"both files deleted", func(t *testing.T, path string) {
+			for _, suffix := range []string{"-wal", "-wal2"} {
+				if err := os.Remove(path + suffix); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{"the newer file deleted", func(t *testing.T, path string) {
+			if err := os.Remove(path + "-wal"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"the newer file emptied", func(t *testing.T, path string) {
+			if err := os.Truncate(path+"-wal", 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			from := filepath.Join(t.TempDir(), "s.db")
+			st, err := Open(from, noFlush)
+			if err != nil {
+				t.Fatal(err)
+			}
+			newSession(t, st)
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// Reopened, the store's log runs on in -wal (generation 2)
+			// beside -wal2 (generation 1, all in bbolt).
+			st = openAndCheck(t, from, noFlush)
+			if st.wal.cur != 0 || st.wal.gen != 2 {
+				t.Fatalf("log in file %d, generation %d; the test expects file 0, generation 2", st.wal.cur, st.wal.gen)
+			}
+			before, first := dump(t, st), st.wal.next
+			populate(t, st, 2, 10)
+			after := dump(t, st)
+			path := filepath.Join(t.TempDir(), "s.db")
+			copyStore(t, from, path) // killed here
+			saved, err := os.ReadFile(path + "-wal")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.gone(t, path)
+
+			_, err = Open(path, noFlush)
+			var d *WALDamage
+			if !errors.As(err, &d) || !d.Missing || d.Gen != 2 || d.Record != first || d.File != path+"-wal" {
+				t.Fatalf("open without the log's newer file: %v (%+v), want generation 2 missing from record %d", err, d, first)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "did not stop cleanly") || !strings.Contains(msg, fmt.Sprintf("record %d on", first)) {
+				t.Errorf("error %q does not say what is missing", msg)
+			}
+			// Nothing changed: with the file back, every commit is there.
+			if err := os.WriteFile(path+"-wal", saved, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			whole := openAndCheck(t, path, noFlush)
+			sameState(t, "with the log put back", dump(t, whole), after)
+			if err := whole.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			// Once more without it, repaired: what bbolt held, and a store
+			// that opens as usual afterwards.
+			path = filepath.Join(t.TempDir(), "s.db")
+			copyStore(t, from, path)
+			tc.gone(t, path)
+			opts := noFlush
+			opts.RepairWAL = true
+			repaired := openAndCheck(t, path, opts)
+			sameState(t, "repaired", dump(t, repaired), before)
+			if err := repaired.Close(); err != nil {
+				t.Fatal(err)
+			}
+			sameState(t, "reopened after the repair", dump(t, openAndCheck(t, path, noFlush)), before)
+		})
+	}
+}
+
+// TestMissingLogAfterAFlush: a flush names the file the log goes on in
+// with the records it writes into bbolt, so the file is needed from the
+// flush's commit on, even while the older file is still there.
+func TestMissingLogAfterAFlush(t *testing.T) {
+	var armed atomic.Bool
+	committed, release := make(chan struct{}), make(chan struct{})
+	flushHook = func(stage string, _ *Bolt) {
+		if stage == "committed" && armed.CompareAndSwap(true, false) {
+			committed <- struct{}{}
+			<-release
+		}
+	}
+	t.Cleanup(func() { flushHook = nil }) // after the store's Close
+	const flushBytes = 64 << 10
+	st := openTemp(t, Options{NoSync: true, FlushBytes: flushBytes})
+	t.Cleanup(sync.OnceFunc(func() { close(release) })) // before the store's Close
+	ctx := context.Background()
+	armed.Store(true)
+	if err := st.submit(ctx, putMeta("k", strings.Repeat("old", flushBytes/3+1))); err != nil {
+		t.Fatal(err)
+	}
+	<-committed
+	if err := st.submit(ctx, putMeta("k", "new")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "s.db")
+	copyStore(t, st.db.Path(), path) // killed here
+	var newer string
+	var gen, first uint64
+	for _, name := range []string{path + "-wal", path + "-wal2"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h, ok := decodeHeader(b); ok && h.gen > gen {
+			newer, gen, first = name, h.gen, h.first
+		}
+	}
+	if err := os.Remove(newer); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(path, noFlush)
+	var d *WALDamage
+	if !errors.As(err, &d) || !d.Missing || d.Gen != gen || d.Record != first {
+		t.Fatalf("open without the file the flush named: %v (%+v), want generation %d missing from record %d", err, d, gen, first)
+	}
+}
+
+// TestCleanStopNeedsNoLog: a store that was closed holds every commit in
+// bbolt, and its database file opens alone, without log files, as a copy
+// of it made while no daemon ran does.
+func TestCleanStopNeedsNoLog(t *testing.T) {
+	from := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(from, noFlush)
+	if err != nil {
+		t.Fatal(err)
+	}
+	populate(t, st, 2, 10)
+	want := dump(t, st)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "s.db")
+	copyFile(t, from, path)
+	st = openAndCheck(t, path, noFlush)
+	sameState(t, "the database file alone", dump(t, st), want)
+	populate(t, st, 1, 3) // and it goes on as a store
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -180,7 +180,7 @@ const (
 )
 
 // stateRows yields a bucket's rows as state, not as stored: without the
-// flush watermark, which is bookkeeping, and with each log row expanded
+// flush watermark and the log generation, which are bookkeeping, and with each log row expanded
 // into one row per event (streamKey(sid, seq, rLog)), since how events
 // were grouped into rows depends on how they were appended (a Restore
 // writes a Session's events as one row). A log row that does not decode
@@ -189,7 +189,7 @@ func stateRows(v *view, name []byte, set rowSet, errp *error) iter.Seq2[[]byte, 
 	return func(yield func([]byte, []byte) bool) {
 		c := v.cursor(name)
 		for k, val := c.First(); k != nil; k, val = c.Next() {
-			if bytes.Equal(name, bucketMeta) && bytes.Equal(k, keyApplied) {
+			if bytes.Equal(name, bucketMeta) && (bytes.Equal(k, keyApplied) || bytes.Equal(k, keyLogGen)) {
 				continue
 			}
 			if !bytes.Equal(name, bucketData) || !isLogRow(k) {

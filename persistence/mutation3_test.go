@@ -337,7 +337,7 @@ func TestFlushStopsAtAFailedWrite(t *testing.T) {
 	mem := newMemTree()
 	mem.Set(&memEntry{k: []byte{1}, v: []byte("no key: bbolt refuses it")})
 	mem.Set(&memEntry{k: []byte{1, 'k'}, v: []byte("after it")})
-	if _, err := st.flushInto(mem, 1000); err == nil {
+	if _, err := st.flushInto(mem, 1000, 0); err == nil {
 		t.Fatal("a flush with a write bbolt refuses succeeded")
 	}
 	if err := st.db.View(func(tx *bolt.Tx) error {

@@ -92,11 +92,23 @@ type WALDamage struct {
 	// Record, the file's first record, and every one after it cannot be
 	// checked without it.
 	Header bool
+	// Missing reports that neither log file holds generation Gen of the
+	// log or a later one, where the last run wrote every commit from
+	// Record on: since that run, which did not stop cleanly, the file was
+	// deleted, replaced or emptied. File is the first of the two; how
+	// many commits the missing file held is unknown (Intact is 0).
+	Missing bool
+	Gen     uint64
 
 	fileIndex int // which of the two files File is
 }
 
 func (d *WALDamage) Error() string {
+	if d.Missing {
+		return fmt.Sprintf("%v: neither %s nor %s2 holds generation %d of the log, to which the last run wrote its commits "+
+			"from record %d on: it did not stop cleanly, and the file was deleted, replaced or emptied since; "+
+			"recovery would go on without those commits", ErrWALDamaged, d.File, d.File, d.Gen, d.Record)
+	}
 	if d.Header {
 		return fmt.Sprintf("%v: %s: its header is damaged, and it holds record %d and %d more after it, "+
 			"which cannot be checked without it; recovery would drop them and every commit after them",
@@ -226,6 +238,9 @@ func decodeHeader(b []byte) (walHeader, bool) {
 
 // recover returns the payloads of the records numbered after applied, in
 // order, and the number of the newest record (applied when none is newer).
+// need is the generation of the file holding the records after applied,
+// as bbolt records it (keyLogGen; 0 when the log holds nothing bbolt
+// lacks).
 // The newer file (by header generation) holds the records since the last
 // flush started; while that flush had not completed, the ones it was
 // writing are still in the older file, and recovery reads on from there.
@@ -233,7 +248,7 @@ func decodeHeader(b []byte) (walHeader, bool) {
 // or the log lost something they relied on, which is corruption. A read
 // that fails fails recovery: taken for the end of the log, it would drop
 // the acknowledged records after it.
-func (w *wal) recover(applied uint64) (replay [][]byte, last uint64, err error) {
+func (w *wal) recover(applied, need uint64) (replay [][]byte, last uint64, err error) {
 	var hs [2]walHeader
 	var valid [2]bool
 	for i := range 2 {
@@ -272,7 +287,18 @@ func (w *wal) recover(applied uint64) (replay [][]byte, last uint64, err error) 
 			w.damage = d
 		}
 	}
-	if w.damage != nil {
+	// A log that lacks the file bbolt names has lost it since: read on,
+	// the log would seem to end where the other file does, and the commits
+	// after that would vanish without a word. (A file whose damaged header
+	// is all that is wrong with it was reported above.)
+	if need > 0 && w.damage == nil && (!valid[0] || hs[0].gen < need) && (!valid[1] || hs[1].gen < need) {
+		d := &WALDamage{File: w.files[0].f.Name(), Record: applied + 1, Missing: true, Gen: need}
+		if !w.repair {
+			return nil, 0, d
+		}
+		w.damage = d // and recover what there is
+	}
+	if w.damage != nil && !w.damage.Missing {
 		// Repairing: the records before the damaged file's are recovered
 		// from the other file, when it holds them from applied+1 on.
 		o := 1 - w.damage.fileIndex

@@ -143,7 +143,7 @@ func TestRecoveryFailsOnAReadError(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if replay, last, err := w.recover(0); err != nil || len(replay) != 3 || last != 3 {
+	if replay, last, err := w.recover(0, 0); err != nil || len(replay) != 3 || last != 3 {
 		t.Fatalf("readable log: %q, last %d, %v", replay, last, err)
 	}
 	// The file as one whose every read fails.
@@ -154,7 +154,7 @@ func TestRecoveryFailsOnAReadError(t *testing.T) {
 	}
 	defer wo.Close()
 	w.files[1].f = wo
-	replay, last, err := w.recover(0)
+	replay, last, err := w.recover(0, 0)
 	w.files[1].f = rw
 	if err == nil {
 		t.Fatalf("unreadable log recovered as %d records, last %d: a read error is not the end of the log", len(replay), last)

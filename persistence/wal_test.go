@@ -335,7 +335,7 @@ func TestWALRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.close()
-	if replay, last, err := w.recover(7); err != nil || replay != nil || last != 7 {
+	if replay, last, err := w.recover(7, 0); err != nil || replay != nil || last != 7 {
 		t.Fatalf("empty WAL: %q %d %v", replay, last, err)
 	}
 	appendAll := func(from, to uint64) {
@@ -349,7 +349,7 @@ func TestWALRecords(t *testing.T) {
 	}
 	recovered := func(applied, wantLast uint64, want ...uint64) {
 		t.Helper()
-		got, last, err := w.recover(applied)
+		got, last, err := w.recover(applied, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -371,7 +371,7 @@ func TestWALRecords(t *testing.T) {
 	recovered(10, 13, 11, 12, 13)
 	recovered(12, 13, 13) // bbolt already has 11 and 12
 	recovered(13, 13)
-	if _, _, err := w.recover(9); !errors.Is(err, errWALCorrupt) {
+	if _, _, err := w.recover(9, 0); !errors.Is(err, errWALCorrupt) {
 		t.Fatalf("log starting past bbolt: %v", err)
 	}
 
@@ -388,7 +388,7 @@ func TestWALRecords(t *testing.T) {
 	if _, err := w.files[1].f.WriteAt(make([]byte, 64), int64(walRecordStart+2*(walRecordHead+len("payload 11")))); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := w.recover(10); !errors.Is(err, errWALCorrupt) {
+	if _, _, err := w.recover(10, 0); !errors.Is(err, errWALCorrupt) {
 		t.Fatalf("log with a hole: %v", err)
 	}
 
@@ -398,7 +398,7 @@ func TestWALRecords(t *testing.T) {
 	if _, err := w.files[0].f.WriteAt([]byte{0xff}, 9); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := w.recover(13); !errors.Is(err, ErrWALDamaged) {
+	if _, _, err := w.recover(13, 0); !errors.Is(err, ErrWALDamaged) {
 		t.Fatalf("damaged header over records bbolt lacks: %v", err)
 	}
 	recovered(15, 15)
@@ -481,7 +481,7 @@ func closedAndRecovered(t *testing.T, w *wal, path string) ([][]byte, uint64, er
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.close() })
-	return w.recover(0)
+	return w.recover(0, 0)
 }
 
 // TestWALRecordsPastThePreallocation: records that outgrow the zeros a
@@ -649,6 +649,7 @@ func TestWritesAreLogged(t *testing.T) {
 	allowed := map[string]bool{"bolt.go writeMem": true, "bolt.go open": true, "bolt.go flushInto": true,
 		"bolt.go putOp":           true, // putOp's Put is sync.Pool's
 		"backup.go applyMems":     true, // writes a copy of the store, not the store
+		"bolt.go putLogGen":       true, // bookkeeping of the log itself, in open, flushes and backups
 		"migrate.go migrateInbox": true} // in open's transaction, after recovery
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {

@@ -23,7 +23,10 @@ whether it needs repairing. A store needs it when its write-ahead log holds
 a record that was written durably and is damaged now (a checksum that no
 longer matches, while whole records follow it): serve and run then refuse
 to open it, because recovering it means dropping that commit and every
-commit after it, which clients were told had succeeded.
+commit after it, which clients were told had succeeded. It also needs it
+when the last run did not stop cleanly and the log file it was writing is
+gone (deleted, emptied, or the database file was copied without it):
+commits since the last flush into the database file were in it.
 
 Without --force, repair only reports the damage: the log file, the record
 and how many whole records follow it. With --force it first copies both log
@@ -60,13 +63,22 @@ func runRepair(ctx context.Context, a *app, c *command, args []string) int {
 	case !errors.As(err, &d):
 		return a.fail(c, err)
 	}
-	if d.Header {
+	switch {
+	case d.Missing:
+		fmt.Fprintf(a.stdout, "%s: the log file that holds the commits from record %d on (generation %d) is missing: "+
+			"neither %s nor %s2 holds it; the last run did not stop cleanly, so it may have acknowledged commits that are lost\n",
+			path, d.Record, d.Gen, d.File, d.File)
+	case d.Header:
 		fmt.Fprintf(a.stdout, "%s: its header is damaged; it holds record %d, which cannot be checked without it, and %d records follow it\n", d.File, d.Record, d.Intact)
-	} else {
+	default:
 		fmt.Fprintf(a.stdout, "%s: record %d at offset %d is damaged; %d whole records follow it\n", d.File, d.Record, d.Offset, d.Intact)
 	}
 	if !*force {
-		fmt.Fprintf(a.stdout, "repairing drops it and every commit after it; run 'sessiond repair --force' to do so (a copy of the log is kept)\n")
+		if d.Missing {
+			fmt.Fprintf(a.stdout, "put the file back if there is a copy of it; 'sessiond repair --force' opens the store without it (a copy of the log is kept)\n")
+		} else {
+			fmt.Fprintf(a.stdout, "repairing drops it and every commit after it; run 'sessiond repair --force' to do so (a copy of the log is kept)\n")
+		}
 		return exitFailed
 	}
 	stamp := time.Now().UTC().Format("20060102T150405Z")
@@ -84,7 +96,11 @@ func runRepair(ctx context.Context, a *app, c *command, args []string) int {
 	if err := st.Close(); err != nil {
 		return a.fail(c, err)
 	}
-	fmt.Fprintf(a.stdout, "repaired %s: dropped record %d and the %d commits after it\n", path, d.Record, d.Intact)
+	if d.Missing {
+		fmt.Fprintf(a.stdout, "repaired %s: opened without the missing log file; commits from record %d on, if the last run made any, are lost\n", path, d.Record)
+	} else {
+		fmt.Fprintf(a.stdout, "repaired %s: dropped record %d and the %d commits after it\n", path, d.Record, d.Intact)
+	}
 	return exitOK
 }
 

@@ -309,3 +309,41 @@ func TestRepairHints(t *testing.T) {
 		}
 	}
 }
+
+// TestRepairOfAMissingLog: a store that did not stop cleanly, copied
+// without its log files, does not open; repair says which file is missing
+// and from which record, and with --force opens the store without it.
+func TestRepairOfAMissingLog(t *testing.T) {
+	data := crashedStore(t, func(st *persistence.Bolt) {
+		ctx := context.Background()
+		s, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: t.TempDir()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := st.Admit(ctx, persistence.Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: "prompt"}}); err != nil {
+			t.Fatal(err)
+		}
+	}, nil)
+	for _, suffix := range []string{"-wal", "-wal2"} {
+		if err := os.Remove(filepath.Join(data, StoreFileName+suffix)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"SESSIOND_DATA": data}
+	if code, _, errOut := runApp(t, env, "check"); code != exitFailed || !strings.Contains(errOut, "did not stop cleanly") ||
+		!strings.Contains(errOut, "sessiond repair --data") {
+		t.Fatalf("check: exit %d, stderr %q", code, errOut)
+	}
+	code, out, errOut := runApp(t, env, "repair")
+	if code != exitFailed || !strings.Contains(out, "the log file that holds the commits from record 1 on (generation 1) is missing") ||
+		!strings.Contains(out, "'sessiond repair --force' opens the store without it") {
+		t.Fatalf("repair: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = runApp(t, env, "repair", "--force")
+	if code != exitOK || !strings.Contains(out, "opened without the missing log file; commits from record 1 on") {
+		t.Fatalf("repair --force: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, out, errOut := runApp(t, env, "check"); code != exitOK || !strings.Contains(out, "(Sessions: 0, events: 0)") {
+		t.Fatalf("check after the repair: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
