@@ -131,6 +131,33 @@ func TestBodyLimits(t *testing.T) {
 	}
 }
 
+// TestBodyLimitOfBodilessCommands: resume and compact take no body, but
+// they did not read one either, so a body of any size was answered 204
+// (and the command run) where every other POST caps it with 413. They
+// refuse it now as the others do, before anything runs: no compaction is
+// admitted and no drain asks the model.
+func TestBodyLimitOfBodilessCommands(t *testing.T) {
+	e := newHarnessEnv(t, func(c *ServerConfig) { c.API.BodyBytes = 1024 })
+	sid := e.createSession()
+	big := strings.Repeat("x", 4096)
+	for _, cmd := range []string{"resume", "compact"} {
+		m := e.do("POST", "/api/session/"+string(sid)+"/"+cmd, big).
+			wantError(t, http.StatusRequestEntityTooLarge, messages.ErrTooLarge)
+		if !strings.Contains(m.Message, "1024") {
+			t.Fatalf("%s: message %q", cmd, m.Message)
+		}
+	}
+	e.waitIdle(sid)
+	if evs := e.allEvents(sid); len(evs) != 1 {
+		t.Fatalf("events %v, want only the creation", types(evs))
+	}
+	if n := e.model.Count(); n != 0 {
+		t.Fatalf("%d model requests", n)
+	}
+	// A body within the limit is still ignored.
+	e.do("POST", "/api/session/"+string(sid)+"/compact", "{}").want(t, http.StatusNoContent)
+}
+
 // A prompt within the body limit but over the store's prompt limit (1 MiB
 // by default) is 413 too.
 func TestPromptOverStoreLimit(t *testing.T) {

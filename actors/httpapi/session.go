@@ -169,18 +169,29 @@ func (a *api) prompt(w http.ResponseWriter, r *http.Request) {
 }
 
 // resume is POST /api/session/{id}/resume: 204 once a drain started or was
-// joined; it does not wait for the work.
+// joined; it does not wait for the work. It takes no body, but one sent
+// anyway is read (and ignored) under the cap every route applies, before
+// anything runs: a request over the limit is 413 as it is for wait and
+// interrupt, not a 204 whatever it carried, and a refused one has started
+// no drain.
 func (a *api) resume(w http.ResponseWriter, r *http.Request) {
 	a.command(w, r, func(r *http.Request, sid messages.SessionID) error {
+		if _, err := a.readBody(w, r); err != nil {
+			return err
+		}
 		_, err := a.cfg.Runtime.Resume(r.Context(), sid)
 		return err
 	})
 }
 
 // compact is POST /api/session/{id}/compact: 204 once the barrier is
-// admitted (and the Session woken).
+// admitted (and the Session woken). A body is capped, and refused before
+// the barrier is admitted, as for resume.
 func (a *api) compact(w http.ResponseWriter, r *http.Request) {
 	a.command(w, r, func(r *http.Request, sid messages.SessionID) error {
+		if _, err := a.readBody(w, r); err != nil {
+			return err
+		}
 		_, err := a.cfg.Runtime.Compact(r.Context(), sid)
 		return err
 	})
