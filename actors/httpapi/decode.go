@@ -210,11 +210,12 @@ type logQuery struct {
 	Follow bool
 }
 
-// parseLog parses ?after&follow and the Last-Event-ID header. The cursor
-// is the query's after or the header, and the later of the two when both
-// are present: an EventSource reconnecting repeats its URL (and so its
-// after) with the id it received last, which is always the later one.
-func parseLog(q url.Values, lastEventID string) (logQuery, error) {
+// parseLog parses ?after&follow and the Last-Event-ID header, given as
+// every value the request carries for it. The cursor is the query's after
+// or the header, and the later of the two when both are present: an
+// EventSource reconnecting repeats its URL (and so its after) with the id
+// it received last, which is always the later one.
+func parseLog(q url.Values, lastEventIDs []string) (logQuery, error) {
 	l := logQuery{After: -1}
 	after, ok, err := single(q, "after")
 	if err != nil {
@@ -224,6 +225,10 @@ func parseLog(q url.Values, lastEventID string) (logQuery, error) {
 		if l.After, err = parseAfter("after", after); err != nil {
 			return l, err
 		}
+	}
+	lastEventID, err := singleHeader(lastEventIDs, "Last-Event-ID")
+	if err != nil {
+		return l, err
 	}
 	if lastEventID != "" {
 		id, err := parseAfter("Last-Event-ID", lastEventID)
@@ -281,6 +286,23 @@ func single(q url.Values, name string) (string, bool, error) {
 		return "", false, invalid("%s: given %d times, want at most once", name, len(vs))
 	}
 	return vs[0], true, nil
+}
+
+// singleHeader returns the value of a header that may be sent once. A
+// header repeated with one value throughout (a proxy that copied it) is
+// that value; repeated with different values it is ambiguous, as a
+// repeated query parameter is, and invalid: taking the first would resume
+// a stream from a cursor the client may not have meant.
+func singleHeader(vs []string, name string) (string, error) {
+	if len(vs) == 0 {
+		return "", nil
+	}
+	for _, v := range vs[1:] {
+		if v != vs[0] {
+			return "", invalid("%s: given %d times with different values, want at most once", name, len(vs))
+		}
+	}
+	return vs[0], nil
 }
 
 // clip bounds a client-supplied value echoed in an error message.

@@ -166,6 +166,21 @@ func (e *env) do(method, path string, body any, hdr ...string) reply {
 	return r
 }
 
+// setHeaders sets the name/value pairs of hdr on h. A name given again
+// adds a value rather than replacing the first, so a test can send a
+// header more than once.
+func setHeaders(h http.Header, hdr []string) {
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if seen[http.CanonicalHeaderKey(hdr[i])] {
+			h.Add(hdr[i], hdr[i+1])
+			continue
+		}
+		seen[http.CanonicalHeaderKey(hdr[i])] = true
+		h.Set(hdr[i], hdr[i+1])
+	}
+}
+
 // try is do for any goroutine: it returns transport errors.
 func (e *env) try(method, path string, body any, hdr ...string) (reply, error) {
 	var rd io.Reader
@@ -191,9 +206,7 @@ func (e *env) try(method, path string, body any, hdr ...string) (reply, error) {
 	if e.token != "" {
 		req.Header.Set("Authorization", "Bearer "+e.token)
 	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
+	setHeaders(req.Header, hdr)
 	resp, err := e.client.Do(req)
 	if err != nil {
 		return reply{}, err
@@ -337,9 +350,7 @@ func (e *env) stream(path string, hdr ...string) *sseStream {
 	if e.token != "" {
 		req.Header.Set("Authorization", "Bearer "+e.token)
 	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
+	setHeaders(req.Header, hdr)
 	resp, err := e.client.Do(req)
 	if err != nil {
 		cancel()

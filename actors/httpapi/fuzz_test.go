@@ -130,7 +130,9 @@ func FuzzPageQuery(f *testing.F) {
 	})
 }
 
-// FuzzLogQuery fuzzes ?after&follow with a Last-Event-ID header.
+// FuzzLogQuery fuzzes ?after&follow with a Last-Event-ID header. The
+// header repeated with the same value parses as it does once; repeated
+// with another value it is invalid.
 func FuzzLogQuery(f *testing.F) {
 	for _, s := range [][2]string{{"", ""}, {"follow=true", "7"}, {"after=3&follow=1", "9"}, {"follow=yes", ""}, {"", "x"}, {"", "-2"}, {"after=", "1"}} {
 		f.Add(s[0], s[1])
@@ -140,7 +142,16 @@ func FuzzLogQuery(f *testing.F) {
 		if err != nil {
 			return
 		}
-		l, err := parseLog(q, lastEventID)
+		l, err := parseLog(q, []string{lastEventID})
+		l2, err2 := parseLog(q, []string{lastEventID, lastEventID})
+		if l2 != l || (err2 == nil) != (err == nil) {
+			t.Fatalf("Last-Event-ID %q twice parsed as %+v, %v; once as %+v, %v", lastEventID, l2, err2, l, err)
+		}
+		if _, err := parseLog(q, []string{lastEventID, lastEventID + "0"}); err == nil {
+			t.Fatalf("Last-Event-ID %q and %q accepted", lastEventID, lastEventID+"0")
+		} else {
+			wantInvalid(t, err, "after", "follow", "Last-Event-ID")
+		}
 		if err != nil {
 			wantInvalid(t, err, "after", "follow", "Last-Event-ID")
 			return

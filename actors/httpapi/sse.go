@@ -139,7 +139,7 @@ func (a *api) logStream(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	q, err := parseLog(qv, r.Header.Get("Last-Event-ID"))
+	q, err := parseLog(qv, r.Header.Values("Last-Event-ID"))
 	if err != nil {
 		a.fail(w, r, err)
 		return

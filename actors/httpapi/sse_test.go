@@ -128,6 +128,15 @@ func TestLogWithoutFollow(t *testing.T) {
 	if !strings.HasPrefix(m.Message, "Last-Event-ID:") {
 		t.Fatalf("message %q", m.Message)
 	}
+	// A Last-Event-ID sent twice with different values is ambiguous, as
+	// a repeated after is: the first one was taken, and the stream began
+	// from a cursor the client may not have meant. The same value twice is
+	// that value.
+	m = e.do("GET", base, nil, "Last-Event-ID", "1", "Last-Event-ID", "5").wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+	if !strings.HasPrefix(m.Message, "Last-Event-ID:") {
+		t.Fatalf("message %q", m.Message)
+	}
+	check(e.stream(base, "Last-Event-ID", "5", "Last-Event-ID", "5"), 6)
 	e.do("GET", "/api/session/ses_missing/log?follow=true", nil).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
 	e.do("GET", "/api/session/bad/log", nil).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
 }
