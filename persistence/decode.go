@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/messages"
@@ -79,6 +81,12 @@ func DecodeStrict(b []byte, v any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return messages.Errorf(messages.ErrInvalid, "body: unexpected data after the JSON object")
 	}
+	if at, ok := loneSurrogateAt(b); ok {
+		// encoding/json decodes an escaped half of a UTF-16 surrogate
+		// pair that the other half does not follow as U+FFFD, storing
+		// other text than was sent, as it would an invalid UTF-8 byte.
+		return messages.Errorf(messages.ErrInvalid, "body: %s is half a UTF-16 surrogate pair, not a character (at offset %d)", b[at:at+6], at)
+	}
 	if field, ok := duplicateMember(b); ok {
 		// encoding/json keeps the last of two members with one name, and
 		// matches names regardless of case; a proxy or client library may
@@ -100,6 +108,54 @@ func invalidUTF8At(b []byte) int {
 		i += n
 	}
 	return len(b)
+}
+
+// loneSurrogateAt returns the offset of the first \u escape in a string of
+// b, one valid JSON document, that holds a UTF-16 surrogate outside a pair:
+// a high surrogate (D800 to DBFF) not followed by an escaped low one (DC00
+// to DFFF), or a low one without a high one before it. A pair is one
+// character and fine.
+func loneSurrogateAt(b []byte) (int, bool) {
+	inString := false
+	for i := 0; i < len(b); i++ {
+		if !inString {
+			inString = b[i] == '"'
+			continue
+		}
+		switch b[i] {
+		case '"':
+			inString = false
+		case '\\':
+			// b is valid JSON, so an escape is complete: one character,
+			// or u and four hex digits.
+			if b[i+1] != 'u' {
+				i++
+				continue
+			}
+			r := escapedRune(b[i+2 : i+6])
+			if !utf16.IsSurrogate(r) {
+				i += 5
+				continue
+			}
+			if i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' &&
+				utf16.DecodeRune(r, escapedRune(b[i+8:i+12])) != unicode.ReplacementChar {
+				i += 11
+				continue
+			}
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// escapedRune returns the code unit of the four hex digits of a \u escape,
+// or -1 when they are not four hex digits.
+func escapedRune(hex []byte) rune {
+	n, err := strconv.ParseUint(string(hex), 16, 16)
+	if err != nil {
+		return -1
+	}
+	return rune(n)
 }
 
 // duplicateMember returns the path of the first member whose name appears

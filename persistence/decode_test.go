@@ -1,8 +1,10 @@
 package persistence_test
 
 import (
+	"bytes"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
@@ -126,9 +128,25 @@ func check(t *testing.T, body string, err error, field string) {
 	}
 }
 
+// wantNoReplacement fails when an accepted body decoded to a string with
+// U+FFFD in it that the body did not send, as the character or its escape:
+// the decoder put it there in place of something it could not decode.
+func wantNoReplacement(t *testing.T, b []byte, decoded ...string) {
+	t.Helper()
+	if bytes.ContainsRune(b, unicode.ReplacementChar) || bytes.Contains(bytes.ToLower(b), []byte(`\ufffd`)) {
+		return
+	}
+	for _, s := range decoded {
+		if strings.ContainsRune(s, unicode.ReplacementChar) {
+			t.Fatalf("%q decoded with U+FFFD in %q", b, s)
+		}
+	}
+}
+
 func FuzzDecodeCreateSession(f *testing.F) {
 	f.Add([]byte(`{"id":"ses_x","location":{"directory":"/tmp","workspaceID":"wrk_1"},"title":"t"}`))
 	f.Add([]byte(`{"location":{"directory":"/"}}`))
+	f.Add([]byte(`{"location":{"directory":"/"},"title":"\ud83d\ude00 \ud800"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		req, err := persistence.DecodeCreateSession(b)
 		if err != nil {
@@ -137,6 +155,7 @@ func FuzzDecodeCreateSession(f *testing.F) {
 			}
 			return
 		}
+		wantNoReplacement(t, b, req.Title, req.Location.Directory)
 		if req.ID != "" && req.ID.Validate() != nil || !strings.HasPrefix(req.Location.Directory, "/") || persistence.ValidateTitle(req.Title) != nil {
 			t.Fatalf("accepted invalid request %+v", req)
 		}
@@ -146,6 +165,7 @@ func FuzzDecodeCreateSession(f *testing.F) {
 func FuzzDecodePromptRequest(f *testing.F) {
 	f.Add([]byte(`{"id":"msg_1","prompt":{"text":"hi","files":[{"mime":"text/plain","url":"file:///a"}]},"delivery":"queue","resume":true}`))
 	f.Add([]byte(`{"prompt":{"text":"x"}}`))
+	f.Add([]byte(`{"prompt":{"text":"\ud83d\ude00\udc00\\ud800"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		req, err := persistence.DecodePromptRequest(b)
 		if err != nil {
@@ -154,6 +174,11 @@ func FuzzDecodePromptRequest(f *testing.F) {
 			}
 			return
 		}
+		decoded := []string{req.Prompt.Text}
+		for _, f := range req.Prompt.Files {
+			decoded = append(decoded, f.Mime, f.URL, f.Filename)
+		}
+		wantNoReplacement(t, b, decoded...)
 		if strings.TrimSpace(req.Prompt.Text) == "" && len(req.Prompt.Files) == 0 {
 			t.Fatalf("accepted empty prompt %+v", req)
 		}
@@ -187,6 +212,39 @@ func TestDecodeRefusesInvalidUTF8(t *testing.T) {
 	// Valid UTF-8, escaped or not, decodes as sent.
 	if err := persistence.DecodeStrict([]byte("{\"text\":\"caf\u00e9 \\u00e9 \xf0\x9f\x99\x82\"}"), &v); err != nil || *v.Text != "café é 🙂" {
 		t.Errorf("UTF-8 text: %v, %q", err, *v.Text)
+	}
+}
+
+// TestDecodeRefusesLoneSurrogates: a \u escape holding half a UTF-16
+// surrogate pair that the other half does not complete is no character;
+// encoding/json decoded it as U+FFFD, so the text stored was not the text
+// sent. It is refused like an invalid UTF-8 byte, at its offset; an
+// escaped pair is one character and decodes as sent.
+func TestDecodeRefusesLoneSurrogates(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"prompt":{"text":"a\ud800"}}`:            `body: \ud800 is half a UTF-16 surrogate pair, not a character (at offset 20)`,
+		`{"prompt":{"text":"\ud800b"}}`:            `body: \ud800 is half a UTF-16 surrogate pair, not a character (at offset 19)`,
+		`{"prompt":{"text":"\udc00"}}`:             `body: \udc00 is half a UTF-16 surrogate pair, not a character (at offset 19)`,
+		`{"prompt":{"text":"\uDBFF\uDBFF\uDC00"}}`: `body: \uDBFF is half a UTF-16 surrogate pair, not a character (at offset 19)`,
+		`{"prompt":{"text":"\ude00\ud83d"}}`:       `body: \ude00 is half a UTF-16 surrogate pair, not a character (at offset 19)`,
+		`{"prompt":{"text":"\\\ud800"}}`:           `body: \ud800 is half a UTF-16 surrogate pair, not a character (at offset 21)`,
+		`{"prompt":{"text":"ok"},"id":"\ud800"}`:   `body: \ud800 is half a UTF-16 surrogate pair, not a character (at offset 30)`,
+	} {
+		_, err := persistence.DecodePromptRequest([]byte(body))
+		if err == nil || messages.TypeOf(err) != messages.ErrInvalid || err.(*messages.Error).Message != want {
+			t.Errorf("%s: %v, want invalid %q", body, err, want)
+		}
+	}
+	for body, text := range map[string]string{
+		`{"prompt":{"text":"\ud83d\ude00"}}`:  "😀",
+		`{"prompt":{"text":"\uD83D\uDE00!"}}`: "😀!",
+		`{"prompt":{"text":"\\ud800"}}`:       `\ud800`,
+		`{"prompt":{"text":"\ufffd \ud7ff"}}`: "\ufffd \ud7ff",
+	} {
+		req, err := persistence.DecodePromptRequest([]byte(body))
+		if err != nil || req.Prompt.Text != text {
+			t.Errorf("%s: %v, text %q, want %q", body, err, req.Prompt.Text, text)
+		}
 	}
 }
 
