@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tidwall/btree"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 	"golang.org/x/sys/unix"
 
 	"github.com/sessiond/sessiond/messages"
@@ -644,13 +645,29 @@ func openBolt(path string, o *bolt.Options) (db *bolt.DB, file *os.File, err err
 	}()
 	db, err = bolt.Open(path, 0o600, o)
 	if err != nil {
-		return db, file, err
+		return db, file, metaError(err)
 	}
 	if err := checkLength(db, file); err != nil {
 		db.Close()
 		return nil, nil, err
 	}
 	return db, file, nil
+}
+
+// metaError wraps ErrCorrupt into an error of bolt.Open that says neither
+// meta page of the file is usable: bbolt falls back to the other page when
+// one is damaged, and reports the first page's fault (bad magic, another
+// format version, a checksum that does not match) only when both are. Those
+// are damage to the file, and the caller must be able to tell them from
+// other failures to open it (a lock held, a permission missing) to say what
+// to do about them.
+func metaError(err error) error {
+	for _, meta := range []error{berrors.ErrInvalid, berrors.ErrVersionMismatch, berrors.ErrChecksum} {
+		if errors.Is(err, meta) {
+			return fmt.Errorf("%w: neither meta page can be read (bbolt: %w)", ErrCorrupt, err)
+		}
+	}
+	return err
 }
 
 // checkLength refuses a bbolt file shorter than its pages reach.

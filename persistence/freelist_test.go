@@ -166,6 +166,54 @@ func TestOpenRefusesACorruptFreelistPage(t *testing.T) {
 	}
 }
 
+// TestOpenRefusesDamagedMetaPages: with both meta pages of the bbolt file
+// damaged, bolt.Open fails with its bare "checksum error", "invalid
+// database" or "version mismatch", which the caller could not tell from any
+// other failure to open, so sessiond gave no advice with it. Open wraps
+// ErrCorrupt into them.
+func TestOpenRefusesDamagedMetaPages(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		at   int64 // offset in the page of the byte damaged
+		want string
+	}{
+		{"checksum", metaTxid, "checksum error"},
+		{"magic", pageHeader, "invalid database"},
+		{"version", pageHeader + 4, "version mismatch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.db")
+			verifiedStore(t, path)
+			pageSize, _ := boltFreelist(t, path)
+			damage := func(page int64) {
+				t.Helper()
+				f, err := os.OpenFile(path, os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				b := make([]byte, 1)
+				if _, err := f.ReadAt(b, page*pageSize+tc.at); err != nil {
+					t.Fatal(err)
+				}
+				b[0] ^= 0xff
+				if _, err := f.WriteAt(b, page*pageSize+tc.at); err != nil {
+					t.Fatal(err)
+				}
+			}
+			damage(0)
+			damage(1)
+			st, err := Open(path, Options{})
+			if err == nil {
+				st.Close()
+			}
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("open: %v, want ErrCorrupt with bbolt's %q", err, tc.want)
+			}
+		})
+	}
+}
+
 // admittedStore returns the path of a closed store with one Session and
 // 200 admissions: enough rows for leaf pages of plain rows and for a
 // branch page at the data bucket's root.
