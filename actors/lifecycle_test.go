@@ -1192,3 +1192,40 @@ func idleHeldHarness(t *testing.T) (h *actortest.Harness, fire func()) {
 	h.Model.Default(script.Text("ok"))
 	return h, fire
 }
+
+// TestRunOfASessionWithoutMessages: an explicit run of an idle Session is
+// a forced drain, which continues from the projected history; a Session
+// without a single message sent the model a request with no messages,
+// which real providers refuse, and the step failed. Such a run has nothing
+// to do: it asks the model nothing and leaves no trace in the log, as a
+// wake with nothing eligible does. A Session with history still runs its
+// forced step.
+func TestRunOfASessionWithoutMessages(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Default(script.Text("ok"))
+	sid := h.Session()
+	before := h.Types(sid)
+	if _, err := h.Runtime.Resume(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	if n := h.Model.Count(); n != 0 {
+		t.Fatalf("%d model requests, want none: %v", n, h.Model.Requests())
+	}
+	if got := h.Types(sid); !reflect.DeepEqual(got, before) {
+		t.Fatalf("events %v, want %v", got, before)
+	}
+	if active := h.Runtime.Active(); len(active) != 0 {
+		t.Fatalf("active %v", active)
+	}
+	h.Prompt(sid, "hello")
+	h.WaitIdle(sid)
+	if _, err := h.Runtime.Resume(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	if n := h.Model.Count(); n != 2 {
+		t.Fatalf("%d model requests, want the prompt's and the forced run's", n)
+	}
+	h.CheckReplay()
+}

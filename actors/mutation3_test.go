@@ -305,17 +305,20 @@ func TestCoalescedCompactionPublishesNothing(t *testing.T) {
 
 // TestResumeOfAnIdleSessionStartsADrain: resuming an idle Session starts a
 // busy period, which it reports as not joined, and the busy period takes
-// its forced step.
+// its forced step from the Session's history (a Session without any has
+// nothing to continue: TestRunOfASessionWithoutMessages).
 func TestResumeOfAnIdleSessionStartsADrain(t *testing.T) {
 	h := actortest.New(t)
 	h.Model.Default(script.Text("resumed"))
 	sid := h.Session()
+	h.Prompt(sid, "hello")
+	h.WaitIdle(sid)
 	joined, err := h.Runtime.Resume(h.Ctx(), sid)
 	if err != nil || joined {
 		t.Fatalf("resume of an idle Session: joined=%v err=%v", joined, err)
 	}
 	h.WaitIdle(sid)
-	if n := h.Model.Count(); n != 1 {
+	if n := h.Model.Count(); n != 2 {
 		t.Fatalf("%d requests: %v", n, h.Types(sid))
 	}
 }

@@ -236,6 +236,14 @@ func (r *runner) historyFrom() (int, int64) {
 	return from, after
 }
 
+// noHistory reports whether the Session had no projected message at all
+// as of b, the boundary just read: history keeps none from earlier reads,
+// and b found none after them.
+func (r *runner) noHistory(b persistence.Boundary) bool {
+	from, _ := r.historyFrom()
+	return from == 0 && len(b.Messages) == 0
+}
+
 // history returns every projected message of the Session in source order.
 // Between calls it keeps the messages that can no longer change and
 // re-reads only from the first one that still can (an open or retrying

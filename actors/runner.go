@@ -332,8 +332,14 @@ func (r *runner) drain(ctx context.Context, force bool) error {
 		// no forced run): stop before instructions are observed, so a wake
 		// with nothing eligible leaves no trace in the log even when they
 		// changed. Any pending input is eligible here: steers and queued
-		// prompts promote, a compaction barrier runs.
-		if len(pending) == 0 && !continuation && !force {
+		// prompts promote, a compaction barrier runs. A forced run
+		// continues from the projected history; of a Session that has
+		// none it would send the model a request without messages, which
+		// providers refuse, failing a step for want of anything to do. It
+		// has nothing to do either, and ends the same way, owing no step
+		// (a move carries a wake, not a run that would end here again).
+		if len(pending) == 0 && !continuation && (!force || r.noHistory(b)) {
+			r.owed = false
 			return nil
 		}
 		if first {

@@ -259,11 +259,24 @@ func TestResumeCompactWait(t *testing.T) {
 	sid := e.createSession()
 	base := "/api/session/" + string(sid)
 
-	// A forced drain with nothing to promote still runs a step.
+	// A forced drain with nothing to promote still runs a step, from the
+	// Session's history (one without any has nothing to continue).
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "hello"}})
+	e.waitIdle(sid)
+	steps := func() int {
+		n := 0
+		for _, typ := range types(e.allEvents(sid)) {
+			if typ == messages.TypeStepEnded {
+				n++
+			}
+		}
+		return n
+	}
+	before := steps()
 	e.do("POST", base+"/resume", nil).want(t, http.StatusNoContent)
 	e.waitIdle(sid)
-	if got := types(e.allEvents(sid)); !slices.Contains(got, messages.TypeStepEnded) {
-		t.Fatalf("resume ran no step: %v", got)
+	if n := steps(); n != before+1 {
+		t.Fatalf("resume ran %d steps: %v", n-before, types(e.allEvents(sid)))
 	}
 
 	e.do("POST", base+"/compact", nil).want(t, http.StatusNoContent)
