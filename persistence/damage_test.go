@@ -615,3 +615,72 @@ func TestCleanStopNeedsNoLog(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLogNoteNamesTheNextFile: a file the log leaves names the file it
+// goes on in, so a log that lacks that file is refused even while bbolt,
+// whose flush has not committed, names only the older one; the note goes
+// when its file is started again, and a store that stopped cleanly (need
+// 0) is not held to it.
+func TestLogNoteNamesTheNextFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	w := startedWAL(t, path) // file 1, generation 1, from record 1
+	appendN := func(from, to int) {
+		for n := from; n <= to; n++ {
+			if _, err := w.append(fmt.Appendf(nil, "payload %d", n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendN(1, 3)
+	if err := w.start(0, 4, 2); err != nil { // generation 2, a flush of 1-3 begins
+		t.Fatal(err)
+	}
+	appendN(4, 5)
+	if err := w.close(); err != nil {
+		t.Fatal(err)
+	}
+	saved := filepath.Join(t.TempDir(), "wal")
+	copyFile(t, path+"-wal", saved)
+	recoverWithout := func(applied, need uint64) ([][]byte, error) {
+		t.Helper()
+		if err := os.Remove(path + "-wal"); err != nil {
+			t.Fatal(err)
+		}
+		defer copyFile(t, saved, path+"-wal")
+		w, err := openWAL(path, func() bool { return true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.close()
+		replay, _, err := w.recover(applied, need)
+		return replay, err
+	}
+	_, err := recoverWithout(0, 1)
+	var d *WALDamage
+	if !errors.As(err, &d) || !d.Missing || d.Gen != 2 || d.Record != 4 {
+		t.Fatalf("recover without generation 2, bbolt naming generation 1: %v (%+v), want generation 2 missing from record 4", err, d)
+	}
+	if replay, err := recoverWithout(5, 0); err != nil || replay != nil {
+		t.Fatalf("recover after a clean stop: %q, %v; want nothing to replay", replay, err)
+	}
+
+	// Started again, file 1 loses its note and file 0 gets one.
+	w, err = openWAL(path, func() bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replay, last, err := w.recover(0, 1); err != nil || len(replay) != 5 || last != 5 {
+		t.Fatalf("recover the whole log: %d records, last %d, %v", len(replay), last, err)
+	}
+	if err := w.start(1, 6, 3); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []uint64{3, 0} {
+		if h, ok, err := w.readHeader(i); err != nil || !ok || h.nextGen != want {
+			t.Errorf("file %d: header %+v, %v, %v; want a note of generation %d", i, h, ok, err, want)
+		}
+	}
+	if err := w.close(); err != nil {
+		t.Fatal(err)
+	}
+}

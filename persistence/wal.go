@@ -36,6 +36,12 @@ import (
 // new ones; under the new seed they no longer chain, so they end the log
 // instead of being replayed.
 //
+// A file the log leaves for the other also gets a note in its header slot
+// naming the generation and first record of the file the log goes on in,
+// synced before any record goes there: a log that lacks that file has
+// lost it (recover), even while bbolt, whose flush has not committed,
+// names only the file that holds the note.
+//
 // Each file is a header (one slot at offset 0) then records from
 // walRecordStart, and is extended with zeros ahead of the records, so a
 // record's fdatasync rewrites data in place instead of also journaling a
@@ -43,6 +49,9 @@ import (
 //
 //	header: magic[8] | generation u64 | first record number u64 | seed u32
 //	        | crc32c u32
+//	note (at walNoteAt): next generation u64 | its first record number u64
+//	        | crc32c u32 (of the note's first 16 bytes, chained from the
+//	        header's crc, so that a note outlives no header)
 //	record: length u32 | chained crc32c u32 (of number and payload)
 //	        | number u64 | payload
 const (
@@ -50,6 +59,8 @@ const (
 	walRecordStart = walSlotSize
 	walRecordHead  = 16
 	walHeaderLen   = 32
+	walNoteAt      = 64
+	walNoteLen     = 20
 	walExtend      = 4 << 20
 )
 
@@ -205,23 +216,33 @@ func lock(f *os.File, name string, lockTimeout func() bool) error {
 	}
 }
 
-// walHeader is a decoded header.
+// walHeader is a decoded header, with its file's note when it has one.
 type walHeader struct {
 	gen   uint64
 	first uint64
 	seed  uint32
+	// nextGen and nextFirst are the note's: the log went on in the file
+	// of generation nextGen from record nextFirst (0 without a note).
+	nextGen, nextFirst uint64
 }
 
 // readHeader returns file i's header, or ok=false when it has none (a new
 // file, or one whose header write was torn). A file that cannot be read
 // is an error, not one without a header.
 func (w *wal) readHeader(i int) (walHeader, bool, error) {
-	b := make([]byte, walHeaderLen)
+	b := make([]byte, walNoteAt+walNoteLen)
 	n, err := w.files[i].f.ReadAt(b, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return walHeader{}, false, err
 	}
 	h, ok := decodeHeader(b[:n])
+	if ok && n == len(b) {
+		note := b[walNoteAt:]
+		crc := crc32.Update(binary.LittleEndian.Uint32(b[28:32]), crcTable, note[:16])
+		if crc == binary.LittleEndian.Uint32(note[16:20]) {
+			h.nextGen, h.nextFirst = binary.LittleEndian.Uint64(note[0:8]), binary.LittleEndian.Uint64(note[8:16])
+		}
+	}
 	return h, ok, nil
 }
 
@@ -291,8 +312,18 @@ func (w *wal) recover(applied, need uint64) (replay [][]byte, last uint64, err e
 	// the log would seem to end where the other file does, and the commits
 	// after that would vanish without a word. (A file whose damaged header
 	// is all that is wrong with it was reported above.)
+	// A file's note names a later file than bbolt does while the flush
+	// that started it has not committed. (A store that stopped cleanly,
+	// need 0, holds everything in bbolt, and its notes name nothing it
+	// lacks.)
+	from := applied + 1
+	for i := range 2 {
+		if need > 0 && valid[i] && hs[i].nextGen > need {
+			need, from = hs[i].nextGen, hs[i].nextFirst
+		}
+	}
 	if need > 0 && w.damage == nil && (!valid[0] || hs[0].gen < need) && (!valid[1] || hs[1].gen < need) {
-		d := &WALDamage{File: w.files[0].f.Name(), Record: applied + 1, Missing: true, Gen: need}
+		d := &WALDamage{File: w.files[0].f.Name(), Record: from, Missing: true, Gen: need}
 		if !w.repair {
 			return nil, 0, d
 		}
@@ -472,21 +503,50 @@ func (w *wal) start(i int, first uint64, seed uint32) error {
 	if err := w.extend(i, walRecordStart+walExtend/4); err != nil {
 		return err
 	}
-	b := make([]byte, 0, walHeaderLen)
+	// The header, and zeros over the note the file got when the log last
+	// left it (which its checksum, chained from the old header's, would
+	// refuse anyway).
+	b := make([]byte, 0, walNoteAt+walNoteLen)
 	b = append(b, walMagic[:]...)
 	b = binary.LittleEndian.AppendUint64(b, w.gen+1)
 	b = binary.LittleEndian.AppendUint64(b, first)
 	b = binary.LittleEndian.AppendUint32(b, seed)
 	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+	b = b[:cap(b)]
 	if _, err := w.files[i].f.WriteAt(b, 0); err != nil {
 		return err
 	}
 	if err := w.sync(i); err != nil {
 		return err
 	}
+	if err := w.note(1-i, w.gen+1, first); err != nil {
+		return err
+	}
 	w.gen++
 	w.cur, w.off, w.next, w.chain = i, walRecordStart, first, seed
 	return nil
+}
+
+// note records in file i's header slot, durably, that the log goes on in
+// the file of generation gen from record first, when file i holds the
+// generation before (the log leaves it; not so when there was no log, or
+// a repair started it over).
+func (w *wal) note(i int, gen, first uint64) error {
+	f := w.files[i].f
+	head := make([]byte, walHeaderLen)
+	if _, err := f.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	if h, ok := decodeHeader(head); !ok || h.gen+1 != gen {
+		return nil
+	}
+	b := binary.LittleEndian.AppendUint64(make([]byte, 0, walNoteLen), gen)
+	b = binary.LittleEndian.AppendUint64(b, first)
+	b = binary.LittleEndian.AppendUint32(b, crc32.Update(binary.LittleEndian.Uint32(head[28:32]), crcTable, b))
+	if _, err := f.WriteAt(b, walNoteAt); err != nil {
+		return err
+	}
+	return w.sync(i)
 }
 
 // zeros is what extend writes, a chunk at a time.
