@@ -308,6 +308,7 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		return nil, err
 	}
 	var applied, last uint64
+	started := false // the log's first file, when it had none
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		for _, name := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -335,6 +336,25 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		replay, n, err := w.recover(applied, need)
 		if err != nil {
 			return err
+		}
+		if need == 0 || w.damage != nil {
+			// The store stopped cleanly (or is new), or a repair started
+			// its log over: from now on it needs the log as it goes on. Named before it is started (below, once this
+			// transaction has put the records it replays into bbolt),
+			// the file may never come to exist, which recovery tells
+			// from a lost one by the note its predecessor lacks (see
+			// wal.recover); a log that has no file yet starts now, as
+			// nothing in it can be lost.
+			gen := w.gen + 1
+			if w.gen == 0 {
+				if err := w.start(w.older(), n+1, rand.Uint32()); err != nil {
+					return err
+				}
+				started = true
+			}
+			if err := putLogGen(tx, gen); err != nil {
+				return err
+			}
 		}
 		last = n
 		mem, err := memOfRecords(replay)
@@ -372,18 +392,10 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 	}
 	// Every record so far is in bbolt now: the log starts over, in the file
 	// the older of the two (recovery read the newer).
-	if err := w.start(w.older(), last+1, rand.Uint32()); err != nil {
-		return nil, err
-	}
-	// Only now that the file is started can bbolt name it: named before,
-	// a crash in between would leave the store asking for a file that
-	// never existed. (Until this commit, bbolt names an older file, which
-	// is still there, or none.)
-	if err := s.db.Update(func(tx *bolt.Tx) error {
-		s.boltTx = tx.ID()
-		return putLogGen(tx, w.gen)
-	}); err != nil {
-		return nil, err
+	if !started {
+		if err := w.start(w.older(), last+1, rand.Uint32()); err != nil {
+			return nil, err
+		}
 	}
 	s.durable.Store(last)
 	s.cur = newMemTree()

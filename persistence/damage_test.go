@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/sessiond/sessiond/messages"
 )
@@ -489,14 +490,23 @@ func TestMissingLogIsRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			newSession(t, st)
+			if got := logGen(t, st); got != st.wal.gen {
+				t.Fatalf("a new store's database file names log generation %d, its log is at %d", got, st.wal.gen)
+			}
 			if err := st.Close(); err != nil {
 				t.Fatal(err)
 			}
-			// Reopened, the store's log runs on in -wal (generation 2)
-			// beside -wal2 (generation 1, all in bbolt).
+			for range 2 {
+				st = openAndCheck(t, from, noFlush)
+				if err := st.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Reopened, the store's log runs on in -wal (generation 4)
+			// beside -wal2 (generation 3, all in bbolt).
 			st = openAndCheck(t, from, noFlush)
-			if st.wal.cur != 0 || st.wal.gen != 2 {
-				t.Fatalf("log in file %d, generation %d; the test expects file 0, generation 2", st.wal.cur, st.wal.gen)
+			if st.wal.cur != 0 || st.wal.gen != 4 {
+				t.Fatalf("log in file %d, generation %d; the test expects file 0, generation 4", st.wal.cur, st.wal.gen)
 			}
 			before, first := dump(t, st), st.wal.next
 			populate(t, st, 2, 10)
@@ -511,8 +521,8 @@ func TestMissingLogIsRefused(t *testing.T) {
 
 			_, err = Open(path, noFlush)
 			var d *WALDamage
-			if !errors.As(err, &d) || !d.Missing || d.Gen != 2 || d.Record != first || d.File != path+"-wal" {
-				t.Fatalf("open without the log's newer file: %v (%+v), want generation 2 missing from record %d", err, d, first)
+			if !errors.As(err, &d) || !d.Missing || d.Gen != 4 || d.Record != first || d.File != path+"-wal" {
+				t.Fatalf("open without the log's newer file: %v (%+v), want generation 4 missing from record %d", err, d, first)
 			}
 			if msg := err.Error(); !strings.Contains(msg, "did not stop cleanly") || !strings.Contains(msg, fmt.Sprintf("record %d on", first)) {
 				t.Errorf("error %q does not say what is missing", msg)
@@ -536,6 +546,9 @@ func TestMissingLogIsRefused(t *testing.T) {
 			opts.RepairWAL = true
 			repaired := openAndCheck(t, path, opts)
 			sameState(t, "repaired", dump(t, repaired), before)
+			crashed := filepath.Join(t.TempDir(), "s.db")
+			copyStore(t, path, crashed) // killed before its first flush
+			sameState(t, "killed after the repair", dump(t, openAndCheck(t, crashed, noFlush)), before)
 			if err := repaired.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -683,4 +696,62 @@ func TestLogNoteNamesTheNextFile(t *testing.T) {
 	if err := w.close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestNamedLogFileNeverStarted: Open names the file it is about to start
+// in the transaction that puts what it recovered into bbolt; killed before
+// the start, it leaves a store naming a file that never existed. The file
+// before it, which the log never left (no note), shows that nothing was
+// written there, and the store opens whole.
+func TestNamedLogFileNeverStarted(t *testing.T) {
+	from := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(from, noFlush)
+	if err != nil {
+		t.Fatal(err)
+	}
+	populate(t, st, 2, 10)
+	want := dump(t, st)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "s.db")
+	copyStore(t, from, path)
+	var gen uint64
+	for _, name := range []string{path + "-wal", path + "-wal2"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h, ok := decodeHeader(b); ok {
+			gen = max(gen, h.gen)
+		}
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error { return putLogGen(tx, gen+1) }) // and killed
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameState(t, "opened after a start that never came", dump(t, openAndCheck(t, path, noFlush)), want)
+}
+
+// logGen returns the log generation st's bbolt file names (keyLogGen).
+func logGen(t *testing.T, st *Bolt) uint64 {
+	t.Helper()
+	var gen uint64
+	err := st.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketMeta).Get(keyLogGen); len(v) == 8 {
+			gen = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gen
 }

@@ -311,18 +311,28 @@ func (w *wal) recover(applied, need uint64) (replay [][]byte, last uint64, err e
 	// A log that lacks the file bbolt names has lost it since: read on,
 	// the log would seem to end where the other file does, and the commits
 	// after that would vanish without a word. (A file whose damaged header
-	// is all that is wrong with it was reported above.)
-	// A file's note names a later file than bbolt does while the flush
-	// that started it has not committed. (A store that stopped cleanly,
-	// need 0, holds everything in bbolt, and its notes name nothing it
-	// lacks.)
+	// is all that is wrong with it was reported above.) A file's note
+	// names a later file than bbolt does while the flush that started it
+	// has not committed. A store that stopped cleanly (need 0) holds
+	// everything in bbolt, and its notes name nothing it lacks.
 	from := applied + 1
 	for i := range 2 {
 		if need > 0 && valid[i] && hs[i].nextGen > need {
 			need, from = hs[i].nextGen, hs[i].nextFirst
 		}
 	}
-	if need > 0 && w.damage == nil && (!valid[0] || hs[0].gen < need) && (!valid[1] || hs[1].gen < need) {
+	// Open names the file it is about to start before starting it; a file
+	// of the generation before that the log never left (it has no note,
+	// which is synced before any record goes on) shows that the named one
+	// never received a record, whether or not it was started.
+	has, neverLeft := false, false
+	for i := range 2 {
+		if valid[i] {
+			has = has || hs[i].gen >= need
+			neverLeft = neverLeft || hs[i].gen+1 == need && hs[i].nextGen == 0
+		}
+	}
+	if need > 0 && w.damage == nil && !has && !neverLeft {
 		d := &WALDamage{File: w.files[0].f.Name(), Record: from, Missing: true, Gen: need}
 		if !w.repair {
 			return nil, 0, d
