@@ -366,7 +366,7 @@ func TestRepairOfAMissingLog(t *testing.T) {
 	}
 	env := map[string]string{"SESSIOND_DATA": data}
 	if code, _, errOut := runApp(t, env, "check"); code != exitFailed || !strings.Contains(errOut, "did not stop cleanly") ||
-		!strings.Contains(errOut, "sessiond repair --data") {
+		!strings.Contains(errOut, "put the missing file back if there is a copy of it; 'sessiond repair --data "+data+" --force' opens the store without it") {
 		t.Fatalf("check: exit %d, stderr %q", code, errOut)
 	}
 	code, out, errOut := runApp(t, env, "repair")

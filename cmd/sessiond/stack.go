@@ -72,6 +72,9 @@ type stackOptions struct {
 // withRepairHint adds to an error of opening the store in data, when its
 // write-ahead log or database file is damaged, what deals with that.
 func withRepairHint(err error, data string) error {
+	if d := (*persistence.WALDamage)(nil); errors.As(err, &d) && d.Missing {
+		return fmt.Errorf("%w\nput the missing file back if there is a copy of it; 'sessiond repair --data %s --force' opens the store without it", err, data)
+	}
 	if errors.Is(err, persistence.ErrWALDamaged) {
 		return fmt.Errorf("%w\n'sessiond repair --data %s' reports the damage, and with --force drops it and every commit after it", err, data)
 	}
