@@ -339,11 +339,12 @@ func (t *turns) assistantBlock(p llm.Part) (sdk.ContentBlockParamUnion, bool) {
 		if t.seen == nil {
 			t.seen = map[string]bool{}
 		}
-		if !t.seen[p.Name] {
-			t.seen[p.Name] = true
-			t.toolNames = append(t.toolNames, p.Name)
+		name := wire.ToolName(p.Name)
+		if !t.seen[name] {
+			t.seen[name] = true
+			t.toolNames = append(t.toolNames, name)
 		}
-		return sdk.NewToolUseBlock(toolUseID(p.CallID), wire.ObjectInput(p.Input), p.Name), true
+		return sdk.NewToolUseBlock(toolUseID(p.CallID), wire.ObjectInput(p.Input), name), true
 	}
 	return sdk.ContentBlockParamUnion{}, false
 }

@@ -1,7 +1,10 @@
 package anthropic
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -660,4 +663,69 @@ func TestPlaceholderForACutOffHostedCall(t *testing.T) {
 	if !slices.Equal(names, []string{"read", "web_search"}) {
 		t.Fatalf("tool names %q, want read's placeholder and the hosted web_search once: %s", names, srv.LastBody())
 	}
+}
+
+// TestMadeUpToolNames: a model may call a name no tool has (another
+// provider's "functions.read", a chat template's leaked tokens); the
+// runner refuses the call, but it stays in the history, and the API
+// refuses a tool_use or tool name outside ^[a-zA-Z0-9_-]{1,64}$ on every
+// later request. Such a name goes back in a form it accepts, the same in
+// the call and in the placeholder a request without tools declares.
+func TestMadeUpToolNames(t *testing.T) {
+	for _, tools := range []bool{true, false} {
+		req := simpleRequest()
+		if tools {
+			req.Tools = []llm.ToolDefinition{{Name: "read"}}
+		}
+		for i, name := range []string{"functions.read", "read<|channel|>commentary", "read"} {
+			id := fmt.Sprint("toolu_", i)
+			req.Messages = append(req.Messages,
+				llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{{Kind: llm.PartToolCall, CallID: id, Name: name, Input: json.RawMessage(`{}`)}}},
+				llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: id, Name: name, Output: "unknown tool", IsError: true}}})
+		}
+		_, srv, err := run(t, req, okReply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Tools    []struct{ Name string } `json:"tools"`
+			Messages []struct {
+				Content []struct {
+					Type string `json:"type"`
+					Name string `json:"name"`
+				} `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.Unmarshal(srv.LastBody(), &body); err != nil {
+			t.Fatal(err)
+		}
+		valid := regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+		var used []string
+		for _, m := range body.Messages {
+			for _, b := range m.Content {
+				if b.Type == "tool_use" {
+					used = append(used, b.Name)
+				}
+			}
+		}
+		want := []string{"functions_read_" + hash6("functions.read"), "read__channel__commentary_" + hash6("read<|channel|>commentary"), "read"}
+		if !slices.Equal(used, want) {
+			t.Fatalf("tools %v: tool_use names %q, want %q", tools, used, want)
+		}
+		var declared []string
+		for _, tool := range body.Tools {
+			if !valid.MatchString(tool.Name) {
+				t.Errorf("tools %v: declared %q", tools, tool.Name)
+			}
+			declared = append(declared, tool.Name)
+		}
+		if !tools && !slices.Equal(declared, want) {
+			t.Errorf("placeholders %q, want one per name called: %q", declared, want)
+		}
+	}
+}
+
+func hash6(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:6])
 }

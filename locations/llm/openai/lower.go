@@ -238,7 +238,7 @@ func lowerAssistant(parts []llm.Part, echo bool) (oa.ChatCompletionMessageParamU
 				OfFunction: &oa.ChatCompletionMessageFunctionToolCallParam{
 					ID: toolCallID(p.CallID),
 					Function: oa.ChatCompletionMessageFunctionToolCallFunctionParam{
-						Name:      p.Name,
+						Name:      wire.ToolName(p.Name),
 						Arguments: string(wire.ObjectInput(p.Input)),
 					},
 				},

@@ -2,6 +2,8 @@ package openai
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -738,5 +740,48 @@ func TestArgumentsGoBackAsAnObject(t *testing.T) {
 	want := []string{`{"command":"ls"}`, `{"invalid_input":"{\"command\": \"ls -"}`, `{"invalid_input":"null"}`, `{"invalid_input":"[1]"}`, `{}`}
 	if !slices.Equal(got, want) {
 		t.Fatalf("arguments %q, want %q", got, want)
+	}
+}
+
+// TestMadeUpToolNames: a call of a name no tool has ("functions.read", a
+// chat template's leaked tokens), which the runner refused, goes back in
+// the history under a name the API accepts (^[a-zA-Z0-9_-]{1,64}$): the
+// API, and servers that check names the same way, would refuse every
+// later request of the Session otherwise.
+func TestMadeUpToolNames(t *testing.T) {
+	req := simpleRequest()
+	for i, name := range []string{"functions.read", "read<|channel|>commentary", "read"} {
+		id := fmt.Sprint("call_", i)
+		req.Messages = append(req.Messages,
+			llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{{Kind: llm.PartToolCall, CallID: id, Name: name, Input: json.RawMessage(`{}`)}}},
+			llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: id, Name: name, Output: "unknown tool", IsError: true}}})
+	}
+	_, srv, err := run(t, req, okReply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Messages []struct {
+			ToolCalls []struct {
+				Function struct{ Name string } `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(srv.LastBody(), &body); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range body.Messages {
+		for _, c := range m.ToolCalls {
+			names = append(names, c.Function.Name)
+		}
+	}
+	hash := func(s string) string {
+		sum := sha256.Sum256([]byte(s))
+		return hex.EncodeToString(sum[:6])
+	}
+	want := []string{"functions_read_" + hash("functions.read"), "read__channel__commentary_" + hash("read<|channel|>commentary"), "read"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("function names %q, want %q", names, want)
 	}
 }

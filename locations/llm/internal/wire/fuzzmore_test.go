@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -156,6 +157,29 @@ func FuzzObjectInput(f *testing.F) {
 		}
 		if trimmed := bytes.TrimSpace(raw); len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(raw) && !bytes.Equal(out, raw) {
 			t.Fatalf("object %q changed to %s", raw, out)
+		}
+	})
+}
+
+// FuzzToolName: whatever name a model called, the name sent back matches
+// ^[a-zA-Z0-9_-]{1,64}$; one that does already is sent unchanged, and two
+// names that differ lower differently.
+func FuzzToolName(f *testing.F) {
+	for _, s := range []string{"read", "", "functions.read", "read file", "read<|channel|>commentary",
+		strings.Repeat("a", 64), strings.Repeat("a", 65), "\xff", "é", "a.b"} {
+		f.Add(s, s+"x")
+	}
+	valid := regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	f.Fuzz(func(t *testing.T, a, b string) {
+		out := ToolName(a)
+		if !valid.MatchString(out) {
+			t.Fatalf("ToolName(%q) = %q", a, out)
+		}
+		if valid.MatchString(a) && out != a {
+			t.Fatalf("valid name %q changed to %q", a, out)
+		}
+		if a != b && out == ToolName(b) {
+			t.Fatalf("%q and %q both lower to %q", a, b, out)
 		}
 	})
 }

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -266,4 +269,29 @@ func TestUniqueCallIDs(t *testing.T) {
 	if got := UniqueCallIDs(unique); &got[0] != &unique[0] {
 		t.Fatal("a history without repeated IDs was copied")
 	}
+}
+
+// TestToolName: a name both APIs accept goes unchanged; another keeps what
+// it can of itself and gains a hash of the whole, within 64 bytes.
+func TestToolName(t *testing.T) {
+	long := strings.Repeat("a", 64)
+	for _, tc := range []struct{ in, want string }{
+		{"read", "read"},
+		{"apply_patch-2", "apply_patch-2"},
+		{long, long},
+		{"functions.read", "functions_read_" + hash6("functions.read")},
+		{"read<|channel|>commentary", "read__channel__commentary_" + hash6("read<|channel|>commentary")},
+		{"", "tool_" + hash6("")},
+		{long + "a", strings.Repeat("a", 51) + "_" + hash6(long+"a")},
+		{"é", "__" + "_" + hash6("é")},
+	} {
+		if got := ToolName(tc.in); got != tc.want {
+			t.Errorf("ToolName(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func hash6(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:6])
 }
