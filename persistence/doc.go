@@ -97,15 +97,17 @@
 // checksum its head still holds) was therefore synced, and acknowledged,
 // before it went bad: recovery refuses to drop it and every commit after
 // it as the end of the log, and Open fails with ErrWALDamaged unless
-// Options.RepairWAL is set (`sessiond repair`). Each flush also stores
-// the generation of the log file the records after it go to (as does a
-// note in the file the log leaves for it), and a clean Close clears it:
-// a store that did not stop cleanly and lacks that file (deleted,
-// emptied, or its database file copied alone) is refused the same way,
-// where the log would otherwise seem to end early. bbolt's pages carry no
-// checksums, so damage there goes unseen until Verify runs bbolt's check
-// of the file (`sessiond check`); the log's is checked because recovery
-// would otherwise turn it into silent loss.
+// Options.RepairWAL is set (`sessiond repair`, which first reads from
+// the records after the damaged one what such a repair drops:
+// WALDamage.Dropped). Each flush also stores the generation of the log
+// file the records after it go to (as does a note in the file the log
+// leaves for it), and a clean Close clears it: a store that did not stop
+// cleanly and lacks that file (deleted, emptied, or its database file
+// copied alone) is refused the same way, where the log would otherwise
+// seem to end early. bbolt's pages carry no checksums, so damage there
+// goes unseen until Verify runs bbolt's check of the file (`sessiond
+// check`); the log's is checked because recovery would otherwise turn it
+// into silent loss.
 //
 // Why a memtable rather than a bbolt commit per group: a bbolt commit
 // rewrites every page it touches, one pwrite each, with the branch pages

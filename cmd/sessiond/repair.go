@@ -29,10 +29,13 @@ gone (deleted, emptied, or the database file was copied without it):
 commits since the last flush into the database file were in it.
 
 Without --force, repair only reports the damage: the log file, the record
-and how many whole records follow it. With --force it first copies both log
-files beside the store (sessiond.db-wal.damaged-TIME, sessiond.db-wal2.damaged-TIME)
-and then recovers every commit before the damaged record, dropping it and
-the rest. Sessions keep their history up to there, with no hole; what the
+and how many whole records follow it, and what the commits it would drop
+wrote, as far as the records after the damaged one can be read: for each
+Session, the seqs of its events there (and whether it was created there),
+and how many other rows. With --force it reports the same, copies both
+log files beside the store (sessiond.db-wal.damaged-TIME,
+sessiond.db-wal2.damaged-TIME) and then recovers every commit before the
+damaged record, dropping it and the rest. Sessions keep their history up to there, with no hole; what the
 dropped commits recorded is gone from them.
 
 Exit status: 0 when the store opens (repaired or never damaged), 1 when it
@@ -73,6 +76,16 @@ func runRepair(ctx context.Context, a *app, c *command, args []string) int {
 	default:
 		fmt.Fprintf(a.stdout, "%s: record %d at offset %d is damaged; %d whole records follow it\n", d.File, d.Record, d.Offset, d.Intact)
 	}
+	if !d.Missing {
+		// Read before anything changes: a repair zeroes what it drops. An
+		// operator who cannot be told whose commits go should not be
+		// asked to drop them, so a failed read stops the repair.
+		dr, err := d.Dropped()
+		if err != nil {
+			return a.fail(c, err)
+		}
+		printDropped(a.stdout, d, dr)
+	}
 	if !*force {
 		if d.Missing {
 			fmt.Fprintf(a.stdout, "put the file back if there is a copy of it; 'sessiond repair --force' opens the store without it (a copy of the log is kept)\n")
@@ -102,6 +115,47 @@ func runRepair(ctx context.Context, a *app, c *command, args []string) int {
 		fmt.Fprintf(a.stdout, "repaired %s: dropped record %d and the %d commits after it\n", path, d.Record, d.Intact)
 	}
 	return exitOK
+}
+
+// droppedListed is how many Sessions printDropped lists: a damaged log of
+// a busy daemon can take commits of thousands, and the first ones with a
+// count of the rest say enough to decide.
+const droppedListed = 20
+
+// printDropped prints what the commits a repair of d drops wrote, per
+// Session, as dr has it.
+func printDropped(w io.Writer, d *persistence.WALDamage, dr persistence.Dropped) {
+	var unread string
+	switch {
+	case !d.Header && dr.Unread > 1:
+		unread = fmt.Sprintf(" (record %d itself cannot be read, nor %d of the records after it)", d.Record, dr.Unread-1)
+	case !d.Header:
+		unread = fmt.Sprintf(" (record %d itself cannot be read)", d.Record)
+	case dr.Unread > 0:
+		unread = fmt.Sprintf(" (%d of them cannot be read)", dr.Unread)
+	}
+	fmt.Fprintf(w, "what repairing drops%s:\n", unread)
+	for i, s := range dr.Sessions {
+		if i == droppedListed {
+			fmt.Fprintf(w, "  and %d more Sessions\n", len(dr.Sessions)-i)
+			break
+		}
+		seqs := fmt.Sprintf("events %d to %d", s.FirstSeq, s.LastSeq)
+		if s.FirstSeq == s.LastSeq {
+			seqs = fmt.Sprintf("event %d", s.FirstSeq)
+		}
+		created := ""
+		if s.Created {
+			created = ", created in the dropped commits"
+		}
+		fmt.Fprintf(w, "  %s: %s (%s)%s\n", s.ID, seqs, plural(s.Events, "event"), created)
+	}
+	if dr.Other > 0 {
+		fmt.Fprintf(w, "  %s\n", plural(dr.Other, "other row"))
+	}
+	if len(dr.Sessions) == 0 && dr.Other == 0 {
+		fmt.Fprintf(w, "  nothing that can be read\n")
+	}
 }
 
 // copyDurably copies file from to a new file to and syncs it and its
@@ -187,4 +241,12 @@ func openOffline(path string, opts persistence.Options) (*persistence.Bolt, erro
 		return nil, fmt.Errorf("%w: %s is locked; stop the sessiond that has it open first", errDataDirInUse, path)
 	}
 	return st, err
+}
+
+// plural returns n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

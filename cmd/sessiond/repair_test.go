@@ -110,9 +110,13 @@ func TestRepair(t *testing.T) {
 		t.Fatalf("run on a damaged store: exit %d, stderr %q", code, errOut)
 	}
 
+	// What the dropped commits wrote: the four admissions after the
+	// damaged sixth, each an event and two other rows (the Session record
+	// and the input's ID entry).
+	drops := "\nwhat repairing drops (record 7 itself cannot be read):\n  " + string(sid) + ": events 7 to 10 (4 events)\n  8 other rows\n"
 	code, out, errOut := runApp(t, env, "repair")
 	if code != exitFailed || errOut != "" || !strings.Contains(out, wal+": record 7 at offset") ||
-		!strings.Contains(out, "4 whole records follow it") || !strings.Contains(out, "sessiond repair --force") {
+		!strings.Contains(out, "4 whole records follow it"+drops+"repairing drops it") || !strings.Contains(out, "sessiond repair --force") {
 		t.Fatalf("repair: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	if b, _ := os.ReadFile(wal); !bytes.Equal(b, damaged) {
@@ -120,7 +124,8 @@ func TestRepair(t *testing.T) {
 	}
 
 	code, out, errOut = runApp(t, env, "repair", "--force")
-	if code != exitOK || !strings.Contains(out, "repaired "+filepath.Join(data, StoreFileName)+": dropped record 7 and the 4 commits after it") {
+	if code != exitOK || !strings.Contains(out, "4 whole records follow it"+drops+"kept a copy") ||
+		!strings.Contains(out, "repaired "+filepath.Join(data, StoreFileName)+": dropped record 7 and the 4 commits after it") {
 		t.Fatalf("repair --force: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	copies, _ := filepath.Glob(wal + ".damaged-*")
@@ -155,12 +160,14 @@ func TestRepair(t *testing.T) {
 // commit in it was gone. Now repair reports the header, changes nothing
 // without --force, and with it drops the file's commits and says so.
 func TestRepairOfADamagedLogHeader(t *testing.T) {
+	var sid messages.SessionID
 	data := crashedStore(t, func(st *persistence.Bolt) {
 		ctx := context.Background()
 		s, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: t.TempDir()}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		sid = s.ID
 		for i := range 3 {
 			if _, _, err := st.Admit(ctx, persistence.Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: fmt.Sprint("prompt ", i)}}); err != nil {
 				t.Fatal(err)
@@ -179,7 +186,8 @@ func TestRepairOfADamagedLogHeader(t *testing.T) {
 	}
 	code, out, errOut := runApp(t, env, "repair")
 	if code != exitFailed || !strings.Contains(out, wal+": its header is damaged; it holds record 1") ||
-		!strings.Contains(out, "and 3 records follow it") || !strings.Contains(out, "sessiond repair --force") {
+		!strings.Contains(out, "and 3 records follow it\nwhat repairing drops:\n  "+string(sid)+": events 0 to 3 (4 events), created in the dropped commits\n  8 other rows\n") ||
+		!strings.Contains(out, "sessiond repair --force") {
 		t.Fatalf("repair: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	if b, _ := os.ReadFile(wal); !bytes.Equal(b, damaged) {
@@ -371,7 +379,7 @@ func TestRepairOfAMissingLog(t *testing.T) {
 	}
 	code, out, errOut := runApp(t, env, "repair")
 	if code != exitFailed || !strings.Contains(out, "the log file that holds the commits from record 1 on (generation 1) is missing") ||
-		!strings.Contains(out, "'sessiond repair --force' opens the store without it") {
+		!strings.Contains(out, "'sessiond repair --force' opens the store without it") || strings.Contains(out, "what repairing drops") {
 		t.Fatalf("repair: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	code, out, errOut = runApp(t, env, "repair", "--force")
@@ -380,5 +388,42 @@ func TestRepairOfAMissingLog(t *testing.T) {
 	}
 	if code, out, errOut := runApp(t, env, "check"); code != exitOK || !strings.Contains(out, "(Sessions: 0, events: 0)") {
 		t.Fatalf("check after the repair: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestPrintDropped: what a repair drops is listed a Session a line, up to
+// droppedListed of them, and says which records could not be read.
+func TestPrintDropped(t *testing.T) {
+	many := make([]persistence.DroppedSession, droppedListed+2)
+	var listed strings.Builder
+	for i := range many {
+		many[i] = persistence.DroppedSession{ID: messages.SessionID(fmt.Sprintf("ses_%02d", i)), FirstSeq: 4, LastSeq: 4, Events: 1}
+		if i < droppedListed {
+			fmt.Fprintf(&listed, "  ses_%02d: event 4 (1 event)\n", i)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		d    persistence.WALDamage
+		dr   persistence.Dropped
+		want string
+	}{
+		{"a record", persistence.WALDamage{Record: 7, Intact: 4}, persistence.Dropped{Sessions: []persistence.DroppedSession{
+			{ID: "ses_a", FirstSeq: 3, LastSeq: 9, Events: 5},
+			{ID: "ses_b", FirstSeq: 0, LastSeq: 0, Events: 1, Created: true},
+		}, Other: 1, Read: 4, Unread: 1}, "what repairing drops (record 7 itself cannot be read):\n" +
+			"  ses_a: events 3 to 9 (5 events)\n  ses_b: event 0 (1 event), created in the dropped commits\n  1 other row\n"},
+		{"a lost sector", persistence.WALDamage{Record: 7, Intact: 5}, persistence.Dropped{Read: 0, Unread: 6},
+			"what repairing drops (record 7 itself cannot be read, nor 5 of the records after it):\n  nothing that can be read\n"},
+		{"a header", persistence.WALDamage{Record: 1, Intact: 3, Header: true}, persistence.Dropped{Other: 2, Read: 3, Unread: 1},
+			"what repairing drops (1 of them cannot be read):\n  2 other rows\n"},
+		{"many Sessions", persistence.WALDamage{Record: 1, Intact: 3, Header: true}, persistence.Dropped{Sessions: many, Read: 4},
+			"what repairing drops:\n" + listed.String() + "  and 2 more Sessions\n"},
+	} {
+		var b strings.Builder
+		printDropped(&b, &tc.d, tc.dr)
+		if b.String() != tc.want {
+			t.Errorf("%s: printed\n%s\nwant\n%s", tc.name, b.String(), tc.want)
+		}
 	}
 }
