@@ -160,27 +160,7 @@ func TestBackupStopsWithItsContext(t *testing.T) {
 // the newer one; a backup taken then has a key's newer value, which the
 // flushed memtable (and bbolt) hold an older one of.
 func TestBackupWritesTheNewerMemtableLast(t *testing.T) {
-	var armed atomic.Bool
-	committed, release := make(chan struct{}), make(chan struct{})
-	flushHook = func(stage string, _ *Bolt) {
-		if stage == "committed" && armed.CompareAndSwap(true, false) {
-			committed <- struct{}{}
-			<-release
-		}
-	}
-	t.Cleanup(func() { flushHook = nil }) // after the store's Close
-	const flushBytes = 64 << 10
-	st := openTemp(t, Options{NoSync: true, FlushBytes: flushBytes})
-	t.Cleanup(sync.OnceFunc(func() { close(release) })) // before the store's Close
-	ctx := context.Background()
-	armed.Store(true)
-	if err := st.submit(ctx, putMeta("k", strings.Repeat("old", flushBytes/3+1))); err != nil {
-		t.Fatal(err)
-	}
-	<-committed
-	if err := st.submit(ctx, putMeta("k", "new")); err != nil {
-		t.Fatal(err)
-	}
+	st := flushHeldAfterItsCommit(t)
 	want := dump(t, st)
 	sameState(t, "the backup", dump(t, restore(t, backup(t, st))), want)
 }
@@ -219,4 +199,34 @@ func TestOpenRemovesWhatABackupLeft(t *testing.T) {
 	if want := []string{"s.db", "s.db-wal", "s.db-wal2", "s.db.other", "x.db.backup-1"}; !slices.Equal(names, want) {
 		t.Fatalf("files %q, want %q", names, want)
 	}
+}
+
+// flushHeldAfterItsCommit returns a store whose flush of a meta key "k"
+// ("old" repeated past FlushBytes) has committed into bbolt and is held
+// there, not yet collected by the writer, until the test ends; "k" has
+// been written again since ("new"), in the memtable above it.
+func flushHeldAfterItsCommit(t *testing.T) *Bolt {
+	t.Helper()
+	var armed atomic.Bool
+	committed, release := make(chan struct{}), make(chan struct{})
+	flushHook = func(stage string, _ *Bolt) {
+		if stage == "committed" && armed.CompareAndSwap(true, false) {
+			committed <- struct{}{}
+			<-release
+		}
+	}
+	t.Cleanup(func() { flushHook = nil }) // after the store's Close
+	const flushBytes = 64 << 10
+	st := openTemp(t, Options{NoSync: true, FlushBytes: flushBytes})
+	t.Cleanup(sync.OnceFunc(func() { close(release) })) // before the store's Close
+	ctx := context.Background()
+	armed.Store(true)
+	if err := st.submit(ctx, putMeta("k", strings.Repeat("old", flushBytes/3+1))); err != nil {
+		t.Fatal(err)
+	}
+	<-committed
+	if err := st.submit(ctx, putMeta("k", "new")); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

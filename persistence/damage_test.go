@@ -561,48 +561,36 @@ func TestMissingLogIsRefused(t *testing.T) {
 // with the records it writes into bbolt, so the file is needed from the
 // flush's commit on, even while the older file is still there.
 func TestMissingLogAfterAFlush(t *testing.T) {
-	var armed atomic.Bool
-	committed, release := make(chan struct{}), make(chan struct{})
-	flushHook = func(stage string, _ *Bolt) {
-		if stage == "committed" && armed.CompareAndSwap(true, false) {
-			committed <- struct{}{}
-			<-release
-		}
-	}
-	t.Cleanup(func() { flushHook = nil }) // after the store's Close
-	const flushBytes = 64 << 10
-	st := openTemp(t, Options{NoSync: true, FlushBytes: flushBytes})
-	t.Cleanup(sync.OnceFunc(func() { close(release) })) // before the store's Close
-	ctx := context.Background()
-	armed.Store(true)
-	if err := st.submit(ctx, putMeta("k", strings.Repeat("old", flushBytes/3+1))); err != nil {
-		t.Fatal(err)
-	}
-	<-committed
-	if err := st.submit(ctx, putMeta("k", "new")); err != nil {
-		t.Fatal(err)
-	}
+	st := flushHeldAfterItsCommit(t)
 	path := filepath.Join(t.TempDir(), "s.db")
 	copyStore(t, st.db.Path(), path) // killed here
-	var newer string
-	var gen, first uint64
-	for _, name := range []string{path + "-wal", path + "-wal2"} {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h, ok := decodeHeader(b); ok && h.gen > gen {
-			newer, gen, first = name, h.gen, h.first
-		}
-	}
+	newer, h := newestLogFile(t, path)
 	if err := os.Remove(newer); err != nil {
 		t.Fatal(err)
 	}
 	_, err := Open(path, noFlush)
 	var d *WALDamage
-	if !errors.As(err, &d) || !d.Missing || d.Gen != gen || d.Record != first {
-		t.Fatalf("open without the file the flush named: %v (%+v), want generation %d missing from record %d", err, d, gen, first)
+	if !errors.As(err, &d) || !d.Missing || d.Gen != h.gen || d.Record != h.first {
+		t.Fatalf("open without the file the flush named: %v (%+v), want generation %d missing from record %d", err, d, h.gen, h.first)
 	}
+}
+
+// newestLogFile returns the log file of the store at path whose header
+// has the highest generation, and that header.
+func newestLogFile(t *testing.T, path string) (string, walHeader) {
+	t.Helper()
+	var newer string
+	var newest walHeader
+	for _, name := range []string{path + "-wal", path + "-wal2"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h, ok := decodeHeader(b); ok && h.gen > newest.gen {
+			newer, newest = name, h
+		}
+	}
+	return newer, newest
 }
 
 // TestCleanStopNeedsNoLog: a store that was closed holds every commit in
@@ -716,21 +704,12 @@ func TestNamedLogFileNeverStarted(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "s.db")
 	copyStore(t, from, path)
-	var gen uint64
-	for _, name := range []string{path + "-wal", path + "-wal2"} {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h, ok := decodeHeader(b); ok {
-			gen = max(gen, h.gen)
-		}
-	}
+	_, h := newestLogFile(t, path)
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error { return putLogGen(tx, gen+1) }) // and killed
+	err = db.Update(func(tx *bolt.Tx) error { return putLogGen(tx, h.gen+1) }) // and killed
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}

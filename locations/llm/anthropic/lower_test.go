@@ -1,10 +1,7 @@
 package anthropic
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -677,12 +674,8 @@ func TestMadeUpToolNames(t *testing.T) {
 		if tools {
 			req.Tools = []llm.ToolDefinition{{Name: "read"}}
 		}
-		for i, name := range []string{"functions.read", "read<|channel|>commentary", "read"} {
-			id := fmt.Sprint("toolu_", i)
-			req.Messages = append(req.Messages,
-				llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{{Kind: llm.PartToolCall, CallID: id, Name: name, Input: json.RawMessage(`{}`)}}},
-				llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: id, Name: name, Output: "unknown tool", IsError: true}}})
-		}
+		history, want := ssetest.MadeUpToolCalls("toolu_")
+		req.Messages = append(req.Messages, history...)
 		_, srv, err := run(t, req, okReply)
 		if err != nil {
 			t.Fatal(err)
@@ -708,7 +701,6 @@ func TestMadeUpToolNames(t *testing.T) {
 				}
 			}
 		}
-		want := []string{"functions_read_" + hash6("functions.read"), "read__channel__commentary_" + hash6("read<|channel|>commentary"), "read"}
 		if !slices.Equal(used, want) {
 			t.Fatalf("tools %v: tool_use names %q, want %q", tools, used, want)
 		}
@@ -723,9 +715,4 @@ func TestMadeUpToolNames(t *testing.T) {
 			t.Errorf("placeholders %q, want one per name called: %q", declared, want)
 		}
 	}
-}
-
-func hash6(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:6])
 }

@@ -2,8 +2,6 @@ package openai
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -750,12 +748,8 @@ func TestArgumentsGoBackAsAnObject(t *testing.T) {
 // later request of the Session otherwise.
 func TestMadeUpToolNames(t *testing.T) {
 	req := simpleRequest()
-	for i, name := range []string{"functions.read", "read<|channel|>commentary", "read"} {
-		id := fmt.Sprint("call_", i)
-		req.Messages = append(req.Messages,
-			llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{{Kind: llm.PartToolCall, CallID: id, Name: name, Input: json.RawMessage(`{}`)}}},
-			llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: id, Name: name, Output: "unknown tool", IsError: true}}})
-	}
+	history, want := ssetest.MadeUpToolCalls("call_")
+	req.Messages = append(req.Messages, history...)
 	_, srv, err := run(t, req, okReply)
 	if err != nil {
 		t.Fatal(err)
@@ -776,11 +770,6 @@ func TestMadeUpToolNames(t *testing.T) {
 			names = append(names, c.Function.Name)
 		}
 	}
-	hash := func(s string) string {
-		sum := sha256.Sum256([]byte(s))
-		return hex.EncodeToString(sum[:6])
-	}
-	want := []string{"functions_read_" + hash("functions.read"), "read__channel__commentary_" + hash("read<|channel|>commentary"), "read"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("function names %q, want %q", names, want)
 	}

@@ -2,7 +2,11 @@ package ssetest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -161,4 +165,27 @@ func FuzzHTTPError(f *testing.F, newProvider func(t *testing.T, transport http.R
 			t.Fatalf("status %d: retry after %v for %s", code, le.RetryAfter, le.Type)
 		}
 	})
+}
+
+// MadeUpToolCalls returns a history of calls of names a model may make up
+// (another provider's, a chat template's leaked tokens) and one real name,
+// each answered with the runner's refusal, and the names as
+// wire.ToolName lowers them (in order; ID prefix starts each call's ID).
+func MadeUpToolCalls(idPrefix string) ([]llm.Message, []string) {
+	var history []llm.Message
+	var lowered []string
+	for i, name := range []string{"functions.read", "read<|channel|>commentary", "read"} {
+		id := fmt.Sprint(idPrefix, i)
+		history = append(history,
+			llm.Message{Role: llm.RoleAssistant, Parts: []llm.Part{{Kind: llm.PartToolCall, CallID: id, Name: name, Input: json.RawMessage(`{}`)}}},
+			llm.Message{Role: llm.RoleTool, Parts: []llm.Part{{Kind: llm.PartToolResult, CallID: id, Name: name, Output: "unknown tool", IsError: true}}})
+		lowered = append(lowered, name)
+	}
+	sum := func(s string) string {
+		h := sha256.Sum256([]byte(s))
+		return hex.EncodeToString(h[:6])
+	}
+	lowered[0] = "functions_read_" + sum(lowered[0])
+	lowered[1] = "read__channel__commentary_" + sum(lowered[1])
+	return history, lowered
 }
