@@ -597,19 +597,10 @@ func newestLogFile(t *testing.T, path string) (string, walHeader) {
 // bbolt, and its database file opens alone, without log files, as a copy
 // of it made while no daemon ran does.
 func TestCleanStopNeedsNoLog(t *testing.T) {
-	from := filepath.Join(t.TempDir(), "s.db")
-	st, err := Open(from, noFlush)
-	if err != nil {
-		t.Fatal(err)
-	}
-	populate(t, st, 2, 10)
-	want := dump(t, st)
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	from, want := stoppedStore(t)
 	path := filepath.Join(t.TempDir(), "s.db")
 	copyFile(t, from, path)
-	st = openAndCheck(t, path, noFlush)
+	st := openAndCheck(t, path, noFlush)
 	sameState(t, "the database file alone", dump(t, st), want)
 	populate(t, st, 1, 3) // and it goes on as a store
 	if err := st.Close(); err != nil {
@@ -692,16 +683,7 @@ func TestLogNoteNamesTheNextFile(t *testing.T) {
 // before it, which the log never left (no note), shows that nothing was
 // written there, and the store opens whole.
 func TestNamedLogFileNeverStarted(t *testing.T) {
-	from := filepath.Join(t.TempDir(), "s.db")
-	st, err := Open(from, noFlush)
-	if err != nil {
-		t.Fatal(err)
-	}
-	populate(t, st, 2, 10)
-	want := dump(t, st)
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	from, want := stoppedStore(t)
 	path := filepath.Join(t.TempDir(), "s.db")
 	copyStore(t, from, path)
 	_, h := newestLogFile(t, path)
@@ -733,4 +715,21 @@ func logGen(t *testing.T, st *Bolt) uint64 {
 		t.Fatal(err)
 	}
 	return gen
+}
+
+// stoppedStore returns the path of a store holding 10 prompts over 2
+// Sessions that was closed, and its state.
+func stoppedStore(t *testing.T) (string, map[string]map[string]string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := Open(path, noFlush)
+	if err != nil {
+		t.Fatal(err)
+	}
+	populate(t, st, 2, 10)
+	want := dump(t, st)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path, want
 }
