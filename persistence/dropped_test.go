@@ -157,6 +157,12 @@ func TestDroppedWithTheHeader(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("dropped %+v, %v\nwant    %+v", got, err, want)
 	}
+	// The first record cannot be checked without the header: when it does
+	// not decode either, it was damaged with it, and is left unread.
+	damageFile(t, name, func(b []byte) { b[walRecordStart+walRecordHead] = 0xff })
+	if got, err := d.Dropped(); err != nil || got.Read != 11 || got.Unread != 1 {
+		t.Errorf("with the first record damaged too: %+v, %v; want 11 read and 1 unread", got, err)
+	}
 }
 
 // TestDroppedNothingToRead: a missing log file leaves nothing to read;
