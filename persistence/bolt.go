@@ -351,6 +351,10 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 					return err
 				}
 				started = true
+			} else if err := w.unnote(w.cur); err != nil {
+				// The file the start leaves must not name gen already:
+				// see unnote.
+				return err
 			}
 			if err := putLogGen(tx, gen); err != nil {
 				return err
@@ -393,6 +397,11 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 	// Every record so far is in bbolt now: the log starts over, in the file
 	// the older of the two (recovery read the newer).
 	if !started {
+		if openFault != nil {
+			if err := openFault(); err != nil {
+				return nil, err
+			}
+		}
 		if err := w.start(w.older(), last+1, rand.Uint32()); err != nil {
 			return nil, err
 		}
@@ -584,6 +593,11 @@ var refuseHook func(n int)
 // (on the writer: everything committed is synced, bbolt and the log not
 // yet touched) and once its bbolt transaction committed (on the flusher).
 var flushHook func(stage string, s *Bolt)
+
+// openFault, when set by a test, can fail Open after its recovery
+// transaction committed and before it starts the log's next file, where a
+// crash leaves bbolt naming a file that does not exist yet.
+var openFault func() error
 
 // flushFault, when set by a test before Open, can fail a flush after its
 // bbolt transaction (which a flush that fails may or may not have

@@ -733,3 +733,67 @@ func stoppedStore(t *testing.T) (string, map[string]map[string]string) {
 	}
 	return path, want
 }
+
+// TestNamedLogFileNeverStartedAfterAStaleNote: the file the log leaves can
+// hold a note from an earlier run naming the very generation Open is about
+// to name and start: the file that note named was deleted after a clean
+// stop (which loses nothing), or was lost and a repair went on without
+// it. Killed between its recovery transaction and the start, Open left a
+// store that named a file never started beside a note that seemed to say
+// the log had gone on in it, and the next Open refused the store as one
+// that had lost that file, though nothing was ever written there.
+func TestNamedLogFileNeverStartedAfterAStaleNote(t *testing.T) {
+	errKilled := errors.New("killed before the start")
+	for _, tc := range []struct {
+		name string
+		// store returns a store whose newer log file (-wal, generation 2)
+		// is deleted, with its older one (generation 1) noting it, the
+		// options that open it, and the state Open must recover.
+		store func(t *testing.T) (string, Options, map[string]map[string]string)
+	}{
+		{"stopped cleanly, the newer file deleted", func(t *testing.T) (string, Options, map[string]map[string]string) {
+			from, want := stoppedStore(t)
+			if err := openAndCheck(t, from, noFlush).Close(); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "s.db")
+			copyStore(t, from, path)
+			return path, noFlush, want
+		}},
+		{"killed, the newer file lost and repaired", func(t *testing.T) (string, Options, map[string]map[string]string) {
+			from, _ := stoppedStore(t)
+			st := openAndCheck(t, from, noFlush)
+			before := dump(t, st)
+			populate(t, st, 1, 3)
+			path := filepath.Join(t.TempDir(), "s.db")
+			copyStore(t, from, path) // killed here
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			opts := noFlush
+			opts.RepairWAL = true
+			return path, opts, before
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, opts, want := tc.store(t)
+			if newer, h := newestLogFile(t, path); newer != path+"-wal" || h.gen != 2 {
+				t.Fatalf("newest log file %s, generation %d; the test expects %s-wal, generation 2", newer, h.gen, path)
+			}
+			if err := os.Remove(path + "-wal"); err != nil {
+				t.Fatal(err)
+			}
+			openFault = func() error { return errKilled }
+			_, err := Open(path, opts)
+			openFault = nil
+			if !errors.Is(err, errKilled) {
+				t.Fatalf("open: %v, want it killed before the start", err)
+			}
+			st := openAndCheck(t, path, noFlush)
+			sameState(t, "opened after the start that never came", dump(t, st), want)
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -559,6 +559,23 @@ func (w *wal) note(i int, gen, first uint64) error {
 	return w.sync(i)
 }
 
+// unnote removes file i's note, durably, when it has one. Open does so
+// before it names the file it is about to start after i: a note left from
+// an earlier run (its file deleted once the store had stopped cleanly, or
+// lost and repaired) names that same generation, and a crash before the
+// start would leave the store refused as if the named file had been lost,
+// when the note's absence shows that it never received a record.
+func (w *wal) unnote(i int) error {
+	h, ok, err := w.readHeader(i)
+	if err != nil || !ok || h.nextGen == 0 {
+		return err
+	}
+	if _, err := w.files[i].f.WriteAt(make([]byte, walNoteLen), walNoteAt); err != nil {
+		return err
+	}
+	return w.sync(i)
+}
+
 // zeros is what extend writes, a chunk at a time.
 var zeros = make([]byte, walExtend)
 
