@@ -797,3 +797,68 @@ func TestNamedLogFileNeverStartedAfterAStaleNote(t *testing.T) {
 		})
 	}
 }
+
+// TestMissingLogWhileAFlushRan: killed while a flush ran, a store's bbolt
+// names the older log file, which holds the records the flush was writing,
+// and the newer file goes on after them. With the older file deleted or
+// emptied since, recovery found a log that started after bbolt's last
+// record and called it corrupt: an error repair did not handle, so even
+// 'repair --force' could not open the store. It is a missing file, which
+// Open refuses and a repair goes on without, dropping the newer file's
+// records too, as they would follow a hole.
+func TestMissingLogWhileAFlushRan(t *testing.T) {
+	for _, gone := range []func(name string) error{
+		os.Remove,
+		func(name string) error { return os.Truncate(name, 0) },
+	} {
+		path := filepath.Join(t.TempDir(), "s.db")
+		w := startedWAL(t, path) // file 1, generation 1, from record 1
+		for n := 1; n <= 5; n++ {
+			if n == 4 {
+				if err := w.start(0, 4, 2); err != nil { // generation 2: a flush of 1-3 runs
+					t.Fatal(err)
+				}
+			}
+			if _, err := w.append(fmt.Appendf(nil, "payload %d", n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := gone(path + "-wal2"); err != nil {
+			t.Fatal(err)
+		}
+		recoverFrom := func(repair bool) ([][]byte, uint64, *wal, error) {
+			t.Helper()
+			w, err := openWAL(path, func() bool { return true })
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.repair = repair
+			replay, last, err := w.recover(0, 1) // bbolt: nothing applied, generation 1 named
+			return replay, last, w, err
+		}
+		_, _, refused, err := recoverFrom(false)
+		if cerr := refused.close(); cerr != nil {
+			t.Fatal(cerr)
+		}
+		var d *WALDamage
+		if !errors.As(err, &d) || !d.Missing || d.Gen != 1 || d.Record != 1 || d.Intact != 2 {
+			t.Fatalf("recover without generation 1: %v (%+v), want generation 1 missing from record 1, 2 records after it", err, d)
+		}
+		replay, last, w, err := recoverFrom(true)
+		if err != nil || len(replay) != 0 || last != 0 || w.damage == nil || !w.damage.Missing {
+			t.Fatalf("repair: %q up to %d, %v, damage %+v; want nothing replayed and the file reported missing", replay, last, err, w.damage)
+		}
+		if err := w.start(w.older(), 1, 3); err != nil { // as Open goes on
+			t.Fatal(err)
+		}
+		if _, err := w.append([]byte("after the repair")); err != nil {
+			t.Fatal(err)
+		}
+		if replay, last, err := closedAndRecovered(t, w, path); err != nil || len(replay) != 1 || last != 1 {
+			t.Fatalf("recover after the repair: %q up to %d, %v; want the one record written since", replay, last, err)
+		}
+	}
+}

@@ -104,10 +104,13 @@ type WALDamage struct {
 	// checked without it.
 	Header bool
 	// Missing reports that neither log file holds generation Gen of the
-	// log or a later one, where the last run wrote every commit from
-	// Record on: since that run, which did not stop cleanly, the file was
-	// deleted, replaced or emptied. File is the first of the two; how
-	// many commits the missing file held is unknown (Intact is 0).
+	// log, where the last run wrote every commit from Record on, or a
+	// later one that goes on from it: since that run, which did not stop
+	// cleanly, the file was deleted, replaced or emptied. File is the
+	// first of the two; how many commits the missing file held is
+	// unknown. Intact counts the records of a later file that is there
+	// but starts after the missing one's (a flush was running), which
+	// recovery would drop with it; otherwise it is 0.
 	Missing bool
 	Gen     uint64
 
@@ -315,7 +318,7 @@ func (w *wal) recover(applied, need uint64) (replay [][]byte, last uint64, err e
 	// names a later file than bbolt does while the flush that started it
 	// has not committed. A store that stopped cleanly (need 0) holds
 	// everything in bbolt, and its notes name nothing it lacks.
-	from := applied + 1
+	from, named := applied+1, need
 	for i := range 2 {
 		if need > 0 && valid[i] && hs[i].nextGen > need {
 			need, from = hs[i].nextGen, hs[i].nextFirst
@@ -391,6 +394,24 @@ func (w *wal) recover(applied, need uint64) (replay [][]byte, last uint64, err e
 	if hs[n].first > applied+1 {
 		o := 1 - n
 		if !valid[o] || hs[o].first > applied+1 {
+			if named > 0 && w.damage == nil && (!valid[o] || hs[o].gen+1 != hs[n].gen) {
+				// The store did not stop cleanly, and the file the newer
+				// one follows, which holds the records after applied, is
+				// gone: killed while a flush ran (bbolt still names that
+				// file), and the older file deleted, emptied or replaced
+				// since. That is a missing file, as above, which a repair
+				// goes on without; the newer file's records would follow
+				// a hole, so the repair drops them with it.
+				d := &WALDamage{File: w.files[0].f.Name(), Record: applied + 1, Missing: true, Gen: hs[n].gen - 1, Intact: w.count(n, hs[n])}
+				if !w.repair {
+					return nil, 0, d
+				}
+				w.damage = d
+				if err := w.drop(n, walRecordStart); err != nil {
+					return nil, 0, err
+				}
+				return nil, applied, nil
+			}
 			return nil, 0, fmt.Errorf("%w: the log starts at record %d but the database holds only up to %d", errWALCorrupt, hs[n].first, applied)
 		}
 		if err := take(o); err != nil {

@@ -26,7 +26,9 @@ to open it, because recovering it means dropping that commit and every
 commit after it, which clients were told had succeeded. It also needs it
 when the last run did not stop cleanly and the log file it was writing is
 gone (deleted, emptied, or the database file was copied without it):
-commits since the last flush into the database file were in it.
+commits since the last flush into the database file were in it. (Killed
+while a flush ran, it also needs the file before that one, which holds
+the commits the flush was writing.)
 
 Without --force, repair only reports the damage: the log file, the record
 and how many whole records follow it, and what the commits it would drop
@@ -71,6 +73,11 @@ func runRepair(ctx context.Context, a *app, c *command, args []string) int {
 		fmt.Fprintf(a.stdout, "%s: the log file that holds the commits from record %d on (generation %d) is missing: "+
 			"neither %s nor %s2 holds it; the last run did not stop cleanly, so it may have acknowledged commits that are lost\n",
 			path, d.Record, d.Gen, d.File, d.File)
+		if d.Intact > 0 {
+			// Killed while a flush ran: the later file is there, but its
+			// records come after the missing ones and go with them.
+			fmt.Fprintf(a.stdout, "the other log file holds %d later records, which cannot be recovered without it either\n", d.Intact)
+		}
 	case d.Header:
 		fmt.Fprintf(a.stdout, "%s: its header is damaged; it holds record %d, which cannot be checked without it, and %d records follow it\n", d.File, d.Record, d.Intact)
 	default:
