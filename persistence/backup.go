@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -32,8 +33,9 @@ func (s *Bolt) Backup(ctx context.Context) (io.ReadCloser, int64, error) {
 	}
 	b := &backupFile{f}
 	var mems []*memTree
+	var last uint64
 	err = s.view(func(v *view) error {
-		mems = v.mems
+		mems, last = v.mems, v.last
 		_, err := v.tx.WriteTo(f)
 		return err
 	})
@@ -41,7 +43,7 @@ func (s *Bolt) Backup(ctx context.Context) (io.ReadCloser, int64, error) {
 		err = ctx.Err()
 	}
 	if err == nil {
-		err = applyMems(f.Name(), mems)
+		err = applyMems(f.Name(), mems, last)
 	}
 	var size int64
 	if err == nil {
@@ -87,9 +89,10 @@ func (b *backupFile) Close() error {
 }
 
 // applyMems writes the memtables, oldest first, into the bbolt file at
-// path (mems as a snapshot lists them, newest first). Writing a memtable
-// that bbolt holds already changes nothing.
-func applyMems(path string, mems []*memTree) error {
+// path (mems as a snapshot lists them, newest first), and last as the
+// number of the last log record the file holds. Writing a memtable that
+// bbolt holds already changes nothing.
+func applyMems(path string, mems []*memTree, last uint64) error {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true})
 	if err != nil {
 		return err
@@ -101,7 +104,14 @@ func applyMems(path string, mems []*memTree) error {
 			}
 		}
 		// The copy holds every commit it is to have: it opens without
-		// a log, whatever log the store's own file asks for.
+		// a log, whatever log the store's own file asks for. Restored
+		// beside log files all the same, it must not take their records
+		// up to its own point for newer than itself: replayed over it,
+		// an older copy of the log would write older values back (the
+		// store's own applied number is its last flush's).
+		if err := tx.Bucket(bucketMeta).Put(keyApplied, binary.BigEndian.AppendUint64(nil, last)); err != nil {
+			return err
+		}
 		return putLogGen(tx, 0)
 	})
 	if cerr := db.Close(); err == nil {

@@ -230,3 +230,30 @@ func flushHeldAfterItsCommit(t *testing.T) *Bolt {
 	}
 	return st
 }
+
+// TestBackupBesideAnOlderLog: a backup records the last log record it
+// holds, not its store's last flush, so restored beside log files copied
+// before it was made (an older copy of the data directory), it takes none
+// of their records for newer than itself. Taken for newer, they wrote the
+// values they held back over the backup's.
+func TestBackupBesideAnOlderLog(t *testing.T) {
+	st := openTemp(t, noFlush)
+	ctx := context.Background()
+	if err := st.submit(ctx, putMeta("k", "old")); err != nil {
+		t.Fatal(err)
+	}
+	older := t.TempDir()
+	for _, suffix := range []string{"-wal", "-wal2"} {
+		copyFile(t, st.Path()+suffix, filepath.Join(older, "s.db"+suffix))
+	}
+	if err := st.submit(ctx, putMeta("k", "new")); err != nil {
+		t.Fatal(err)
+	}
+	want := dump(t, st)
+	b := backup(t, st)
+	path := filepath.Join(older, "s.db")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sameState(t, "the backup beside an older log", dump(t, openAndCheck(t, path, noFlush)), want)
+}

@@ -189,6 +189,7 @@ var _ Store = (*Bolt)(nil)
 type snapshot struct {
 	mems   []*memTree
 	lo, hi int
+	last   uint64 // the number of the last log record it holds
 }
 
 // flushJob asks the flusher to write mem into bbolt, recording applied as
@@ -410,7 +411,7 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 	s.cur = newMemTree()
 	s.enc = messages.NewEncoder()
 	s.absent = absentKeys{}
-	s.snap.Store(&snapshot{mems: []*memTree{s.cur}, lo: s.boltTx, hi: s.boltTx})
+	s.snap.Store(&snapshot{mems: []*memTree{s.cur}, lo: s.boltTx, hi: s.boltTx, last: last})
 	s.tails.init()
 	s.wg.Go(s.writer)
 	s.wg.Go(s.syncer)
@@ -1014,7 +1015,7 @@ func (s *Bolt) awaitLog() error {
 // snapshot is what readers may see once the last committed batch is
 // durable.
 func (s *Bolt) snapshot() *snapshot {
-	sn := &snapshot{mems: s.levels(s.cur), lo: s.boltTx, hi: s.boltTx}
+	sn := &snapshot{mems: s.levels(s.cur), lo: s.boltTx, hi: s.boltTx, last: s.wal.next - 1}
 	if s.imm != nil {
 		sn.hi++ // the flush's transaction
 	}
@@ -1179,7 +1180,7 @@ func (s *Bolt) view(fn func(v *view) error) error {
 			runtime.Gosched()
 			continue
 		}
-		err = fn(&view{tx: tx, mems: sn.mems})
+		err = fn(&view{tx: tx, mems: sn.mems, last: sn.last})
 		_ = tx.Rollback()
 		return err
 	}

@@ -95,6 +95,8 @@ func (a *memAlloc) alloc(n int) []byte {
 type view struct {
 	tx   *bolt.Tx
 	mems []*memTree
+	// last is the number of the last log record the view holds.
+	last uint64
 	// bks caches the transaction's opened buckets, shared by the views
 	// of one transaction: opening a bucket searches the root and
 	// allocates, and a read or an operation opens the same ones often.
