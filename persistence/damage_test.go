@@ -862,3 +862,38 @@ func TestMissingLogWhileAFlushRan(t *testing.T) {
 		}
 	}
 }
+
+// TestLogStartingTooLateIsCorrupt: a log that holds the file bbolt names,
+// and the one after it, but starts after bbolt's last record has a hole no
+// file can fill (bbolt was replaced by an older copy, say). It is not a
+// missing file that a repair could go on without: it stays corruption.
+func TestLogStartingTooLateIsCorrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	w := startedWAL(t, path)                  // file 1, generation 1, from record 1
+	if err := w.start(1, 10, 2); err != nil { // generation 2, from record 10
+		t.Fatal(err)
+	}
+	for n := 10; n <= 13; n++ {
+		if n == 13 {
+			if err := w.start(0, 13, 3); err != nil { // generation 3: a flush of 10-12 runs
+				t.Fatal(err)
+			}
+		}
+		if _, err := w.append(fmt.Appendf(nil, "payload %d", n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.close(); err != nil {
+		t.Fatal(err)
+	}
+	w, err := openWAL(path, func() bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	_, _, err = w.recover(5, 2) // bbolt holds up to record 5 and names generation 2
+	var d *WALDamage
+	if !errors.Is(err, errWALCorrupt) || errors.As(err, &d) {
+		t.Fatalf("recover: %v, want a corrupt log, not damage a repair handles", err)
+	}
+}
