@@ -16,9 +16,11 @@
 // stream as tool inputs keyed by their index (parallel calls may interleave;
 // at a reused index, another ID or a name after complete arguments starts a
 // new call, and a call that started without an ID keeps its made-up one);
-// all of them end, each followed by its complete ToolCall, when the finish
-// reason arrives. Exactly one StepFinish ends a successful stream, after the
-// usage chunk. Refusal deltas are shown as text and finish the step as
+// all of them end, each followed by its complete ToolCall, once the stream
+// of a response that came with a finish reason is over. A finish reason
+// does not end the response by itself (some proxies send one on chunks
+// before the last): deltas after it go on, and the last one counts.
+// Exactly one StepFinish ends a successful stream, after the usage chunk. Refusal deltas are shown as text and finish the step as
 // content-filter, like an Anthropic refusal. DeepSeek's finish reason
 // insufficient_system_resource (its servers cut the answer short) ends the
 // stream with a provider.internal error instead, after what was streamed.

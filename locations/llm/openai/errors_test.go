@@ -240,11 +240,12 @@ func TestCancelledBeforeStart(t *testing.T) {
 
 // TestCancelAfterFinishReason: a context cancelled after the finish
 // reason, while the usage chunk is awaited, aborts the step: the consumer
-// gave up on it, so no StepFinish follows.
+// gave up on it, so no StepFinish follows. The text's block is still open
+// (more may follow a finish reason), and the runner closes it.
 func TestCancelAfterFinishReason(t *testing.T) {
 	srv := ssetest.NewServer(t, ssetest.Reply{Chunks: []string{sse(chunk(`{"content":"a"}`, "stop"))}, Hang: true})
-	events, final := streamCancelling(newTestProvider(t, srv), func(ev llm.Event) bool { return ev.Kind == llm.TextEnd })
-	wantLines(t, events, "text-start text-0", `text-delta text-0 "a"`, "text-end text-0")
+	events, final := streamCancelling(newTestProvider(t, srv), func(ev llm.Event) bool { return ev.Kind == llm.TextDelta })
+	wantLines(t, events, "text-start text-0", `text-delta text-0 "a"`)
 	wantError(t, final, messages.ErrAborted, 0, 0)
 }
 

@@ -189,6 +189,9 @@ func (p *Provider) stream(ctx context.Context, req llm.Request, opts options, yi
 		yield(llm.Event{}, wire.Truncated("a finish reason"))
 		return refusedOther
 	}
+	if !st.end() {
+		return refusedOther
+	}
 	if st.raw == finishServerResources {
 		// DeepSeek's server cut the answer short: a failure of the
 		// server, not an answer that ended (which would pass for one).

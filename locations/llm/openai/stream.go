@@ -52,9 +52,9 @@ type state struct {
 	calls   []*toolCall
 	byIndex map[int64]*toolCall
 
-	finished bool
-	reason   string
-	raw      string // the finish reason as the server sent it
+	finished bool   // a finish reason came
+	reason   string // the last finish reason, mapped by end
+	raw      string // the last finish reason as the server sent it
 	refusal  bool
 	usage    messages.Tokens
 }
@@ -70,14 +70,21 @@ func (s *state) chunk(c oa.ChatCompletionChunk) bool {
 	}
 	for i := range c.Choices {
 		ch := &c.Choices[i]
-		if ch.Index != 0 || s.finished {
+		if ch.Index != 0 {
 			continue // n is never set, so only choice 0 exists
 		}
 		if !s.delta(&ch.Delta) {
 			return false
 		}
-		if ch.FinishReason != "" && !s.end(ch.FinishReason) {
-			return false
+		if ch.FinishReason != "" {
+			// Not yet the end: some proxies put a finish reason on chunks
+			// before the last (Open WebUI sets stop on a chunk with empty
+			// content, as a reasoning model's first one is, and has been
+			// seen setting it on every chunk). Taken for the end, it cut
+			// the answer to what came before it, and a call's arguments
+			// with it. What follows goes on in the same blocks, the last
+			// finish reason counts, and end runs once the stream is over.
+			s.finished, s.raw = true, ch.FinishReason
 		}
 	}
 	return true
@@ -216,15 +223,15 @@ func (s *state) startTool(call *toolCall) bool {
 		s.emit(llm.Event{Kind: llm.ToolInputStart, ID: call.callID, CallID: call.callID, Name: call.name})
 }
 
-// end handles the finish reason: it closes every block and completes every
-// named tool call, in the order the calls first appeared.
-func (s *state) end(reason string) bool {
-	s.finished = true
+// end ends a response that came with a finish reason, once its stream is
+// over: it maps the last finish reason, closes every block and completes
+// every named tool call, in the order the calls first appeared.
+func (s *state) end() bool {
 	named := false
 	for _, call := range s.calls {
 		named = named || call.started
 	}
-	s.reason, s.raw = finishReason(reason, named, s.refusal), reason
+	s.reason = finishReason(s.raw, named, s.refusal)
 	if !s.closeText() || !s.closeReasoning() {
 		return false
 	}

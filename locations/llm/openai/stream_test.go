@@ -425,11 +425,12 @@ func TestReasoningThenToolCall(t *testing.T) {
 	)
 }
 
-// TestOnlyTheFirstChoiceUntilItsFinish: choices other than the first (n is
-// never set, so none should come) and deltas after the finish reason are
-// ignored; the usage chunk after it still counts, and a chunk after that
-// without usage does not undo it.
-func TestOnlyTheFirstChoiceUntilItsFinish(t *testing.T) {
+// TestOnlyTheFirstChoice: choices other than the first (n is never set, so
+// none should come) are ignored; deltas after a finish reason go on (see
+// TestFinishReasonBeforeTheEnd), the last finish reason counts, the usage
+// chunk counts wherever it comes, and a chunk after it without usage does
+// not undo it.
+func TestOnlyTheFirstChoice(t *testing.T) {
 	choices := `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"gpt-test","choices":[` +
 		`{"index":1,"delta":{"content":"other"},"finish_reason":"length"},` +
 		`{"index":0,"delta":{"content":"b"},"finish_reason":null}],"usage":null}`
@@ -446,8 +447,10 @@ func TestOnlyTheFirstChoiceUntilItsFinish(t *testing.T) {
 		"text-start text-0",
 		`text-delta text-0 "a"`,
 		`text-delta text-0 "b"`,
+		`text-delta text-0 "late"`,
+		`text-delta text-0 "later"`,
 		"text-end text-0",
-		"step-finish stop in=3 out=2 reasoning=0 cache.read=0 cache.write=0 cost=0.000022",
+		"step-finish length in=3 out=2 reasoning=0 cache.read=0 cache.write=0 cost=0.000022",
 	)
 }
 
@@ -521,4 +524,42 @@ func TestUsage(t *testing.T) {
 			t.Errorf("usage %s = %+v, want %+v", tc.usage, got, tc.want)
 		}
 	}
+}
+
+// TestFinishReasonBeforeTheEnd covers proxies that put a finish reason on
+// chunks before the last (Open WebUI sets "stop" on a chunk whose content
+// and reasoning are empty strings, the first chunk of a reasoning model's
+// answer, and has been seen setting it on every chunk in front of vLLM):
+// the response goes on after it, in the same blocks, its calls complete
+// with all their arguments once the stream ends, and the last finish
+// reason counts.
+func TestFinishReasonBeforeTheEnd(t *testing.T) {
+	body := sse(
+		chunk(`{"role":"assistant","content":"","reasoning_content":""}`, "stop"),
+		chunk(`{"reasoning_content":"Let me "}`, "stop"),
+		chunk(`{"reasoning_content":"look."}`, "stop"),
+		chunk(`{"content":"Reading "}`, "stop"),
+		chunk(`{"content":"it."}`, "stop"),
+		chunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read","arguments":"{\"path\":"}}]}`, "stop"),
+		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"\"a.go\"}"}}]}`, "stop"),
+		chunk(`{}`, "tool_calls"),
+		usageChunk(`{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}`),
+		done,
+	)
+	wantLines(t, streamed(t, body),
+		"reasoning-start reasoning-0",
+		`reasoning-delta reasoning-0 "Let me "`,
+		`reasoning-delta reasoning-0 "look."`,
+		`reasoning-end reasoning-0 {"native":true,"field":"reasoning_content"}`,
+		"text-start text-1",
+		`text-delta text-1 "Reading "`,
+		`text-delta text-1 "it."`,
+		"text-end text-1",
+		"tool-input-start call_1 call_1 read",
+		`tool-input-delta call_1 "{\"path\":"`,
+		`tool-input-delta call_1 "\"a.go\"}"`,
+		"tool-input-end call_1 call_1 read",
+		`tool-call call_1 read {"path":"a.go"}`,
+		"step-finish tool-calls in=3 out=2 reasoning=0 cache.read=0 cache.write=0 cost=0.000022",
+	)
 }
