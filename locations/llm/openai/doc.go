@@ -15,7 +15,8 @@
 // closed before a block of the other kind or a tool input starts. Tool calls
 // stream as tool inputs keyed by their index (parallel calls may interleave;
 // at a reused index, another ID or a name after complete arguments starts a
-// new call, and a call that started without an ID keeps its made-up one);
+// new call, a call that started without an ID keeps its made-up one, and
+// a call's complete arguments sent again are dropped as a repeat);
 // all of them end, each followed by its complete ToolCall, once the stream
 // of a response that came with a finish reason is over. A finish reason
 // does not end the response by itself (some proxies send one on chunks

@@ -121,6 +121,9 @@ func (s *state) delta(d *oa.ChatCompletionChunkChoiceDelta) bool {
 // starts once its name is known.
 func (s *state) toolDelta(tc *oa.ChatCompletionChunkChoiceDeltaToolCall) bool {
 	call := s.byIndex[tc.Index]
+	if call != nil && repeats(call, tc) {
+		return true
+	}
 	if call != nil && newCall(call, tc) {
 		call = nil
 	}
@@ -185,6 +188,21 @@ func newCall(call *toolCall, tc *oa.ChatCompletionChunkChoiceDeltaToolCall) bool
 		return name != call.name
 	}
 	return argsComplete(call.args.String())
+}
+
+// repeats reports whether fragment tc, at the index of call, only repeats
+// the call: its arguments are the call's complete arguments again, and it
+// brings no other ID or name. Some gateways send the whole arguments once
+// more after streaming them, alone or in a closing fragment with the ID
+// and name. Nothing but white space can follow complete arguments, so
+// appended, the repeat made them no JSON (the call then failed validation);
+// with a name, newCall took it for another call, and the tool ran twice.
+func repeats(call *toolCall, tc *oa.ChatCompletionChunkChoiceDeltaToolCall) bool {
+	args := strings.TrimSpace(tc.Function.Arguments)
+	if args == "" || (tc.ID != "" && tc.ID != call.givenID) || (tc.Function.Name != "" && tc.Function.Name != call.name) {
+		return false
+	}
+	return args == strings.TrimSpace(call.args.String()) && argsComplete(args)
 }
 
 // argsComplete reports whether args is a complete JSON value. Arguments are

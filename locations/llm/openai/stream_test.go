@@ -563,3 +563,38 @@ func TestFinishReasonBeforeTheEnd(t *testing.T) {
 		"step-finish tool-calls in=3 out=2 reasoning=0 cache.read=0 cache.write=0 cost=0.000022",
 	)
 }
+
+// TestToolCallArgumentsRepeated covers gateways that send a call's
+// arguments again once they are complete: alone, or in a closing fragment
+// that repeats the call's ID and name as well. The repeat is neither
+// appended to the arguments (which then were no JSON, and the call failed
+// validation) nor taken for another call (which ran the tool twice). Calls
+// with IDs of their own, or at other indexes, are still calls of their own.
+func TestToolCallArgumentsRepeated(t *testing.T) {
+	body := sse(
+		chunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read","arguments":""}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":\"a\"}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":\"a\"}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read","arguments":"{\"path\":\"a\"}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"id":"call_2","type":"function","function":{"name":"read","arguments":"{\"path\":\"a\"}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":1,"id":"call_3","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":1,"function":{"arguments":" {\"command\":\"ls\"}"}}]}`, ""),
+		chunk(`{}`, "tool_calls"),
+		done,
+	)
+	wantLines(t, streamed(t, body),
+		"tool-input-start call_1 call_1 read",
+		`tool-input-delta call_1 "{\"path\":\"a\"}"`,
+		"tool-input-start call_2 call_2 read",
+		`tool-input-delta call_2 "{\"path\":\"a\"}"`,
+		"tool-input-start call_3 call_3 bash",
+		`tool-input-delta call_3 "{\"command\":\"ls\"}"`,
+		"tool-input-end call_1 call_1 read",
+		`tool-call call_1 read {"path":"a"}`,
+		"tool-input-end call_2 call_2 read",
+		`tool-call call_2 read {"path":"a"}`,
+		"tool-input-end call_3 call_3 bash",
+		`tool-call call_3 bash {"command":"ls"}`,
+		"step-finish tool-calls in=0 out=0 reasoning=0 cache.read=0 cache.write=0 cost=0.000000",
+	)
+}
