@@ -331,3 +331,31 @@ func TestShouldRetryHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestNullErrorMember covers servers that add "error": null to every chunk
+// (Foundry Local): the stream is read as if the member were not there,
+// where the SDK failed it at the first chunk, and an error member with a
+// value still fails the stream.
+func TestNullErrorMember(t *testing.T) {
+	withError := func(c, value string) string { return strings.TrimSuffix(c, "}") + `, "error" : ` + value + `}` }
+	body := strings.ReplaceAll(sse(
+		withError(chunk(`{"content":"\"error\": null"}`, ""), "null"),
+		withError(chunk(`{}`, "stop"), "null"),
+		withError(usageChunk(`{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}`), "null"),
+		done,
+	), "\n", "\r\n")
+	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: ssetest.SplitAfter(body, `"error"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, events,
+		"text-start text-0",
+		`text-delta text-0 "\"error\": null"`,
+		"text-end text-0",
+		"step-finish stop in=1 out=1 reasoning=0 cache.read=0 cache.write=0 cost=0.000010",
+	)
+
+	body = sse(chunk(`{"content":"a"}`, ""), withError(chunk(`{}`, ""), `{"message":"overloaded","type":"server_error"}`))
+	_, _, err = run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
+	wantError(t, err, messages.ErrProviderInternal, 0, 0)
+}

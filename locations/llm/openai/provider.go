@@ -77,7 +77,8 @@ func New(cfg Config) (*Provider, error) {
 		option.WithHTTPClient(cfg.HTTPClient),
 		option.WithMaxRetries(0),
 		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-			return wire.IdleMiddleware(cfg.IdleTimeout)(r, next)
+			res, err := wire.IdleMiddleware(cfg.IdleTimeout)(r, next)
+			return withoutNullErrors(res), err
 		}),
 	)
 	return &Provider{chat: chat, cfg: cfg}, nil
