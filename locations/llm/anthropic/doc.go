@@ -17,7 +17,9 @@
 // successful stream, at message_stop. A stream cut after message_delta
 // (which carries the stop reason and the final usage) with every block
 // closed lost only message_stop, which carries nothing, and finishes too;
-// any other stream that ends without message_stop failed.
+// any other stream that ends without message_stop failed. An event sent
+// as a data line without its event line (some compatible proxies do) is
+// read by the type in its data.
 //
 // Finish reasons: end_turn and stop_sequence are stop, tool_use is
 // tool-calls (but other when the step made hosted calls and no local one),

@@ -79,7 +79,8 @@ func New(cfg Config) (*Provider, error) {
 		option.WithHTTPClient(cfg.HTTPClient),
 		option.WithMaxRetries(0),
 		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-			return wire.IdleMiddleware(cfg.IdleTimeout)(r, next)
+			res, err := wire.IdleMiddleware(cfg.IdleTimeout)(r, next)
+			return withEventLines(res), err
 		}),
 	}
 	if cfg.APIKey != "" {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/internal/ssetest"
+	"github.com/sessiond/sessiond/messages"
 )
 
 func TestText(t *testing.T) {
@@ -195,4 +196,36 @@ func TestStopsAtMessageStop(t *testing.T) {
 	if len(events) != 4 {
 		t.Fatalf("events %v", ssetest.Lines(events))
 	}
+}
+
+// TestEventsWithoutEventLines covers compatible proxies that send each
+// event as a data line only, without the event line naming its type: the
+// type is read from the data, as the event line would have given it, for
+// events and errors alike. The SDK skips an event without an event line,
+// so every event was lost and the stream failed as cut off.
+func TestEventsWithoutEventLines(t *testing.T) {
+	dataOnly := func(body string) string {
+		var kept []string
+		for line := range strings.SplitAfterSeq(body, "\n") {
+			if !strings.HasPrefix(line, "event:") {
+				kept = append(kept, strings.Replace(line, "\n", "\r\n", 1))
+			}
+		}
+		return strings.Join(kept, "")
+	}
+	body := dataOnly(ping + textStream("Hi") + "data: [DONE]\n\n")
+	events, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: ssetest.SplitAfter(body, "\r\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, events,
+		"text-start 0",
+		`text-delta 0 "Hi"`,
+		"text-end 0",
+		"step-finish stop in=10 out=5 reasoning=0 cache.read=0 cache.write=0 cost=0.000105",
+	)
+
+	body = dataOnly(messageStart(smallUsage) + ev("error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`))
+	_, _, err = run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
+	wantError(t, err, messages.ErrProviderInternal, 0, 0)
 }
