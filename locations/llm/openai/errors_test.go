@@ -359,3 +359,28 @@ func TestNullErrorMember(t *testing.T) {
 	_, _, err = run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
 	wantError(t, err, messages.ErrProviderInternal, 0, 0)
 }
+
+// TestBareErrorObjectInTheStream covers servers that report a failure
+// inside the stream as a bare error object, {"object": "error", ...}, the
+// shape of their HTTP error bodies (older vLLM), and then end the stream
+// with [DONE]: it fails the stream as an error event does, classified by
+// its code (an HTTP status). The SDK read it as a chunk without choices
+// and skipped it, so the response passed for one cut short, or for a whole
+// one once [DONE] can end a response without a finish reason.
+func TestBareErrorObjectInTheStream(t *testing.T) {
+	for _, tc := range []struct {
+		before string
+		code   string
+		want   messages.ErrorType
+	}{
+		{sse(chunk(`{"content":"par"}`, "")), "500", messages.ErrProviderInternal},
+		{"", "400", messages.ErrProviderContextOverflow},
+	} {
+		body := tc.before + sse(`{"object":"error","message":"This model's maximum context length is 4096 tokens.","type":"BadRequestError","param":null,"code":`+tc.code+`}`, done)
+		_, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
+		le, ok := err.(*llm.Error)
+		if !ok || le.Type != tc.want || !strings.Contains(le.Message, "maximum context length") {
+			t.Fatalf("error %v, want %s", err, tc.want)
+		}
+	}
+}
