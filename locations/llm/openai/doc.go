@@ -46,7 +46,9 @@
 // from its type and code (a numeric code, which vLLM and llama.cpp send, is
 // read as an HTTP status). A stream that ends before any finish reason, a
 // reset connection or a timeout is provider.transport; cancellation of the
-// context is aborted.
+// context is aborted. Some servers never send a finish reason: a response
+// that streamed something and whose calls' arguments are complete, ended
+// by [DONE], finishes as other.
 //
 // # Request lowering
 //

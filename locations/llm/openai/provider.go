@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	oa "github.com/openai/openai-go/v3"
@@ -78,7 +79,8 @@ func New(cfg Config) (*Provider, error) {
 		option.WithMaxRetries(0),
 		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 			res, err := wire.IdleMiddleware(cfg.IdleTimeout)(r, next)
-			return withoutNullErrors(res), err
+			done, _ := r.Context().Value(doneKey{}).(*atomic.Bool)
+			return streamBody(res, done), err
 		}),
 	)
 	return &Provider{chat: chat, cfg: cfg}, nil
@@ -160,7 +162,8 @@ func (p *Provider) stream(ctx context.Context, req llm.Request, opts options, yi
 		return refusedOther
 	}
 	var res *http.Response
-	stream := p.chat.NewStreaming(ctx, params, option.WithResponseInto(&res))
+	var done atomic.Bool // the [DONE] line came (see streamBody)
+	stream := p.chat.NewStreaming(context.WithValue(ctx, doneKey{}, &done), params, option.WithResponseInto(&res))
 	defer func() { _ = stream.Close() }()
 
 	// A refusal comes before the stream, so nothing was emitted; the check
@@ -186,7 +189,13 @@ func (p *Provider) stream(ctx context.Context, req llm.Request, opts options, yi
 		yield(llm.Event{}, p.classify(ctx, err, res))
 		return refusedOther
 	}
-	if !st.finished {
+	if !st.finished && !(done.Load() && emitted && st.callsComplete()) {
+		// Some servers never send a finish reason (a few gateways' models,
+		// on every response): after what they streamed, [DONE] says the
+		// response is whole, and it finishes as other. Taken for a cut,
+		// each of their steps failed, its calls never made. Nothing before
+		// [DONE], a call whose arguments stop short of complete JSON, or
+		// no [DONE] at all, is still a stream cut short.
 		yield(llm.Event{}, wire.Truncated("a finish reason"))
 		return refusedOther
 	}

@@ -267,6 +267,17 @@ func (s *state) end() bool {
 	return true
 }
 
+// callsComplete reports whether the arguments of every named call so far
+// are complete JSON, or empty (a call without parameters).
+func (s *state) callsComplete() bool {
+	for _, call := range s.calls {
+		if call.started && call.args.Len() > 0 && !argsComplete(call.args.String()) {
+			return false
+		}
+	}
+	return true
+}
+
 // finish returns the StepFinish event, without cost.
 func (s *state) finish() llm.Event {
 	return llm.Event{Kind: llm.StepFinish, Finish: s.reason, Usage: s.usage}

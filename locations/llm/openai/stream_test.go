@@ -598,3 +598,32 @@ func TestToolCallArgumentsRepeated(t *testing.T) {
 		"step-finish tool-calls in=0 out=0 reasoning=0 cache.read=0 cache.write=0 cost=0.000000",
 	)
 }
+
+// TestDoneWithoutFinishReason covers servers that end every response with
+// [DONE] and never send a finish reason (some gateways' models do): the
+// response is whole, its calls complete and the step finishes as other.
+// A response that sent nothing before [DONE], or that ended without it,
+// is still a stream cut short.
+func TestDoneWithoutFinishReason(t *testing.T) {
+	body := sse(
+		chunk(`{"content":"Reading."}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read","arguments":"{}"}}]}`, ""),
+		usageChunk(`{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}`),
+		done,
+	)
+	wantLines(t, streamed(t, body),
+		"text-start text-0",
+		`text-delta text-0 "Reading."`,
+		"text-end text-0",
+		"tool-input-start call_1 call_1 read",
+		`tool-input-delta call_1 "{}"`,
+		"tool-input-end call_1 call_1 read",
+		`tool-call call_1 read {}`,
+		"step-finish other in=3 out=2 reasoning=0 cache.read=0 cache.write=0 cost=0.000022",
+	)
+
+	for _, body := range []string{sse(chunk(`{"role":"assistant","content":""}`, ""), done), sse(chunk(`{"content":"Read"}`, ""))} {
+		_, _, err := run(t, simpleRequest(), ssetest.Reply{Chunks: []string{body}})
+		wantError(t, err, messages.ErrProviderTransport, 0, 0)
+	}
+}
