@@ -8,23 +8,25 @@
 //
 // # Events
 //
-// Content deltas become text blocks; the reasoning_content or reasoning delta
-// field that OpenAI-compatible servers add (DeepSeek, vLLM, llama.cpp,
+// Content deltas become text blocks; the reasoning_content or reasoning
+// delta field that OpenAI-compatible servers add (DeepSeek, vLLM, llama.cpp,
 // Ollama, OpenRouter; the SDK has no typed field for it, so it is read from
 // the chunk's raw JSON) becomes reasoning blocks. A block of one kind is
 // closed before a block of the other kind or a tool input starts. Tool calls
 // stream as tool inputs keyed by their index (parallel calls may interleave;
 // at a reused index, another ID or a name after complete arguments starts a
-// new call, a call that started without an ID keeps its made-up one, and
-// a call's complete arguments sent again are dropped as a repeat);
+// new call, a call that started without an ID keeps its made-up one, a
+// call's complete arguments sent again are dropped as a repeat, and a
+// fragment that resends the arguments so far brings only what follows them);
 // all of them end, each followed by its complete ToolCall, once the stream
-// of a response that came with a finish reason is over. A finish reason
-// does not end the response by itself (some proxies send one on chunks
-// before the last): deltas after it go on, and the last one counts.
-// Exactly one StepFinish ends a successful stream, after the usage chunk. Refusal deltas are shown as text and finish the step as
-// content-filter, like an Anthropic refusal. DeepSeek's finish reason
-// insufficient_system_resource (its servers cut the answer short) ends the
-// stream with a provider.internal error instead, after what was streamed.
+// of a response that came with a finish reason is over. A finish reason does
+// not end the response by itself (some proxies send one on chunks before the
+// last): deltas after it go on, and the last one counts. Exactly one
+// StepFinish ends a successful stream, after the usage chunk. Refusal deltas
+// are shown as text and finish the step as content-filter, like an Anthropic
+// refusal. DeepSeek's finish reason insufficient_system_resource (its
+// servers cut the answer short) ends the stream with a provider.internal
+// error instead, after what was streamed.
 //
 // Usage: Input is prompt_tokens minus cached and cache-write tokens, Output
 // is completion_tokens minus reasoning_tokens (so that llm.Prices.Cost does

@@ -2,6 +2,8 @@ package openai
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
 	"strconv"
 	"strings"
 
@@ -148,7 +150,7 @@ func (s *state) toolDelta(tc *oa.ChatCompletionChunkChoiceDeltaToolCall) bool {
 	if call.name == "" {
 		call.name = tc.Function.Name
 	}
-	args := tc.Function.Arguments
+	args := newArgs(call.args.String(), tc.Function.Arguments)
 	if !call.started && call.name != "" {
 		if !s.startTool(call) {
 			return false
@@ -203,6 +205,47 @@ func repeats(call *toolCall, tc *oa.ChatCompletionChunkChoiceDeltaToolCall) bool
 		return false
 	}
 	return args == strings.TrimSpace(call.args.String()) && argsComplete(args)
+}
+
+// newArgs returns what fragment brings to a call's arguments so far,
+// prev. Some servers send the arguments so far in every fragment (a
+// cumulative mode of some compatible providers and gateways) instead of
+// what is new: appended, those made the arguments no JSON, and the call
+// failed validation. A fragment that starts with prev, and that appended
+// to it could not lead to JSON, is taken for such a snapshot, and only
+// what follows prev is new. A fragment that appended can still lead to JSON
+// is appended, so arguments that are streamed as usual are never changed.
+func newArgs(prev, fragment string) string {
+	if prev == "" || len(fragment) < len(prev) || !strings.HasPrefix(fragment, prev) || jsonPrefix(prev+fragment) {
+		return fragment
+	}
+	return fragment[len(prev):]
+}
+
+// jsonPrefix reports whether s is one JSON value, or the start of one.
+func jsonPrefix(s string) bool {
+	dec := json.NewDecoder(strings.NewReader(s))
+	depth, values := 0, 0
+	for {
+		t, err := dec.Token()
+		switch {
+		case errors.Is(err, io.EOF):
+			return true
+		case err != nil:
+			return errors.Is(err, io.ErrUnexpectedEOF) // the start of a value
+		case values > 0:
+			return false // a second value
+		}
+		switch t {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+		if depth == 0 {
+			values++
+		}
+	}
 }
 
 // argsComplete reports whether args is a complete JSON value. Arguments are

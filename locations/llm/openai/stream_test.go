@@ -627,3 +627,36 @@ func TestDoneWithoutFinishReason(t *testing.T) {
 		wantError(t, err, messages.ErrProviderTransport, 0, 0)
 	}
 }
+
+// TestToolCallArgumentSnapshots covers servers that send a call's
+// arguments so far in every fragment instead of what is new (a cumulative
+// mode some compatible providers and gateways have): a fragment that
+// starts with all the arguments so far, and that appended would make them
+// no JSON, brings only what follows them. A fragment starting with the
+// arguments that appended still makes JSON is appended as before.
+func TestToolCallArgumentSnapshots(t *testing.T) {
+	body := sse(
+		chunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read","arguments":"{\"pa"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":\"a"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":\"a.go\"}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":\"a.go\"}"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"set","arguments":"{\"x\":"}}]}`, ""),
+		chunk(`{"tool_calls":[{"index":1,"function":{"arguments":"{\"x\":1}}"}}]}`, ""),
+		chunk(`{}`, "tool_calls"),
+		done,
+	)
+	wantLines(t, streamed(t, body),
+		"tool-input-start call_1 call_1 read",
+		`tool-input-delta call_1 "{\"pa"`,
+		`tool-input-delta call_1 "th\":\"a"`,
+		`tool-input-delta call_1 ".go\"}"`,
+		"tool-input-start call_2 call_2 set",
+		`tool-input-delta call_2 "{\"x\":"`,
+		`tool-input-delta call_2 "{\"x\":1}}"`,
+		"tool-input-end call_1 call_1 read",
+		`tool-call call_1 read {"path":"a.go"}`,
+		"tool-input-end call_2 call_2 set",
+		`tool-call call_2 set {"x":{"x":1}}`,
+		"step-finish tool-calls in=0 out=0 reasoning=0 cache.read=0 cache.write=0 cost=0.000000",
+	)
+}
