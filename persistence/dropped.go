@@ -3,7 +3,6 @@ package persistence
 import (
 	"bytes"
 	"cmp"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -146,12 +145,13 @@ func droppedOf(d *WALDamage, f io.ReaderAt, size int64, o io.ReaderAt, osize int
 		if err != nil {
 			return Dropped{}, err
 		}
-		at, num, c, ok, err := resume(f, size, d.Offset, d.Record, limit, chain)
+		// Where the whole records resume, as recovery found them.
+		run, err := wholeAfter(f, size, d.Offset, d.Record, chain)
 		if err != nil {
 			return Dropped{}, err
 		}
-		if ok {
-			if recs, next, err = collect(f, size, at, num, limit, c, recs); err != nil {
+		if run.n > 0 {
+			if recs, next, err = collect(f, size, run.at, run.num, limit, run.chain, recs); err != nil {
 				return Dropped{}, err
 			}
 		}
@@ -237,71 +237,6 @@ func chainAt(r io.ReaderAt, size int64, h walHeader, want uint64, off int64) (ui
 		return 0, fmt.Errorf("%w: record %d is no longer at offset %d", errWALCorrupt, want, off)
 	}
 	return chain, nil
-}
-
-// resume finds where the whole records after damaged record want at off
-// start, chain being the checksum before it: the offset and number of the
-// first of them and the checksum it chains from. As wholeAfter does, it
-// looks for the next record's head anywhere after off, since the damaged
-// head's length may be wrong; that record checks out chained from the
-// checksum the damaged head stores (its payload was damaged) or from the
-// one its payload makes up to there (its head was). When that record is
-// damaged too (a lost sector), the records from the first later one
-// whose successor checks out chained from it are taken, as in
-// wholeBeyond; that one itself cannot be checked and stays unread.
-// ok is false when nothing after off checks out.
-func resume(r io.ReaderAt, size, off int64, want, limit uint64, chain uint32) (at int64, num uint64, c uint32, ok bool, err error) {
-	var stored []uint32
-	if off+walRecordHead <= size {
-		head := make([]byte, walRecordHead)
-		if _, err := r.ReadAt(head, off); err != nil {
-			return 0, 0, 0, false, err
-		}
-		stored = append(stored, binary.LittleEndian.Uint32(head[4:8]))
-	}
-	const chunk = 1 << 20
-	buf := make([]byte, max(min(chunk+walRecordHead-1, size-off-walRecordHead), 0))
-	for base := off + walRecordHead; base+walRecordHead <= size; base += chunk {
-		b := buf[:min(int64(len(buf)), size-base)]
-		if _, err := r.ReadAt(b, base); err != nil {
-			return 0, 0, 0, false, err
-		}
-		for i := 0; i < chunk && i+walRecordHead <= len(b); i++ {
-			m := binary.LittleEndian.Uint64(b[i+8:])
-			if m <= want || m > limit {
-				continue
-			}
-			p := base + int64(i)
-			body, st, found, err := readRecord(r, size, p, m)
-			if err != nil {
-				return 0, 0, 0, false, err
-			}
-			if !found {
-				continue
-			}
-			if m == want+1 {
-				payload := make([]byte, p-off-walRecordHead)
-				if _, err := r.ReadAt(payload, off+walRecordHead); err != nil {
-					return 0, 0, 0, false, err
-				}
-				made := crc32.Update(crc32.Update(chain, crcTable, binary.LittleEndian.AppendUint64(nil, want)), crcTable, payload)
-				for _, c := range append(stored, made) {
-					if crc32.Update(c, crcTable, body) == st {
-						return p, m, c, true, nil
-					}
-				}
-			}
-			next := p + walRecordHead + int64(len(body)) - 8
-			n, err := chained(r, size, next, m+1, st)
-			if err != nil {
-				return 0, 0, 0, false, err
-			}
-			if n > 0 {
-				return next, m + 1, st, true, nil
-			}
-		}
-	}
-	return 0, 0, 0, false, nil
 }
 
 // collect appends to out the payloads of the records from off on,

@@ -721,15 +721,26 @@ func readRecords(r io.ReaderAt, size int64, first uint64, seed uint32) (out [][]
 				continue
 			}
 		}
-		intact, err := wholeAfter(r, size, off, want, chain)
+		run, err := wholeAfter(r, size, off, want, chain)
 		if err != nil {
 			return out, err
 		}
-		if intact >= walInFlight {
-			return out, &WALDamage{Record: want, Offset: off, Intact: intact}
+		if run.n >= walInFlight {
+			return out, &WALDamage{Record: want, Offset: off, Intact: run.n}
 		}
 		return out, nil
 	}
+}
+
+// wholeRun is where the whole records after a damaged one resume: the
+// head of the first at offset at, numbered num, whose checksum chains
+// from chain; n counts the records after the damaged one up to the last
+// whole one (damaged ones between included). n is 0 when none was found.
+type wholeRun struct {
+	n     int
+	at    int64
+	num   uint64
+	chain uint32
 }
 
 // wholeAfter returns how many whole records follow record want at off,
@@ -741,23 +752,24 @@ func readRecords(r io.ReaderAt, size int64, first uint64, seed uint32) (out [][]
 // off's head stores (the payload is what was damaged) or from the one its
 // payload, up to that record, makes (the head was): a torn write, a
 // zeroed end or a reused file's older records leave nothing that does.
-func wholeAfter(r io.ReaderAt, size, off int64, want uint64, chain uint32) (int, error) {
+// The run returned is the longest found (the first with walInFlight).
+func wholeAfter(r io.ReaderAt, size, off int64, want uint64, chain uint32) (wholeRun, error) {
 	var stored []uint32
 	head := make([]byte, walRecordHead)
 	if off+walRecordHead <= size {
 		if _, err := r.ReadAt(head, off); err != nil {
-			return 0, err
+			return wholeRun{}, err
 		}
 		stored = append(stored, binary.LittleEndian.Uint32(head[4:8]))
 	}
 	pat := binary.LittleEndian.AppendUint64(nil, want+1)
 	const chunk = 1 << 20
 	buf := make([]byte, chunk+len(pat)-1)
-	best := 0
+	var best wholeRun
 	for base := off + walRecordHead + 8; base+int64(len(pat)) <= size; base += chunk {
 		b := buf[:min(int64(len(buf)), size-base)]
 		if _, err := r.ReadAt(b, base); err != nil {
-			return 0, err
+			return wholeRun{}, err
 		}
 		for i := 0; ; {
 			j := bytes.Index(b[i:], pat)
@@ -769,21 +781,24 @@ func wholeAfter(r io.ReaderAt, size, off int64, want uint64, chain uint32) (int,
 			i++
 			payload := make([]byte, next-off-walRecordHead)
 			if _, err := r.ReadAt(payload, off+walRecordHead); err != nil {
-				return 0, err
+				return wholeRun{}, err
 			}
 			made := crc32.Update(crc32.Update(chain, crcTable, binary.LittleEndian.AppendUint64(nil, want)), crcTable, payload)
 			for _, c := range append(stored, made) {
 				n, err := chained(r, size, next, want+1, c)
 				if err != nil {
-					return 0, err
+					return wholeRun{}, err
 				}
-				if best = max(best, n); best >= walInFlight {
+				if n > best.n {
+					best = wholeRun{n: n, at: next, num: want + 1, chain: c}
+				}
+				if best.n >= walInFlight {
 					return best, nil
 				}
 			}
 		}
 	}
-	if best > 0 {
+	if best.n > 0 {
 		return best, nil
 	}
 	return wholeBeyond(r, size, off, want)
@@ -792,15 +807,15 @@ func wholeAfter(r io.ReaderAt, size, off int64, want uint64, chain uint32) (int,
 // wholeBeyond is wholeAfter when the record after want is damaged too (a
 // lost sector or page can take several): it looks for any later record m
 // (by its number, from want+2 on) from which walInFlight records check
-// out chained from the checksum m's head stores, and returns how many
-// records follow want up to the last of them.
-func wholeBeyond(r io.ReaderAt, size, off int64, want uint64) (int, error) {
+// out chained from the checksum m's head stores, and returns them as a
+// run from the record after m, which itself cannot be checked.
+func wholeBeyond(r io.ReaderAt, size, off int64, want uint64) (wholeRun, error) {
 	const chunk = 1 << 20
 	buf := make([]byte, chunk+walRecordHead-1)
 	for base := off + walRecordHead; base+walRecordHead <= size; base += chunk {
 		b := buf[:min(int64(len(buf)), size-base)]
 		if _, err := r.ReadAt(b, base); err != nil {
-			return 0, err
+			return wholeRun{}, err
 		}
 		for i := 0; i < chunk && i+walRecordHead <= len(b); i++ {
 			m := binary.LittleEndian.Uint64(b[i+8:])
@@ -825,14 +840,14 @@ func wholeBeyond(r io.ReaderAt, size, off int64, want uint64) (int, error) {
 			}
 			k, err := chained(r, size, at+walRecordHead+n, m+1, binary.LittleEndian.Uint32(b[i+4:]))
 			if err != nil {
-				return 0, err
+				return wholeRun{}, err
 			}
-			if k >= walInFlight {
-				return int(m-want) + k, nil // the damaged ones between count too
+			if k >= walInFlight { // the damaged ones between count too
+				return wholeRun{n: int(m-want) + k, at: at + walRecordHead + n, num: m + 1, chain: binary.LittleEndian.Uint32(b[i+4:])}, nil
 			}
 		}
 	}
-	return 0, nil
+	return wholeRun{}, nil
 }
 
 // readAhead reads r a window of readAheadBytes at a time, so that reading

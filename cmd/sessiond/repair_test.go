@@ -25,19 +25,7 @@ import (
 func damagedStore(t *testing.T) (string, messages.SessionID) {
 	t.Helper()
 	var sid messages.SessionID
-	data := crashedStore(t, func(st *persistence.Bolt) {
-		ctx := context.Background()
-		s, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: t.TempDir()}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sid = s.ID
-		for i := range 10 {
-			if _, _, err := st.Admit(ctx, persistence.Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: fmt.Sprint("prompt ", i)}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}, func(suffix string, b []byte) {
+	data := crashedStore(t, sessionWithPrompts(t, 10, &sid), func(suffix string, b []byte) {
 		if suffix == "-wal2" { // the log's first file (persistence/wal.go)
 			offs := recordOffsets(b)
 			if len(offs) != 11 {
@@ -47,6 +35,25 @@ func damagedStore(t *testing.T) (string, messages.SessionID) {
 		}
 	})
 	return data, sid
+}
+
+// sessionWithPrompts returns a fill for crashedStore that creates a
+// Session, sets *sid to it and admits n prompts to it, one log record
+// each.
+func sessionWithPrompts(t *testing.T, n int, sid *messages.SessionID) func(st *persistence.Bolt) {
+	return func(st *persistence.Bolt) {
+		ctx := context.Background()
+		s, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: t.TempDir()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		*sid = s.ID
+		for i := range n {
+			if _, _, err := st.Admit(ctx, persistence.Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: fmt.Sprint("prompt ", i)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }
 
 // crashedStore runs fill on a store that never flushes, and returns a new
@@ -161,19 +168,7 @@ func TestRepair(t *testing.T) {
 // without --force, and with it drops the file's commits and says so.
 func TestRepairOfADamagedLogHeader(t *testing.T) {
 	var sid messages.SessionID
-	data := crashedStore(t, func(st *persistence.Bolt) {
-		ctx := context.Background()
-		s, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: t.TempDir()}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sid = s.ID
-		for i := range 3 {
-			if _, _, err := st.Admit(ctx, persistence.Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: fmt.Sprint("prompt ", i)}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}, func(suffix string, b []byte) {
+	data := crashedStore(t, sessionWithPrompts(t, 3, &sid), func(suffix string, b []byte) {
 		if suffix == "-wal2" { // the log's first file (persistence/wal.go)
 			b[9] ^= 1 // a bit of its header's generation
 		}
@@ -357,16 +352,7 @@ func TestRepairHints(t *testing.T) {
 // without its log files, does not open; repair says which file is missing
 // and from which record, and with --force opens the store without it.
 func TestRepairOfAMissingLog(t *testing.T) {
-	data := crashedStore(t, func(st *persistence.Bolt) {
-		ctx := context.Background()
-		s, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: t.TempDir()}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := st.Admit(ctx, persistence.Admission{SessionID: s.ID, Prompt: messages.Prompt{Text: "prompt"}}); err != nil {
-			t.Fatal(err)
-		}
-	}, nil)
+	data := crashedStore(t, sessionWithPrompts(t, 1, new(messages.SessionID)), nil)
 	for _, suffix := range []string{"-wal", "-wal2"} {
 		if err := os.Remove(filepath.Join(data, StoreFileName+suffix)); err != nil {
 			t.Fatal(err)

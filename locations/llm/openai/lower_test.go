@@ -684,9 +684,25 @@ type callsBody struct {
 		Content    any    `json:"content"`
 		ToolCallID string `json:"tool_call_id"`
 		ToolCalls  []struct {
-			ID string `json:"id"`
+			ID       string `json:"id"`
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
 		} `json:"tool_calls"`
 	} `json:"messages"`
+}
+
+// functions returns the name or the arguments (pick) of every tool call
+// the request sent, in order.
+func (b callsBody) functions(pick func(name, args string) string) []string {
+	var out []string
+	for _, m := range b.Messages {
+		for _, c := range m.ToolCalls {
+			out = append(out, pick(c.Function.Name, c.Function.Arguments))
+		}
+	}
+	return out
 }
 
 // sentCalls decodes a request body as callsBody.
@@ -717,24 +733,7 @@ func TestArgumentsGoBackAsAnObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var body struct {
-		Messages []struct {
-			ToolCalls []struct {
-				Function struct {
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(srv.LastBody(), &body); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, m := range body.Messages {
-		for _, c := range m.ToolCalls {
-			got = append(got, c.Function.Arguments)
-		}
-	}
+	got := sentCalls(t, srv.LastBody()).functions(func(_, args string) string { return args })
 	want := []string{`{"command":"ls"}`, `{"invalid_input":"{\"command\": \"ls -"}`, `{"invalid_input":"null"}`, `{"invalid_input":"[1]"}`, `{}`}
 	if !slices.Equal(got, want) {
 		t.Fatalf("arguments %q, want %q", got, want)
@@ -754,22 +753,7 @@ func TestMadeUpToolNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var body struct {
-		Messages []struct {
-			ToolCalls []struct {
-				Function struct{ Name string } `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(srv.LastBody(), &body); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, m := range body.Messages {
-		for _, c := range m.ToolCalls {
-			names = append(names, c.Function.Name)
-		}
-	}
+	names := sentCalls(t, srv.LastBody()).functions(func(name, _ string) string { return name })
 	if !slices.Equal(names, want) {
 		t.Fatalf("function names %q, want %q", names, want)
 	}
