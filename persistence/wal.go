@@ -684,7 +684,7 @@ func (w *wal) sync(i int) error {
 	if w.nosync {
 		return nil
 	}
-	return unix.Fdatasync(int(w.files[i].f.Fd()))
+	return Datasync(w.files[i].f)
 }
 
 func (w *wal) close() error {

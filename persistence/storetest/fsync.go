@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/sessiond/sessiond/persistence"
 )
 
 // FdatasyncRate measures the physical limit every durability benchmark is
 // compared with: a raw loop of size-byte appends, each followed by
-// fdatasync, in dir (so on the same filesystem as the store under test).
+// fdatasync (persistence.Datasync, what the store's log uses), in dir (so on the same filesystem as the store under test).
 // Disks drift; benchmarks call it before and after a run and divide by the
 // faster rate, so their ratios are lower bounds.
 func FdatasyncRate(tb testing.TB, dir string, size int) float64 {
@@ -28,7 +28,7 @@ func FdatasyncRate(tb testing.TB, dir string, size int) float64 {
 		if _, err := f.Write(buf); err != nil {
 			tb.Fatal(err)
 		}
-		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		if err := persistence.Datasync(f); err != nil {
 			tb.Fatal(err)
 		}
 	}
