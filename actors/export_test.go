@@ -3,9 +3,12 @@ package actors
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/sessiond/sessiond/messages"
 )
@@ -164,3 +167,28 @@ var idleArms atomic.Int64
 // HoldIdleTimers was last called: an actor arms one as it starts, as each
 // busy period ends, and as it handles each tick of its timer.
 func IdleTimersArmed() int64 { return idleArms.Load() }
+
+// SessionWaiters returns how many protocol messages the live actor of sid
+// has handled and how many callers it lists to answer when its busy period
+// ends; ok is false when sid has no live actor.
+func (rt *Runtime) SessionWaiters(sid messages.SessionID) (received, waiters int, ok bool) {
+	var pid *actor.PID
+	for _, bucket := range rt.system.ProcessRegistry.LocalPIDs.LocalPIDs {
+		for _, id := range bucket.Keys() {
+			// execution/location-N/<sid>-G, not its drain or tools
+			parts := strings.Split(id, "/")
+			if len(parts) == 3 && parts[0] == "execution" && strings.HasPrefix(parts[2], string(sid)+"-") {
+				pid = actor.NewPID(rt.system.Address(), id)
+			}
+		}
+	}
+	if pid == nil {
+		return 0, 0, false
+	}
+	r, err := rt.system.Root.RequestFuture(pid, &waitersQuery{}, 10*time.Second).Result()
+	if err != nil {
+		return 0, 0, false
+	}
+	n := r.([2]int)
+	return n[0], n[1], true
+}

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -24,8 +25,8 @@ type session struct {
 	// cancel cancels the running drain with a reason as its cause.
 	cancel context.CancelCauseFunc
 
-	interruptWaiters []*actor.PID
-	waitWaiters      []*actor.PID
+	interruptWaiters waiters
+	waitWaiters      waiters
 	received         uint64
 
 	// The idle timer, armed while no busy period runs. protoactor's
@@ -136,10 +137,9 @@ func (s *session) Receive(ctx actor.Context) {
 		s.stopIdle()
 		s.rt.live.Add(-1)
 		// Callers still waiting would wait for a reply no one sends.
-		for _, w := range append(s.interruptWaiters, s.waitWaiters...) {
+		for _, w := range append(s.interruptWaiters.take(), s.waitWaiters.take()...) {
 			ctx.Send(w, &messages.ErrorReply{Error: *errStoppingActors})
 		}
-		s.interruptWaiters, s.waitWaiters = nil, nil
 		if mv := s.move; mv != nil {
 			s.move = nil
 			for _, w := range mv.waits {
@@ -194,7 +194,7 @@ func (s *session) Receive(ctx actor.Context) {
 		if e.replyNow {
 			ctx.Respond(&messages.InterruptReply{})
 		} else {
-			s.interruptWaiters = append(s.interruptWaiters, ctx.Sender())
+			s.interruptWaiters.add(s.rt.system.ProcessRegistry, ctx.Sender())
 		}
 		s.apply(ctx, e)
 	case *messages.Move:
@@ -225,8 +225,10 @@ func (s *session) Receive(ctx actor.Context) {
 		if s.c.wait().replyNow {
 			ctx.Respond(&messages.WaitReply{})
 		} else {
-			s.waitWaiters = append(s.waitWaiters, ctx.Sender())
+			s.waitWaiters.add(s.rt.system.ProcessRegistry, ctx.Sender())
 		}
+	case *waitersQuery:
+		ctx.Respond([2]int{int(s.received), len(s.interruptWaiters.pids) + len(s.waitWaiters.pids)})
 	case *drainNext:
 		msg.reply <- s.c.next()
 	case *drainDone:
@@ -241,7 +243,7 @@ func (s *session) Receive(ctx actor.Context) {
 		if s.move != nil && !s.stopping {
 			// The waits are answered where the Session goes on, after the
 			// work the move carries there: not as idle here, now.
-			s.move.waits, s.waitWaiters = s.waitWaiters, nil
+			s.move.waits = s.waitWaiters.take()
 			if s.move.run && !s.move.forced && !msg.owed {
 				// The busy period owed no step (it was between steps with
 				// nothing to continue, or in a manual compaction, which it
@@ -260,6 +262,49 @@ func (s *session) Receive(ctx actor.Context) {
 	}
 }
 
+// waitersQuery asks a Session actor how many protocol messages it has
+// handled and how many callers it lists to answer when its busy period
+// ends (introspection for tests).
+type waitersQuery struct{}
+
+// waiters are the callers of a command answered when the busy period
+// ends. A caller that gave up (an HTTP client that went away, a context
+// that ended) has removed its reply process by then, but the busy period
+// may last for days (a permission question no one answers), and a client
+// that retries a wait on a timeout would grow the list by one each time:
+// so whenever the list reaches twice what its last pruning left (and at
+// least minPrune), the callers whose process is gone are dropped. A
+// pruning costs as many lookups as the appends since the last, at most.
+type waiters struct {
+	pids    []*actor.PID
+	pruneAt int
+}
+
+// minPrune is the length below which a waiter list is never pruned.
+const minPrune = 16
+
+// add lists pid, first pruning the callers that gave up when it is time.
+func (w *waiters) add(reg *actor.ProcessRegistryValue, pid *actor.PID) {
+	if len(w.pids) >= max(w.pruneAt, minPrune) {
+		w.pids = slices.DeleteFunc(w.pids, func(p *actor.PID) bool {
+			if p == nil {
+				return true // sent without a reply address: no one to answer
+			}
+			_, ok := reg.Get(p)
+			return !ok
+		})
+		w.pruneAt = 2 * len(w.pids)
+	}
+	w.pids = append(w.pids, pid)
+}
+
+// take empties the list and returns what it held.
+func (w *waiters) take() []*actor.PID {
+	pids := w.pids
+	*w = waiters{}
+	return pids
+}
+
 // apply performs a coordinator effect.
 func (s *session) apply(ctx actor.Context, e effect) {
 	if e.start && s.stopping {
@@ -272,16 +317,14 @@ func (s *session) apply(ctx actor.Context, e effect) {
 		s.cancel(interruptReason{e.cancel})
 	}
 	if e.releaseInterrupts {
-		for _, w := range s.interruptWaiters {
+		for _, w := range s.interruptWaiters.take() {
 			ctx.Send(w, &messages.InterruptReply{})
 		}
-		s.interruptWaiters = nil
 	}
 	if e.releaseWaits {
-		for _, w := range s.waitWaiters {
+		for _, w := range s.waitWaiters.take() {
 			ctx.Send(w, &messages.WaitReply{})
 		}
-		s.waitWaiters = nil
 	}
 	if e.start {
 		s.start(ctx, e.force)

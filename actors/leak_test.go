@@ -1,0 +1,62 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/sessiond/sessiond/actors/actortest"
+	"github.com/sessiond/sessiond/locations/llm/script"
+)
+
+// TestAbandonedWaitsDoNotAccumulate: a client that retries a wait on a
+// timeout through a busy period that lasts (here a model that holds; in a
+// daemon, a permission question no one answers) leaves one listed caller
+// per abandoned wait unless the Session actor drops the callers that gave
+// up. However many gave up, the list stays bounded, and a caller still
+// waiting is answered when the busy period ends.
+func TestAbandonedWaitsDoNotAccumulate(t *testing.T) {
+	h := actortest.New(t)
+	g := script.NewGate()
+	h.Model.Reply(script.Hold(g), script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "long")
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	base, _, ok := h.Runtime.SessionWaiters(sid)
+	if !ok {
+		t.Fatal("no live Session actor")
+	}
+	const abandoned = 300
+	for range abandoned {
+		ctx, cancel := context.WithCancel(h.Ctx())
+		errc := make(chan error, 1)
+		go func() { errc <- h.Runtime.Wait(ctx, sid) }()
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("abandoned wait returned %v", err)
+		}
+	}
+	var listed int
+	eventually(t, "the abandoned waits to reach the Session actor", func() bool {
+		var received int
+		received, listed, _ = h.Runtime.SessionWaiters(sid)
+		return received >= base+abandoned
+	})
+	// Every caller listed gave up: a pruning leaves none, and the list is
+	// pruned whenever it reaches 16.
+	if listed > 16 {
+		t.Fatalf("%d abandoned waits left %d listed callers", abandoned, listed)
+	}
+	live := make(chan error, 1)
+	go func() { live <- h.Runtime.Wait(h.Ctx(), sid) }()
+	eventually(t, "the live wait to reach the Session actor", func() bool {
+		received, _, _ := h.Runtime.SessionWaiters(sid)
+		return received >= base+abandoned+1
+	})
+	g.Release()
+	if err := <-live; err != nil {
+		t.Fatalf("live wait: %v", err)
+	}
+}
