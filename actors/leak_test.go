@@ -5,8 +5,12 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/actors/actortest"
+	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/locations/llm/script"
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
 )
 
 // TestAbandonedWaitsDoNotAccumulate: a client that retries a wait on a
@@ -58,5 +62,43 @@ func TestAbandonedWaitsDoNotAccumulate(t *testing.T) {
 	g.Release()
 	if err := <-live; err != nil {
 		t.Fatalf("live wait: %v", err)
+	}
+}
+
+// TestCheckedLocationsAreNotKept: creating a Session, moving an idle one
+// and selecting its agent or model build the service set of a Location to
+// check it, but no Location actor holds that set and none would forget it:
+// a daemon that sees many directories it never runs a Session in must not
+// keep a set for each. The set a Location actor runs with is still built
+// and kept while the actor lives.
+func TestCheckedLocationsAreNotKept(t *testing.T) {
+	var mgr *locations.Manager
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { mgr = c.Locations }})
+	h.Model.Default(script.Text("ok"))
+	const dirs = 100
+	moved := h.Session()
+	for range dirs {
+		dir := messages.Location{Directory: t.TempDir()}
+		s, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Runtime.SelectAgent(h.Ctx(), s.ID, "plan"); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Runtime.SelectModel(h.Ctx(), s.ID, messages.ModelRef{ProviderID: "script", ID: "other"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.Runtime.Move(h.Ctx(), moved, dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := mgr.Cached(); n != 0 {
+		t.Fatalf("%d Locations checked and never run left %d service sets cached", dirs, n)
+	}
+	h.Prompt(moved, "hi")
+	h.WaitIdle(moved)
+	if n, _ := h.Runtime.LocationActors(); n != 1 || mgr.Cached() != 1 {
+		t.Fatalf("a running Location: %d Location actors, %d sets cached", n, mgr.Cached())
 	}
 }

@@ -245,7 +245,7 @@ func (rt *Runtime) Create(ctx context.Context, req persistence.CreateSession) (p
 // again here: one removed since it was first used is refused, as it was
 // before it was ever built.
 func (rt *Runtime) placeable(loc messages.Location) (*locations.Services, error) {
-	svc, err := rt.cfg.Locations.Get(loc)
+	svc, err := rt.cfg.Locations.Check(loc)
 	if err != nil {
 		return nil, err
 	}
@@ -378,7 +378,7 @@ func (rt *Runtime) services(ctx context.Context, sid messages.SessionID) (*locat
 	if err != nil {
 		return nil, err
 	}
-	return rt.cfg.Locations.Get(sess.Location)
+	return rt.cfg.Locations.Check(sess.Location)
 }
 
 func (rt *Runtime) appendOutside(ctx context.Context, sid messages.SessionID, p messages.Payload) error {
@@ -464,7 +464,7 @@ func (rt *Runtime) commitMove(m *messages.Move) error {
 	}
 	// Checked again: an agent or model selected while the move waited for
 	// its superseded busy period was checked against the old Location.
-	svc, err := rt.cfg.Locations.Get(m.Location)
+	svc, err := rt.cfg.Locations.Check(m.Location)
 	if err != nil {
 		return err
 	}

@@ -139,6 +139,8 @@ func NewManager(build Builder) *Manager {
 }
 
 // Get returns the cached service set of loc, building it on first use.
+// The set stays cached until Forget: its caller (the Location actor that
+// runs loc's Sessions) forgets it once it is idle.
 func (m *Manager) Get(loc messages.Location) (*Services, error) {
 	key := loc.Key()
 	for {
@@ -180,6 +182,38 @@ func (m *Manager) fill(key string, loc messages.Location, e *serviceSet) (s *Ser
 	}
 	e.svc = s
 	return s, nil
+}
+
+// Check returns the service set of loc for a caller that only checks
+// what the Location configures (creating or moving a Session, selecting
+// its agent or model): the cached set when there is one, else a set built
+// for the caller alone. Only a Get's set is kept: its user, a Location
+// actor, Forgets it once idle; no one would forget the set of a Location
+// that was only checked, and a daemon that creates Sessions in many
+// directories and never runs them would keep one for each.
+func (m *Manager) Check(loc messages.Location) (*Services, error) {
+	m.mu.Lock()
+	e, ok := m.sets[loc.Key()]
+	m.mu.Unlock()
+	if ok {
+		<-e.done
+		if e.svc != nil {
+			return e.svc, nil
+		}
+	}
+	s, err := m.build(loc)
+	if err != nil {
+		return nil, fmt.Errorf("locations: build %s: %w", loc.Directory, err)
+	}
+	return s, nil
+}
+
+// Cached returns how many Location keys have a set cached or in the
+// making (for tests and metrics).
+func (m *Manager) Cached() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.sets)
 }
 
 // Forget drops the cached service set of the Location whose Key is key if

@@ -43,9 +43,10 @@ type Harness struct {
 	// Runtime is the runtime under test.
 	Runtime *actors.Runtime
 	// Services is the service set every Location of the harness copies
-	// when it is first used, which creating a Session in it does: change
-	// it before the first Session of a directory is created (Session,
-	// Runtime.Create), not after.
+	// each time its set is built: to check it (creating a Session there,
+	// Session or Runtime.Create), and for the Location actor that runs its
+	// Sessions: change it before the first Session of a directory is
+	// created (Session, Runtime.Create), not after.
 	Services *locations.Services
 
 	commits atomic.Int64
