@@ -3,14 +3,20 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"os"
+	"strconv"
 	"testing"
+
+	"go.uber.org/goleak"
 
 	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/actors/actortest"
 	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
+	"github.com/sessiond/sessiond/tools"
 )
 
 // TestAbandonedWaitsDoNotAccumulate: a client that retries a wait on a
@@ -100,5 +106,78 @@ func TestCheckedLocationsAreNotKept(t *testing.T) {
 	h.WaitIdle(moved)
 	if n, _ := h.Runtime.LocationActors(); n != 1 || mgr.Cached() != 1 {
 		t.Fatalf("a running Location: %d Location actors, %d sets cached", n, mgr.Cached())
+	}
+}
+
+// openFDs returns how many file descriptors the process has open.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
+
+// TestInterruptCyclesLeaveNothing interrupts, again and again, busy
+// periods stuck where a daemon's are: on a permission question no one
+// answers, and in a bash command that would run for a minute. Every cycle
+// releases its question, its process and pipes, its goroutines and its
+// Session actor's waiters, so nothing grows with the number of cycles.
+func TestInterruptCyclesLeaveNothing(t *testing.T) {
+	h := actortest.New(t)
+	pending := tools.NewPending(tools.PendingConfig{})
+	rules := tools.Ruleset{{Permission: "bash", Pattern: "sleep *", Action: tools.Allow}}
+	build := locations.NewBuilder(locations.BuildConfig{Catalog: h.Services.Catalog, DefaultModel: h.Services.DefaultModel,
+		Providers: map[string]llm.Provider{"script": h.Model}, Agents: h.Agents,
+		Rules: map[string]tools.Ruleset{"build": rules}, Approvals: locations.NewApprovals(h.Store), Asker: pending,
+		Builtins: tools.BuiltinConfig{Read: tools.DefaultReadConfig(), Bash: tools.DefaultBashConfig(), ApplyPatch: tools.DefaultApplyPatchConfig()}})
+	svc, err := build(messages.Location{Directory: h.Dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Services.Tools = svc.Tools
+	sid := h.Session()
+	cycle := func(i int) {
+		asks := i%2 == 0
+		cmd := `{"command":"sleep 60"}`
+		if asks {
+			cmd = `{"command":"touch never"}`
+		}
+		h.Model.Reply(script.ToolCall("c"+strconv.Itoa(i), "bash", cmd))
+		h.Prompt(sid, "go")
+		if asks {
+			eventually(t, "the permission question", func() bool { return len(pending.List()) == 1 })
+		} else {
+			h.WaitEvent(sid, func(ev messages.Event) bool {
+				c, ok := ev.Data.(*messages.ToolCalled)
+				return ok && c.CallID == "c"+strconv.Itoa(i)
+			})
+		}
+		if err := h.Runtime.Interrupt(h.Ctx(), sid); err != nil {
+			t.Fatal(err)
+		}
+		h.WaitIdle(sid)
+		if n := len(pending.List()); n != 0 {
+			t.Fatalf("cycle %d: %d questions left waiting", i, n)
+		}
+	}
+	// A first round warms up what lives for the whole runtime.
+	cycle(0)
+	cycle(1)
+	before, fds := goleak.IgnoreCurrent(), openFDs(t)
+	const cycles = 30
+	for i := range cycles {
+		cycle(2 + i)
+	}
+	if err := goleak.Find(before); err != nil {
+		t.Fatalf("%d interrupted busy periods left goroutines: %v", cycles, err)
+	}
+	eventually(t, "the tools' descriptors to close", func() bool { return openFDs(t) <= fds })
+	if _, waiters, ok := h.Runtime.SessionWaiters(sid); ok && waiters != 0 {
+		t.Fatalf("%d callers left listed", waiters)
+	}
+	if n := count(h, sid, messages.TypeExecutionInterrupted); n != cycles+2 {
+		t.Fatalf("%d of %d busy periods interrupted", n, cycles+2)
 	}
 }
