@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -179,5 +180,43 @@ func TestInterruptCyclesLeaveNothing(t *testing.T) {
 	}
 	if n := count(h, sid, messages.TypeExecutionInterrupted); n != cycles+2 {
 		t.Fatalf("%d of %d busy periods interrupted", n, cycles+2)
+	}
+}
+
+// TestMoveAndPassivationCyclesLeaveNothing moves a Session through a new
+// directory each cycle, running it at each and letting its actors
+// passivate: once idle, no Session or Location actor, service set, held
+// command or goroutine is left of any directory it ran in.
+func TestMoveAndPassivationCyclesLeaveNothing(t *testing.T) {
+	var mgr *locations.Manager
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
+		c.IdleTimeout = time.Millisecond
+		mgr = c.Locations
+	}})
+	h.Model.SetRecord(false)
+	h.Model.Default(script.Text("ok"))
+	sid := h.Session()
+	cycle := func() {
+		if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()}); err != nil {
+			t.Fatal(err)
+		}
+		h.Prompt(sid, "p")
+		h.WaitIdle(sid)
+		eventually(t, "every actor to passivate", func() bool {
+			n, _ := h.Runtime.LocationActors()
+			return h.Runtime.Live() == 0 && n == 0 && mgr.Cached() == 0
+		})
+	}
+	cycle()
+	before := goleak.IgnoreCurrent()
+	const cycles = 40
+	for range cycles {
+		cycle()
+	}
+	if n := h.Runtime.Held(sid); n != 0 {
+		t.Fatalf("%d commands held", n)
+	}
+	if err := goleak.Find(before); err != nil {
+		t.Fatalf("%d moves and passivations left goroutines: %v", cycles, err)
 	}
 }
