@@ -2,13 +2,20 @@ package httpapi
 
 import (
 	"context"
+	"io"
+	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
+	"github.com/sessiond/sessiond/actors"
+	"github.com/sessiond/sessiond/actors/actortest"
 	"github.com/sessiond/sessiond/locations/llm/script"
+	"github.com/sessiond/sessiond/persistence"
 )
 
 // TestStreamAndWaitCyclesLeaveNothing drives many clients through the
@@ -59,4 +66,87 @@ func TestStreamAndWaitCyclesLeaveNothing(t *testing.T) {
 	}
 	g.Release()
 	e.waitIdle(sid)
+}
+
+// watchedBackups is a store whose backups report when their copy is
+// first read and when it is closed (removed).
+type watchedBackups struct {
+	persistence.Store
+	read, closed chan struct{}
+}
+
+func (s watchedBackups) Backup(ctx context.Context) (io.ReadCloser, int64, error) {
+	rc, n, err := s.Store.(backupStore).Backup(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	return &watchedCopy{ReadCloser: rc, s: s}, n, nil
+}
+
+type watchedCopy struct {
+	io.ReadCloser
+	s          watchedBackups
+	read, shut sync.Once
+}
+
+func (c *watchedCopy) Read(p []byte) (int, error) {
+	c.read.Do(func() { close(c.s.read) })
+	return c.ReadCloser.Read(p)
+}
+
+func (c *watchedCopy) Close() error {
+	c.shut.Do(func() { close(c.s.closed) })
+	return c.ReadCloser.Close()
+}
+
+// TestStalledBackupClientIsCutOff: a client that stops reading a backup
+// (without closing its connection) no longer holds the handler and the
+// copy, a file the size of the store, for as long as the connection
+// lives: the write timeout of streams ends it.
+func TestStalledBackupClientIsCutOff(t *testing.T) {
+	watched := watchedBackups{read: make(chan struct{}), closed: make(chan struct{})}
+	b := harnessBackend(t, actortest.Options{Config: func(c *actors.Config) {
+		watched.Store = c.Store
+		c.Store = watched
+	}})
+	srv, err := NewServer(ServerConfig{API: Config{Runtime: b.rt, Logger: zerolog.Nop(), StreamWriteTimeout: 50 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &stallListener{Listener: inner}
+	if err := srv.Start(l); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	}()
+	l.stalled.Store(true) // the client reads nothing of the answer
+	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+inner.Addr().String()+"/api/backup", nil)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := tr.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-watched.read
+	select {
+	case <-watched.closed:
+	case <-ctx.Done():
+		t.Fatal("a stalled backup client held its copy")
+	}
+	cancel()
+	<-done
 }

@@ -436,7 +436,31 @@ func (a *api) backup(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Length", strconv.FormatInt(size, 10))
 	h.Set("Content-Disposition", `attachment; filename="sessiond-`+time.Now().UTC().Format("20060102T150405Z")+`.db"`)
 	w.WriteHeader(http.StatusOK)
-	if _, err := io.Copy(w, f); err != nil && r.Context().Err() == nil {
-		a.log.Warn().Err(err).Msg("backup: the copy was cut short")
+	// The server has no write timeout (it would cut streams), so a client
+	// that stops reading without closing would hold this goroutine and the
+	// copy, a file the size of the store, for as long as its connection
+	// lives. Each chunk gets the streams' write timeout instead, as each
+	// frame of a stream does: a slow client that keeps reading is not cut.
+	// io.CopyN keeps the response's sendfile path.
+	rc := http.NewResponseController(w)
+	for {
+		_ = rc.SetWriteDeadline(time.Now().Add(a.cfg.StreamWriteTimeout))
+		_, err := io.CopyN(w, f, backupChunk)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if r.Context().Err() == nil {
+				a.log.Warn().Err(err).Msg("backup: the copy was cut short")
+			}
+			return
+		}
 	}
+	// The last deadline also covers the final flush after this returns;
+	// net/http lifts it before the connection serves another request.
 }
+
+// backupChunk is how much of a backup one write deadline covers: a client
+// slower than backupChunk per StreamWriteTimeout (8 KB/s by default) is
+// taken for one that stopped reading.
+const backupChunk = 256 << 10
