@@ -2,7 +2,9 @@
 // optional workspace) a Session runs in: model catalog and resolver,
 // provider clients, instruction producers, permission state, the canonical
 // filesystem root and the tool registry. Service sets are built per Location
-// key and cached; no layer takes a Session ID.
+// key; a Manager caches the set a Location actor runs with until the actor
+// forgets it, and builds a throwaway set for callers that only check one
+// (Manager.Check). No layer takes a Session ID.
 //
 // Its instruction part observes the privileged instructions shown to the
 // model and decides how the Session's instruction checkpoint must change.
