@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -40,6 +41,13 @@ func (s *Bolt) Commit(ctx context.Context, id messages.SessionID, data ...messag
 	return c, err
 }
 
+// isNilPointer reports whether p is a nil pointer in a non-nil interface,
+// whose Type and Session methods would dereference it.
+func isNilPointer(p messages.Payload) bool {
+	v := reflect.ValueOf(p)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
 // append commits data as Append does, then runs done, when not nil, at the
 // end of the operation.
 func (s *Bolt) append(ctx context.Context, id messages.SessionID, data []messages.Payload, done func(w *wtx) error) ([]messages.Event, error) {
@@ -47,7 +55,7 @@ func (s *Bolt) append(ctx context.Context, id messages.SessionID, data []message
 		return nil, nil
 	}
 	for _, p := range data {
-		if p == nil {
+		if p == nil || isNilPointer(p) {
 			return nil, messages.Errorf(messages.ErrInvalid, "append: nil payload")
 		}
 		if !messages.IsDurable(p.Type()) {
