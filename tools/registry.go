@@ -101,11 +101,15 @@ func (s *Scope) Close() {
 }
 
 // Register adds t to the registry under scope. It fails with
-// ErrInvalidDefinition when the definition is unusable, ErrDuplicateTool
-// when the name is taken, ErrScopeClosed and ErrForeignScope.
+// ErrInvalidDefinition when the definition is unusable or t is nil,
+// ErrDuplicateTool when the name is taken, ErrScopeClosed and
+// ErrForeignScope (also for a nil scope: scopes come from NewScope).
 func (r *Registry) Register(scope *Scope, t Tool) error {
 	if scope == nil || scope.reg != r {
 		return ErrForeignScope
+	}
+	if t == nil {
+		return fmt.Errorf("%w: nil Tool", ErrInvalidDefinition)
 	}
 	def := t.Definition().clone()
 	e, err := compileEntry(def)

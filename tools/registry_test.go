@@ -102,6 +102,8 @@ func TestRegistryRegisterErrors(t *testing.T) {
 		{"duplicate", echoTool("echo", nil), s, ErrDuplicateTool},
 		{"foreign scope", echoTool("x", nil), other.NewScope("o"), ErrForeignScope},
 		{"nil scope", echoTool("x", nil), nil, ErrForeignScope},
+		// A nil Tool panicked reading its definition.
+		{"nil tool", nil, s, ErrInvalidDefinition},
 		{"bad name", echoTool("has space", nil), s, ErrInvalidDefinition},
 		{"long name", echoTool(strings.Repeat("a", 65), nil), s, ErrInvalidDefinition},
 		{"no description", NewTool(Definition{Name: "nodesc", InputSchema: echoSchema}, func(context.Context, *CallContext, echoInput) (Result, error) { return Result{}, nil }), s, ErrInvalidDefinition},
