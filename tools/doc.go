@@ -1,6 +1,6 @@
 // Package tools is the tool layer of one Location: a registry of scoped
-// tool registrations, the permission gate every tool call passes through,
-// and the built-in tools read, bash and apply_patch.
+// tool registrations, the permission gate tools ask before they act, and
+// the built-in tools read, bash and apply_patch.
 //
 // # Registry
 //

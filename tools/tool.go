@@ -18,6 +18,7 @@ type Definition struct {
 	// [A-Za-z0-9_-].
 	Name string `json:"name"`
 	// Description tells the model what the tool does and when to use it.
+	// Required.
 	Description string `json:"description"`
 	// InputSchema is the JSON schema (draft 2020-12) of the tool's input.
 	// Its top level must be an object schema.
@@ -25,10 +26,13 @@ type Definition struct {
 	// MetadataSchema optionally constrains Result.Metadata. The registry
 	// validates the metadata of every successful call against it.
 	MetadataSchema json.RawMessage `json:"metadataSchema,omitempty"`
-	// Permission is the permission the tool's calls are checked against,
-	// such as "edit" for apply_patch. Empty means the tool's Name. A tool
-	// that an agent's rules deny for every pattern is not advertised to
-	// that agent.
+	// Permission is the permission key of the tool's calls, such as "edit"
+	// for apply_patch. Empty means the tool's Name. A tool that an agent's
+	// rules deny for every pattern is not advertised to that agent, and a
+	// call of it is refused. That is all the registry checks: a call that
+	// rules do not deny outright runs, with nobody asked, unless the tool
+	// asks itself (CallContext.Ask with the patterns the call touches), as
+	// the built-ins do.
 	Permission string `json:"permission,omitempty"`
 }
 
