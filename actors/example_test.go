@@ -81,11 +81,19 @@ func Example() {
 		Description: "Returns the text in upper case.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
 	}, func(ctx context.Context, call *tools.CallContext, in upperInput) (tools.Result, error) {
+		// The registry only refuses a tool its rules deny outright: a tool
+		// asks for what it is about to do itself, and the agent's rules,
+		// saved approvals or the user (through an Asker) answer.
+		if err := call.Ask(ctx, tools.Request{Permission: "upper", Patterns: []string{in.Text}}); err != nil {
+			return tools.Result{}, err
+		}
 		return tools.Result{Output: strings.ToUpper(in.Text)}, nil
 	})
 
 	build := func(loc messages.Location) (*locations.Services, error) {
-		// The default agent, build, may call upper without asking anyone.
+		// The default agent, build, may call upper on any text; without
+		// the rule it would ask, and with no Asker to put the question to
+		// the call would be rejected.
 		perms, err := tools.NewPermissions(tools.PermissionsConfig{Project: loc.Directory,
 			Agents: map[string]tools.Ruleset{"build": {{Permission: "upper", Pattern: "*", Action: tools.Allow}}}})
 		if err != nil {
