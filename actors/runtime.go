@@ -131,7 +131,9 @@ type Runtime struct {
 	shutdown    sync.Once
 }
 
-// New starts a Runtime.
+// New starts a Runtime. It wakes no Session by itself: inputs a stopped
+// process admitted but did not run stay pending until the Session is woken
+// (Wake, Resume or another Prompt).
 func New(cfg Config) (*Runtime, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -273,7 +275,10 @@ func (rt *Runtime) publishEvent(ctx context.Context, sid messages.SessionID, seq
 }
 
 // Prompt is sessions.prompt: durable admission, then a wake unless resume
-// is false (also on an exact retry).
+// is false (also on an exact retry). Once the admission is durable Prompt
+// returns its receipt even if the wake fails (the runtime is shutting
+// down, the Location cannot be built any more): the input stays pending
+// until the Session's next Wake, Resume or Prompt.
 func (rt *Runtime) Prompt(ctx context.Context, req persistence.PromptRequest) (persistence.Admitted, error) {
 	mu := rt.orderLock(req.SessionID)
 	mu.Lock()
