@@ -60,7 +60,8 @@ type Tools interface {
 // that depends on where a Session runs. No field takes a Session ID.
 type Services struct {
 	Location messages.Location
-	// Catalog resolves models; Provider returns the client of a provider.
+	// Catalog resolves models; Provider returns the client of a provider,
+	// which must not be nil. Both are needed to run a model.
 	Catalog  *llm.Catalog
 	Provider func(providerID string) (llm.Provider, error)
 	// DefaultModel is used when neither Session nor agent selects one.
@@ -92,7 +93,8 @@ func (s *Services) Agent(name string) Agent {
 }
 
 // Model resolves the model for a step: the Session's selection, else the
-// agent's, else the Location default.
+// agent's, else the Location default. A model the catalog cannot resolve, or
+// whose provider has no client, is a model.not-found error.
 func (s *Services) Model(session messages.ModelRef, agent Agent) (llm.Model, llm.Provider, error) {
 	ref := session
 	if ref.ID == "" {
@@ -105,9 +107,15 @@ func (s *Services) Model(session messages.ModelRef, agent Agent) (llm.Model, llm
 	if err != nil {
 		return llm.Model{}, nil, err
 	}
+	if s.Provider == nil {
+		return llm.Model{}, nil, messages.Errorf(messages.ErrModelNotFound, "model %q: the Location's services have no Provider to give provider %q's client", ref.String(), ref.ProviderID)
+	}
 	p, err := s.Provider(ref.ProviderID)
 	if err != nil {
 		return llm.Model{}, nil, err
+	}
+	if p == nil {
+		return llm.Model{}, nil, messages.Errorf(messages.ErrModelNotFound, "model %q: provider %q has no client", ref.String(), ref.ProviderID)
 	}
 	return m, p, nil
 }
