@@ -842,6 +842,9 @@ func (a *attemptState) handle(ev llm.Event) error {
 	case llm.ReasoningEnd:
 		a.closeFrag(persistence.PartReasoning, ev.ProviderMetadata)
 	case llm.ToolInputStart:
+		if ev.CallID == "" {
+			return noCallID(ev)
+		}
 		if _, dup := a.inputs[ev.CallID]; dup || a.called(ev.CallID) {
 			return llm.Errorf(messages.ErrProviderUnknown, "provider reused tool call id %q", ev.CallID)
 		}
@@ -866,6 +869,9 @@ func (a *attemptState) handle(ev llm.Event) error {
 	case llm.ToolCall:
 		// A reused ID is the provider's error: committed, the store would
 		// refuse it and the commit with it.
+		if ev.CallID == "" {
+			return noCallID(ev)
+		}
 		if a.called(ev.CallID) {
 			return llm.Errorf(messages.ErrProviderUnknown, "provider reused tool call id %q", ev.CallID)
 		}
@@ -924,6 +930,13 @@ func (a *attemptState) handle(ev llm.Event) error {
 		r.live(&messages.UsageUpdated{SessionID: r.sid, AssistantMessageID: asst, Tokens: ev.Usage, Cost: ev.Cost})
 	}
 	return nil
+}
+
+// noCallID refuses a tool event without a call ID, an adapter's bug: its
+// result could not be paired with it, and the empty ID would go back to
+// the provider in every later request of the Session.
+func noCallID(ev llm.Event) error {
+	return llm.Errorf(messages.ErrProviderUnknown, "provider sent a %v event of tool %q without a call id", ev.Kind, ev.Name)
 }
 
 // stream plays the provider's stream of req into a. A panic of the

@@ -178,7 +178,9 @@ type Event struct {
 	ID string
 	// Text is the delta of a *Delta event.
 	Text string
-	// CallID and Name identify a tool input or tool call.
+	// CallID and Name identify a tool input or tool call. CallID is
+	// required and unique within the stream: the runner fails a stream
+	// that sends a tool event without one, or a second call with one.
 	CallID string
 	Name   string
 	// Input is the complete JSON arguments of a ToolCall.
