@@ -59,9 +59,10 @@ type Store interface {
 	Messages(ctx context.Context, id messages.SessionID, q Query) (Page[Message], error)
 	// Message returns one projected message by ID.
 	Message(ctx context.Context, sid messages.SessionID, id messages.MessageID) (Message, error)
-	// Log replays durable events after `after`, then one Synced marker, then
-	// (with follow) every later commit until ctx ends. It never skips or
-	// repeats a sequence.
+	// Log replays durable events after `after` (-1 for all), then one
+	// Synced marker, then (with follow) every later commit until ctx ends,
+	// when the sequence stops without an error. It never skips or repeats
+	// a sequence. A reader may write to the store while it iterates.
 	Log(ctx context.Context, id messages.SessionID, after int64, follow bool) iter.Seq2[LogItem, error]
 	// Watermark returns the Session's last committed seq, or -1.
 	Watermark(ctx context.Context, id messages.SessionID) (int64, error)
@@ -199,7 +200,9 @@ func (in Input) Receipt() Admitted {
 }
 
 // Query pages a log or message list. After is exclusive; -1 starts before
-// seq 0. Limit <= 0 means the store's default page size.
+// seq 0, so the zero Query starts after session.created.1. A page's next
+// After is the seq of its last item. Limit <= 0 means the store's default
+// page size.
 type Query struct {
 	After int64
 	Limit int
