@@ -34,7 +34,11 @@ const (
 	// ProviderAnthropic is the Anthropic Messages API.
 	ProviderAnthropic ProviderType = "anthropic"
 	// ProviderScript is the deterministic scripted model of package script.
-	// It needs no credentials.
+	// It needs no credentials. It is also the type to give a provider an
+	// embedder implements (the client locations.Services.Provider
+	// returns): the catalog asks it for no credentials, and its models
+	// start from the generic base prompt rather than one written for
+	// OpenAI's or Anthropic's models.
 	ProviderScript ProviderType = "script"
 )
 
