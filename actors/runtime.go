@@ -190,7 +190,12 @@ func (rt *Runtime) Store() persistence.Store { return rt.cfg.Store }
 // Bus returns the live event bus.
 func (rt *Runtime) Bus() *Bus { return rt.cfg.Bus }
 
-// Create is sessions.create.
+// Create is sessions.create: it creates a Session, or returns the one
+// req.ID names with created false. Unlike Store.CreateSession, which it
+// calls, it refuses a Location whose directory does not exist or that the
+// Locations manager cannot build, and an agent or model that Location
+// cannot run; and it publishes session.created.1 on the Bus. Sessions of a
+// Runtime are created through it.
 func (rt *Runtime) Create(ctx context.Context, req persistence.CreateSession) (persistence.Session, bool, error) {
 	req.Location = req.Location.Clean() // as the store keeps it: one service set per directory
 	if req.ID != "" {
