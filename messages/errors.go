@@ -107,8 +107,11 @@ func TypeOf(err error) ErrorType {
 }
 
 // AsError converts any error to an *Error, keeping a typed error's type and
-// message and classifying everything else as fallback.
+// message and classifying everything else as fallback. A nil err gives nil.
 func AsError(err error, fallback ErrorType) *Error {
+	if err == nil {
+		return nil
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e

@@ -388,6 +388,10 @@ func TestErrorMatching(t *testing.T) {
 	if got := AsError(errors.New("boom"), ErrInternal); got.Type != ErrInternal || got.Message != "boom" {
 		t.Errorf("AsError of a plain error: %#v", got)
 	}
+	// No error is no *Error (it panicked reading the nil error's message).
+	if got := AsError(nil, ErrInternal); got != nil {
+		t.Errorf("AsError(nil) = %#v, want nil", got)
+	}
 }
 
 func TestCatalogHelpers(t *testing.T) {
