@@ -6,10 +6,13 @@ import (
 	"github.com/sessiond/sessiond/messages"
 )
 
-// Bus fans live events (deltas, lifecycle, permission asks) out to
-// subscribers. Publish never blocks: each subscriber has a bounded buffer,
-// and a subscriber that falls behind is cut off (its channel closed and
-// Dropped set) rather than slowing the runner.
+// Bus fans what a Runtime publishes as it happens out to subscribers:
+// live-only events (deltas, usage, permission asks and replies) and
+// durable events as they commit. Publish never blocks: each subscriber has
+// a bounded buffer, and a subscriber that falls behind is cut off (its
+// channel closed and Dropped set) rather than slowing the runner. Nothing
+// is replayed: a subscriber sees what is published after Subscribe, and
+// reads what came before from the store (Store.Log).
 type Bus struct {
 	mu   sync.Mutex
 	subs map[*Subscription]struct{}
@@ -29,8 +32,8 @@ type Subscription struct {
 	closed  bool
 }
 
-// Subscribe registers a subscriber with the given buffer size. A nil
-// filter accepts every event.
+// Subscribe registers a subscriber with the given buffer size (256 when
+// buffer <= 0). A nil filter accepts every event.
 func (b *Bus) Subscribe(buffer int, filter func(messages.Event) bool) *Subscription {
 	if buffer <= 0 {
 		buffer = 256
