@@ -29,8 +29,10 @@ import (
 var (
 	ErrClosed = errors.New("persistence: store closed")
 	ErrSchema = errors.New("persistence: unsupported schema version")
-	// ErrLocked reports that another process has the store open.
-	ErrLocked = errors.New("persistence: store is locked by another process")
+	// ErrLocked reports that the store is open elsewhere: in another
+	// process, or by an earlier Open in this one that was not closed (the
+	// file lock is per Open, not per process).
+	ErrLocked = errors.New("persistence: store is locked (open in another process, or not closed by an earlier Open in this one)")
 )
 
 // Options configures a Bolt store. The zero value is usable.
