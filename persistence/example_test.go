@@ -3,6 +3,7 @@ package persistence_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -161,4 +162,72 @@ func ExampleBolt_Log() {
 	// appended 1
 	// 1 session.agent.selected.1 plan
 	// agent: plan lastSeq: 1
+}
+
+// ExampleBolt_Backup copies a running store and opens the copy as a store
+// of its own.
+func ExampleBolt_Backup() {
+	dir, err := os.MkdirTemp("", "sessiond-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	st, err := persistence.Open(filepath.Join(dir, "sessiond.db"), persistence.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer st.Close()
+	s, _, err := st.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: dir}, Title: "kept"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	// The copy holds every commit durable when Backup starts; writes go
+	// on meanwhile. Closing it removes its temporary file.
+	copied, size, err := st.Backup(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer copied.Close()
+	// Restore it alone into a data directory, under the store's name.
+	restored := filepath.Join(dir, "restored")
+	if err := os.Mkdir(restored, 0o700); err != nil {
+		fmt.Println(err)
+		return
+	}
+	f, err := os.Create(filepath.Join(restored, "sessiond.db"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	n, err := io.Copy(f, copied)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("copied all:", n == size)
+
+	st2, err := persistence.Open(filepath.Join(restored, "sessiond.db"), persistence.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer st2.Close()
+	got, err := st2.Get(ctx, s.ID)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("restored:", got.Title, got.LastSeq)
+	// Output:
+	// copied all: true
+	// restored: kept 0
 }
