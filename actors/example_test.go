@@ -80,10 +80,12 @@ func Example() {
 		Name:        "upper",
 		Description: "Returns the text in upper case.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+		// The tool asks for what it is about to do itself (without
+		// AsksItself the registry would ask before every call, for the
+		// pattern "*"); the agent's rules, saved approvals or the user
+		// (through an Asker) answer.
+		AsksItself: true,
 	}, func(ctx context.Context, call *tools.CallContext, in upperInput) (tools.Result, error) {
-		// The registry only refuses a tool its rules deny outright: a tool
-		// asks for what it is about to do itself, and the agent's rules,
-		// saved approvals or the user (through an Asker) answer.
 		if err := call.Ask(ctx, tools.Request{Permission: "upper", Patterns: []string{in.Text}}); err != nil {
 			return tools.Result{}, err
 		}

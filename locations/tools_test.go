@@ -85,7 +85,7 @@ func newProbeTools(t *testing.T) Tools {
 	type in struct {
 		Ask bool `json:"ask"`
 	}
-	probe := tools.NewTool(tools.Definition{Name: "probe", Description: "probes",
+	probe := tools.NewTool(tools.Definition{Name: "probe", Description: "probes", AsksItself: true,
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"ask":{"type":"boolean"}}}`)},
 		func(ctx context.Context, call *tools.CallContext, in in) (tools.Result, error) {
 			if in.Ask {

@@ -67,7 +67,8 @@ func newApplyPatch(cfg ApplyPatchConfig, fsys patchFS) (Tool, error) {
 	}
 	p := &patcher{cfg: cfg, fs: fsys}
 	return NewTool(Definition{
-		Name: "apply_patch",
+		Name:       "apply_patch",
+		AsksItself: true,
 		Description: "Add, update and delete files in the project with one patch. The patch format:\n\n" +
 			"*** Begin Patch\n*** Add File: path/new.txt\n+first line of the new file\n" +
 			"*** Update File: path/existing.go\n@@ func main() {\n context line\n-removed line\n+added line\n context line\n" +

@@ -115,7 +115,8 @@ func NewBash(cfg BashConfig) (Tool, error) {
 	}
 	b := &basher{cfg: cfg}
 	return NewTool(Definition{
-		Name: "bash",
+		Name:       "bash",
+		AsksItself: true,
 		Description: "Run a shell command with `" + cfg.Shell + " -c` in the project directory (or `workdir`) and return its combined stdout and stderr " +
 			"and exit code. The command is NOT sandboxed: it runs with the user's full file system, process and network access, " +
 			"so every command needs the user's permission. " +

@@ -10,8 +10,11 @@
 // advertised catalog. Definitions materializes the catalog for one agent:
 // tools whose permission the agent's rules deny for every pattern are not
 // advertised. Execute looks a call up, decodes its JSON input, validates it
-// against the tool's JSON schema, runs the handler with a CallContext,
-// validates the result, and settles every failure as a *messages.Error:
+// against the tool's JSON schema, asks for the call (its permission,
+// pattern "*", the input shown) unless the tool's Definition says it asks
+// for its calls itself as the built-ins do (AsksItself: they ask about
+// exactly the commands and paths a call touches), runs the handler with a
+// CallContext, validates the result, and settles every failure as a *messages.Error:
 // tool.execution (unknown tool, bad input, handler error), permission.rejected,
 // aborted (cancellation) or unknown (a recovered panic). Nothing a tool does
 // crashes the caller.

@@ -55,9 +55,12 @@ func ExampleNewTool() {
 		Name:        "greet",
 		Description: "Greets someone by name.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","minLength":1}},"required":["name"]}`),
+		// Without AsksItself the registry would ask before every call, for
+		// greet and pattern "*", showing the input.
+		AsksItself: true,
 	}, func(ctx context.Context, call *tools.CallContext, in greetInput) (tools.Result, error) {
-		// The registry does not ask on a tool's behalf: a tool asks for
-		// what it is about to do, naming it in its patterns.
+		// The tool asks for what it is about to do, naming it in its
+		// patterns, so a rule or an "always" can be about one name.
 		if err := call.Ask(ctx, tools.Request{Permission: "greet", Patterns: []string{in.Name}}); err != nil {
 			return tools.Result{}, err
 		}

@@ -55,6 +55,12 @@ func (r *Registry) Execute(ctx context.Context, call Call) (Result, error) {
 		perms:              r.perms,
 		rules:              call.Rules,
 	}
+	if !e.def.AsksItself {
+		req := Request{Permission: e.def.permission(), Metadata: askInput(input)}
+		if err := cc.Ask(ctx, req); err != nil {
+			return Result{}, settleError(ctx, call.Name, err)
+		}
+	}
 	res, err := run(ctx, e.tool, cc, input)
 	if err != nil {
 		return Result{}, settleError(ctx, call.Name, err)
@@ -63,6 +69,16 @@ func (r *Registry) Execute(ctx context.Context, call Call) (Result, error) {
 		return Result{}, err
 	}
 	return res, nil
+}
+
+// askInput is the metadata of the question the registry asks for a tool
+// that does not ask itself: the call's input, which is what the user
+// decides on.
+func askInput(input json.RawMessage) json.RawMessage {
+	b := make([]byte, 0, len(input)+10)
+	b = append(b, `{"input":`...)
+	b = append(b, input...)
+	return append(b, '}')
 }
 
 // run calls the tool, turning a panic into a typed unknown error.

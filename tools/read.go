@@ -107,7 +107,8 @@ func NewRead(cfg ReadConfig) (Tool, error) {
 	}
 	r := &reader{cfg: cfg}
 	return NewTool(Definition{
-		Name: "read",
+		Name:       "read",
+		AsksItself: true,
 		Description: "Read a file or list a directory inside the project. `path` is relative to the project root " +
 			"(or `@reference/path` for a configured project reference); absolute paths and paths leaving the project are rejected. " +
 			fmt.Sprintf("Text files are returned as numbered lines, %d lines per page by default; ", cfg.DefaultLimit) +

@@ -29,7 +29,10 @@ func echoTool(name string, h Handler[echoInput]) Tool {
 				Metadata: mustJSON(map[string]string{"agent": call.Agent, "session": string(call.SessionID), "call": call.CallID})}, nil
 		}
 	}
-	return NewTool(Definition{Name: name, Description: "Echo text.", InputSchema: echoSchema}, h)
+	// Declared as asking for itself, though it asks nothing: these tests
+	// are of the registry's other checks. The question it asks for a tool
+	// that does not is TestRegistryAsksForToolsThatDoNot's.
+	return NewTool(Definition{Name: name, Description: "Echo text.", InputSchema: echoSchema, AsksItself: true}, h)
 }
 
 func newTestRegistry(t *testing.T, agents map[string]Ruleset) *Registry {
@@ -453,4 +456,68 @@ func FuzzExecuteInput(f *testing.F) {
 			t.Fatalf("input %q: output %q", input, res.Output)
 		}
 	})
+}
+
+// TestRegistryAsksForToolsThatDoNot: a tool that does not ask for its
+// calls itself is asked for by the registry before it runs (its
+// permission, pattern "*", its input shown), so that a tool of one's own
+// never runs unchecked; rules and replies decide as for any question, and
+// a tool that asks itself gets no second question.
+func TestRegistryAsksForToolsThatDoNot(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		asksItself bool
+		rules      Ruleset
+		reply      Reply
+		wantAsked  bool
+		wantErr    messages.ErrorType
+	}{
+		{name: "asked, once", reply: Once, wantAsked: true},
+		{name: "asked, rejected", reply: Reject, wantAsked: true, wantErr: messages.ErrPermissionRejected},
+		{name: "allowed by a rule", rules: Ruleset{{Permission: "quiet", Pattern: "*", Action: Allow}}},
+		{name: "asks itself", asksItself: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asker := &scriptedAsker{answer: answerAlways(tc.reply)}
+			perms, err := NewPermissions(PermissionsConfig{Project: "p", Asker: asker, Agents: map[string]Ruleset{DefaultAgent: tc.rules}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg, err := NewRegistry(Config{Root: t.TempDir(), Permissions: perms})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ran := false
+			tool := NewTool(Definition{Name: "quiet", Description: "d", InputSchema: echoSchema, AsksItself: tc.asksItself},
+				func(context.Context, *CallContext, echoInput) (Result, error) {
+					ran = true
+					return Result{Output: "ran"}, nil
+				})
+			if err := reg.Register(reg.NewScope("s"), tool); err != nil {
+				t.Fatal(err)
+			}
+			_, err = reg.Execute(context.Background(), Call{SessionID: "ses_1", CallID: "c1", Name: "quiet", Input: json.RawMessage(`{"text":"hi"}`)})
+			if got := errorType(t, err); got != tc.wantErr {
+				t.Fatalf("error %v, want type %q", err, tc.wantErr)
+			}
+			if ran != (tc.wantErr == "") {
+				t.Fatalf("ran = %v with error %v", ran, err)
+			}
+			asked := asker.requests()
+			if !tc.wantAsked {
+				if len(asked) != 0 {
+					t.Fatalf("asked %+v, want no question", asked)
+				}
+				return
+			}
+			if len(asked) != 1 {
+				t.Fatalf("asked %d questions, want 1", len(asked))
+			}
+			q := asked[0]
+			if q.Permission != "quiet" || !slices.Equal(q.Patterns, []string{"*"}) || q.SessionID != "ses_1" || q.CallID != "c1" ||
+				string(q.Metadata) != `{"input":{"text":"hi"}}` {
+				t.Fatalf("question %+v", q)
+			}
+		})
+	}
 }

@@ -29,11 +29,16 @@ type Definition struct {
 	// Permission is the permission key of the tool's calls, such as "edit"
 	// for apply_patch. Empty means the tool's Name. A tool that an agent's
 	// rules deny for every pattern is not advertised to that agent, and a
-	// call of it is refused. That is all the registry checks: a call that
-	// rules do not deny outright runs, with nobody asked, unless the tool
-	// asks itself (CallContext.Ask with the patterns the call touches), as
-	// the built-ins do.
+	// call of it is refused.
 	Permission string `json:"permission,omitempty"`
+	// AsksItself says that the tool asks for every call itself
+	// (CallContext.Ask with the patterns the call touches), as the
+	// built-ins do. Otherwise the registry asks before each call runs, for
+	// Permission and pattern "*" with the call's input shown: the rules
+	// and saved approvals decide, and the user where they say ask. So a
+	// tool of one's own never runs unchecked, and one that knows what a
+	// call touches asks about exactly that.
+	AsksItself bool `json:"asksItself,omitempty"`
 }
 
 // permission returns the permission key of the definition.
