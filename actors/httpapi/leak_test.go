@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 	"testing"
@@ -109,29 +108,11 @@ func TestStalledBackupClientIsCutOff(t *testing.T) {
 		watched.Store = c.Store
 		c.Store = watched
 	}})
-	srv, err := NewServer(ServerConfig{API: Config{Runtime: b.rt, Logger: zerolog.Nop(), StreamWriteTimeout: 50 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &stallListener{Listener: inner}
-	if err := srv.Start(l); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	}()
+	l := serveStalling(t, Config{Runtime: b.rt, Logger: zerolog.Nop(), StreamWriteTimeout: 50 * time.Millisecond})
 	l.stalled.Store(true) // the client reads nothing of the answer
 	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+inner.Addr().String()+"/api/backup", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+l.Addr().String()+"/api/backup", nil)
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	done := make(chan struct{})

@@ -536,6 +536,32 @@ type stallListener struct {
 	stalled atomic.Bool
 }
 
+// serveStalling starts a server with cfg on a stallListener of a free
+// local port, shut down when the test ends.
+func serveStalling(t *testing.T, cfg Config) *stallListener {
+	t.Helper()
+	srv, err := NewServer(ServerConfig{API: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &stallListener{Listener: inner}
+	if err := srv.Start(l); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return l
+}
+
 func (l *stallListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
@@ -610,29 +636,11 @@ func TestStalledStreamClientsAreCutOff(t *testing.T) {
 		t.Run(stream, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			m := actors.NewMetrics(reg)
-			srv, err := NewServer(ServerConfig{API: Config{Runtime: b.rt, Metrics: m, Gatherer: reg, Logger: zerolog.Nop(),
-				Heartbeat: 10 * time.Millisecond, StreamWriteTimeout: 50 * time.Millisecond}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			inner, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			l := &stallListener{Listener: inner}
-			if err := srv.Start(l); err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
-				defer cancel()
-				if err := srv.Shutdown(ctx); err != nil {
-					t.Errorf("shutdown: %v", err)
-				}
-			}()
+			l := serveStalling(t, Config{Runtime: b.rt, Metrics: m, Gatherer: reg, Logger: zerolog.Nop(),
+				Heartbeat: 10 * time.Millisecond, StreamWriteTimeout: 50 * time.Millisecond})
 			ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
 			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+inner.Addr().String()+path, nil)
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+l.Addr().String()+path, nil)
 			tr := &http.Transport{}
 			defer tr.CloseIdleConnections()
 			resp, err := tr.RoundTrip(req)
