@@ -111,6 +111,9 @@ func (r *Registry) Register(scope *Scope, t Tool) error {
 	if t == nil {
 		return fmt.Errorf("%w: nil Tool", ErrInvalidDefinition)
 	}
+	if rt, ok := t.(interface{ runnable() bool }); ok && !rt.runnable() {
+		return fmt.Errorf("%w: %s: NewTool was given a nil handler", ErrInvalidDefinition, t.Definition().Name)
+	}
 	def := t.Definition().clone()
 	e, err := compileEntry(def)
 	if err != nil {

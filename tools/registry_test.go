@@ -107,6 +107,7 @@ func TestRegistryRegisterErrors(t *testing.T) {
 		{"nil scope", echoTool("x", nil), nil, ErrForeignScope},
 		// A nil Tool panicked reading its definition.
 		{"nil tool", nil, s, ErrInvalidDefinition},
+		{"nil handler", NewTool[echoInput](Definition{Name: "nohandler", Description: "d", InputSchema: echoSchema}, nil), s, ErrInvalidDefinition},
 		{"bad name", echoTool("has space", nil), s, ErrInvalidDefinition},
 		{"long name", echoTool(strings.Repeat("a", 65), nil), s, ErrInvalidDefinition},
 		{"no description", NewTool(Definition{Name: "nodesc", InputSchema: echoSchema}, func(context.Context, *CallContext, echoInput) (Result, error) { return Result{}, nil }), s, ErrInvalidDefinition},

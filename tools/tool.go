@@ -86,7 +86,8 @@ type Tool interface {
 type Handler[In any] func(ctx context.Context, call *CallContext, in In) (Result, error)
 
 // NewTool returns a Tool that decodes its validated input into In and calls
-// h. It is the usual way to write a tool.
+// h. It is the usual way to write a tool. h must not be nil: Register
+// refuses such a tool.
 func NewTool[In any](def Definition, h Handler[In]) Tool {
 	return &typedTool[In]{def: def, h: h}
 }
@@ -99,6 +100,10 @@ type typedTool[In any] struct {
 
 // Definition returns the definition given to NewTool.
 func (t *typedTool[In]) Definition() Definition { return t.def }
+
+// runnable reports whether the tool has a handler to run: Register
+// refuses one made without.
+func (t *typedTool[In]) runnable() bool { return t.h != nil }
 
 // Run decodes input and calls the handler.
 func (t *typedTool[In]) Run(ctx context.Context, call *CallContext, input json.RawMessage) (Result, error) {
