@@ -55,8 +55,8 @@ type Options struct {
 	PageSize int
 	// Timeout bounds waiting for the file lock at Open. Default 1 s.
 	Timeout time.Duration
-	// Logger receives store diagnostics. Default: disabled.
-	Logger *zerolog.Logger
+	// Logger receives store diagnostics. The zero Logger is disabled.
+	Logger zerolog.Logger
 	// OnCommit, when set, observes every group commit: its operation count
 	// and duration (for metrics).
 	OnCommit func(ops int, d time.Duration)
@@ -96,10 +96,6 @@ func (o *Options) fill() {
 	}
 	if o.FlushBytes <= 0 {
 		o.FlushBytes = 8 << 20
-	}
-	if o.Logger == nil {
-		l := zerolog.Nop()
-		o.Logger = &l
 	}
 }
 

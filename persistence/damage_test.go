@@ -107,7 +107,7 @@ func TestDamagedLogRecordIsRefused(t *testing.T) {
 	var logs bytes.Buffer
 	logger := zerolog.New(&logs)
 	opts := noFlush
-	opts.RepairWAL, opts.Logger = true, &logger
+	opts.RepairWAL, opts.Logger = true, logger
 	st := openAndCheck(t, path, opts)
 	sameState(t, "repaired", dump(t, st), before)
 	if !strings.Contains(logs.String(), "dropped a damaged record") || !strings.Contains(logs.String(), fmt.Sprintf(`"dropped_after":%d`, walInFlight)) {

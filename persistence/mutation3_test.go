@@ -313,8 +313,8 @@ func TestOptionsDefaults(t *testing.T) {
 			t.Errorf("%s: default %d, want %d; set %d, want %d", w.name, w.got, w.want, w.gotSet, w.kept)
 		}
 	}
-	if o.Clock == nil || o.IDs == nil || o.Logger == nil {
-		t.Errorf("Options without them got clock %v, IDs %v, logger %v", o.Clock != nil, o.IDs, o.Logger)
+	if o.Clock == nil || o.IDs == nil {
+		t.Errorf("Options without them got clock %v, IDs %v", o.Clock != nil, o.IDs)
 	}
 }
 
@@ -362,7 +362,7 @@ func TestReopenAfterCloseReplaysNothing(t *testing.T) {
 		var logs bytes.Buffer
 		logger := zerolog.New(&logs)
 		for round := range 3 {
-			st, err := Open(path, Options{NoSync: true, FlushBytes: flushBytes, Logger: &logger})
+			st, err := Open(path, Options{NoSync: true, FlushBytes: flushBytes, Logger: logger})
 			if err != nil {
 				t.Fatal(err)
 			}

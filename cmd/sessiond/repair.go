@@ -237,7 +237,7 @@ func (a *app) offline(c *command, args []string, flags func(fs *flag.FlagSet)) (
 	if _, err := os.Stat(path); err != nil {
 		return offlineStore{}, a.fail(c, fmt.Errorf("no store to %s: %w", c.name, err)), false
 	}
-	return offlineStore{cfg: cfg, path: path, opts: persistence.Options{Timeout: lockTimeout, Logger: &log}}, 0, true
+	return offlineStore{cfg: cfg, path: path, opts: persistence.Options{Timeout: lockTimeout, Logger: log}}, 0, true
 }
 
 // openOffline opens the store at path for a command that needs it to

@@ -127,7 +127,7 @@ func openStack(cfg Config, log zerolog.Logger, opts stackOptions) (_ *stack, err
 		PromptBytes:  cfg.Limits.PromptBytes,
 		InboxBacklog: cfg.Limits.InboxBacklog,
 		Timeout:      lockTimeout,
-		Logger:       &s.log,
+		Logger:       s.log,
 	}
 	if s.metrics != nil {
 		popts.OnCommit = s.metrics.Commit
