@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sessiond/sessiond/actors/actortest"
@@ -153,6 +154,77 @@ func TestCompactionBarrierHoldsEarlierPrompts(t *testing.T) {
 			}
 			if rows, err := h.Store.Pending(h.Ctx(), sid); err != nil || len(rows) != 0 {
 				t.Fatalf("pending %+v (%v)", rows, err)
+			}
+			h.CheckReplay()
+		})
+	}
+}
+
+// TestStepFailureAwaitsItsRunningTools: "only then may the runner publish
+// the single terminal session.step.ended or session.step.failed. Streamed
+// provider-error evidence is retained until this closeout". A stream that
+// fails (a transport error, a content-filter finish) while a local call it
+// made still runs closes its step only after that call settled with its
+// own result; the step fails with the provider's error, and no retry
+// follows the durable call.
+func TestStepFailureAwaitsItsRunningTools(t *testing.T) {
+	for name, tc := range map[string]struct {
+		end  func(yield func(llm.Event, error) bool)
+		want messages.ErrorType
+	}{
+		"streamed error": {func(yield func(llm.Event, error) bool) {
+			yield(llm.Event{}, &llm.Error{Type: messages.ErrProviderTransport, Message: "reset"})
+		}, messages.ErrProviderTransport},
+		"content filter": {func(yield func(llm.Event, error) bool) {
+			yield(llm.Event{Kind: llm.StepFinish, Finish: llm.FinishContentFilter}, nil)
+		}, messages.ErrProviderContentFilter},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := actortest.New(t)
+			started, ended := make(chan struct{}), make(chan struct{})
+			var requests atomic.Int32
+			h.Services.Provider = func(string) (llm.Provider, error) {
+				return streamFunc(func(yield func(llm.Event, error) bool) {
+					if requests.Add(1) > 1 {
+						return
+					}
+					if !yield(llm.Event{Kind: llm.ToolCall, CallID: "c1", Name: "work", Input: []byte(`{}`)}, nil) {
+						return
+					}
+					<-started // the call runs while the stream fails
+					tc.end(yield)
+					close(ended)
+				}), nil
+			}
+			h.Tools.Add("work", func(context.Context, locations.ToolCall) (string, error) {
+				close(started)
+				<-ended // still running when the stream has ended
+				return "done", nil
+			})
+			sid := h.Session()
+			h.Prompt(sid, "go")
+			h.WaitIdle(sid)
+			settled, failed := -1, -1
+			for i, ev := range h.Events(sid) {
+				switch p := ev.Data.(type) {
+				case *messages.ToolSucceeded:
+					if p.CallID == "c1" && p.Output == "done" {
+						settled = i
+					}
+				case *messages.StepFailed:
+					failed = i
+					if p.Error.Type != tc.want {
+						t.Errorf("step failed with %+v, want %s", p.Error, tc.want)
+					}
+				case *messages.StepEnded:
+					t.Errorf("the failed stream ended its step: %+v", p)
+				}
+			}
+			if settled < 0 || failed < 0 || settled > failed || requests.Load() != 1 {
+				t.Fatalf("want the call's own result, then the step's failure, one request (%d): %v", requests.Load(), h.Types(sid))
+			}
+			if f := lastOf[*messages.ExecutionFailed](h, sid); f == nil || f.Error.Type != tc.want {
+				t.Fatalf("busy period %+v: %v", f, h.Types(sid))
 			}
 			h.CheckReplay()
 		})
