@@ -52,6 +52,33 @@ func TestNeedsCompactionOnlyAboveTheBudget(t *testing.T) {
 	}
 }
 
+// TestCompactionReserveIsTheLargerOfOutputAndBuffer: "The reserve is the
+// greater of the requested/model output allowance and configured
+// compaction.buffer" (SEED.md): each of the two, when the larger, decides
+// where a request starts to compact.
+func TestCompactionReserveIsTheLargerOfOutputAndBuffer(t *testing.T) {
+	msgs := []persistence.Message{{Role: persistence.RoleUser}, {Role: persistence.RoleAssistant}}
+	req := func(tokens int) llm.Request { // estimateTokens: chars/4, plus one
+		return llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: strings.Repeat("x", 4*(tokens-1))}}}}}
+	}
+	for _, tc := range []struct {
+		name           string
+		output, buffer int
+	}{
+		{"output larger", 8000, 2000},
+		{"buffer larger", 2000, 8000},
+	} {
+		model := llm.Model{Context: 16384, Output: tc.output}
+		budget := model.Context - max(tc.output, tc.buffer)
+		if needsCompaction(req(budget), model, tc.buffer, msgs) {
+			t.Errorf("%s: a request of exactly the budget (%d) compacts", tc.name, budget)
+		}
+		if !needsCompaction(req(budget+1), model, tc.buffer, msgs) {
+			t.Errorf("%s: a request one token over the budget (%d) does not compact", tc.name, budget)
+		}
+	}
+}
+
 // TestNeedsCompactionFoldsOnlyCompleteSteps: a step still running, or one
 // that failed, is nothing to fold away, however long the request.
 func TestNeedsCompactionFoldsOnlyCompleteSteps(t *testing.T) {
