@@ -230,3 +230,41 @@ func TestStepFailureAwaitsItsRunningTools(t *testing.T) {
 		})
 	}
 }
+
+// TestOverflowRecoveryNeverLoops: "A second overflow, unavailable
+// compaction, or overflow after durable output becomes the ordinary
+// terminal failure; recovery never loops or replays partial side effects."
+// A step that overflows again after its overflow compaction fails with the
+// overflow instead of compacting again; one that overflows after streaming
+// text does not compact at all.
+func TestOverflowRecoveryNeverLoops(t *testing.T) {
+	overflow := script.Fail(&llm.Error{Type: messages.ErrProviderContextOverflow, Message: "too long"})
+	for name, tc := range map[string]struct {
+		replies     [][]script.Step
+		compactions int
+	}{
+		"second overflow": {[][]script.Step{{overflow}, {script.Text("## Objective\nsummary")}, {overflow}}, 1},
+		"after output":    {[][]script.Step{{script.PartialText("half an"), overflow}}, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := actortest.New(t)
+			h.Model.Reply(script.Text("earlier"))
+			for _, r := range tc.replies {
+				h.Model.Reply(r...)
+			}
+			h.Model.Default(script.Text("## Objective\nnot reached"))
+			sid := h.Session()
+			h.Prompt(sid, "one")
+			h.WaitIdle(sid)
+			h.Prompt(sid, "two")
+			h.WaitIdle(sid)
+			if n := count(h, sid, messages.TypeCompactionStarted); n != tc.compactions || h.Model.Count() != 1+len(tc.replies) {
+				t.Fatalf("%d compactions, %d requests: %v", n, h.Model.Count(), h.Types(sid))
+			}
+			if f := lastOf[*messages.ExecutionFailed](h, sid); f == nil || f.Error.Type != messages.ErrProviderContextOverflow {
+				t.Fatalf("busy period %+v: %v", f, h.Types(sid))
+			}
+			h.CheckReplay()
+		})
+	}
+}
