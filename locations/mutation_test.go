@@ -197,9 +197,11 @@ func TestNewInstructionsPassesItsConfig(t *testing.T) {
 }
 
 // TestDiscoveryEnvironment: either name of the switch turns project files
-// off, and XDG_CONFIG_HOME locates the global file.
+// off, and XDG_CONFIG_HOME locates the global file. The names are spelled
+// out, not taken from the constants: they are the contract (SEED.md names
+// OPENCODE_DISABLE_PROJECT_CONFIG), and a renamed constant must fail here.
 func TestDiscoveryEnvironment(t *testing.T) {
-	for _, name := range []string{EnvDisableProjectConfig, EnvDisableProjectConfigSEED} {
+	for _, name := range []string{"SESSIOND_DISABLE_PROJECT_CONFIG", "OPENCODE_DISABLE_PROJECT_CONFIG"} {
 		d := NewInstructionDiscovery("/x", func(k string) string {
 			if k == name {
 				return "1"
