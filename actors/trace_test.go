@@ -268,3 +268,58 @@ func TestOverflowRecoveryNeverLoops(t *testing.T) {
 		})
 	}
 }
+
+// TestOrphanSweepPrecedesAWokenRequest: "Before assembling a provider
+// request, the runner's cross-drain failInterruptedTools recovery durably
+// fails any tool still projected as pending or running from a previous
+// process". Not only an explicit run: a drain a new prompt wakes fails the
+// orphaned call under its own assistant message before its step starts,
+// sends the model that failure as the call's result, and does not run the
+// tool again.
+func TestOrphanSweepPrecedesAWokenRequest(t *testing.T) {
+	h := actortest.New(t)
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "e", nil })
+	h.Model.Reply(script.ToolCall("call_1", "echo", `{}`))
+	h.Model.Reply(script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	h.WaitIdle(sid)
+	h2, kept := crashedAt(t, h, sid, messages.TypeToolCalled)
+	h2.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) {
+		t.Error("the orphaned call ran again")
+		return "", nil
+	})
+	h2.Model.Reply(script.Text("recovered"))
+	h2.Prompt(sid, "next")
+	h2.WaitIdle(sid)
+	called := lastOf[*messages.ToolCalled](h2, sid)
+	var order []string
+	for _, ev := range h2.Events(sid)[kept:] {
+		switch p := ev.Data.(type) {
+		case *messages.ToolFailed:
+			if p.CallID == called.CallID && p.AssistantMessageID == called.AssistantMessageID &&
+				p.Error.Type == messages.ErrAborted && strings.HasPrefix(p.Error.Message, "Tool execution interrupted") {
+				order = append(order, "swept")
+			}
+		case *messages.StepStarted:
+			if p.AssistantMessageID != called.AssistantMessageID {
+				order = append(order, "step")
+			}
+		}
+	}
+	if !slices.Equal(order, []string{"swept", "step"}) {
+		t.Fatalf("after the crash %v: %v", order, h2.Types(sid)[kept:])
+	}
+	var result string
+	for _, m := range h2.Request(1).Messages {
+		for _, p := range m.Parts {
+			if p.Kind == llm.PartToolResult && p.CallID == "call_1" {
+				result = p.Output
+			}
+		}
+	}
+	if !strings.Contains(result, "Tool execution interrupted") {
+		t.Fatalf("the woken request sends back %q for the orphaned call", result)
+	}
+	h2.CheckReplay()
+}
