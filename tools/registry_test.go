@@ -522,3 +522,35 @@ func TestRegistryAsksForToolsThatDoNot(t *testing.T) {
 		})
 	}
 }
+
+// TestRegistryAsksUnderThePermission: the registry's own question for a
+// tool that does not ask is for the tool's Permission, not its name, with
+// pattern "*" and the input shown as JSON even when the call sent none,
+// so that rules written for the permission decide it.
+func TestRegistryAsksUnderThePermission(t *testing.T) {
+	asker := &scriptedAsker{answer: answerAlways(Once)}
+	perms, err := NewPermissions(PermissionsConfig{Project: "p", Asker: asker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := NewRegistry(Config{Root: t.TempDir(), Permissions: perms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := NewTool(Definition{Name: "deploy", Description: "d", Permission: "network", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *CallContext, struct{}) (Result, error) { return Result{Output: "ran"}, nil })
+	if err := reg.Register(reg.NewScope("s"), tool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Execute(context.Background(), Call{SessionID: "ses_1", CallID: "c1", Name: "deploy", Input: json.RawMessage("  ")}); err != nil {
+		t.Fatal(err)
+	}
+	asked := asker.requests()
+	if len(asked) != 1 {
+		t.Fatalf("asked %d questions, want 1", len(asked))
+	}
+	q := asked[0]
+	if q.Permission != "network" || !slices.Equal(q.Patterns, []string{"*"}) || string(q.Metadata) != `{"input":{}}` {
+		t.Fatalf("question %+v, want permission network, pattern *, metadata {\"input\":{}}", q)
+	}
+}
