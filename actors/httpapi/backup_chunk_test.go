@@ -1,0 +1,121 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sessiond/sessiond/actors"
+	"github.com/sessiond/sessiond/actors/actortest"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+// fixedBackups is a store whose backups are a copy of data.
+type fixedBackups struct {
+	persistence.Store
+	data []byte
+}
+
+func (s fixedBackups) Backup(context.Context) (io.ReadCloser, int64, error) {
+	return io.NopCloser(bytes.NewReader(s.data)), int64(len(s.data)), nil
+}
+
+// deadlineListener hands out connections that record the write deadlines
+// set on them.
+type deadlineListener struct {
+	net.Listener
+	mu        sync.Mutex
+	deadlines []time.Duration // each one's distance from when it was set
+}
+
+func (l *deadlineListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &deadlineConn{Conn: c, l: l}, nil
+}
+
+type deadlineConn struct {
+	net.Conn
+	l *deadlineListener
+}
+
+func (c *deadlineConn) SetWriteDeadline(t time.Time) error {
+	if !t.IsZero() {
+		c.l.mu.Lock()
+		c.l.deadlines = append(c.l.deadlines, time.Until(t))
+		c.l.mu.Unlock()
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *deadlineConn) SetDeadline(t time.Time) error {
+	if err := c.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+// TestBackupDeadlinePerChunk: a backup larger than one chunk arrives whole,
+// and each backupChunk of it gets its own write deadline of
+// StreamWriteTimeout, so a slow client that keeps reading a large store is
+// not cut off by one deadline for the whole copy.
+func TestBackupDeadlinePerChunk(t *testing.T) {
+	const chunks = 4
+	data := make([]byte, chunks*backupChunk+1000)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	b := harnessBackend(t, actortest.Options{Config: func(c *actors.Config) {
+		c.Store = fixedBackups{Store: c.Store, data: data}
+	}})
+	srv, err := NewServer(ServerConfig{API: Config{Runtime: b.rt, Logger: zerolog.Nop(), StreamWriteTimeout: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &deadlineListener{Listener: inner}
+	if err := srv.Start(l); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get("http://" + l.Addr().String() + "/api/backup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("backup of %d bytes: read %d, %v; want it whole", len(data), len(got), err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// One deadline per chunk: the four whole ones and the rest.
+	if n := len(l.deadlines); n != chunks+1 {
+		t.Fatalf("%d write deadlines for %d chunks and a rest, want %d", n, chunks, chunks+1)
+	}
+	for _, d := range l.deadlines {
+		if d <= time.Hour-time.Minute || d > time.Hour {
+			t.Fatalf("write deadline %v ahead, want StreamWriteTimeout", d)
+		}
+	}
+}
