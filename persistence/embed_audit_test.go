@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/sessiond/sessiond/messages"
@@ -26,5 +27,23 @@ func TestAppendRefusesTypedNilPayload(t *testing.T) {
 	}
 	if w, err := st.Watermark(context.Background(), sid); err != nil || w != 0 {
 		t.Fatalf("watermark %d, %v: want 0, nothing appended", w, err)
+	}
+}
+
+// valuePayload is a payload of a caller's own that is not a pointer.
+type valuePayload struct{ sid messages.SessionID }
+
+func (valuePayload) Type() string                  { return "x.value.1" }
+func (p valuePayload) Session() messages.SessionID { return p.sid }
+
+// TestAppendRefusesForeignValuePayload: a payload that is not a pointer
+// (a type of the caller's own) is not taken for a nil one, nor does the
+// nil check panic on it: it is refused as a type that is not durable.
+func TestAppendRefusesForeignValuePayload(t *testing.T) {
+	st := openTemp(t, Options{NoSync: true})
+	sid := newSession(t, st)
+	_, err := st.Append(context.Background(), sid, valuePayload{sid: sid})
+	if e := messages.AsError(err, messages.ErrUnknown); err == nil || e.Type != messages.ErrInvalid || !strings.Contains(err.Error(), "not a durable event type") {
+		t.Fatalf("Append of a value payload: %v, want invalid: not a durable event type", err)
 	}
 }
