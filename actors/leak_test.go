@@ -220,3 +220,37 @@ func TestMoveAndPassivationCyclesLeaveNothing(t *testing.T) {
 		t.Fatalf("%d moves and passivations left goroutines: %v", cycles, err)
 	}
 }
+
+// TestAnsweredWaitsAreNotListed: the wait and interrupt callers a busy
+// period's end answers leave the Session actor's lists; kept, each later
+// busy period would answer them again and the lists would grow with every
+// wait a client makes.
+func TestAnsweredWaitsAreNotListed(t *testing.T) {
+	h := actortest.New(t)
+	sid := h.Session()
+	for i := range 3 {
+		g := script.NewGate()
+		h.Model.Reply(script.Hold(g), script.Text("done"))
+		h.Prompt(sid, "p"+strconv.Itoa(i))
+		if err := g.Reached(h.Ctx()); err != nil {
+			t.Fatal(err)
+		}
+		base, _, _ := h.Runtime.SessionWaiters(sid)
+		waited := make(chan error, 2)
+		go func() { waited <- h.Runtime.Wait(h.Ctx(), sid) }()
+		go func() { waited <- h.Runtime.Wait(h.Ctx(), sid) }()
+		eventually(t, "the waits to reach the Session actor", func() bool {
+			received, listed, _ := h.Runtime.SessionWaiters(sid)
+			return received >= base+2 && listed == 2
+		})
+		g.Release()
+		for range 2 {
+			if err := <-waited; err != nil {
+				t.Fatalf("wait: %v", err)
+			}
+		}
+		if _, listed, ok := h.Runtime.SessionWaiters(sid); ok && listed != 0 {
+			t.Fatalf("busy period %d: %d answered callers still listed", i, listed)
+		}
+	}
+}
