@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,4 +119,69 @@ func TestBackupDeadlinePerChunk(t *testing.T) {
 			t.Fatalf("write deadline %v ahead, want StreamWriteTimeout", d)
 		}
 	}
+}
+
+// countedBackups is a store whose backups are a copy of data that counts
+// what the handler reads of it and reports when it is closed.
+type countedBackups struct {
+	persistence.Store
+	data   []byte
+	read   *atomic.Int64
+	closed chan struct{}
+}
+
+func (s countedBackups) Backup(context.Context) (io.ReadCloser, int64, error) {
+	return &countedCopy{r: bytes.NewReader(s.data), s: s}, int64(len(s.data)), nil
+}
+
+type countedCopy struct {
+	r *bytes.Reader
+	s countedBackups
+}
+
+func (c *countedCopy) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.s.read.Add(int64(n))
+	return n, err
+}
+
+func (c *countedCopy) Close() error {
+	close(c.s.closed)
+	return nil
+}
+
+// TestStalledBackupStopsReading: once a write to a stalled client fails,
+// the handler stops copying; it does not read the rest of the store to
+// throw it away.
+func TestStalledBackupStopsReading(t *testing.T) {
+	data := make([]byte, 8*backupChunk)
+	st := countedBackups{data: data, read: new(atomic.Int64), closed: make(chan struct{})}
+	b := harnessBackend(t, actortest.Options{Config: func(c *actors.Config) {
+		st.Store = c.Store
+		c.Store = st
+	}})
+	l := serveStalling(t, Config{Runtime: b.rt, Logger: zerolog.Nop(), StreamWriteTimeout: 20 * time.Millisecond})
+	l.stalled.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+l.Addr().String()+"/api/backup", nil)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := tr.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-st.closed:
+	case <-ctx.Done():
+		t.Fatal("a stalled backup client held its copy")
+	}
+	if n := st.read.Load(); n >= 2*backupChunk {
+		t.Fatalf("read %d bytes of a %d-byte backup for a client that took none", n, len(data))
+	}
+	cancel()
+	<-done
 }
