@@ -274,7 +274,9 @@ type waitersQuery struct{}
 // that retries a wait on a timeout would grow the list by one each time:
 // so whenever the list reaches twice what its last pruning left (and at
 // least minPrune), the callers whose process is gone are dropped. A
-// pruning costs as many lookups as the appends since the last, at most.
+// pruning looks up every caller listed, at most twice the appends since
+// the last (the survivors of that one are looked up again): a constant
+// cost per append.
 type waiters struct {
 	pids    []*actor.PID
 	pruneAt int
