@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,6 +66,30 @@ func (c *deadlineConn) SetDeadline(t time.Time) error {
 	return c.Conn.SetReadDeadline(t)
 }
 
+// serveOn starts a server with cfg on wrap of a free local port's
+// listener, shut down when the test ends.
+func serveOn(t *testing.T, cfg Config, wrap func(net.Listener) net.Listener) {
+	t.Helper()
+	srv, err := NewServer(ServerConfig{API: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(wrap(inner)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+}
+
 // TestBackupDeadlinePerChunk: a backup larger than one chunk arrives whole,
 // and each backupChunk of it gets its own write deadline of
 // StreamWriteTimeout, so a slow client that keeps reading a large store is
@@ -78,24 +103,10 @@ func TestBackupDeadlinePerChunk(t *testing.T) {
 	b := harnessBackend(t, actortest.Options{Config: func(c *actors.Config) {
 		c.Store = fixedBackups{Store: c.Store, data: data}
 	}})
-	srv, err := NewServer(ServerConfig{API: Config{Runtime: b.rt, Logger: zerolog.Nop(), StreamWriteTimeout: time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &deadlineListener{Listener: inner}
-	if err := srv.Start(l); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
+	l := &deadlineListener{}
+	serveOn(t, Config{Runtime: b.rt, Logger: zerolog.Nop(), StreamWriteTimeout: time.Hour}, func(inner net.Listener) net.Listener {
+		l.Listener = inner
+		return l
 	})
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
@@ -184,4 +195,71 @@ func TestStalledBackupStopsReading(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// gatedBackups is a store whose backups are a copy of data that, after
+// its first read, reads no more until the request's context ends.
+type gatedBackups struct {
+	persistence.Store
+	data            []byte
+	started, closed chan struct{}
+}
+
+func (s gatedBackups) Backup(ctx context.Context) (io.ReadCloser, int64, error) {
+	return &gatedCopy{r: bytes.NewReader(s.data), s: s, ctx: ctx}, int64(len(s.data)), nil
+}
+
+type gatedCopy struct {
+	r     *bytes.Reader
+	s     gatedBackups
+	ctx   context.Context
+	reads int
+}
+
+func (c *gatedCopy) Read(p []byte) (int, error) {
+	if c.reads++; c.reads == 2 {
+		close(c.s.started)
+		<-c.ctx.Done()
+	}
+	return c.r.Read(p)
+}
+
+func (c *gatedCopy) Close() error {
+	close(c.s.closed)
+	return nil
+}
+
+// TestBackupClientGoneIsNotLogged: a backup cut short because its client
+// went away is the client's choice, not a failure worth a warning.
+func TestBackupClientGoneIsNotLogged(t *testing.T) {
+	st := gatedBackups{data: make([]byte, 8*backupChunk), started: make(chan struct{}), closed: make(chan struct{})}
+	b := harnessBackend(t, actortest.Options{Config: func(c *actors.Config) {
+		st.Store = c.Store
+		c.Store = st
+	}})
+	var logs syncLog
+	var addr string
+	serveOn(t, Config{Runtime: b.rt, Logger: zerolog.New(&logs), StreamWriteTimeout: actortest.Timeout}, func(l net.Listener) net.Listener {
+		addr = l.Addr().String()
+		return l
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/api/backup", nil)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := tr.RoundTrip(req); err == nil {
+			_, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	<-st.started
+	cancel() // the client goes away mid-copy
+	<-done
+	<-st.closed
+	if strings.Contains(logs.String(), "cut short") {
+		t.Fatalf("a client that went away logged a warning: %s", logs.String())
+	}
 }
