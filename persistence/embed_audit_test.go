@@ -17,12 +17,13 @@ func TestAppendRefusesTypedNilPayload(t *testing.T) {
 	sid := newSession(t, st)
 	var p *messages.AgentSelected
 	for name, commit := range map[string]func() error{
-		"Append": func() error { _, err := st.Append(context.Background(), sid, p); return err },
-		"Commit": func() error { _, err := st.Commit(context.Background(), sid, p); return err },
+		"Append of a nil *AgentSelected": func() error { _, err := st.Append(context.Background(), sid, p); return err },
+		"Commit of a nil *AgentSelected": func() error { _, err := st.Commit(context.Background(), sid, p); return err },
+		"Append of nil":                  func() error { _, err := st.Append(context.Background(), sid, nil); return err },
 	} {
 		err := commit()
 		if e := messages.AsError(err, messages.ErrUnknown); err == nil || e.Type != messages.ErrInvalid {
-			t.Errorf("%s of a nil *AgentSelected: %v, want an invalid error", name, err)
+			t.Errorf("%s: %v, want an invalid error", name, err)
 		}
 	}
 	if w, err := st.Watermark(context.Background(), sid); err != nil || w != 0 {
