@@ -540,24 +540,10 @@ type stallListener struct {
 // local port, shut down when the test ends.
 func serveStalling(t *testing.T, cfg Config) *stallListener {
 	t.Helper()
-	srv, err := NewServer(ServerConfig{API: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &stallListener{Listener: inner}
-	if err := srv.Start(l); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
+	var l *stallListener
+	serveOn(t, cfg, func(inner net.Listener) net.Listener {
+		l = &stallListener{Listener: inner}
+		return l
 	})
 	return l
 }
