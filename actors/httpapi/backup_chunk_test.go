@@ -175,16 +175,7 @@ func TestStalledBackupStopsReading(t *testing.T) {
 	l.stalled.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+l.Addr().String()+"/api/backup", nil)
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if resp, err := tr.RoundTrip(req); err == nil {
-			resp.Body.Close()
-		}
-	}()
+	done := getInBackground(t, ctx, "http://"+l.Addr().String()+"/api/backup")
 	select {
 	case <-st.closed:
 	case <-ctx.Done():

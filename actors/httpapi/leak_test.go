@@ -112,16 +112,7 @@ func TestStalledBackupClientIsCutOff(t *testing.T) {
 	l.stalled.Store(true) // the client reads nothing of the answer
 	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+l.Addr().String()+"/api/backup", nil)
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if resp, err := tr.RoundTrip(req); err == nil {
-			resp.Body.Close()
-		}
-	}()
+	done := getInBackground(t, ctx, "http://"+l.Addr().String()+"/api/backup")
 	<-watched.read
 	select {
 	case <-watched.closed:
@@ -130,4 +121,25 @@ func TestStalledBackupClientIsCutOff(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// getInBackground sends GET url on a connection of its own and returns a
+// channel closed once the answer's headers came (its body is closed
+// unread) or the request failed, such as when ctx ends.
+func getInBackground(t *testing.T, ctx context.Context, url string) <-chan struct{} {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := tr.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	return done
 }
