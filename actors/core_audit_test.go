@@ -225,21 +225,7 @@ func TestProviderPanicAwaitsItsTools(t *testing.T) {
 	}
 	checkBusyPeriods(t, h, sid)
 	evs := h.Events(sid)
-	settled, failed := -1, -1
-	for i, ev := range evs {
-		switch p := ev.Data.(type) {
-		case *messages.ToolSucceeded:
-			if p.CallID == "c1" && p.Output == "done" {
-				settled = i
-			}
-		case *messages.StepFailed:
-			failed = i
-			if p.Error.Type != messages.ErrProviderUnknown {
-				t.Errorf("step failed with %+v, want a provider failure", p.Error)
-			}
-		}
-	}
-	if settled < 0 || failed < 0 || settled > failed {
+	if !settledThenFailed(t, h, sid, messages.ErrProviderUnknown) {
 		t.Fatalf("want the call's own result, then the step's failure: %v", h.Types(sid))
 	}
 	if f := lastOf[*messages.ExecutionFailed](h, sid); f == nil || h.Types(sid)[len(evs)-1] != "session.execution.failed" {
@@ -369,4 +355,28 @@ func TestPanicDuringACompactionSettlesIt(t *testing.T) {
 		t.Fatalf("request after the compaction users %v", got)
 	}
 	h.CheckReplay()
+}
+
+// settledThenFailed reports whether call c1's own result ("done") was
+// recorded before its step failed, and fails t if the step failed with
+// another type than want or ended instead.
+func settledThenFailed(t *testing.T, h *actortest.Harness, sid messages.SessionID, want messages.ErrorType) bool {
+	t.Helper()
+	settled, failed := -1, -1
+	for i, ev := range h.Events(sid) {
+		switch p := ev.Data.(type) {
+		case *messages.ToolSucceeded:
+			if p.CallID == "c1" && p.Output == "done" {
+				settled = i
+			}
+		case *messages.StepFailed:
+			failed = i
+			if p.Error.Type != want {
+				t.Errorf("step failed with %+v, want %s", p.Error, want)
+			}
+		case *messages.StepEnded:
+			t.Errorf("the failed stream ended its step: %+v", p)
+		}
+	}
+	return settled >= 0 && failed >= 0 && settled < failed
 }

@@ -204,23 +204,7 @@ func TestStepFailureAwaitsItsRunningTools(t *testing.T) {
 			sid := h.Session()
 			h.Prompt(sid, "go")
 			h.WaitIdle(sid)
-			settled, failed := -1, -1
-			for i, ev := range h.Events(sid) {
-				switch p := ev.Data.(type) {
-				case *messages.ToolSucceeded:
-					if p.CallID == "c1" && p.Output == "done" {
-						settled = i
-					}
-				case *messages.StepFailed:
-					failed = i
-					if p.Error.Type != tc.want {
-						t.Errorf("step failed with %+v, want %s", p.Error, tc.want)
-					}
-				case *messages.StepEnded:
-					t.Errorf("the failed stream ended its step: %+v", p)
-				}
-			}
-			if settled < 0 || failed < 0 || settled > failed || requests.Load() != 1 {
+			if !settledThenFailed(t, h, sid, tc.want) || requests.Load() != 1 {
 				t.Fatalf("want the call's own result, then the step's failure, one request (%d): %v", requests.Load(), h.Types(sid))
 			}
 			if f := lastOf[*messages.ExecutionFailed](h, sid); f == nil || f.Error.Type != tc.want {

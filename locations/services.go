@@ -183,12 +183,22 @@ func (m *Manager) fill(key string, loc messages.Location, e *serviceSet) (s *Ser
 		}
 		close(e.done)
 	}()
-	s, err = m.build(loc)
+	s, err = m.buildSet(loc)
 	if err != nil {
-		e.err = fmt.Errorf("locations: build %s: %w", loc.Directory, err)
-		return nil, e.err
+		e.err = err
+		return nil, err
 	}
 	e.svc = s
+	return s, nil
+}
+
+// buildSet builds the service set of loc, naming its directory in a
+// failure.
+func (m *Manager) buildSet(loc messages.Location) (*Services, error) {
+	s, err := m.build(loc)
+	if err != nil {
+		return nil, fmt.Errorf("locations: build %s: %w", loc.Directory, err)
+	}
 	return s, nil
 }
 
@@ -209,15 +219,11 @@ func (m *Manager) Check(loc messages.Location) (*Services, error) {
 			return e.svc, nil
 		}
 	}
-	s, err := m.build(loc)
-	if err != nil {
-		return nil, fmt.Errorf("locations: build %s: %w", loc.Directory, err)
-	}
-	return s, nil
+	return m.buildSet(loc)
 }
 
 // Cached returns how many Location keys have a set cached or in the
-// making (for tests and metrics).
+// making (tests of other packages count them).
 func (m *Manager) Cached() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
