@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"syscall"
@@ -17,59 +18,90 @@ import (
 	"github.com/sessiond/sessiond/persistence/storetest"
 )
 
-func cpuTime() time.Duration {
+// rusage returns the process's resource use so far.
+func rusage() syscall.Rusage {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return ru
 }
 
 // stepsPerSession bounds each Session's chain of steps, so the benchmark
 // measures per-step cost rather than ever-growing transcripts.
 const stepsPerSession = 20
 
+// stepRun is what runSteps measured over its timed pass.
+type stepRun struct {
+	steps, events int
+	elapsed, cpu  time.Duration
+	allocs        uint64
+	faults        int64
+}
+
 // runSteps runs about total steps (one local tool call per step, the
 // scripted model answering at once) on waves of `parallel` concurrent
-// Sessions, and returns steps, durable events and elapsed time.
-func runSteps(b *testing.B, h *actortest.Harness, parallel, total int) (steps, events int, elapsed time.Duration) {
+// Sessions, and measures steps, durable events, time, CPU, allocations and
+// page faults.
+//
+// An untimed pass of as many steps on other Sessions comes first, so the
+// figure is a running process's steady state: the heap has grown to its
+// working size (a fresh process's first touch of that memory costs a page
+// fault per 4 KB) and the store's memtable has been through its flushes.
+// BENCH_COLD_HEAP=1 skips it.
+func runSteps(b *testing.B, h *actortest.Harness, parallel, total int) stepRun {
 	h.Tools.Add("noop", func(context.Context, locations.ToolCall) (string, error) { return "ok", nil })
 	h.Model.Default(script.ToolCall("call_1", "noop", `{}`))
 	h.Model.SetRecord(false) // the daemon keeps no request copies; neither does this measurement
 	waves := max(total/(parallel*stepsPerSession), 1)
-	all := make([][]messages.SessionID, waves)
-	for w := range all {
-		for range parallel {
-			all[w] = append(all[w], h.Session())
+	sessions := func() [][]messages.SessionID {
+		all := make([][]messages.SessionID, waves)
+		for w := range all {
+			for range parallel {
+				all[w] = append(all[w], h.Session())
+			}
+		}
+		return all
+	}
+	run := func(all [][]messages.SessionID) {
+		for _, wave := range all {
+			var wg sync.WaitGroup
+			for _, sid := range wave {
+				wg.Go(func() {
+					h.Prompt(sid, "loop")
+					h.WaitIdle(sid)
+				})
+			}
+			wg.Wait()
 		}
 	}
-	before := 0
-	for _, wave := range all {
-		for _, sid := range wave {
-			w, _ := h.Store.Watermark(context.Background(), sid)
-			before += int(w) + 1
+	events := func(all [][]messages.SessionID) (n int) {
+		for _, wave := range all {
+			for _, sid := range wave {
+				w, _ := h.Store.Watermark(context.Background(), sid)
+				n += int(w) + 1
+			}
 		}
+		return n
 	}
+	if os.Getenv("BENCH_COLD_HEAP") == "" {
+		run(sessions())
+	}
+	all := sessions()
+	before, requests := events(all), h.Model.Count()
 	b.ResetTimer()
+	ru0, mallocs0 := rusage(), mallocs()
 	start := time.Now()
-	for _, wave := range all {
-		var wg sync.WaitGroup
-		for _, sid := range wave {
-			wg.Go(func() {
-				h.Prompt(sid, "loop")
-				h.WaitIdle(sid)
-			})
-		}
-		wg.Wait()
-	}
-	elapsed = time.Since(start)
+	run(all)
+	elapsed := time.Since(start)
+	ru, allocs := rusage(), mallocs()-mallocs0
 	b.StopTimer()
-	after := 0
-	for _, wave := range all {
-		for _, sid := range wave {
-			w, _ := h.Store.Watermark(context.Background(), sid)
-			after += int(w) + 1
-		}
+	return stepRun{
+		steps:   h.Model.Count() - requests,
+		events:  events(all) - before,
+		elapsed: elapsed,
+		cpu:     time.Duration(ru.Utime.Nano() + ru.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()),
+		allocs:  allocs,
+		faults:  ru.Minflt - ru0.Minflt,
 	}
-	return h.Model.Count(), after - before, elapsed
 }
 
 // BenchmarkSteps reports steps/s and durable events/s with fsync on, the
@@ -90,9 +122,8 @@ func BenchmarkSteps(b *testing.B) {
 				if sync {
 					raw = storetest.FdatasyncRate(b, dir, 300)
 				}
-				cpu0, mallocs0 := cpuTime(), mallocs()
-				steps, events, elapsed := runSteps(b, h, sessions, b.N)
-				cpu, allocs := cpuTime()-cpu0, mallocs()-mallocs0
+				r := runSteps(b, h, sessions, b.N)
+				steps, events, elapsed := r.steps, r.events, r.elapsed
 				b.ReportMetric(float64(steps)/elapsed.Seconds(), "steps/s")
 				b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
 				b.ReportMetric(float64(events)/float64(steps), "events/step")
@@ -101,8 +132,9 @@ func BenchmarkSteps(b *testing.B) {
 				// kernel's work for each fdatasync and the wakeups around it.
 				// Allocations are the steadier proxy for CPU when the machine's
 				// speed drifts between runs.
-				b.ReportMetric(float64(cpu.Microseconds())/float64(steps), "cpu-µs/step")
-				b.ReportMetric(float64(allocs)/float64(steps), "allocs/step")
+				b.ReportMetric(float64(r.cpu.Microseconds())/float64(steps), "cpu-µs/step")
+				b.ReportMetric(float64(r.allocs)/float64(steps), "allocs/step")
+				b.ReportMetric(float64(r.faults)/float64(steps), "faults/step")
 				if sync {
 					raw = max(raw, storetest.FdatasyncRate(b, dir, 300))
 					b.ReportMetric(raw, "fdatasync/s")
