@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
@@ -82,7 +83,7 @@ func (a *api) shutdown() {
 // ServeHTTP implements http.Handler.
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := a.cfg.Now()
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &statusWriter{ResponseWriter: w, timeout: a.cfg.StreamWriteTimeout}
 	defer func() {
 		if e := a.log.Debug(); e.Enabled() {
 			e.Str("method", r.Method).Str("path", r.URL.Path).Int("status", sw.status).
@@ -215,16 +216,20 @@ func (a *api) cors(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// statusWriter records the status for the request log. Unwrap lets
-// http.ResponseController reach the connection (flush, read deadline).
+// statusWriter records the status for the request log, and bounds writing
+// the response. Unwrap lets http.ResponseController reach the connection
+// (flush, deadlines).
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// timeout is Config.StreamWriteTimeout: see bound.
+	timeout time.Duration
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
+		w.bound()
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -232,8 +237,23 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+		w.bound()
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// bound gives the response, once it starts, timeout to be written: a
+// client that stops reading without closing its connection would
+// otherwise hold the handler's goroutine and the connection for as long as
+// the connection lives (the Server has no WriteTimeout, which would also
+// cut long polls while they wait). Streams arm the deadline again before
+// each write; net/http clears it once the response is done, so it never
+// reaches the connection's next request.
+func (w *statusWriter) bound() {
+	if w.timeout > 0 {
+		// Not every ResponseWriter supports deadlines (test recorders).
+		_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.timeout))
+	}
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

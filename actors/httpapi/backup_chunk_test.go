@@ -121,9 +121,10 @@ func TestBackupDeadlinePerChunk(t *testing.T) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	// One deadline per chunk: the four whole ones and the rest.
-	if n := len(l.deadlines); n != chunks+1 {
-		t.Fatalf("%d write deadlines for %d chunks and a rest, want %d", n, chunks, chunks+1)
+	// One deadline as the answer starts (every answer gets it), then one
+	// per chunk: the four whole ones and the rest.
+	if n := len(l.deadlines); n != 1+chunks+1 {
+		t.Fatalf("%d write deadlines for an answer of %d chunks and a rest, want %d", n, chunks, 1+chunks+1)
 	}
 	for _, d := range l.deadlines {
 		if d <= time.Hour-time.Minute || d > time.Hour {

@@ -57,11 +57,13 @@ type Config struct {
 	// Default DefaultHeartbeat (15 s).
 	Heartbeat time.Duration
 	// StreamWriteTimeout bounds how long a stream (log, event) waits for
-	// its client to take one burst of frames or a heartbeat. A client that
-	// stops reading without closing the connection would otherwise hold
-	// the stream's goroutines and its store tail until Shutdown; it is cut
-	// off instead and resumes with Last-Event-ID. Default
-	// DefaultStreamWriteTimeout (30 s).
+	// its client to take one burst of frames or a heartbeat, a backup for
+	// one 256 KB chunk, and any other answer for all of it (from when it
+	// starts: a long poll's wait is not counted). A client that stops
+	// reading without closing the connection would otherwise hold the
+	// handler's goroutines (and a stream's store tail) for as long as the
+	// connection lives; it is cut off instead, and a stream's client
+	// resumes with Last-Event-ID. Default DefaultStreamWriteTimeout (30 s).
 	StreamWriteTimeout time.Duration
 	// Now timestamps request logs. Default time.Now.
 	Now func() time.Time

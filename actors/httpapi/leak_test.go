@@ -143,3 +143,25 @@ func getInBackground(t *testing.T, ctx context.Context, url string) <-chan struc
 	}()
 	return done
 }
+
+// TestStalledJSONClientIsCutOff: a client that sends a request and then
+// reads nothing of an ordinary JSON answer (without closing its
+// connection) no longer holds the handler's goroutine and the connection
+// for as long as the connection lives: the answer gets the write timeout
+// once it starts, and the server closes the connection when it passes.
+func TestStalledJSONClientIsCutOff(t *testing.T) {
+	b := harnessBackend(t)
+	l := serveStalling(t, Config{Runtime: b.rt, Logger: zerolog.Nop(), StreamWriteTimeout: 50 * time.Millisecond})
+	l.stalled.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
+	defer cancel()
+	done := getInBackground(t, ctx, "http://"+l.Addr().String()+"/api/session")
+	select {
+	case <-done:
+		if ctx.Err() != nil {
+			t.Fatal("the stalled answer was never cut off")
+		}
+	case <-ctx.Done():
+		t.Fatal("the stalled answer was never cut off")
+	}
+}
