@@ -172,11 +172,7 @@ func TestStalledBackupStopsReading(t *testing.T) {
 		st.Store = c.Store
 		c.Store = st
 	}})
-	l := serveStalling(t, Config{Runtime: b.rt, Logger: zerolog.Nop(), StreamWriteTimeout: 20 * time.Millisecond})
-	l.stalled.Store(true)
-	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
-	defer cancel()
-	done := getInBackground(t, ctx, "http://"+l.Addr().String()+"/api/backup")
+	ctx, cancel, done := getStalled(t, b.rt, 20*time.Millisecond, "/api/backup")
 	select {
 	case <-st.closed:
 	case <-ctx.Done():

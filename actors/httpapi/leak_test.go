@@ -108,11 +108,7 @@ func TestStalledBackupClientIsCutOff(t *testing.T) {
 		watched.Store = c.Store
 		c.Store = watched
 	}})
-	l := serveStalling(t, Config{Runtime: b.rt, Logger: zerolog.Nop(), StreamWriteTimeout: 50 * time.Millisecond})
-	l.stalled.Store(true) // the client reads nothing of the answer
-	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
-	defer cancel()
-	done := getInBackground(t, ctx, "http://"+l.Addr().String()+"/api/backup")
+	ctx, cancel, done := getStalled(t, b.rt, 50*time.Millisecond, "/api/backup")
 	<-watched.read
 	select {
 	case <-watched.closed:
@@ -121,6 +117,19 @@ func TestStalledBackupClientIsCutOff(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// getStalled serves rt with the given write timeout to a client that
+// sends GET path and then reads nothing of the answer (without closing its
+// connection). done is closed once the request failed or its headers came;
+// ctx, which cancel ends, bounds the wait at actortest.Timeout.
+func getStalled(t *testing.T, rt *actors.Runtime, timeout time.Duration, path string) (ctx context.Context, cancel context.CancelFunc, done <-chan struct{}) {
+	t.Helper()
+	l := serveStalling(t, Config{Runtime: rt, Logger: zerolog.Nop(), StreamWriteTimeout: timeout})
+	l.stalled.Store(true)
+	ctx, cancel = context.WithTimeout(context.Background(), actortest.Timeout)
+	t.Cleanup(cancel)
+	return ctx, cancel, getInBackground(t, ctx, "http://"+l.Addr().String()+path)
 }
 
 // getInBackground sends GET url on a connection of its own and returns a
@@ -151,11 +160,7 @@ func getInBackground(t *testing.T, ctx context.Context, url string) <-chan struc
 // once it starts, and the server closes the connection when it passes.
 func TestStalledJSONClientIsCutOff(t *testing.T) {
 	b := harnessBackend(t)
-	l := serveStalling(t, Config{Runtime: b.rt, Logger: zerolog.Nop(), StreamWriteTimeout: 50 * time.Millisecond})
-	l.stalled.Store(true)
-	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
-	defer cancel()
-	done := getInBackground(t, ctx, "http://"+l.Addr().String()+"/api/session")
+	ctx, _, done := getStalled(t, b.rt, 50*time.Millisecond, "/api/session")
 	select {
 	case <-done:
 		if ctx.Err() != nil {
