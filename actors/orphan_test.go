@@ -118,7 +118,8 @@ func TestOrphanSweepAfterSIGKILL(t *testing.T) {
 // TestOrphanSweepFailsACallCutOffMidInput checks the sweep for a call a
 // dead process left pending (its input started streaming, the call never
 // completed), not only for one left running: it is failed as interrupted
-// under its original assistant message, and the step is closed.
+// under its original assistant message with DESIGN.md §5's message
+// "Tool execution interrupted: <tool>", and the step is closed.
 func TestOrphanSweepFailsACallCutOffMidInput(t *testing.T) {
 	h := actortest.New(t)
 	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "e", nil })
@@ -136,7 +137,7 @@ func TestOrphanSweepFailsACallCutOffMidInput(t *testing.T) {
 	started := lastOf[*messages.ToolInputStarted](h2, sid)
 	failed := lastOf[*messages.ToolFailed](h2, sid)
 	if failed == nil || failed.CallID != "call_1" || failed.AssistantMessageID != started.AssistantMessageID ||
-		failed.Error.Type != messages.ErrAborted || !strings.HasPrefix(failed.Error.Message, "Tool execution interrupted") {
+		failed.Error.Type != messages.ErrAborted || failed.Error.Message != "Tool execution interrupted: echo" {
 		t.Fatalf("sweep: failed %+v; %v", failed, h2.Types(sid))
 	}
 	if open, err := h2.Store.OpenSteps(h2.Ctx(), sid); err != nil || len(open) != 0 {
