@@ -63,6 +63,7 @@ func Run(t *testing.T, open Factory) {
 		{"LogAndHistoryCursorsBelowZero", testCursorsBelowZero},
 		{"LogReplayEndsAtItsWatermark", testLogReplayEndsAtItsWatermark},
 		{"LogFollowerReadsALongCommit", testLogFollowerReadsALongCommit},
+		{"LogFollowerGetsACommitMadeDuringReplay", testLogFollowerGetsACommitMadeDuringReplay},
 		{"LogFollowerEndsWithItsContext", testLogFollowerEndsWithItsContext},
 		{"ScenarioProjections", testScenarioProjections},
 		{"OpenSteps", testOpenSteps},
@@ -1173,6 +1174,43 @@ func testLogReplayEndsAtItsWatermark(t *testing.T, open Factory) {
 	}
 	if len(seqs) != 601 || seqs[600] != 600 {
 		t.Fatalf("replayed %d events up to %d, want 0..600", len(seqs), seqs[len(seqs)-1])
+	}
+}
+
+// testLogFollowerGetsACommitMadeDuringReplay: a follower subscribes
+// before it captures the watermark it replays to (DESIGN.md §4, SEED.md
+// sessions.log), so a commit made while it replays, and never followed by
+// another, is delivered after log.synced. A follower that subscribed
+// after its replay would have missed that commit's signal and wait for
+// the next commit.
+func testLogFollowerGetsACommitMadeDuringReplay(t *testing.T, open Factory) {
+	st := open(t, persistence.Options{})
+	sid := newSession(t, st)
+	appendN(t, st, sid, 10) // seqs 0..10
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var seqs []int64
+	var synced *messages.Synced
+	for item, err := range st.Log(c, sid, -1, true) {
+		must(t, err)
+		if item.Synced != nil {
+			synced = item.Synced
+			continue
+		}
+		seq := item.Event.Durable.Seq
+		seqs = append(seqs, seq)
+		if seq == 5 {
+			appendN(t, st, sid, 1) // seqs 11 and 12, above the captured watermark
+		}
+		if seq == 11 {
+			break
+		}
+	}
+	if synced == nil || synced.Seq == nil || *synced.Seq != 10 {
+		t.Fatalf("synced %+v, want seq 10 (the watermark captured before the replay)", synced)
+	}
+	if len(seqs) != 12 || seqs[11] != 11 {
+		t.Fatalf("follower got %v, want 0..11: the commit made during the replay never reached the tail", seqs)
 	}
 }
 
