@@ -407,6 +407,31 @@ func TestRunCompactsAutomaticallyWithTheConfiguredBuffer(t *testing.T) {
 	}
 }
 
+// TestRunWithAutoCompactionOff: compaction.auto false reaches the
+// runtime. The same configuration as above, where the buffer makes the
+// second step compact first, runs both steps without compacting.
+func TestRunWithAutoCompactionOff(t *testing.T) {
+	cfgDir := t.TempDir()
+	writeFile(t, cfgDir, "s.json", `{"responses": [
+		{"times": 1, "steps": [{"toolCall": {"id": "c1", "name": "read", "input": {"path": "notes.txt"}}}, {"finish": "tool-calls"}]},
+		{"steps": [{"text": "done reading"}, {"finish": "stop"}]}]}`)
+	cfg := writeFile(t, cfgDir, "sessiond.json", `{"providers": {"s": {"type": "script", "file": "s.json", "models": {"x": {"context": 100000}}}},
+		"model": "s/x", "compaction": {"auto": false, "buffer": 99000}}`)
+	dir := t.TempDir()
+	writeFile(t, dir, "notes.txt", "remember the milk\n")
+	code, out, errOut := runApp(t, map[string]string{"SESSIOND_DATA": t.TempDir(), "HOME": t.TempDir()},
+		"run", "--json", "--yes", "--config", cfg, "--dir", dir, "hi")
+	if code != exitOK || !strings.Contains(out, `"type":"`+messages.TypeStepEnded+`"`) {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if strings.Contains(out, `"type":"`+messages.TypeCompactionStarted+`"`) {
+		t.Fatalf("compacted with compaction.auto false:\n%s", out)
+	}
+	if n := strings.Count(out, `"type":"`+messages.TypeStepEnded+`"`); n != 2 {
+		t.Fatalf("%d steps ended, want 2:\n%s", n, out)
+	}
+}
+
 // TestRunReportsATranscriptItCouldNotWrite: a stdout that fails for a
 // reason other than its reader being gone (EPIPE) is reported on stderr,
 // and the busy period's outcome is still the status: the transcript's
