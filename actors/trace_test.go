@@ -253,6 +253,35 @@ func TestOverflowRecoveryNeverLoops(t *testing.T) {
 	}
 }
 
+// TestOverflowCompactionLeavesOneAttempt: "A completed checkpoint
+// rebuilds the same logical step with one remaining physical attempt"
+// (SEED.md; DESIGN.md §5: one overflow-triggered compaction, then
+// terminal). A rate limit on that attempt, retryable before any output on
+// any other attempt, ends the busy period without a retry.
+func TestOverflowCompactionLeavesOneAttempt(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Text("earlier"))
+	h.Model.Reply(script.Fail(&llm.Error{Type: messages.ErrProviderContextOverflow, Message: "too long"}))
+	h.Model.Reply(script.Text("## Objective\nsummary"))
+	h.Model.Reply(script.Fail(rateLimit(0)))
+	h.Model.Default(script.Text("not reached"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	if n := count(h, sid, messages.TypeRetryScheduled); n != 0 || h.Model.Count() != 4 {
+		t.Fatalf("%d retries, %d requests after the overflow compaction, want none and 4: %v", n, h.Model.Count(), h.Types(sid))
+	}
+	if n := count(h, sid, messages.TypeCompactionEnded); n != 1 {
+		t.Fatalf("%d compactions ended: %v", n, h.Types(sid))
+	}
+	if f := lastOf[*messages.ExecutionFailed](h, sid); f == nil || f.Error.Type != messages.ErrProviderRateLimit {
+		t.Fatalf("busy period %+v: %v", f, h.Types(sid))
+	}
+	h.CheckReplay()
+}
+
 // TestOrphanSweepPrecedesAWokenRequest: "Before assembling a provider
 // request, the runner's cross-drain failInterruptedTools recovery durably
 // fails any tool still projected as pending or running from a previous
