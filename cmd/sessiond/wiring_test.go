@@ -386,22 +386,31 @@ func TestServeRootsHoldForOlderSessions(t *testing.T) {
 	}
 }
 
+// runReadThenSay runs `sessiond run --json` with a scripted model of a
+// 100,000-token window that reads notes.txt in its first step and says
+// text in every later one, under the configuration's compaction section
+// (a JSON object), and returns the exit code, stdout and stderr.
+func runReadThenSay(t *testing.T, text, compaction string) (code int, out, errOut string) {
+	t.Helper()
+	cfgDir := t.TempDir()
+	writeFile(t, cfgDir, "s.json", `{"responses": [
+		{"times": 1, "steps": [{"toolCall": {"id": "c1", "name": "read", "input": {"path": "notes.txt"}}}, {"finish": "tool-calls"}]},
+		{"steps": [{"text": `+strconv.Quote(text)+`}, {"finish": "stop"}]}]}`)
+	cfg := writeFile(t, cfgDir, "sessiond.json", `{"providers": {"s": {"type": "script", "file": "s.json", "models": {"x": {"context": 100000}}}},
+		"model": "s/x", "compaction": `+compaction+`}`)
+	dir := t.TempDir()
+	writeFile(t, dir, "notes.txt", "remember the milk\n")
+	return runApp(t, map[string]string{"SESSIOND_DATA": t.TempDir(), "HOME": t.TempDir()},
+		"run", "--json", "--yes", "--config", cfg, "--dir", dir, "hi")
+}
+
 // TestRunCompactsAutomaticallyWithTheConfiguredBuffer: automatic
 // compaction is on by default and uses the configured buffer: with a
 // buffer that leaves a large window less than a thousand tokens, the
 // second step of a busy period compacts first (with the default buffer,
 // a quarter of the window at most, it would not).
 func TestRunCompactsAutomaticallyWithTheConfiguredBuffer(t *testing.T) {
-	cfgDir := t.TempDir()
-	writeFile(t, cfgDir, "s.json", `{"responses": [
-		{"times": 1, "steps": [{"toolCall": {"id": "c1", "name": "read", "input": {"path": "notes.txt"}}}, {"finish": "tool-calls"}]},
-		{"steps": [{"text": "## Objective\nread the notes"}, {"finish": "stop"}]}]}`)
-	cfg := writeFile(t, cfgDir, "sessiond.json", `{"providers": {"s": {"type": "script", "file": "s.json", "models": {"x": {"context": 100000}}}},
-		"model": "s/x", "compaction": {"buffer": 99000}}`)
-	dir := t.TempDir()
-	writeFile(t, dir, "notes.txt", "remember the milk\n")
-	code, out, errOut := runApp(t, map[string]string{"SESSIOND_DATA": t.TempDir(), "HOME": t.TempDir()},
-		"run", "--json", "--yes", "--config", cfg, "--dir", dir, "hi")
+	code, out, errOut := runReadThenSay(t, "## Objective\nread the notes", `{"buffer": 99000}`)
 	if code != exitOK || !strings.Contains(out, `"type":"`+messages.TypeCompactionEnded+`"`) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
@@ -411,16 +420,7 @@ func TestRunCompactsAutomaticallyWithTheConfiguredBuffer(t *testing.T) {
 // runtime. The same configuration as above, where the buffer makes the
 // second step compact first, runs both steps without compacting.
 func TestRunWithAutoCompactionOff(t *testing.T) {
-	cfgDir := t.TempDir()
-	writeFile(t, cfgDir, "s.json", `{"responses": [
-		{"times": 1, "steps": [{"toolCall": {"id": "c1", "name": "read", "input": {"path": "notes.txt"}}}, {"finish": "tool-calls"}]},
-		{"steps": [{"text": "done reading"}, {"finish": "stop"}]}]}`)
-	cfg := writeFile(t, cfgDir, "sessiond.json", `{"providers": {"s": {"type": "script", "file": "s.json", "models": {"x": {"context": 100000}}}},
-		"model": "s/x", "compaction": {"auto": false, "buffer": 99000}}`)
-	dir := t.TempDir()
-	writeFile(t, dir, "notes.txt", "remember the milk\n")
-	code, out, errOut := runApp(t, map[string]string{"SESSIOND_DATA": t.TempDir(), "HOME": t.TempDir()},
-		"run", "--json", "--yes", "--config", cfg, "--dir", dir, "hi")
+	code, out, errOut := runReadThenSay(t, "done reading", `{"auto": false, "buffer": 99000}`)
 	if code != exitOK || !strings.Contains(out, `"type":"`+messages.TypeStepEnded+`"`) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
