@@ -111,11 +111,7 @@ func TestOverflowOnTheLastStepStillCompacts(t *testing.T) {
 	h.Model.Reply(script.Fail(overflow))
 	h.Model.Reply(script.Text("## Objective\nsummary"))
 	h.Model.Reply(script.Text("answer three"))
-	sid := h.Session()
-	h.Prompt(sid, "one")
-	h.WaitIdle(sid)
-	h.Prompt(sid, "two")
-	h.WaitIdle(sid)
+	sid := twoTurns(h)
 	ended := lastOf[*messages.CompactionEnded](h, sid)
 	if ended == nil || ended.Reason != messages.CompactionOverflow {
 		t.Fatalf("no overflow compaction on the last step: %v", h.Types(sid))
@@ -192,11 +188,7 @@ func TestCompactionBaselineIsMeasured(t *testing.T) {
 // overflow triggered failed.
 func overflowCompactionFails(t *testing.T, h *actortest.Harness) messages.SessionID {
 	t.Helper()
-	sid := h.Session()
-	h.Prompt(sid, "one")
-	h.WaitIdle(sid)
-	h.Prompt(sid, "two")
-	h.WaitIdle(sid)
+	sid := twoTurns(h)
 	if c := lastOf[*messages.CompactionFailed](h, sid); c == nil || c.Reason != messages.CompactionOverflow {
 		t.Fatalf("the overflow compaction did not fail: %v", h.Types(sid))
 	}

@@ -121,17 +121,28 @@ func TestManualCompactionBarrier(t *testing.T) {
 	h.CheckReplay()
 }
 
-func TestOverflowCompactsOnceThenRetries(t *testing.T) {
-	h := actortest.New(t)
-	h.Model.Reply(script.Text("earlier"))
-	h.Model.Reply(script.Fail(&llm.Error{Type: messages.ErrProviderContextOverflow, Message: "too long"}))
-	h.Model.Reply(script.Text("## Objective\nsummary"))
-	h.Model.Reply(script.Text("fits now"))
+// overflow is a model reply that fails the step: the request is larger
+// than the model's context window.
+var overflow = script.Fail(&llm.Error{Type: messages.ErrProviderContextOverflow, Message: "too long"})
+
+// twoTurns starts a Session and runs two prompts in it, "one" and then
+// "two", each to idle.
+func twoTurns(h *actortest.Harness) messages.SessionID {
 	sid := h.Session()
 	h.Prompt(sid, "one")
 	h.WaitIdle(sid)
 	h.Prompt(sid, "two")
 	h.WaitIdle(sid)
+	return sid
+}
+
+func TestOverflowCompactsOnceThenRetries(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Text("earlier"))
+	h.Model.Reply(overflow)
+	h.Model.Reply(script.Text("## Objective\nsummary"))
+	h.Model.Reply(script.Text("fits now"))
+	sid := twoTurns(h)
 	types := h.Types(sid)
 	if n := count(h, sid, messages.TypeCompactionEnded); n != 1 || types[len(types)-1] != "session.execution.succeeded" || h.Model.Count() != 4 {
 		t.Fatalf("%d requests: %v", h.Model.Count(), types)
@@ -402,15 +413,11 @@ func TestOverflowRetryAnswersAfterTheBoundary(t *testing.T) {
 	h := actortest.New(t)
 	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "ECHO-RESULT", nil })
 	h.Model.Reply(script.Text("earlier"))
-	h.Model.Reply(script.Fail(&llm.Error{Type: messages.ErrProviderContextOverflow, Message: "too long"}))
+	h.Model.Reply(overflow)
 	h.Model.Reply(script.Text("## Objective\nsummary"))
 	h.Model.Reply(script.ToolCall("c1", "echo", `{}`))
 	h.Model.Reply(script.Text("done"))
-	sid := h.Session()
-	h.Prompt(sid, "one")
-	h.WaitIdle(sid)
-	h.Prompt(sid, "two")
-	h.WaitIdle(sid)
+	twoTurns(h)
 	var call, result bool
 	for _, m := range h.Request(5).Messages {
 		for _, p := range m.Parts {
@@ -556,11 +563,7 @@ func TestAutomaticCompactionInterruptedByACrash(t *testing.T) {
 	h.Model.Reply(script.Text("a1"))
 	h.Model.Reply(script.Text("## Objective\nx"))
 	h.Model.Reply(script.Text("a2"))
-	sid := h.Session()
-	h.Prompt(sid, "one")
-	h.WaitIdle(sid)
-	h.Prompt(sid, "two")
-	h.WaitIdle(sid)
+	sid := twoTurns(h)
 	row := lastOf[*messages.CompactionStarted](h, sid)
 	if row == nil || row.Reason != messages.CompactionAuto {
 		t.Fatalf("no automatic compaction: %v", h.Types(sid))
@@ -631,7 +634,7 @@ func TestManualCompactionAdmittedDuringAnOverflowOne(t *testing.T) {
 	h := actortest.New(t)
 	g := script.NewGate()
 	h.Model.Reply(script.Text("earlier"))
-	h.Model.Reply(script.Fail(&llm.Error{Type: messages.ErrProviderContextOverflow, Message: "too long"}))
+	h.Model.Reply(overflow)
 	h.Model.Reply(script.Text("## Objective\n"), script.Hold(g), script.Text("summary"))
 	h.Model.Default(script.Text("fits now"))
 	sid := h.Session()

@@ -196,7 +196,7 @@ func TestCreateRacedByAnotherPublishesNothing(t *testing.T) {
 // attempt.
 func TestOverflowOfTheFirstPromptCarriesIt(t *testing.T) {
 	h := actortest.New(t)
-	h.Model.Reply(script.Fail(&llm.Error{Type: messages.ErrProviderContextOverflow, Message: "too long"}))
+	h.Model.Reply(overflow)
 	h.Model.Reply(script.Text("## Objective\nsummary"))
 	h.Model.Reply(script.Text("fits now"))
 	sid := h.Session()

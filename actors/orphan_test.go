@@ -115,12 +115,12 @@ func TestOrphanSweepAfterSIGKILL(t *testing.T) {
 	h.CheckReplay()
 }
 
-// TestOrphanSweepFailsACallCutOffMidInput checks the sweep for a call a
-// dead process left pending (its input started streaming, the call never
-// completed), not only for one left running: it is failed as interrupted
-// under its original assistant message with DESIGN.md §5's message
-// "Tool execution interrupted: <tool>", and the step is closed.
-func TestOrphanSweepFailsACallCutOffMidInput(t *testing.T) {
+// echoCrashedAt runs a Session whose model calls the tool echo (call_1)
+// and then answers "done", and returns a harness on the log as a process
+// killed just after its first event of type typ would have left it, with
+// the Session and how many events were kept (crashedAt).
+func echoCrashedAt(t *testing.T, typ string) (*actortest.Harness, messages.SessionID, int) {
+	t.Helper()
 	h := actortest.New(t)
 	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "e", nil })
 	h.Model.Reply(script.ToolCall("call_1", "echo", `{}`))
@@ -128,7 +128,17 @@ func TestOrphanSweepFailsACallCutOffMidInput(t *testing.T) {
 	sid := h.Session()
 	h.Prompt(sid, "go")
 	h.WaitIdle(sid)
-	h2, _ := crashedAt(t, h, sid, messages.TypeToolInputStarted)
+	h2, kept := crashedAt(t, h, sid, typ)
+	return h2, sid, kept
+}
+
+// TestOrphanSweepFailsACallCutOffMidInput checks the sweep for a call a
+// dead process left pending (its input started streaming, the call never
+// completed), not only for one left running: it is failed as interrupted
+// under its original assistant message with DESIGN.md §5's message
+// "Tool execution interrupted: <tool>", and the step is closed.
+func TestOrphanSweepFailsACallCutOffMidInput(t *testing.T) {
+	h2, sid, _ := echoCrashedAt(t, messages.TypeToolInputStarted)
 	h2.Model.Reply(script.Text("recovered"))
 	if _, err := h2.Runtime.Resume(h2.Ctx(), sid); err != nil {
 		t.Fatal(err)

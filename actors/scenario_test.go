@@ -665,11 +665,7 @@ func TestStepCostIsTheProvidersOrPriced(t *testing.T) {
 	usage := messages.Tokens{Input: 1_000_000, Output: 100_000}
 	h.Model.Reply(script.Text("priced"), script.Finish(llm.FinishStop, usage))
 	h.Model.Reply(script.Text("reported"), script.Event(llm.Event{Kind: llm.StepFinish, Finish: llm.FinishStop, Usage: usage, Cost: 0.25}))
-	sid := h.Session()
-	h.Prompt(sid, "one")
-	h.WaitIdle(sid)
-	h.Prompt(sid, "two")
-	h.WaitIdle(sid)
+	sid := twoTurns(h)
 	var costs []float64
 	for _, ev := range h.Events(sid) {
 		if p, ok := ev.Data.(*messages.StepEnded); ok {

@@ -222,7 +222,6 @@ func TestStepFailureAwaitsItsRunningTools(t *testing.T) {
 // overflow instead of compacting again; one that overflows after streaming
 // text does not compact at all.
 func TestOverflowRecoveryNeverLoops(t *testing.T) {
-	overflow := script.Fail(&llm.Error{Type: messages.ErrProviderContextOverflow, Message: "too long"})
 	for name, tc := range map[string]struct {
 		replies     [][]script.Step
 		compactions int
@@ -237,11 +236,7 @@ func TestOverflowRecoveryNeverLoops(t *testing.T) {
 				h.Model.Reply(r...)
 			}
 			h.Model.Default(script.Text("## Objective\nnot reached"))
-			sid := h.Session()
-			h.Prompt(sid, "one")
-			h.WaitIdle(sid)
-			h.Prompt(sid, "two")
-			h.WaitIdle(sid)
+			sid := twoTurns(h)
 			if n := count(h, sid, messages.TypeCompactionStarted); n != tc.compactions || h.Model.Count() != 1+len(tc.replies) {
 				t.Fatalf("%d compactions, %d requests: %v", n, h.Model.Count(), h.Types(sid))
 			}
@@ -261,15 +256,11 @@ func TestOverflowRecoveryNeverLoops(t *testing.T) {
 func TestOverflowCompactionLeavesOneAttempt(t *testing.T) {
 	h := actortest.New(t)
 	h.Model.Reply(script.Text("earlier"))
-	h.Model.Reply(script.Fail(&llm.Error{Type: messages.ErrProviderContextOverflow, Message: "too long"}))
+	h.Model.Reply(overflow)
 	h.Model.Reply(script.Text("## Objective\nsummary"))
 	h.Model.Reply(script.Fail(rateLimit(0)))
 	h.Model.Default(script.Text("not reached"))
-	sid := h.Session()
-	h.Prompt(sid, "one")
-	h.WaitIdle(sid)
-	h.Prompt(sid, "two")
-	h.WaitIdle(sid)
+	sid := twoTurns(h)
 	if n := count(h, sid, messages.TypeRetryScheduled); n != 0 || h.Model.Count() != 4 {
 		t.Fatalf("%d retries, %d requests after the overflow compaction, want none and 4: %v", n, h.Model.Count(), h.Types(sid))
 	}
@@ -290,14 +281,7 @@ func TestOverflowCompactionLeavesOneAttempt(t *testing.T) {
 // sends the model that failure as the call's result, and does not run the
 // tool again.
 func TestOrphanSweepPrecedesAWokenRequest(t *testing.T) {
-	h := actortest.New(t)
-	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "e", nil })
-	h.Model.Reply(script.ToolCall("call_1", "echo", `{}`))
-	h.Model.Reply(script.Text("done"))
-	sid := h.Session()
-	h.Prompt(sid, "go")
-	h.WaitIdle(sid)
-	h2, kept := crashedAt(t, h, sid, messages.TypeToolCalled)
+	h2, sid, kept := echoCrashedAt(t, messages.TypeToolCalled)
 	h2.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) {
 		t.Error("the orphaned call ran again")
 		return "", nil
