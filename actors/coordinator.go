@@ -26,7 +26,7 @@ const (
 	// phaseRunning: a drain goroutine is executing.
 	phaseRunning
 	// phaseClosing: the drain goroutine is writing the busy period's
-	// terminal event.
+	// terminal event, or its actor is stopping.
 	phaseClosing
 )
 

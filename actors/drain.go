@@ -15,6 +15,12 @@ import (
 // drain is the child actor that owns one busy period's goroutine: it runs
 // the runner loop (one drain, then coalesced follow-ups) and spawns one tool
 // actor per local tool call.
+//
+// It reports the busy period's end (drainDone) only once each of its tool
+// actors has terminated, and the Session actor ends the busy period only
+// once the drain actor has: protoactor stops every child an actor still
+// lists when it stops, and a child whose termination is on its way (its
+// Terminated not yet handled) gets that Stop as a dead letter, logged.
 type drain struct {
 	rt      *Runtime
 	svc     *locations.Services
@@ -23,14 +29,35 @@ type drain struct {
 	session *actor.PID
 	ctx     context.Context
 	force   bool
+
+	// tools are the tool actors not yet told to stop.
+	tools map[string]*actor.PID
+	// finished is the goroutine's report, once it has ended.
+	finished *runFinished
 }
 
-// startTool asks the drain actor to spawn a tool actor.
-type startTool struct {
-	ctx   context.Context
-	call  locations.ToolCall
-	reply chan locations.ToolResult
-}
+// Messages between a drain actor, its goroutine and its tool actors. The
+// reports may reach a drain actor that has stopped (a tool past its grace
+// finishes after its drain; a Session stopping mid-busy-period stops its
+// drain actor before the goroutine ends), which is expected: they are not
+// logged as dead letters.
+type (
+	// startTool asks the drain actor to spawn a tool actor.
+	startTool struct {
+		ctx   context.Context
+		call  locations.ToolCall
+		reply chan locations.ToolResult
+	}
+	// toolFinished: a tool actor's goroutine has returned; the drain
+	// actor stops it.
+	toolFinished struct{ pid *actor.PID }
+	// runFinished: the busy period's goroutine has ended, its terminal
+	// event committed.
+	runFinished struct{ owed bool }
+)
+
+func (*toolFinished) IgnoreDeadLetterLogging() {}
+func (*runFinished) IgnoreDeadLetterLogging()  {}
 
 // Receive implements actor.Actor.
 func (d *drain) Receive(ctx actor.Context) {
@@ -39,7 +66,37 @@ func (d *drain) Receive(ctx actor.Context) {
 		self := ctx.Self()
 		d.rt.wg.Go(func() { d.run(self) })
 	case *startTool:
-		ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &tool{rt: d.rt, svc: d.svc, req: msg} }))
+		pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &tool{rt: d.rt, svc: d.svc, req: msg} }))
+		if d.tools == nil {
+			d.tools = map[string]*actor.PID{}
+		}
+		d.tools[pid.Id] = pid
+	case *toolFinished:
+		if _, ok := d.tools[msg.pid.Id]; ok {
+			delete(d.tools, msg.pid.Id)
+			ctx.Stop(msg.pid)
+		}
+	case *runFinished:
+		d.finished = msg
+		// A tool the runner stopped waiting for (it ignored cancellation
+		// past toolGrace) has an actor still: it stops now, and its
+		// goroutine's report later reaches no one.
+		for id, pid := range d.tools {
+			delete(d.tools, id)
+			ctx.Stop(pid)
+		}
+		d.reportDone(ctx)
+	case *actor.Terminated:
+		d.reportDone(ctx)
+	}
+}
+
+// reportDone tells the Session actor that the busy period has ended once
+// the goroutine has and no tool actor is left.
+func (d *drain) reportDone(ctx actor.Context) {
+	if d.finished != nil && len(ctx.Children()) == 0 {
+		ctx.Send(d.session, &drainDone{pid: ctx.Self(), owed: d.finished.owed})
+		d.finished = nil
 	}
 }
 
@@ -81,7 +138,7 @@ func (d *drain) run(self *actor.PID) {
 	} else if err != nil && !errors.Is(err, errInterrupted) && !errors.Is(err, errSuperseded) {
 		d.rt.cfg.Logger.Warn().Err(err).Str("session", string(d.sid)).Msg("drain failed before writing anything")
 	}
-	root.Send(d.session, &drainDone{pid: self, owed: r.owed})
+	root.Send(self, &runFinished{owed: r.owed})
 }
 
 // loop runs drains until the coordinator has no follow-up. A panic in the
@@ -157,10 +214,10 @@ type tool struct {
 // Receive implements actor.Actor.
 func (t *tool) Receive(ctx actor.Context) {
 	if _, ok := ctx.Message().(*actor.Started); ok {
-		self := ctx.Self()
+		self, drain := ctx.Self(), ctx.Parent()
 		t.rt.wg.Go(func() {
 			t.req.reply <- t.execute()
-			t.rt.system.Root.Stop(self)
+			t.rt.system.Root.Send(drain, &toolFinished{pid: self})
 		})
 	}
 }

@@ -25,6 +25,9 @@ type execution struct {
 	// stopping: Shutdown is stopping the actors. A stopping actor still
 	// receives commands, but a child spawned now would never be stopped.
 	stopping bool
+	// closing: stopAll has arrived; stopped records that this actor has
+	// asked to stop.
+	closing, stopped bool
 	// moving holds the commands for each Session whose Move was forwarded
 	// to its Location and has not settled (moveDone): routed by a store
 	// read taken before the move commits, they would reach the Location
@@ -55,6 +58,22 @@ type moveDone struct {
 // heldQuery asks the router how many commands it holds for a Session
 // (introspection for tests).
 type heldQuery struct{ sid messages.SessionID }
+
+// stopAll, sent by Shutdown to the router and by the router to each
+// Location actor, stops the actors from the bottom up: each stops the
+// children it lists, and itself once every child has terminated. Stopping
+// the router would have protoactor stop every child each actor still
+// lists, and one already stopping (passivated just before, its Terminated
+// not yet handled) would get a second Stop, logged as a dead letter.
+type stopAll struct{}
+
+// stopOnceEmpty stops the actor of ctx, once, when it has no child left.
+func stopOnceEmpty(ctx actor.Context, stopped *bool) {
+	if !*stopped && len(ctx.Children()) == 0 {
+		*stopped = true
+		ctx.Stop(ctx.Self())
+	}
+}
 
 // locationsQuery asks the router how many Location actors it has and how
 // many commands it forwarded to them (introspection for tests).
@@ -94,11 +113,21 @@ func (e *execution) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		close(e.rt.execStopped)
 		return
+	case *stopAll:
+		e.stopping, e.closing = true, true
+		for _, c := range e.locations {
+			ctx.Send(c.pid, msg)
+		}
+		stopOnceEmpty(ctx, &e.stopped)
+		return
 	case *actor.Terminated:
 		for k, c := range e.locations {
 			if c.pid.Equal(msg.Who) {
 				delete(e.locations, k)
 			}
+		}
+		if e.closing {
+			stopOnceEmpty(ctx, &e.stopped)
 		}
 		return
 	case *locationIdle:

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
 	"github.com/sessiond/sessiond/actors"
@@ -189,9 +190,11 @@ func TestInterruptCyclesLeaveNothing(t *testing.T) {
 // command or goroutine is left of any directory it ran in.
 func TestMoveAndPassivationCyclesLeaveNothing(t *testing.T) {
 	var mgr *locations.Manager
+	var logs lockedBuffer
 	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
 		c.IdleTimeout = time.Millisecond
 		mgr = c.Locations
+		c.Logger = zerolog.New(&logs)
 	}})
 	h.Model.SetRecord(false)
 	h.Model.Default(script.Text("ok"))
@@ -219,6 +222,9 @@ func TestMoveAndPassivationCyclesLeaveNothing(t *testing.T) {
 	if err := goleak.Find(before); err != nil {
 		t.Fatalf("%d moves and passivations left goroutines: %v", cycles, err)
 	}
+	// No actor was stopped twice: each Location stopped only once its
+	// Session actors had.
+	noDeadLetters(t, h, &logs)
 }
 
 // TestAnsweredWaitsAreNotListed: the wait and interrupt callers a busy

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -230,6 +231,140 @@ func TestProtoactorLogsRouteToZerolog(t *testing.T) {
 	if !strings.Contains(buf.String(), `"message":"actor system started"`) {
 		t.Fatalf("protoactor log not routed to zerolog: %q", buf.String())
 	}
+}
+
+// TestBusyPeriodsEndWithoutDeadLetters: a Session's busy period ends only
+// once its drain actor, and every tool actor under it, has terminated.
+// protoactor stops the children an actor still lists, and a child whose
+// termination is on its way gets a second Stop, logged as a dead letter:
+// before, a runtime shut down just after a busy period with a tool call
+// logged one about one time in eight.
+func TestBusyPeriodsEndWithoutDeadLetters(t *testing.T) {
+	for range 100 {
+		h, logs := loggedHarness(t)
+		h.Model.Reply(script.ToolCall("call_1", "echo", `{"x":1}`))
+		h.Model.Reply(script.Text("done"))
+		sid := h.Session()
+		h.Prompt(sid, "go")
+		h.WaitIdle(sid)
+		noDeadLetters(t, h, logs)
+	}
+}
+
+// loggedHarness is a harness whose runtime logs to the returned buffer.
+func loggedHarness(t *testing.T) (*actortest.Harness, *lockedBuffer) {
+	var buf lockedBuffer
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Logger = zerolog.New(&buf) }})
+	return h, &buf
+}
+
+// noDeadLetters fails t when the runtime of h, now closed, logged a dead
+// letter.
+func noDeadLetters(t *testing.T, h *actortest.Harness, logs *lockedBuffer) {
+	t.Helper()
+	h.Close()
+	if strings.Contains(logs.String(), "DeadLetter") {
+		t.Fatalf("dead letters logged:\n%s", logs.String())
+	}
+}
+
+// TestAnswersNoOneWaitsForAreNotLogged: a caller that stopped waiting
+// (its context ended) is answered into the void when the busy period
+// ends, which is expected and not logged as a dead letter.
+func TestAnswersNoOneWaitsForAreNotLogged(t *testing.T) {
+	h, logs := loggedHarness(t)
+	g := script.NewGate()
+	h.Model.Reply(script.Hold(g), script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "long")
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(h.Ctx())
+	errc := make(chan error, 1)
+	go func() { errc <- h.Runtime.Wait(ctx, sid) }()
+	eventually(t, "the wait to be listed", func() bool {
+		_, n, _ := h.Runtime.SessionWaiters(sid)
+		return n == 1
+	})
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned wait returned %v", err)
+	}
+	g.Release()
+	h.WaitIdle(sid)
+	noDeadLetters(t, h, logs)
+}
+
+// TestWorkCarriedByAMoveIsNotAnswered: the wake and run a move carries to
+// the new Location are sent with no one to answer; the Session actor's
+// answers there reach no one, which is not logged as a dead letter.
+func TestWorkCarriedByAMoveIsNotAnswered(t *testing.T) {
+	h, logs := loggedHarness(t)
+	g := script.NewGate()
+	h.Model.Reply(script.Hold(g))
+	h.Model.Default(script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Runtime.Wake(h.Ctx(), sid); err != nil { // coalesced: the move carries it
+		t.Fatal(err)
+	}
+	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	if after := typesAfter(h, sid, "session.moved"); !slices.Contains(after, "session.step.ended") {
+		t.Fatalf("the carried run did not run: %v", after)
+	}
+	noDeadLetters(t, h, logs)
+}
+
+// TestShutdownStopsEachActorOnce: Shutdown stops the actors from the
+// bottom up, each once its children have terminated. It stopped the
+// router, and protoactor stopped every child each actor still listed: a
+// Session actor passivated just before, stopping but not yet reported to
+// its Location, was stopped a second time, a dead letter in the log of a
+// clean stop.
+func TestShutdownStopsEachActorOnce(t *testing.T) {
+	fire, restore := actors.HoldIdleTimers()
+	t.Cleanup(restore)
+	h, logs := loggedHarness(t)
+	h.Model.Default(script.Text("ok"))
+	p, a := h.Session(), h.Session() // one Location
+	if err := h.Runtime.Wake(h.Ctx(), a); err != nil {
+		t.Fatal(err)
+	}
+	waitIdleArmed(h, a)
+	h.Prompt(p, "one")
+	waitIdleArmed(h, p) // fire passivates p
+	passivated, stopping, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var held, seen sync.Once
+	actors.SetSessionFault(func(msg any) {
+		switch msg.(type) {
+		case *actor.Stopped: // p's, held between its stop and its report
+			held.Do(func() { close(passivated); <-release })
+		case *actor.Stopping:
+			select {
+			case <-passivated: // a's, stopped by Shutdown
+				seen.Do(func() { close(stopping) })
+			default:
+			}
+		}
+	})
+	defer actors.SetSessionFault(nil)
+	fire()
+	<-passivated
+	done := make(chan error, 1)
+	go func() { done <- h.Runtime.Shutdown(h.Ctx()) }()
+	<-stopping
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	noDeadLetters(t, h, logs)
 }
 
 // TestFailedBusyPeriodIsLogged: a busy period that fails (a wrong API key,
@@ -560,28 +695,26 @@ func TestIdleActorAsksItsLocationFirst(t *testing.T) {
 	}
 }
 
-// TestMovedActorStopsAtItsIdleTick: the actor a moved Session leaves
-// behind stops itself at its next idle tick. Its old Location forgot it at
-// the move, so asking that Location would leave it running for good (a
-// Location actor with no Session actor left stops its children with it:
-// another Session keeps this one).
-func TestMovedActorStopsAtItsIdleTick(t *testing.T) {
-	h, fire := idleHeldHarness(t)
+// TestMovedActorStopsAtTheMove: the actor a moved Session leaves behind
+// stops when the move commits, though its old Location stays (it serves
+// another Session). Its Location forgot it at the move, and its idle ticks
+// (held here) passivate only actors their Location lists.
+func TestMovedActorStopsAtTheMove(t *testing.T) {
+	h, _ := idleHeldHarness(t)
 	sid, other := h.Session(), h.Session()
 	if err := h.Runtime.Wake(h.Ctx(), other); err != nil {
 		t.Fatal(err)
 	}
 	waitIdleArmed(h, other)
 	h.Prompt(sid, "one")
-	waitIdleArmed(h, sid) // fire sends its tick
+	h.WaitIdle(sid)
 	if _, err := h.Runtime.Move(h.Ctx(), sid, messages.Location{Directory: t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
-	if n := h.Runtime.Live(); n != 2 {
-		t.Fatalf("%d Session actors live after the move, want the one left behind and the other", n)
-	}
-	fire()
 	eventually(t, "the actor left behind to stop", func() bool { return h.Runtime.Live() == 1 })
+	if n, _ := h.Runtime.LocationActors(); n != 1 {
+		t.Fatalf("%d Location actors, want the old one, serving the other Session", n)
+	}
 }
 
 // TestCommandsWhileActorsStop: a command that reaches the actors while

@@ -22,6 +22,8 @@ type location struct {
 	gen      int
 	// stopping: see execution.stopping.
 	stopping bool
+	// closing and stopped: see execution.
+	closing, stopped bool
 	// received counts the commands the router forwarded here; reported is
 	// received when this actor last told the router it had no Session
 	// actor (locationIdle), so it tells it once per idle spell.
@@ -95,16 +97,32 @@ func (l *location) Receive(ctx actor.Context) {
 		return
 	case *sessionMoved:
 		// The Session is elsewhere now: a later command for it here (it
-		// may move back) gets a fresh actor. The moved one stops itself.
+		// may move back) gets a fresh actor, and the moved one stops. The
+		// router held the Session's commands until the move settled, so
+		// none is on its way to it.
 		if c, ok := l.sessions[msg.sid]; ok && c.pid.Equal(msg.pid) {
 			delete(l.sessions, msg.sid)
 		}
+		if !l.stopping {
+			ctx.Stop(msg.pid)
+		}
+		return
+	case *stopAll:
+		l.stopping, l.closing = true, true
+		for sid, c := range l.sessions {
+			delete(l.sessions, sid)
+			ctx.Stop(c.pid)
+		}
+		stopOnceEmpty(ctx, &l.stopped)
 		return
 	case *actor.Terminated:
 		for sid, c := range l.sessions {
 			if c.pid.Equal(msg.Who) {
 				delete(l.sessions, sid)
 			}
+		}
+		if l.closing {
+			stopOnceEmpty(ctx, &l.stopped)
 		}
 		return
 	}
@@ -152,9 +170,12 @@ func (l *location) Receive(ctx actor.Context) {
 var beforeIdleReport atomic.Pointer[func()]
 
 // reportIdle tells the router, once per idle spell, that no Session actor
-// is left here (see locationIdle).
+// is left here (see locationIdle): none listed, and none still stopping.
+// A Session actor stopping (passivated, or moved away) is still this
+// actor's child until its Terminated is handled, and stopped before that,
+// this actor would stop it again, logged as a dead letter.
 func (l *location) reportIdle(ctx actor.Context) {
-	if len(l.sessions) > 0 || l.stopping || l.received == l.reported {
+	if len(l.sessions) > 0 || l.stopping || l.received == l.reported || len(ctx.Children()) > 0 {
 		return
 	}
 	l.reported = l.received

@@ -646,7 +646,7 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 			})
 		}
 		wg.Wait()
-		rt.system.Root.Stop(rt.exec)
+		rt.system.Root.Send(rt.exec, &stopAll{})
 		select {
 		case <-rt.execStopped:
 		case <-ctx.Done():

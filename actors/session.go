@@ -22,6 +22,9 @@ type session struct {
 
 	c     coordinator
 	drain *actor.PID
+	// done is the drain actor's report of the busy period's end, held
+	// until the drain actor has terminated.
+	done *drainDone
 	// cancel cancels the running drain with a reason as its cause.
 	cancel context.CancelCauseFunc
 
@@ -39,11 +42,6 @@ type session struct {
 	// stopping: see execution.stopping. A stopping Session starts no
 	// drain: its context would not be cancelled.
 	stopping bool
-	// moved: the Session is at another Location now. The router routes
-	// nothing here any more (it held the Session's commands until the move
-	// settled, and the Location forgot this actor first); it stops at its
-	// next idle tick.
-	moved bool
 	// move is a move waiting for the busy period it superseded to end.
 	move *pendingMove
 }
@@ -107,6 +105,11 @@ type (
 	}
 )
 
+// A Session actor that stops mid-busy-period is gone before its drain
+// reports; those reports are not logged as dead letters.
+func (*drainNext) IgnoreDeadLetterLogging() {}
+func (*drainDone) IgnoreDeadLetterLogging() {}
+
 // interruptReason is the cancellation cause carrying the reason.
 type interruptReason struct{ reason string }
 
@@ -150,10 +153,6 @@ func (s *session) Receive(ctx actor.Context) {
 	case *idleTick:
 		if msg.gen != s.idleGen {
 			return // re-armed or stopped since
-		}
-		if s.moved {
-			ctx.Stop(ctx.Self()) // its Location forgot it at the move
-			return
 		}
 		if !s.c.busy() {
 			ctx.Send(ctx.Parent(), &sessionIdle{sid: s.sid, pid: ctx.Self(), received: s.received})
@@ -232,33 +231,47 @@ func (s *session) Receive(ctx actor.Context) {
 	case *drainNext:
 		msg.reply <- s.c.next()
 	case *drainDone:
-		if s.drain == nil || !s.drain.Equal(msg.pid) {
+		if s.drain == nil || !s.drain.Equal(msg.pid) || s.done != nil {
 			return
 		}
+		// The busy period ends once the drain actor has terminated (see
+		// drain): a Session stopped before would stop it a second time.
+		s.done = msg
 		ctx.Stop(s.drain)
-		s.cancel(context.Canceled) // release the finished busy period's context
-		s.drain, s.cancel = nil, nil
-		s.rt.active.Delete(s.sid)
-		s.rt.cfg.Metrics.active(-1)
-		if s.move != nil && !s.stopping {
-			// The waits are answered where the Session goes on, after the
-			// work the move carries there: not as idle here, now.
-			s.move.waits = s.waitWaiters.take()
-			if s.move.run && !s.move.forced && !msg.owed {
-				// The busy period owed no step (it was between steps with
-				// nothing to continue, or in a manual compaction, which it
-				// admitted again): a wake runs what is pending there. A
-				// forced run would take a step with no input.
-				s.move.run, s.move.wake = false, true
-			}
+	case *actor.Terminated:
+		if s.done != nil && s.drain.Equal(msg.Who) {
+			s.endBusy(ctx)
 		}
-		s.apply(ctx, s.c.done())
-		if s.move != nil && !s.c.busy() && !s.stopping {
-			s.finishMove(ctx)
+	}
+}
+
+// endBusy ends the busy period whose drain actor has reported and
+// terminated.
+func (s *session) endBusy(ctx actor.Context) {
+	msg := s.done
+	s.done = nil
+	s.cancel(context.Canceled) // release the finished busy period's context
+	s.drain, s.cancel = nil, nil
+	s.rt.active.Delete(s.sid)
+	s.rt.cfg.Metrics.active(-1)
+	if s.move != nil && !s.stopping {
+		// The waits are answered where the Session goes on, after the
+		// work the move carries there: not as idle here, now.
+		s.move.waits = s.waitWaiters.take()
+		if s.move.run && !s.move.forced && !msg.owed {
+			// The busy period owed no step (it was between steps with
+			// nothing to continue, or in a manual compaction, which it
+			// admitted again): a wake runs what is pending there. A
+			// forced run would take a step with no input.
+			s.move.run, s.move.wake = false, true
 		}
-		if !s.c.busy() {
-			s.armIdle(ctx)
-		}
+	}
+	s.apply(ctx, s.c.done())
+	if s.move != nil && !s.c.busy() && !s.stopping {
+		s.finishMove(ctx)
+	}
+	if !s.c.busy() {
+		s.armIdle(ctx)
 	}
 }
 
@@ -342,15 +355,15 @@ func (s *session) start(ctx actor.Context, force bool) {
 	s.rt.active.Store(s.sid, struct{}{})
 	s.rt.cfg.Metrics.active(1)
 	self := ctx.Self()
-	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+	props := actor.PropsFromProducer(func() actor.Actor {
 		return &drain{rt: s.rt, svc: s.at.svc, locKey: s.at.key, sid: s.sid, session: self, ctx: dctx, force: force}
-	}), "drain")
+	})
+	pid, err := ctx.SpawnNamed(props, "drain")
 	if err != nil {
-		// The previous drain child has not finished stopping; spawn under a
-		// generated name instead.
-		pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-			return &drain{rt: s.rt, svc: s.at.svc, locKey: s.at.key, sid: s.sid, session: self, ctx: dctx, force: force}
-		}))
+		// Not expected: a busy period starts after the previous drain
+		// actor has terminated (endBusy). Should its name still be
+		// taken, the drain runs under a generated one.
+		pid = ctx.Spawn(props)
 	}
 	s.drain = pid
 }
@@ -372,7 +385,7 @@ func (s *session) finishMove(ctx actor.Context) {
 	s.move = nil
 	err := s.rt.commitMoveSafely(mv.msg)
 	if err == nil {
-		s.moved = true
+		// Its Location stops this actor.
 		ctx.Send(ctx.Parent(), &sessionMoved{sid: s.sid, pid: ctx.Self()})
 	}
 	ctx.Send(s.rt.exec, &moveDone{sid: mv.msg.SessionID, to: mv.sender, reply: moveReply(err), wake: mv.wake, run: mv.run, waits: mv.waits})

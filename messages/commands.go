@@ -63,3 +63,15 @@ type MoveReply struct{}
 type ErrorReply struct {
 	Error Error
 }
+
+// A reply can reach no one: a caller that has stopped waiting (its context
+// ended, its HTTP client went away), or a command sent without a reply
+// address (the wake or run a move carries). That is expected, so protoactor
+// does not log these as dead letters (its IgnoreDeadLetterLogging marker).
+
+func (*WakeReply) IgnoreDeadLetterLogging()      {}
+func (*RunReply) IgnoreDeadLetterLogging()       {}
+func (*InterruptReply) IgnoreDeadLetterLogging() {}
+func (*WaitReply) IgnoreDeadLetterLogging()      {}
+func (*MoveReply) IgnoreDeadLetterLogging()      {}
+func (*ErrorReply) IgnoreDeadLetterLogging()     {}
