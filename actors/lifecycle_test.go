@@ -268,34 +268,6 @@ func noDeadLetters(t *testing.T, h *actortest.Harness, logs *lockedBuffer) {
 	}
 }
 
-// TestAnswersNoOneWaitsForAreNotLogged: a caller that stopped waiting
-// (its context ended) is answered into the void when the busy period
-// ends, which is expected and not logged as a dead letter.
-func TestAnswersNoOneWaitsForAreNotLogged(t *testing.T) {
-	h, logs := loggedHarness(t)
-	g := script.NewGate()
-	h.Model.Reply(script.Hold(g), script.Text("done"))
-	sid := h.Session()
-	h.Prompt(sid, "long")
-	if err := g.Reached(h.Ctx()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(h.Ctx())
-	errc := make(chan error, 1)
-	go func() { errc <- h.Runtime.Wait(ctx, sid) }()
-	eventually(t, "the wait to be listed", func() bool {
-		_, n, _ := h.Runtime.SessionWaiters(sid)
-		return n == 1
-	})
-	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Fatalf("abandoned wait returned %v", err)
-	}
-	g.Release()
-	h.WaitIdle(sid)
-	noDeadLetters(t, h, logs)
-}
-
 // TestWorkCarriedByAMoveIsNotAnswered: the wake and run a move carries to
 // the new Location are sent with no one to answer; the Session actor's
 // answers there reach no one, which is not logged as a dead letter.
@@ -384,9 +356,10 @@ func TestFailedBusyPeriodIsLogged(t *testing.T) {
 
 // TestAbandonedWaitReleasesItsGoroutine: a caller that gives up on Wait
 // (an HTTP client that disconnects) leaves nothing behind while the Session
-// keeps running.
+// keeps running, and its answer, when the busy period ends, reaches no one
+// without a dead letter in the log.
 func TestAbandonedWaitReleasesItsGoroutine(t *testing.T) {
-	h := actortest.New(t)
+	h, logs := loggedHarness(t)
 	g := script.NewGate()
 	h.Model.Reply(script.Hold(g), script.Text("done"))
 	sid := h.Session()
@@ -398,6 +371,10 @@ func TestAbandonedWaitReleasesItsGoroutine(t *testing.T) {
 	ctx, cancel := context.WithCancel(h.Ctx())
 	errc := make(chan error, 1)
 	go func() { errc <- h.Runtime.Wait(ctx, sid) }()
+	eventually(t, "the wait to be listed", func() bool {
+		_, n, _ := h.Runtime.SessionWaiters(sid)
+		return n == 1
+	})
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("abandoned wait returned %v", err)
@@ -407,6 +384,7 @@ func TestAbandonedWaitReleasesItsGoroutine(t *testing.T) {
 	}
 	g.Release()
 	h.WaitIdle(sid)
+	noDeadLetters(t, h, logs)
 }
 
 // TestRouterPanicLeavesOtherSessionsRunning checks that a panic while the
