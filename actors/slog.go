@@ -58,7 +58,8 @@ func (h *slogHandler) Handle(_ context.Context, r slog.Record) error {
 // writes itself (message, level, time) gets a "slog." prefix, or the line
 // would hold it twice and most readers would keep only one (protoactor
 // names a dead letter's content "message"). A value of no basic kind is
-// written as text: protoactor's messages marshal to JSON as {}.
+// written as text, with its type: protoactor's messages marshal to JSON
+// as {}.
 func addAttr(ev *zerolog.Event, group string, a slog.Attr) *zerolog.Event {
 	a.Value = a.Value.Resolve()
 	key := a.Key
@@ -99,9 +100,16 @@ func addAttr(ev *zerolog.Event, group string, a slog.Attr) *zerolog.Event {
 	case error:
 		return ev.Str(key, x.Error())
 	case fmt.Stringer:
-		return ev.Str(key, x.String())
+		if s := x.String(); s != "" {
+			return ev.Str(key, s)
+		}
+		// A proto message without fields (protoactor's Stop) prints as
+		// nothing: its type says what it was.
+		return ev.Str(key, fmt.Sprintf("%T", x))
 	default:
-		return ev.Str(key, fmt.Sprintf("%+v", x))
+		// A struct prints its fields but not its name (a dead letter's
+		// content is any message): the type comes first.
+		return ev.Str(key, fmt.Sprintf("%T %+v", x, x))
 	}
 }
 

@@ -19,13 +19,19 @@ import (
 // TestSlogBridge: protoactor's slog output becomes one zerolog JSON line
 // per record with every key once (protoactor names a dead letter's
 // content "message", which zerolog writes too), values of no basic kind
-// as text (a proto message marshals to {}), durations as zerolog writes
-// them, groups flattened.
+// as text with their type (a proto message marshals to {}, and one
+// without fields prints as nothing), durations as zerolog writes them,
+// groups flattened.
+// silent prints as nothing, as a proto message without fields does.
+type silent struct{}
+
+func (silent) String() string { return "" }
+
 func TestSlogBridge(t *testing.T) {
 	var buf bytes.Buffer
 	l := actors.NewSlogLogger(zerolog.New(&buf).With().Timestamp().Logger()).With("pid", "p1")
 	l.WithGroup("g").Info("[DeadLetter]", "message", struct{ X int }{1}, "level", "attr-level", "time", "attr-time",
-		"err", errors.New("boom"), "n", 3, "d", 1500*time.Microsecond, slog.Group("sub", "ok", true))
+		"err", errors.New("boom"), "stop", silent{}, "n", 3, "d", 1500*time.Microsecond, slog.Group("sub", "ok", true))
 	line := strings.TrimSpace(buf.String())
 	dec := json.NewDecoder(strings.NewReader(line))
 	if _, err := dec.Token(); err != nil {
@@ -47,7 +53,7 @@ func TestSlogBridge(t *testing.T) {
 		got[tok.(string)] = v
 	}
 	for k, want := range map[string]string{
-		"message": `"[DeadLetter]"`, "level": `"info"`, "pid": `"p1"`, "g.message": `"{X:1}"`, "g.level": `"attr-level"`,
+		"message": `"[DeadLetter]"`, "level": `"info"`, "pid": `"p1"`, "g.message": `"struct { X int } {X:1}"`, "g.stop": `"actors_test.silent"`, "g.level": `"attr-level"`,
 		"g.time": `"attr-time"`, "g.err": `"boom"`, "g.n": `3`, "g.sub.ok": `true`,
 		// A duration is zerolog's own: a number of milliseconds (its
 		// DurationFieldUnit), fractions kept, not slog's text "1.5ms".
