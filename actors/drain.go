@@ -71,6 +71,10 @@ func (d *drain) Receive(ctx actor.Context) {
 			d.tools = map[string]*actor.PID{}
 		}
 		d.tools[pid.Id] = pid
+	case *actor.Stopping:
+		// protoactor stops every tool actor left (the Session is
+		// stopping mid-busy-period): none is to be stopped again here.
+		d.tools = nil
 	case *toolFinished:
 		if _, ok := d.tools[msg.pid.Id]; ok {
 			delete(d.tools, msg.pid.Id)
