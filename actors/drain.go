@@ -34,6 +34,9 @@ type drain struct {
 	tools map[string]*actor.PID
 	// finished is the goroutine's report, once it has ended.
 	finished *runFinished
+	// stopping: protoactor is stopping this actor, and with it every tool
+	// actor it lists; none is stopped again, and no end is reported.
+	stopping bool
 }
 
 // Messages between a drain actor, its goroutine and its tool actors. The
@@ -65,16 +68,18 @@ func (d *drain) Receive(ctx actor.Context) {
 	case *actor.Started:
 		self := ctx.Self()
 		d.rt.wg.Go(func() { d.run(self) })
+	case *actor.Stopping:
+		// Not expected before drainDone (a Session actor stops only once
+		// its drain actor has terminated), but should it be: protoactor
+		// stops the tool actors next, and a second Stop of one (at its
+		// toolFinished, or at runFinished) would be a dead letter.
+		d.stopping, d.tools = true, nil
 	case *startTool:
 		pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &tool{rt: d.rt, svc: d.svc, req: msg} }))
 		if d.tools == nil {
 			d.tools = map[string]*actor.PID{}
 		}
 		d.tools[pid.Id] = pid
-	case *actor.Stopping:
-		// protoactor stops every tool actor left (the Session is
-		// stopping mid-busy-period): none is to be stopped again here.
-		d.tools = nil
 	case *toolFinished:
 		if _, ok := d.tools[msg.pid.Id]; ok {
 			delete(d.tools, msg.pid.Id)
@@ -91,6 +96,7 @@ func (d *drain) Receive(ctx actor.Context) {
 		}
 		d.reportDone(ctx)
 	case *actor.Terminated:
+		delete(d.tools, msg.Who.Id)
 		d.reportDone(ctx)
 	}
 }
@@ -98,7 +104,7 @@ func (d *drain) Receive(ctx actor.Context) {
 // reportDone tells the Session actor that the busy period has ended once
 // the goroutine has and no tool actor is left.
 func (d *drain) reportDone(ctx actor.Context) {
-	if d.finished != nil && len(ctx.Children()) == 0 {
+	if d.finished != nil && !d.stopping && len(ctx.Children()) == 0 {
 		ctx.Send(d.session, &drainDone{pid: ctx.Self(), owed: d.finished.owed})
 		d.finished = nil
 	}

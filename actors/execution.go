@@ -59,9 +59,11 @@ type moveDone struct {
 // (introspection for tests).
 type heldQuery struct{ sid messages.SessionID }
 
-// stopAll, sent by Shutdown to the router and by the router to each
-// Location actor, stops the actors from the bottom up: each stops the
-// children it lists, and itself once every child has terminated. Stopping
+// stopAll, sent by Shutdown to the router, by the router to each
+// Location actor and by a Location actor to each Session actor, stops the
+// actors from the bottom up: each passes it on to the children it lists
+// (a Session actor cancels its busy period), and stops itself once every
+// child has terminated. Stopping
 // the router would have protoactor stop every child each actor still
 // lists, and one already stopping (passivated just before, its Terminated
 // not yet handled) would get a second Stop, logged as a dead letter.

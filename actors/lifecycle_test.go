@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1339,4 +1340,45 @@ func TestRunOfASessionWithoutMessages(t *testing.T) {
 		t.Fatalf("%d model requests, want the prompt's and the forced run's", n)
 	}
 	h.CheckReplay()
+}
+
+// TestShutdownMidBusyPeriodStopsEachToolOnce: a Session actor that
+// Shutdown stops in the middle of a busy period (one that began after
+// Shutdown's interrupts, or whose interrupts did not finish in time: here
+// the deadline has passed, so they and stopAll go at once) lets the busy
+// period end before it stops. Stopped at once, it had protoactor stop its
+// drain actor and every tool actor that still listed, while each tool's
+// goroutine, cancelled, reported toolFinished and had the drain actor stop
+// it too: most runs logged a dead letter of Stop.
+func TestShutdownMidBusyPeriodStopsEachToolOnce(t *testing.T) {
+	const calls = 4
+	for range 40 {
+		h, logs := loggedHarness(t)
+		var started, returned sync.WaitGroup
+		started.Add(calls)
+		returned.Add(calls)
+		h.Tools.Add("block", func(ctx context.Context, _ locations.ToolCall) (string, error) {
+			defer returned.Done()
+			started.Done()
+			<-ctx.Done()
+			return "", ctx.Err()
+		})
+		var steps []script.Step
+		for c := range calls {
+			steps = append(steps, script.ToolCall("call_"+strconv.Itoa(c), "block", `{}`))
+		}
+		h.Model.Reply(steps...)
+		sid := h.Session()
+		h.Prompt(sid, "go")
+		started.Wait()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := h.Runtime.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("shutdown past its deadline: %v", err)
+		}
+		returned.Wait()
+		h.WaitEvent(sid, actortest.OfType(messages.TypeExecutionInterrupted))
+		eventually(t, "the Session actor to stop", func() bool { return h.Runtime.Live() == 0 })
+		noDeadLetters(t, h, logs)
+	}
 }

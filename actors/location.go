@@ -111,7 +111,7 @@ func (l *location) Receive(ctx actor.Context) {
 		l.stopping, l.closing = true, true
 		for sid, c := range l.sessions {
 			delete(l.sessions, sid)
-			ctx.Stop(c.pid)
+			ctx.Send(c.pid, msg) // it stops once its busy period has ended
 		}
 		stopOnceEmpty(ctx, &l.stopped)
 		return

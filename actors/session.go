@@ -42,6 +42,9 @@ type session struct {
 	// stopping: see execution.stopping. A stopping Session starts no
 	// drain: its context would not be cancelled.
 	stopping bool
+	// closing: stopAll has arrived; stopped records that this actor has
+	// asked to stop (see execution).
+	closing, stopped bool
 	// move is a move waiting for the busy period it superseded to end.
 	move *pendingMove
 }
@@ -65,6 +68,11 @@ type pendingMove struct {
 
 // idleTick reports that the idle timer of generation gen fired.
 type idleTick struct{ gen uint64 }
+
+// A timer that fires as its actor stops (a passivated or moved Session
+// actor, gone before Stopped stops its timer) sends its tick to no one:
+// not logged as a dead letter.
+func (*idleTick) IgnoreDeadLetterLogging() {}
 
 // idleArmed, when a test sets it, is given each idle timer's tick in place
 // of a timer, and the test decides when the timer fires.
@@ -166,6 +174,18 @@ func (s *session) Receive(ctx actor.Context) {
 		if s.cancel != nil {
 			s.cancel(interruptReason{messages.ReasonShutdown})
 		}
+	case *stopAll:
+		// Shutdown: the busy period, if any, is cancelled and ends as any
+		// does (its drain actor stops once childless, see drainDone); this
+		// actor stops once it has no child. Stopped mid-busy-period,
+		// protoactor would stop the drain actor at once, and with it every
+		// tool actor it still lists, one already stopping among them (a
+		// second Stop, a dead letter).
+		s.stopping, s.closing = true, true
+		if s.cancel != nil {
+			s.cancel(interruptReason{messages.ReasonShutdown})
+		}
+		stopOnceEmpty(ctx, &s.stopped)
 	case *messages.Wake:
 		s.received++
 		if s.stopping {
@@ -234,6 +254,11 @@ func (s *session) Receive(ctx actor.Context) {
 		if s.drain == nil || !s.drain.Equal(msg.pid) || s.done != nil {
 			return
 		}
+		if s.stopping && !s.closing {
+			// Stopped by protoactor (not expected with a drain: Shutdown
+			// sends stopAll), which has stopped the drain actor already.
+			return
+		}
 		// The busy period ends once the drain actor has terminated (see
 		// drain): a Session stopped before would stop it a second time.
 		s.done = msg
@@ -241,6 +266,9 @@ func (s *session) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		if s.done != nil && s.drain.Equal(msg.Who) {
 			s.endBusy(ctx)
+		}
+		if s.closing {
+			stopOnceEmpty(ctx, &s.stopped)
 		}
 	}
 }
