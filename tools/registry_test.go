@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -441,18 +442,28 @@ func FuzzExecuteInput(f *testing.F) {
 		}
 		// Typed tools take an integral number such as 1e0 for an integer
 		// (integralNumbers), which encoding/json refuses for an int: read
-		// times as a number and require it whole.
+		// times as a number and require it whole. An integer written out
+		// is taken as it is (10000000000000000 too); one written with a
+		// fraction or an exponent only up to 2^53, where a float64 stops
+		// holding every integer.
 		var loose struct {
-			Text  string  `json:"text"`
-			Times float64 `json:"times"`
+			Text  string      `json:"text"`
+			Times json.Number `json:"times"`
 		}
 		if json.Unmarshal(input, &loose) != nil && len(strings.TrimSpace(string(input))) > 0 {
 			t.Fatalf("input %q was accepted but does not decode", input)
 		}
-		if loose.Times != math.Trunc(loose.Times) || math.Abs(loose.Times) > 1<<53 {
-			t.Fatalf("input %q was accepted with a times that is not a whole number", input)
+		times := 0
+		if s := loose.Times.String(); s != "" {
+			if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+				times = int(n)
+			} else if f, err := strconv.ParseFloat(s, 64); err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+				t.Fatalf("input %q was accepted with a times that is not a whole number", input)
+			} else {
+				times = int(f)
+			}
 		}
-		in := echoInput{Text: loose.Text, Times: int(loose.Times)}
+		in := echoInput{Text: loose.Text, Times: times}
 		if res.Output != strings.Repeat(in.Text, max(min(in.Times, 3), 1)) {
 			t.Fatalf("input %q: output %q", input, res.Output)
 		}
