@@ -11,7 +11,7 @@
 //	     └─ location-N      one per Location key in use; holds its service set; restarts and passivates
 //	                        Sessions; stops (and its set is dropped) once none of them has an actor
 //	         └─ <sid>-N     coordinator: mailbox serializes wake/run/interrupt/wait; never blocks
-//	             └─ drain   owns the busy period's goroutine (the runner loop)
+//	             └─ drain$N owns the busy period's goroutine (the runner loop)
 //	                 └─ tool children, one per local tool call; a panic becomes tool.failed "unknown"
 //
 // # Invariants

@@ -21,6 +21,8 @@ import (
 // once the drain actor has: protoactor stops every child an actor still
 // lists when it stops, and a child whose termination is on its way (its
 // Terminated not yet handled) gets that Stop as a dead letter, logged.
+// Nothing else stops a drain actor: Shutdown's stopAll has a busy Session
+// let its busy period end first.
 type drain struct {
 	rt      *Runtime
 	svc     *locations.Services
@@ -34,9 +36,6 @@ type drain struct {
 	tools map[string]*actor.PID
 	// finished is the goroutine's report, once it has ended.
 	finished *runFinished
-	// stopping: protoactor is stopping this actor, and with it every tool
-	// actor it lists; none is stopped again, and no end is reported.
-	stopping bool
 }
 
 // Messages between a drain actor, its goroutine and its tool actors. The
@@ -68,12 +67,6 @@ func (d *drain) Receive(ctx actor.Context) {
 	case *actor.Started:
 		self := ctx.Self()
 		d.rt.wg.Go(func() { d.run(self) })
-	case *actor.Stopping:
-		// Not expected before drainDone (a Session actor stops only once
-		// its drain actor has terminated), but should it be: protoactor
-		// stops the tool actors next, and a second Stop of one (at its
-		// toolFinished, or at runFinished) would be a dead letter.
-		d.stopping, d.tools = true, nil
 	case *startTool:
 		pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &tool{rt: d.rt, svc: d.svc, req: msg} }))
 		if d.tools == nil {
@@ -96,7 +89,6 @@ func (d *drain) Receive(ctx actor.Context) {
 		}
 		d.reportDone(ctx)
 	case *actor.Terminated:
-		delete(d.tools, msg.Who.Id)
 		d.reportDone(ctx)
 	}
 }
@@ -104,7 +96,7 @@ func (d *drain) Receive(ctx actor.Context) {
 // reportDone tells the Session actor that the busy period has ended once
 // the goroutine has and no tool actor is left.
 func (d *drain) reportDone(ctx actor.Context) {
-	if d.finished != nil && !d.stopping && len(ctx.Children()) == 0 {
+	if d.finished != nil && len(ctx.Children()) == 0 {
 		ctx.Send(d.session, &drainDone{pid: ctx.Self(), owed: d.finished.owed})
 		d.finished = nil
 	}

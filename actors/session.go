@@ -254,11 +254,6 @@ func (s *session) Receive(ctx actor.Context) {
 		if s.drain == nil || !s.drain.Equal(msg.pid) || s.done != nil {
 			return
 		}
-		if s.stopping && !s.closing {
-			// Stopped by protoactor (not expected with a drain: Shutdown
-			// sends stopAll), which has stopped the drain actor already.
-			return
-		}
 		// The busy period ends once the drain actor has terminated (see
 		// drain): a Session stopped before would stop it a second time.
 		s.done = msg
@@ -386,14 +381,9 @@ func (s *session) start(ctx actor.Context, force bool) {
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return &drain{rt: s.rt, svc: s.at.svc, locKey: s.at.key, sid: s.sid, session: self, ctx: dctx, force: force}
 	})
-	pid, err := ctx.SpawnNamed(props, "drain")
-	if err != nil {
-		// Not expected: a busy period starts after the previous drain
-		// actor has terminated (endBusy). Should its name still be
-		// taken, the drain runs under a generated one.
-		pid = ctx.Spawn(props)
-	}
-	s.drain = pid
+	// A generated name ("drain$N") is always free, so the spawn cannot
+	// fail.
+	s.drain = ctx.SpawnPrefix(props, "drain")
 }
 
 // reasonOf returns the interruption reason carried by a cancelled context.

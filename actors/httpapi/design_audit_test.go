@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
 )
@@ -20,12 +19,7 @@ import (
 // routed through the Session's actor, or one that waited for execution,
 // would answer only after the tool is released.
 func TestReadsDoNotQueueBehindExecution(t *testing.T) {
-	e := stuckToolEnv(t)
-	tool := addStuckTool(t, e, "stuck")
-	e.model.Reply(script.ToolCall("c1", "stuck", `{}`))
-	e.model.Default(script.Text("done"))
-	sid := e.createSession()
-	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "run the tool"}})
+	e, tool, sid := stuckSession(t)
 	select {
 	case <-tool.entered:
 	case <-e.h.Ctx().Done():

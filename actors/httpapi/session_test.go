@@ -388,6 +388,19 @@ func stuckToolEnv(t *testing.T) *env {
 	return newEnv(t, harnessBackend(t, actortest.Options{Config: func(c *actors.Config) { c.ToolGrace = time.Hour }}), nil)
 }
 
+// stuckSession starts a Session on stuckToolEnv whose first step calls a
+// tool (stuck) that blocks until it is released, past its cancellation;
+// later steps answer "done".
+func stuckSession(t *testing.T) (*env, *stuckTool, messages.SessionID) {
+	e := stuckToolEnv(t)
+	tool := addStuckTool(t, e, "stuck")
+	e.model.Reply(script.ToolCall("c1", "stuck", `{}`))
+	e.model.Default(script.Text("done"))
+	sid := e.createSession()
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "run the tool"}})
+	return e, tool, sid
+}
+
 // shutdownWith waits until tool runs, sends a request on another
 // goroutine, waits until the tool's drain is cancelled (the Session actor
 // has the request, and the stuck tool keeps its busy period from
@@ -433,11 +446,7 @@ func shutdownWith(t *testing.T, e *env, tool *stuckTool, send func() (reply, err
 // never 204 as if the terminal event were committed; the interrupt itself
 // goes on and ends the busy period with reason user.
 func TestShutdownCutsAnInterrupt(t *testing.T) {
-	e := stuckToolEnv(t)
-	tool := addStuckTool(t, e, "stuck")
-	e.model.Reply(script.ToolCall("c1", "stuck", `{}`))
-	sid := e.createSession()
-	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "run the tool"}})
+	e, tool, sid := stuckSession(t)
 	r := shutdownWith(t, e, tool, func() (reply, error) {
 		return e.try("POST", "/api/session/"+string(sid)+"/interrupt", nil)
 	})
@@ -458,16 +467,11 @@ func TestShutdownCutsAnInterrupt(t *testing.T) {
 // supersedes to settle when the Server shuts down answers 503
 // shutting-down, not the Session it has not moved yet.
 func TestShutdownCutsAMove(t *testing.T) {
-	e := stuckToolEnv(t)
-	tool := addStuckTool(t, e, "stuck")
-	e.model.Reply(script.ToolCall("c1", "stuck", `{}`))
-	e.model.Default(script.Text("done"))
-	sid := e.createSession()
+	e, tool, sid := stuckSession(t)
 	before, err := e.store.Get(e.h.Ctx(), sid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "run the tool"}})
 	dest := t.TempDir()
 	r := shutdownWith(t, e, tool, func() (reply, error) {
 		return e.try("POST", "/api/session/"+string(sid)+"/move", map[string]any{"location": map[string]string{"directory": dest}})
