@@ -103,9 +103,19 @@ func (c *coordinator) next() bool {
 	return false
 }
 
+// fail is told by the drain goroutine when a drain failed, before it
+// commits the busy period's failure: the busy period is closing. A run
+// from then on starts a fresh busy period after it instead of joining one
+// that has ended, as it does once next has said no.
+func (c *coordinator) fail() {
+	if c.phase == phaseRunning {
+		c.phase = phaseClosing
+	}
+}
+
 // done records that the busy period's terminal event is committed. A
 // follow-up still registered then came during a drain that failed (a
-// failed drain ends its busy period without asking next): it starts a
+// failed drain closes its busy period without asking next): it starts a
 // fresh busy period, as a wake during closing does.
 func (c *coordinator) done() effect {
 	e := effect{releaseInterrupts: true}

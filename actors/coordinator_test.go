@@ -69,9 +69,29 @@ func TestCoordinator(t *testing.T) {
 			{in: "wake", want: effect{start: true}},
 			{in: "wake"},
 			// the drain failed: no next, straight to its terminal
+			{in: "fail"},
 			{in: "done", want: effect{releaseInterrupts: true, start: true}},
 			{in: "next", next: false},
 			{in: "done", want: effect{releaseInterrupts: true, releaseWaits: true}},
+		}},
+		// A run after a drain failed does not join the busy period whose
+		// failure is being committed: it starts the next one, forced.
+		{"run after a drain failed restarts forced", []step{
+			{in: "wake", want: effect{start: true}},
+			{in: "fail"},
+			{in: "run", want: effect{replyNow: true}},
+			{in: "done", want: effect{releaseInterrupts: true, start: true, force: true}},
+			{in: "next", next: false},
+			{in: "done", want: effect{releaseInterrupts: true, releaseWaits: true}},
+		}},
+		// An interrupted drain fails too; the interrupt's cleanup already
+		// closes the busy period, and a run then still restarts it.
+		{"fail during an interrupt changes nothing", []step{
+			{in: "wake", want: effect{start: true}},
+			{in: "interrupt", want: effect{cancel: "user"}},
+			{in: "fail"},
+			{in: "run", want: effect{replyNow: true}},
+			{in: "done", want: effect{releaseInterrupts: true, start: true, force: true}},
 		}},
 		// The interrupt clears the coalesced run too, not only the
 		// restart: a wake after it restarts unforced.
@@ -130,6 +150,8 @@ func TestCoordinator(t *testing.T) {
 					got = c.wait()
 				case "done":
 					got = c.done()
+				case "fail":
+					c.fail()
 				case "next":
 					if n := c.next(); n != s.next {
 						t.Fatalf("step %d next()=%v, want %v", i, n, s.next)

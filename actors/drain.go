@@ -115,6 +115,10 @@ func (d *drain) run(self *actor.PID) {
 		return ch
 	}
 	err := d.loop(r, self)
+	if err != nil && d.ctx.Err() == nil {
+		// The busy period is closing: a run from now on must not join it.
+		d.ask(&drainNext{failed: true})
+	}
 	ctx := context.WithoutCancel(d.ctx)
 	var wrote bool
 	if perr := recovered(func() error { wrote = r.settleLive(); return nil }); perr != nil {
@@ -178,18 +182,28 @@ func (d *drain) loop(r *runner, self *actor.PID) (err error) {
 		if err := r.drain(d.ctx, force); err != nil {
 			return err
 		}
-		reply := make(chan bool, 1)
-		d.rt.system.Root.Send(d.session, &drainNext{reply: reply})
-		select {
-		case cont := <-reply:
-			if !cont {
-				return nil
-			}
-		case <-d.ctx.Done():
-			// The Session actor is stopping; it will not answer.
+		cont, ok := d.ask(&drainNext{})
+		if !ok {
 			return errInterrupted
 		}
+		if !cont {
+			return nil
+		}
 		force = false
+	}
+}
+
+// ask sends q to the Session actor and waits for its answer; ok is false
+// when the busy period was cancelled first (a Session actor stopping does
+// not answer).
+func (d *drain) ask(q *drainNext) (cont, ok bool) {
+	q.reply = make(chan bool, 1)
+	d.rt.system.Root.Send(d.session, q)
+	select {
+	case cont := <-q.reply:
+		return cont, true
+	case <-d.ctx.Done():
+		return false, false
 	}
 }
 

@@ -1382,3 +1382,52 @@ func TestShutdownMidBusyPeriodStopsEachToolOnce(t *testing.T) {
 		noDeadLetters(t, h, logs)
 	}
 }
+
+// heldFailureStore holds the commit of the first busy period's failure
+// until release is closed, closing reached first.
+type heldFailureStore struct {
+	persistence.Store
+	reached, release chan struct{}
+	held             atomic.Bool
+}
+
+func (s *heldFailureStore) Commit(ctx context.Context, sid messages.SessionID, ps ...messages.Payload) (persistence.Committed, error) {
+	for _, p := range ps {
+		if _, ok := p.(*messages.ExecutionFailed); ok && s.held.CompareAndSwap(false, true) {
+			close(s.reached)
+			<-s.release
+		}
+	}
+	return s.Store.Commit(ctx, sid, ps...)
+}
+
+// TestRunAfterADrainFailedStartsTheNextBusyPeriod: a run arriving once a
+// drain has failed, while its busy period's failure is being committed,
+// starts the next busy period, forced, as it does once a busy period that
+// succeeded has no follow-up left. It used to join the busy period that
+// was ending: answered joined, and nothing ran after it.
+func TestRunAfterADrainFailedStartsTheNextBusyPeriod(t *testing.T) {
+	h, st := withStore(t, func(s persistence.Store) *heldFailureStore {
+		return &heldFailureStore{Store: s, reached: make(chan struct{}), release: make(chan struct{})}
+	})
+	h.Model.Reply(script.Fail(llm.Errorf(messages.ErrProviderInvalidRequest, "refused")))
+	h.Model.Reply(script.Text("answered"))
+	sid := h.Session()
+	h.Prompt(sid, "go")
+	select {
+	case <-st.reached:
+	case <-h.Ctx().Done():
+		t.Fatalf("the busy period did not fail: %v", h.Types(sid))
+	}
+	joined, err := h.Runtime.Resume(h.Ctx(), sid)
+	close(st.release)
+	if err != nil || joined {
+		t.Fatalf("a run after the drain failed: joined=%v err=%v", joined, err)
+	}
+	h.WaitIdle(sid)
+	if h.Model.Count() != 2 || count(h, sid, messages.TypeExecutionStarted) != 2 ||
+		count(h, sid, messages.TypeExecutionFailed) != 1 || count(h, sid, messages.TypeExecutionSucceeded) != 1 {
+		t.Fatalf("%d requests; want a failed busy period and a forced one after it: %v", h.Model.Count(), h.Types(sid))
+	}
+	h.CheckReplay()
+}

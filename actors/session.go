@@ -101,8 +101,12 @@ func (s *session) stopIdle() {
 
 // Internal messages between a Session actor and its drain.
 type (
-	// drainNext asks whether to run a coalesced follow-up drain.
-	drainNext struct{ reply chan bool }
+	// drainNext asks whether to run a coalesced follow-up drain; failed:
+	// the drain failed, and the busy period closes (answered false).
+	drainNext struct {
+		reply  chan bool
+		failed bool
+	}
 	// drainDone reports that the busy period's terminal event is committed.
 	drainDone struct {
 		pid *actor.PID
@@ -249,6 +253,11 @@ func (s *session) Receive(ctx actor.Context) {
 	case *waitersQuery:
 		ctx.Respond([2]int{int(s.received), len(s.interruptWaiters.pids) + len(s.waitWaiters.pids)})
 	case *drainNext:
+		if msg.failed {
+			s.c.fail()
+			msg.reply <- false
+			return
+		}
 		msg.reply <- s.c.next()
 	case *drainDone:
 		if s.drain == nil || !s.drain.Equal(msg.pid) || s.done != nil {
