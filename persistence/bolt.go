@@ -437,6 +437,8 @@ func (s *Bolt) startFlush() error {
 		return err
 	}
 	s.imm, s.cur = s.cur, newMemTree()
+	s.seqs.age()
+	s.pend.age()
 	s.snap.Store(s.snapshot())
 	s.flushq <- flushJob{mem: s.imm, applied: applied, logGen: s.wal.gen}
 	return nil

@@ -12,15 +12,23 @@ import (
 // after begin drops what it staged. Only the writer goroutine uses it.
 //
 // The writer keeps four:
+//
 //   - open: decoded copies of the messages of open steps. A step's second
 //     commit (its settlements and step.ended) updates the message its
 //     first commit created; reading it back meant an ID-entry lookup and a
 //     decode, a fifth of the writer's per-step cost.
+//
 //   - seqs: each Session's last seq, so an append or admission need not
 //     seek the end of the Session's stream (a merged seek through the
 //     memtables and bbolt, the largest single read of an admission).
+//
 //   - pend: each Session's count of pending inputs, when a backlog limit
 //     is set (see pendingCount).
+//
+//     These two age at each flush (see age): a daemon that has written to
+//     millions of Sessions keeps the values of those written lately, not
+//     one of each forever.
+//
 //   - compacting: the manual compactions started since Open and not yet
 //     settled (see Bolt.compacting).
 //
@@ -28,8 +36,19 @@ import (
 // cached value never disagrees with the store.
 type writerCache[K comparable, V any] struct {
 	committed map[K]V
-	staged    map[K]V
+	// older is what committed held when the cache last aged, less what
+	// has been written since: a value read from it stays until the next
+	// age, one written moves to committed.
+	older  map[K]V
+	staged map[K]V
 }
+
+// age starts a generation: what was not written since the last age is
+// forgotten at this one's end, and read from the store when needed again.
+func (c *writerCache[K, V]) age() { c.older, c.committed = c.committed, nil }
+
+// len returns how many values the cache holds.
+func (c *writerCache[K, V]) len() int { return len(c.committed) + len(c.older) }
 
 // begin starts a batch, dropping anything a failed one staged.
 func (c *writerCache[K, V]) begin() { clear(c.staged) }
@@ -38,7 +57,10 @@ func (c *writerCache[K, V]) get(k K) (V, bool) {
 	if v, ok := c.staged[k]; ok {
 		return v, true
 	}
-	v, ok := c.committed[k]
+	if v, ok := c.committed[k]; ok {
+		return v, true
+	}
+	v, ok := c.older[k]
 	return v, ok
 }
 
@@ -60,6 +82,7 @@ func (c *writerCache[K, V]) commit(keep func(V) bool) {
 		} else {
 			delete(c.committed, k)
 		}
+		delete(c.older, k)
 	}
 	clear(c.staged)
 }

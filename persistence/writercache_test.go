@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sessiond/sessiond/messages"
 )
@@ -161,5 +163,97 @@ func TestBacklogCountDropsRolledBackStaging(t *testing.T) {
 	}
 	if _, _, err := s.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "d"}}); messages.TypeOf(err) != messages.ErrInboxFull {
 		t.Fatalf("fourth pending input: %v, want %s", err, messages.ErrInboxFull)
+	}
+}
+
+// TestWriterCachesAgeAtFlushes: the writer's per-Session seqs and pending
+// counts keep only the Sessions written since the flush before last, so a
+// daemon that has written to many Sessions does not keep one value of each
+// forever; a Session forgotten this way is read back from the store, its
+// seqs continuing and its backlog still counted.
+func TestWriterCachesAgeAtFlushes(t *testing.T) {
+	flushes := new(atomic.Int64)
+	s := openTemp(t, Options{NoSync: true, InboxBacklog: 2, FlushBytes: 16 << 10,
+		OnFlush: func(int, time.Duration) { flushes.Add(1) }})
+	ctx := context.Background()
+	admit := func(sid messages.SessionID, text string) error {
+		_, _, err := s.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: text}})
+		return err
+	}
+	const many = 300
+	sids := make([]messages.SessionID, many)
+	for i := range sids {
+		sids[i] = newSession(t, s)
+		if err := admit(sids[i], "first"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := sids[0]
+	if err := admit(full, "second"); err != nil {
+		t.Fatal(err)
+	}
+	// Other Sessions' writes, until two flushes have started after the
+	// ones above: each ages the caches once.
+	hot := newSession(t, s)
+	started := flushes.Load()
+	for i := 0; flushes.Load() < started+2; i++ {
+		if i == 100_000 {
+			t.Fatal("no flushes")
+		}
+		if _, err := s.Commit(ctx, hot, &messages.ExecutionStarted{SessionID: hot}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := s.Watermark(ctx, sids[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admit(sids[1], "again"); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := s.Watermark(ctx, sids[1]); err != nil || w != before+1 {
+		t.Fatalf("watermark after re-reading the seq: %d %v, want %d", w, err, before+1)
+	}
+	if err := admit(full, "third"); messages.TypeOf(err) != messages.ErrInboxFull {
+		t.Fatalf("a third pending input after the count was forgotten: %v, want %s", err, messages.ErrInboxFull)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Closed, the writer has stopped: its caches can be read.
+	if n := s.seqs.len(); n > 10 {
+		t.Fatalf("the writer still keeps the last seqs of %d Sessions", n)
+	}
+	if n := s.pend.len(); n > 10 {
+		t.Fatalf("the writer still keeps the pending counts of %d Sessions", n)
+	}
+}
+
+// TestWriterCacheGenerations: a value outlives one age, one written since
+// outlives the next, one only read does not, and a value a commit drops
+// is gone from both generations.
+func TestWriterCacheGenerations(t *testing.T) {
+	var c writerCache[string, int]
+	put := func(k string, v int) { c.begin(); c.stage(k, v); c.commit(func(v int) bool { return v >= 0 }) }
+	put("written", 1)
+	put("read", 2)
+	put("dropped", 3)
+	c.age()
+	for k, want := range map[string]int{"written": 1, "read": 2, "dropped": 3} {
+		if v, ok := c.get(k); !ok || v != want {
+			t.Fatalf("%s after one age: %d %v", k, v, ok)
+		}
+	}
+	put("written", 4)
+	put("dropped", -1)
+	if _, ok := c.get("dropped"); ok {
+		t.Fatal("a dropped value is still read from the older generation")
+	}
+	c.age()
+	if v, ok := c.get("written"); !ok || v != 4 {
+		t.Fatalf("written since the first age: %d %v", v, ok)
+	}
+	if _, ok := c.get("read"); ok || c.len() != 1 {
+		t.Fatalf("a value only read outlived two ages (%d kept)", c.len())
 	}
 }
