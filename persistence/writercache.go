@@ -12,25 +12,21 @@ import (
 // after begin drops what it staged. Only the writer goroutine uses it.
 //
 // The writer keeps four:
-//
 //   - open: decoded copies of the messages of open steps. A step's second
 //     commit (its settlements and step.ended) updates the message its
 //     first commit created; reading it back meant an ID-entry lookup and a
 //     decode, a fifth of the writer's per-step cost.
-//
 //   - seqs: each Session's last seq, so an append or admission need not
 //     seek the end of the Session's stream (a merged seek through the
 //     memtables and bbolt, the largest single read of an admission).
-//
 //   - pend: each Session's count of pending inputs, when a backlog limit
 //     is set (see pendingCount).
-//
-//     These two age at each flush (see age): a daemon that has written to
-//     millions of Sessions keeps the values of those written lately, not
-//     one of each forever.
-//
 //   - compacting: the manual compactions started since Open and not yet
 //     settled (see Bolt.compacting).
+//
+// seqs and pend age at each flush (see age): a daemon that has written to
+// millions of Sessions keeps the values of those written lately, not one
+// of each forever.
 //
 // Every write of a message or a log row goes through the writer, so a
 // cached value never disagrees with the store.
