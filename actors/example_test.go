@@ -66,10 +66,9 @@ func Example() {
 	}
 	defer st.Close()
 
-	// The catalog knows the model's limits. The adapter types are
-	// openai, anthropic and script; script is the one that asks for no
-	// credentials, so a provider of one's own takes it.
-	catalog, err := llm.NewCatalog([]llm.ProviderSpec{{ID: "mine", Type: llm.ProviderScript,
+	// The catalog knows the model's limits. A provider of one's own is of
+	// type custom: the catalog asks it for no credentials.
+	catalog, err := llm.NewCatalog([]llm.ProviderSpec{{ID: "mine", Type: llm.ProviderCustom,
 		Models: map[string]llm.ModelSpec{"shout": {Context: 8000, Output: 1000}}}})
 	if err != nil {
 		fmt.Println(err)

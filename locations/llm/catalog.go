@@ -34,13 +34,21 @@ const (
 	// ProviderAnthropic is the Anthropic Messages API.
 	ProviderAnthropic ProviderType = "anthropic"
 	// ProviderScript is the deterministic scripted model of package script.
-	// It needs no credentials. It is also the type to give a provider an
-	// embedder implements (the client locations.Services.Provider
-	// returns): the catalog asks it for no credentials, and its models
-	// start from the generic base prompt rather than one written for
-	// OpenAI's or Anthropic's models.
+	// It needs no credentials.
 	ProviderScript ProviderType = "script"
+	// ProviderCustom is a provider an embedder implements in Go (the client
+	// locations.Services.Provider returns for its ID). The catalog asks it
+	// for no credentials (the embedder holds them), accepts any hosted
+	// tool name, and, with no models listed, any model ID; its models
+	// start from the generic base prompt rather than one written for
+	// OpenAI's or Anthropic's models. The daemon's config has no such
+	// type: it builds only the clients it knows.
+	ProviderCustom ProviderType = "custom"
 )
+
+// open reports whether providers of type t need no credentials and, with
+// no models listed, serve any model ID.
+func (t ProviderType) open() bool { return t == ProviderScript || t == ProviderCustom }
 
 // ProviderSpec describes one configured provider. The config layer fills it;
 // the catalog does not know the config file format.
@@ -75,6 +83,7 @@ var hostedTools = map[ProviderType][]string{
 	ProviderOpenAI:    {},
 	ProviderAnthropic: {"web_search"},
 	ProviderScript:    nil,
+	ProviderCustom:    nil,
 }
 
 // Catalog resolves "provider/model" references to models with their limits
@@ -110,9 +119,9 @@ func NewCatalog(specs []ProviderSpec) (*Catalog, error) {
 			return nil, messages.Errorf(messages.ErrInvalid, "%s: provider defined twice", field)
 		}
 		switch spec.Type {
-		case ProviderOpenAI, ProviderAnthropic, ProviderScript:
+		case ProviderOpenAI, ProviderAnthropic, ProviderScript, ProviderCustom:
 		default:
-			return nil, messages.Errorf(messages.ErrInvalid, "%s.type: unknown provider type %q (want openai, anthropic or script)", field, spec.Type)
+			return nil, messages.Errorf(messages.ErrInvalid, "%s.type: unknown provider type %q (want openai, anthropic, script or custom)", field, spec.Type)
 		}
 		cp := catalogProvider{spec: spec, models: make(map[string]Model, len(spec.Models))}
 		cp.spec.Models = make(map[string]ModelSpec, len(spec.Models))
@@ -237,17 +246,17 @@ func (c *Catalog) Resolve(ref messages.ModelRef) (Model, error) {
 		}
 		return Model{}, messages.Errorf(messages.ErrModelNotFound, "model %q: unknown provider %q (%s)", ref.String(), ref.ProviderID, known)
 	}
-	if p.spec.Type != ProviderScript && !p.spec.HasCredentials {
+	if !p.spec.Type.open() && !p.spec.HasCredentials {
 		return Model{}, messages.Errorf(messages.ErrModelNotFound, "model %q: provider %q has no credentials; set its apiKey%s",
 			ref.String(), ref.ProviderID, envHint(p.spec.Type))
 	}
 	if m, ok := p.models[ref.ID]; ok {
 		return m, nil
 	}
-	if p.spec.Type == ProviderScript && len(p.models) == 0 {
+	if p.spec.Type.open() && len(p.models) == 0 {
 		// newModel cannot fail for a valid ID with zero limits.
 		m, err := newModel("", ref, ModelSpec{})
-		m.Family = ProviderScript
+		m.Family = p.spec.Type
 		return m, err
 	}
 	known := "it has no models configured"

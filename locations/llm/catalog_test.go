@@ -67,7 +67,7 @@ func TestNewCatalogRejects(t *testing.T) {
 		{"slash in provider ID", []llm.ProviderSpec{{ID: "a/b", Type: llm.ProviderOpenAI}}, `invalid: providers.a/b: provider ID "a/b" must not contain "/"`},
 		{"space in provider ID", []llm.ProviderSpec{{ID: "a ", Type: llm.ProviderOpenAI}}, `invalid: providers.a : provider ID "a " has surrounding white space`},
 		{"duplicate provider", []llm.ProviderSpec{{ID: "a", Type: llm.ProviderOpenAI}, {ID: "a", Type: llm.ProviderAnthropic}}, "invalid: providers.a: provider defined twice"},
-		{"unknown type", []llm.ProviderSpec{{ID: "a", Type: "gemini"}}, `invalid: providers.a.type: unknown provider type "gemini" (want openai, anthropic or script)`},
+		{"unknown type", []llm.ProviderSpec{{ID: "a", Type: "gemini"}}, `invalid: providers.a.type: unknown provider type "gemini" (want openai, anthropic, script or custom)`},
 		{"empty model ID", []llm.ProviderSpec{{ID: "a", Type: llm.ProviderOpenAI, Models: map[string]llm.ModelSpec{"": {}}}}, "invalid: providers.a.models.: a model has an empty ID"},
 		{"space in model ID", []llm.ProviderSpec{{ID: "a", Type: llm.ProviderOpenAI, Models: map[string]llm.ModelSpec{" m": {}}}}, `invalid: providers.a.models. m: model ID " m" has surrounding white space`},
 		{"negative context", []llm.ProviderSpec{{ID: "a", Type: llm.ProviderOpenAI, Models: map[string]llm.ModelSpec{"m": {Context: -1}}}}, "invalid: providers.a.models.m.context: -1 is negative"},
@@ -309,5 +309,33 @@ func TestHostedToolsResolve(t *testing.T) {
 	}
 	if p, err := c.ResolveString("a/plain"); err != nil || p.HostedTools != nil {
 		t.Fatalf("plain model %+v, %v", p, err)
+	}
+}
+
+// TestCustomProviders: a provider an embedder implements needs no
+// credentials, takes any hosted tool name, serves any model ID when it
+// lists none and only its own when it does, and its models take the
+// generic base prompt's family.
+func TestCustomProviders(t *testing.T) {
+	c, err := llm.NewCatalog([]llm.ProviderSpec{
+		{ID: "mine", Type: llm.ProviderCustom},
+		{ID: "pinned", Type: llm.ProviderCustom, Models: map[string]llm.ModelSpec{"m": {Context: 2000, Output: 100, HostedTools: []string{"anything"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Resolve(messages.ModelRef{ProviderID: "mine", ID: "any/model"})
+	want := llm.Model{Ref: messages.ModelRef{ProviderID: "mine", ID: "any/model"}, Family: llm.ProviderCustom, Context: llm.DefaultContext, Output: llm.DefaultOutput}
+	if err != nil || !reflect.DeepEqual(m, want) {
+		t.Fatalf("Resolve = %+v, %v; want %+v", m, err, want)
+	}
+	m, err = c.Resolve(messages.ModelRef{ProviderID: "pinned", ID: "m"})
+	want = llm.Model{Ref: messages.ModelRef{ProviderID: "pinned", ID: "m"}, Family: llm.ProviderCustom, Context: 2000, Output: 100, HostedTools: []string{"anything"}}
+	if err != nil || !reflect.DeepEqual(m, want) {
+		t.Fatalf("Resolve = %+v, %v; want %+v", m, err, want)
+	}
+	_, err = c.Resolve(messages.ModelRef{ProviderID: "pinned", ID: "other"})
+	if got := fmt.Sprint(err); got != `model.not-found: model "pinned/other": provider "pinned" has no model "other" (known models: "m")` {
+		t.Fatalf("an unlisted model: %s", got)
 	}
 }
