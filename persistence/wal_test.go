@@ -1242,3 +1242,63 @@ func TestReadAheadReadsWhatTheFileHolds(t *testing.T) {
 		t.Fatalf("%d reads of the file for %d bytes read in order, want 4", file.reads, len(data))
 	}
 }
+
+// TestAcknowledgedMeansSynced: by the time a commit or an admission is
+// answered, every log record written before its answer has been through an
+// fdatasync of its file. The other crash tests cannot see a sync that was
+// skipped (the page cache survives a SIGKILL); this one watches the log's
+// writes and syncs. The flushes every 8 KiB move the log between its two
+// files, so a sync of the wrong one fails it too.
+func TestAcknowledgedMeansSynced(t *testing.T) {
+	var mu sync.Mutex
+	written := map[*os.File]int64{} // the end of the last record written to each file
+	synced := map[*os.File]int64{}  // how far each file's syncs have covered
+	writeFault = func(f *os.File, b []byte, off int64) error {
+		_, err := f.WriteAt(b, off)
+		mu.Lock()
+		written[f] = max(written[f], off+int64(len(b)))
+		mu.Unlock()
+		return err
+	}
+	sync := syncFile
+	syncFile = func(f *os.File) error {
+		mu.Lock()
+		upTo := written[f]
+		mu.Unlock()
+		err := sync(f)
+		if err == nil {
+			mu.Lock()
+			synced[f] = max(synced[f], upTo)
+			mu.Unlock()
+		}
+		return err
+	}
+	defer func() { writeFault, syncFile = nil, sync }()
+	flushes := new(atomic.Int64)
+	s := openTemp(t, Options{FlushBytes: 8 << 10, OnFlush: func(int, time.Duration) { flushes.Add(1) }})
+	ctx := context.Background()
+	sid := newSession(t, s)
+	check := func(what string) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		for f, end := range written {
+			if synced[f] < end {
+				t.Fatalf("%s answered with %s synced to %d of %d bytes", what, filepath.Base(f.Name()), synced[f], end)
+			}
+		}
+	}
+	for i := range 150 {
+		if _, _, err := s.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: fmt.Sprintf("%0100d", i)}}); err != nil {
+			t.Fatal(err)
+		}
+		check("an admission")
+		if _, err := s.Commit(ctx, sid, &messages.ExecutionStarted{SessionID: sid}); err != nil {
+			t.Fatal(err)
+		}
+		check("a commit")
+	}
+	if flushes.Load() < 2 || len(written) != 2 {
+		t.Fatalf("%d flushes, records written to %d files: the log did not move between its files", flushes.Load(), len(written))
+	}
+}
