@@ -67,11 +67,22 @@ func (f *storeFlags) load(a *app, o overrides, listen bool) (Config, error) {
 	return cfg, nil
 }
 
+// logLevels are the levels --log-level takes, as documented. zerolog's
+// ParseLevel takes more (trace, fatal, panic, any number from -128 to 127),
+// which would pass a typo such as "5" as a level that logs nothing.
+var logLevels = map[string]zerolog.Level{
+	"debug":    zerolog.DebugLevel,
+	"info":     zerolog.InfoLevel,
+	"warn":     zerolog.WarnLevel,
+	"error":    zerolog.ErrorLevel,
+	"disabled": zerolog.Disabled,
+}
+
 // logger returns a zerolog logger on w at the flag's level: human-readable
 // lines on a terminal, JSON otherwise.
 func (f *storeFlags) logger(w io.Writer, tty bool) (zerolog.Logger, error) {
-	level, err := zerolog.ParseLevel(strings.ToLower(f.logLevel))
-	if err != nil || f.logLevel == "" {
+	level, ok := logLevels[strings.ToLower(f.logLevel)]
+	if !ok {
 		return zerolog.Nop(), fmt.Errorf("--log-level %q: want debug, info, warn, error or disabled", f.logLevel)
 	}
 	if tty {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,5 +54,29 @@ func TestStoreFlagsLogger(t *testing.T) {
 
 	if _, err := (&storeFlags{}).logger(&buf, false); err == nil || err.Error() != `--log-level "": want debug, info, warn, error or disabled` {
 		t.Fatalf("empty level: %v", err)
+	}
+}
+
+// TestStoreFlagsLoggerTakesOnlyDocumentedLevels: --log-level takes the five
+// levels docs/cli.md and the error name, in any case, and nothing else:
+// zerolog's own parser also took trace, fatal, panic and numbers ("5" was a
+// level that logged nothing).
+func TestStoreFlagsLoggerTakesOnlyDocumentedLevels(t *testing.T) {
+	for _, l := range []string{"debug", "info", "warn", "error", "disabled", "Debug", "DISABLED"} {
+		if _, err := (&storeFlags{logLevel: l}).logger(io.Discard, false); err != nil {
+			t.Errorf("%q: %v", l, err)
+		}
+	}
+	for _, l := range []string{"trace", "fatal", "panic", "5", "-1", "0", "warning", " info"} {
+		_, err := (&storeFlags{logLevel: l}).logger(io.Discard, false)
+		if want := fmt.Sprintf("--log-level %q: want debug, info, warn, error or disabled", l); err == nil || err.Error() != want {
+			t.Errorf("%q: %v, want %s", l, err, want)
+		}
+	}
+	// As a usage mistake of the commands that take it.
+	for _, args := range [][]string{{"serve", "--log-level", "trace"}, {"check", "--log-level", "panic"}} {
+		if code, _, errOut := runApp(t, nil, args...); code != exitUsage || !strings.Contains(errOut, `--log-level "`) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2", args, code, errOut)
+		}
 	}
 }
