@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sessiond/sessiond/persistence"
+	"github.com/sessiond/sessiond/tools"
 )
 
 // openapiDoc is the part of the OpenAPI document the tests check.
@@ -138,5 +142,41 @@ func TestOpenAPIServed(t *testing.T) {
 	r := e.do("GET", "/api/openapi.json", nil).want(t, http.StatusOK)
 	if !bytes.Equal(r.body, openapiJSON) || r.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("served document differs (%s)", r.header.Get("Content-Type"))
+	}
+}
+
+// TestOpenAPIRequiresWhatIsAlwaysSent: a schema of a body the API encodes
+// from a Go type lists as required every member the encoding always
+// writes (no omitempty or omitzero) and documents every member. The
+// Session schema left tokens and cost out of required, though every
+// Session carries both.
+func TestOpenAPIRequiresWhatIsAlwaysSent(t *testing.T) {
+	doc := loadOpenAPI(t)
+	for name, typ := range map[string]reflect.Type{
+		"Session":           reflect.TypeFor[persistence.Session](),
+		"Admitted":          reflect.TypeFor[persistence.Admitted](),
+		"PermissionRequest": reflect.TypeFor[tools.Request](),
+	} {
+		var schema struct {
+			Required   []string                   `json:"required"`
+			Properties map[string]json.RawMessage `json:"properties"`
+		}
+		if err := json.Unmarshal(doc.Components.Schemas[name], &schema); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			member, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if member == "-" || !f.IsExported() {
+				continue
+			}
+			if _, ok := schema.Properties[member]; !ok {
+				t.Errorf("%s: member %s is not among the properties", name, member)
+			}
+			always := !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero")
+			if required := slices.Contains(schema.Required, member); required != always {
+				t.Errorf("%s: member %s required %v in the document, always sent %v", name, member, required, always)
+			}
+		}
 	}
 }
