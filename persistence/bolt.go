@@ -109,18 +109,16 @@ type Bolt struct {
 	quit   chan struct{}
 	wg     sync.WaitGroup
 
-	// The writer hands committed batches to the syncer, which fdatasyncs
-	// the WAL once for all it finds queued, publishes their snapshot and
-	// then answers their callers. The channel is unbuffered: one batch
-	// syncs while the next commits, and the writer waits before committing
-	// a third, so operations pile up into larger batches instead of more
-	// commits. (A queue of 4 made 100 busy Sessions 10-20% slower, with the
-	// memtable as with bbolt commits; a queue of 1 gained nothing.) The
-	// syncer also takes whatever batch the writer is waiting to hand over
-	// when it begins a sync, so under load the writer can get further
-	// ahead; awaitLog bounds that at walInFlight records, which recovery's
-	// damage check relies on.
+	// The writer hands sealed batches to the syncer, which fdatasyncs the
+	// WAL once for all it finds queued (a batch and, at most, barriers),
+	// publishes their snapshot and then answers their callers. The channel
+	// is unbuffered. ready (capacity 1) is the syncer's word that it has
+	// answered its last batch and waits for the next: the writer seals its
+	// open batch only then, so every record but the one syncing is
+	// durable when the next is written (awaitLog is the backstop for the
+	// walInFlight bound that recovery's damage check relies on).
 	syncq chan syncJob
+	ready chan struct{}
 	// durable is the number of the last record known synced, written by
 	// the syncer; syncedSig (capacity 1) tells the writer (awaitLog) that it
 	// moved, or that the store failed.
@@ -258,7 +256,7 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 	}
 	w.nosync, w.repair = opts.NoSync, opts.RepairWAL
 	removeBackupFiles(path) // the lock is ours: no backup of this store runs
-	s := &Bolt{wal: w, opts: opts, ops: make(chan *op, 4096), quit: make(chan struct{}), syncq: make(chan syncJob),
+	s := &Bolt{wal: w, opts: opts, ops: make(chan *op, 4096), quit: make(chan struct{}), syncq: make(chan syncJob), ready: make(chan struct{}, 1),
 		syncedSig: make(chan struct{}, 1), flushq: make(chan flushJob, 1), flushDone: make(chan flushResult, 1)}
 	defer func() {
 		if err != nil {
@@ -829,42 +827,91 @@ func putOp(o *op) {
 	opPool.Put(o)
 }
 
-// writer is the single goroutine that commits. It exits after draining the
-// queue once Close is called, closing the syncer's queue behind it.
+// writer is the single goroutine that commits. It keeps one batch open:
+// each operation runs into it as it arrives, and the batch is sealed (its
+// record written to the log) and handed to the syncer once the syncer is
+// ready for it. So the operations that arrive while one batch syncs are
+// already run when that sync ends, and the next sync starts at once; the
+// writer never waits for the syncer with work in hand. (A writer that ran
+// a batch and then waited to hand it over, while operations piled up,
+// took turns with the syncer instead of overlapping: docs/performance.md.)
+// It exits after draining the queue once Close is called, closing the
+// syncer's queue behind it.
 func (s *Bolt) writer() {
 	defer close(s.flushq)
 	defer close(s.syncq)
-	batch := make([]*op, 0, s.opts.MaxBatch)
+	var b batch
 	for {
-		var first *op
-		select {
-		case first = <-s.ops:
-		case <-s.quit:
-			// Drain what was queued before Close.
-			for {
-				select {
-				case o := <-s.ops:
-					s.commit(append(batch[:0], o))
-				default:
-					s.barrier()
-					if err := s.reapFlush(true); err != nil {
-						s.fail(err)
-					}
-					return
-				}
-			}
-		}
-		batch = append(batch[:0], first)
-	fill:
-		for len(batch) < s.opts.MaxBatch {
+		if !b.open {
 			select {
 			case o := <-s.ops:
-				batch = append(batch, o)
+				s.add(&b, o)
+			case <-s.quit:
+				s.drainQueue(&b)
+				return
+			}
+			continue
+		}
+		// Take what is queued, sealing as soon as the syncer is ready
+		// rather than once the queue is empty: under load it rarely is.
+	fill:
+		for b.open && len(b.ops) < s.opts.MaxBatch {
+			select {
+			case <-s.ready:
+				s.seal(&b)
+				break fill
+			default:
+			}
+			select {
+			case o := <-s.ops:
+				s.add(&b, o)
 			default:
 				break fill
 			}
 		}
-		s.commit(batch)
+		if !b.open {
+			continue
+		}
+		if len(b.ops) >= s.opts.MaxBatch {
+			<-s.ready
+			s.seal(&b)
+			continue
+		}
+		select {
+		case <-s.ready:
+			s.seal(&b)
+		case o := <-s.ops:
+			s.add(&b, o)
+		case <-s.quit:
+			s.drainQueue(&b)
+			return
+		}
+	}
+}
+
+// drainQueue commits what was queued before Close, then waits for the
+// syncer and the running flush.
+func (s *Bolt) drainQueue(b *batch) {
+	for {
+		select {
+		case o := <-s.ops:
+			if len(b.ops) >= s.opts.MaxBatch {
+				<-s.ready
+				s.seal(b)
+			}
+			s.add(b, o)
+			continue
+		default:
+		}
+		break
+	}
+	if b.open {
+		<-s.ready
+		s.seal(b)
+	}
+	s.barrier()
+	if err := s.reapFlush(true); err != nil {
+		s.fail(err)
 	}
 }
 
@@ -876,126 +923,178 @@ func (s *Bolt) barrier() {
 	<-done
 }
 
-// commit runs ops as one batch: their writes go to the memtable and, as one
-// record, to the WAL; the syncer answers the callers once the record is
-// durable. A failing op is answered with its error and the rest are re-run
-// without it. When the log has grown past FlushBytes, the memtable is
-// flushed into bbolt in the background.
-func (s *Bolt) commit(ops []*op) {
-	start := time.Now()
-	if err := s.reapFlush(false); err != nil {
-		s.fail(err)
-	}
-	if err := s.fatal(); err != nil {
-		for _, o := range ops {
+// batch is the writer's open batch: its operations have run on a copy of
+// the memtable, and their writes wait in s.rec for the log.
+type batch struct {
+	open    bool
+	tx      *bolt.Tx // a bbolt read transaction, held until the batch is sealed
+	mem     *memTree
+	mems    []*memTree
+	bks     *openBuckets
+	ops     []*op // run, in order
+	refused []*op // failed on their own: answered by the syncer after the batch
+	touched []messages.SessionID
+	start   time.Time
+}
+
+// add runs o into the open batch, opening one when none is. An operation
+// that fails is refused: it is answered with its own error by the syncer,
+// after what it read is durable (a refusal such as a conflict may rest on
+// a batch whose fdatasync is still running), and the batch is run again
+// without it, since its writes may have reached the memtable copy.
+func (s *Bolt) add(b *batch, o *op) {
+	if !b.open {
+		if err := s.reapFlush(false); err != nil {
+			s.fail(err)
+		}
+		if err := s.fatal(); err != nil {
 			o.done <- err
-		}
-		return
-	}
-	// An op that fails is answered with its error by the syncer too, after
-	// what it read is durable: a refusal such as a conflict may rest on a
-	// commit of an earlier batch whose fdatasync is still running.
-	var refused []*op
-	for {
-		failed, seq, touched, err := s.run(ops)
-		if failed >= 0 {
-			ops[failed].err = err
-			refused = append(refused, ops[failed])
-			ops = append(ops[:failed:failed], ops[failed+1:]...)
-			continue
-		}
-		if err != nil {
-			err = fmt.Errorf("persistence: commit: %w", err)
-			s.opts.Logger.Error().Err(err).Int("ops", len(ops)).Msg("commit failed")
-			for _, o := range ops {
-				o.done <- err
-			}
-			ops = nil
-		}
-		if refuseHook != nil && len(refused) > 0 {
-			refuseHook(len(refused))
-		}
-		s.syncq <- syncJob{ops: slices.Clone(ops), refused: refused, touched: touched, seq: seq, file: s.wal.cur, start: start, snap: s.snapshot()}
-		if err != nil {
 			return
 		}
-		if s.wal.size() >= s.opts.FlushBytes {
-			// One flush at a time; the writer waits for a running one only
-			// once the log has grown twice as far, bounding memory.
-			if s.imm != nil && s.wal.size() >= 2*s.opts.FlushBytes {
-				if err := s.reapFlush(true); err != nil {
-					s.fail(err)
-				}
+		b.start = time.Now()
+		if err := s.begin(b); err != nil {
+			o.done <- fmt.Errorf("persistence: commit: %w", err)
+			return
+		}
+		b.open = true
+	}
+	err := s.runInto(b, o)
+	if err == nil {
+		b.ops = append(b.ops, o)
+		return
+	}
+	o.err = err
+	b.refused = append(b.refused, o)
+	if refuseHook != nil {
+		refuseHook(1)
+	}
+	for {
+		_ = b.tx.Rollback()
+		if err := s.begin(b); err != nil {
+			// Nothing can run: the operations run so far fail, the refused
+			// ones wait for the syncer as ever.
+			err = fmt.Errorf("persistence: commit: %w", err)
+			s.opts.Logger.Error().Err(err).Int("ops", len(b.ops)).Msg("commit failed")
+			for _, p := range b.ops {
+				p.done <- err
 			}
-			if s.imm == nil {
-				if err := s.startFlush(); err != nil {
-					s.fail(err)
-				}
+			b.ops = b.ops[:0]
+			return
+		}
+		failed := -1
+		for i, p := range b.ops {
+			if err := s.runInto(b, p); err != nil {
+				p.err, failed = err, i
+				break
 			}
 		}
-		return
+		if failed < 0 {
+			return
+		}
+		b.refused = append(b.refused, b.ops[failed])
+		b.ops = append(b.ops[:failed:failed], b.ops[failed+1:]...)
+		if refuseHook != nil {
+			refuseHook(1)
+		}
 	}
 }
 
-// run runs ops on a copy of the memtable and logs their writes as one WAL
-// record. failed is the index of an op whose own error discarded the batch,
-// or -1; seq is the record's number (0 when the ops wrote nothing); touched
-// lists the Sessions the ops wrote, for the syncer to wake their log tails.
-func (s *Bolt) run(ops []*op) (failed int, seq uint64, touched []messages.SessionID, err error) {
-	// A read transaction per batch, never held across batches: a flush's
-	// commit may need to remap bbolt, which waits for every open reader.
-	tx, err := s.db.Begin(false)
-	if err != nil {
-		return -1, 0, nil, err
-	}
-	defer func() { _ = tx.Rollback() }()
-	mem := s.cur.Copy()
-	mems := s.levels(mem)
-	bks := new(openBuckets)
+// begin starts the batch's state over: a read transaction, a copy of the
+// memtable, an empty record and no staged cache entries. A read
+// transaction lives only as long as one batch: a flush's commit may need
+// to remap bbolt, which waits for every open reader.
+func (s *Bolt) begin(b *batch) error {
+	b.tx, b.mem = nil, nil
 	s.rec = s.rec[:0]
 	s.open.begin()
 	s.seqs.begin()
 	s.pend.begin()
 	s.compacting.begin()
-	// Each operation adds the Sessions it writes after the previous one's.
-	touched = make([]messages.SessionID, 0, len(ops))
-	for i, o := range ops {
-		// The scratch slices of the previous operation are kept.
-		w := &s.w
-		*w = wtx{v: view{tx: tx, mems: mems, bks: bks, absent: s.absent, maxID: &s.maxID, probe: memEntry{k: w.v.probe.k}},
-			s: s, rec: &s.rec, msgs: w.msgs[:0], logs: w.logs[:0], evs: w.evs[:0], touched: touched[len(touched):]}
-		err := runOp(o, w)
-		if err == nil {
-			err = w.flush()
+	b.touched = make([]messages.SessionID, 0, 16)
+	tx, err := s.db.Begin(false)
+	if err != nil {
+		return err
+	}
+	b.tx, b.mem, b.bks = tx, s.cur.Copy(), new(openBuckets)
+	b.mems = s.levels(b.mem)
+	return nil
+}
+
+// runInto runs one operation into the batch.
+func (s *Bolt) runInto(b *batch, o *op) error {
+	// The scratch slices of the previous operation are kept.
+	w := &s.w
+	*w = wtx{v: view{tx: b.tx, mems: b.mems, bks: b.bks, absent: s.absent, maxID: &s.maxID, probe: memEntry{k: w.v.probe.k}},
+		s: s, rec: &s.rec, msgs: w.msgs[:0], logs: w.logs[:0], evs: w.evs[:0], touched: b.touched[len(b.touched):]}
+	err := runOp(o, w)
+	if err == nil {
+		err = w.flush()
+	}
+	if err != nil {
+		return err
+	}
+	b.touched = append(b.touched, w.touched...) // in place unless touch outgrew the room
+	return nil
+}
+
+// seal writes the batch's record to the log and hands the batch to the
+// syncer, which answers its callers once the record is durable; the
+// memtable copy becomes the writer's. When the log has grown past
+// FlushBytes, the memtable is flushed into bbolt in the background.
+func (s *Bolt) seal(b *batch) {
+	b.open = false
+	if tx := b.tx; tx != nil {
+		defer func() { _ = tx.Rollback() }()
+	}
+	var seq uint64
+	// A store that failed since the batch opened refuses it as it is.
+	err := s.fatal()
+	if err == nil && len(s.rec) > 0 {
+		// Nothing written, no record: the callers are still answered by
+		// the syncer, after what they may have read is durable.
+		if err = s.awaitLog(); err == nil {
+			if seq, err = s.wal.append(s.rec); err != nil && errors.Is(err, errWALTorn) {
+				s.fail(err)
+				// Its invalidation may not be on the disk, and the record
+				// may be, whole: the next Open may replay it.
+				err = fmt.Errorf("%w: %w", err, ErrOutcomeUnknown)
+			}
 		}
 		if err != nil {
-			return i, 0, nil, err
+			err = fmt.Errorf("persistence: commit: %w", err)
+			s.opts.Logger.Error().Err(err).Int("ops", len(b.ops)).Msg("commit failed")
+		} else {
+			s.cur = b.mem
+			s.open.commit(stillOpen)
+			s.seqs.commit(keepAll)
+			s.pend.commit(keepAll)
+			s.compacting.commit(func(running bool) bool { return running })
 		}
-		touched = append(touched, w.touched...) // in place unless touch outgrew the room
 	}
-	if len(s.rec) == 0 {
-		// Nothing written: no record. The callers are still answered by
-		// the syncer, after what they may have read is durable.
-		return -1, 0, touched, nil
+	ops := b.ops
+	if err != nil {
+		for _, o := range ops {
+			o.done <- err
+		}
+		ops = nil
 	}
-	if err := s.awaitLog(); err != nil {
-		return -1, 0, nil, err
+	s.syncq <- syncJob{ops: slices.Clone(ops), refused: b.refused, touched: b.touched, seq: seq, file: s.wal.cur, start: b.start, snap: s.snapshot()}
+	b.ops, b.refused, b.touched, b.tx, b.mem = b.ops[:0], nil, nil, nil, nil
+	if err != nil || s.wal.size() < s.opts.FlushBytes {
+		return
 	}
-	if seq, err = s.wal.append(s.rec); err != nil {
-		if errors.Is(err, errWALTorn) {
+	// One flush at a time; the writer waits for a running one only once
+	// the log has grown twice as far, bounding memory.
+	if s.imm != nil && s.wal.size() >= 2*s.opts.FlushBytes {
+		if err := s.reapFlush(true); err != nil {
 			s.fail(err)
-			// Its invalidation may not be on the disk, and the record
-			// may be, whole: the next Open may replay it.
-			err = fmt.Errorf("%w: %w", err, ErrOutcomeUnknown)
 		}
-		return -1, 0, nil, err
 	}
-	s.cur = mem
-	s.open.commit(stillOpen)
-	s.seqs.commit(keepAll)
-	s.pend.commit(keepAll)
-	s.compacting.commit(func(running bool) bool { return running })
-	return -1, seq, touched, nil
+	if s.imm == nil {
+		if err := s.startFlush(); err != nil {
+			s.fail(err)
+		}
+	}
 }
 
 // awaitLog holds the writer until the next record can be written with at
@@ -1037,6 +1136,7 @@ func (s *Bolt) levels(top *memTree) []*memTree {
 // commit before it is durable.
 func (s *Bolt) syncer() {
 	var jobs []syncJob
+	s.ready <- struct{}{} // idle: the writer may seal its first batch
 	for job := range s.syncq {
 		jobs = append(jobs[:0], job)
 	more:
@@ -1072,11 +1172,12 @@ func (s *Bolt) syncer() {
 			}
 		}
 		if err == nil {
-			// The writer may have failed the store while this sync ran,
-			// on an fdatasync of its own of the same file: Linux reports a
-			// writeback error to one fdatasync only, so this one's success
-			// does not vouch for the pages. A failed store acknowledges
-			// nothing more.
+			// The store may have failed while this sync ran (a flush the
+			// writer reaped): a failed store acknowledges nothing more.
+			// (No other write or fdatasync of the log runs beside this
+			// one: the writer writes its next record only once this
+			// batch is answered, which matters because Linux reports a
+			// writeback error to one fdatasync of a file only.)
 			err = s.fatal()
 		}
 		if err == nil {
@@ -1121,6 +1222,12 @@ func (s *Bolt) syncer() {
 					s.tails.notify(sid)
 				}
 			}
+		}
+		// Last, so that the writer is the goroutine this one readied
+		// last, which runs first once it waits.
+		select {
+		case s.ready <- struct{}{}:
+		default:
 		}
 	}
 }

@@ -2,7 +2,6 @@ package persistence
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -217,83 +215,78 @@ func TestDamageInTheOlderLogFile(t *testing.T) {
 	}
 }
 
-// TestWriterStaysWithinTheLogsInFlight pins the bound the damage check
-// rests on (walInFlight). The syncer takes every batch the writer is
-// waiting to hand over when it begins a sync; here it waits for the next
-// each time, as a syncer held up by the scheduler may find it. The writer
-// goes on committing until walInFlight records are unsynced, and then
-// waits for the sync instead of writing another.
-func TestWriterStaysWithinTheLogsInFlight(t *testing.T) {
+// TestWriterWritesOnlyWhileTheSyncerWaits pins what the damage check
+// (walInFlight) and the log's error reporting rest on. The writer runs an
+// operation that arrives while a batch syncs into its open batch, but
+// writes no record until the syncer has answered that batch: at most one
+// record is ever unsynced, and no write or invalidating fdatasync of the
+// log runs beside the syncer's fdatasync (Linux reports a writeback error
+// to one fdatasync of a file only, so a second one running beside it could
+// take the error the first needed). Once the sync ends, the open batch
+// goes out at once.
+func TestWriterWritesOnlyWhileTheSyncerWaits(t *testing.T) {
 	var writes atomic.Int64
 	writeFault = func(f *os.File, b []byte, off int64) error {
 		writes.Add(1)
 		_, err := f.WriteAt(b, off)
 		return err
 	}
-	var armed atomic.Bool
-	var from int64
-	ahead := make(chan int64, 1)
-	drainHook = func() {
-		if !armed.Load() {
-			return
-		}
-		// On the syncer: a failure is reported, not raised.
-		var state string
-		for deadline := time.Now().Add(10 * time.Second); state == "" && writes.Load()-from <= walInFlight; {
-			if time.Now().After(deadline) {
-				t.Error("timed out waiting for the writer to wait")
-				state = "timeout"
-			}
-			runtime.Gosched()
-			state = cmp.Or(state, writerState())
-		}
-		if state != "send" || writes.Load()-from > walInFlight {
-			armed.Store(false)
-			ahead <- writes.Load() - from
-		}
-	}
-	defer func() { writeFault, drainHook = nil, nil }()
-	opts := noFlush
-	opts.MaxBatch = 1 // a record per admission
-	st := openTemp(t, opts)
+	defer func() { writeFault = nil }()
+	st := openTemp(t, noFlush)
 	ctx := context.Background()
-	sids := make([]messages.SessionID, 2*walInFlight)
-	for i := range sids {
-		sids[i] = newSession(t, st)
-	}
-	from = writes.Load()
-	armed.Store(true)
-	var wg sync.WaitGroup
-	for _, sid := range sids {
-		wg.Go(func() {
-			if _, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: "p"}}); err != nil {
-				t.Error(err)
-			}
+	held, release := holdNextSync(t)
+	t.Cleanup(release) // before the store closes, should the test fail first
+	from := writes.Load()
+	first := make(chan error, 1)
+	go func() { first <- st.submit(ctx, putMeta("first", "1")) }()
+	<-held // its record is written, its fdatasync held
+	ran := make(chan struct{})
+	second := make(chan error, 1)
+	go func() {
+		second <- st.submit(ctx, func(w *wtx) error {
+			close(ran)
+			return putMeta("second", "2")(w)
 		})
+	}()
+	<-ran
+	// Polling: the writer, done with the operation, waits for the syncer
+	// or for more work.
+	for deadline := time.Now().Add(10 * time.Second); !writerWaits(); runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer never waited")
+		}
 	}
-	if got := <-ahead; got != walInFlight {
-		t.Errorf("the writer stopped %d records ahead of the log's sync, want %d", got, walInFlight)
+	if n := writes.Load() - from; n != 1 {
+		t.Fatalf("%d records written while the first one synced, want only it", n)
 	}
-	wg.Wait()
+	select {
+	case err := <-second:
+		t.Fatalf("the second operation was answered (%v) before its record was written", err)
+	default:
+	}
+	release()
+	for _, c := range []chan error{first, second} {
+		if err := <-c; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := writes.Load() - from; n != 2 {
+		t.Fatalf("%d records written, want 2", n)
+	}
 }
 
-// writerState tells where the store's writer goroutine waits: "send" when
-// it hands a batch to the syncer, "await" when it waits in awaitLog, ""
-// otherwise.
-func writerState() string {
+// writerWaits reports whether the store's writer goroutine is blocked in
+// a select: waiting for work, or for the syncer with a batch open.
+func writerWaits() bool {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	for g := range bytes.SplitSeq(buf, []byte("\n\n")) {
-		switch {
-		case !bytes.Contains(g, []byte("persistence.(*Bolt).writer(")):
-		case bytes.Contains(g, []byte("persistence.(*Bolt).awaitLog(")):
-			return "await"
-		case bytes.HasPrefix(bytes.SplitN(g, []byte("\n"), 2)[0], []byte("goroutine ")) &&
-			bytes.Contains(g, []byte("[chan send")) && bytes.Contains(g, []byte("persistence.(*Bolt).commit(")):
-			return "send"
+		head := bytes.SplitN(g, []byte("\n"), 2)[0]
+		if bytes.Contains(g, []byte("persistence.(*Bolt).writer(")) && bytes.HasPrefix(head, []byte("goroutine ")) {
+			return bytes.Contains(head, []byte("[select"))
 		}
 	}
-	return ""
+	return false
 }
 
 // TestDamagedLogHeaderIsRefused: a log file's header is synced before any
