@@ -129,15 +129,17 @@
 //
 // # Group commit
 //
-// All writes go through one writer goroutine that takes everything queued
-// (no timer, capped batch), runs each operation in order on a copy of the
-// memtable and appends the batch's writes to the log as one record; a
-// syncer goroutine makes the batch durable with one fdatasync and
-// acknowledges every waiter, while the writer runs the next batch.
-// An operation that fails is removed, its error returned to its caller, and
-// the batch re-run without it on a fresh copy, so one bad request never
-// rolls back another's event. bbolt's own db.Batch waits on a 10 ms timer
-// and is far slower for a lone caller.
+// All writes go through one writer goroutine that keeps a batch open: it
+// runs each operation, as it arrives, on a copy of the memtable (no timer,
+// capped batch), and once the syncer goroutine is ready for it, appends
+// the batch's writes to the log as one record and hands it over. The
+// syncer makes the batch durable with one fdatasync and acknowledges every
+// waiter, while the writer runs the operations that arrive meanwhile into
+// the next batch. An operation that fails is removed, its error returned
+// to its caller (after what it read is durable), and the batch re-run
+// without it on a fresh copy, so one bad request never rolls back
+// another's event. bbolt's own db.Batch waits on a 10 ms timer and is far
+// slower for a lone caller.
 //
 // After each publication the syncer signals per-Session capacity-1 dirty
 // channels. Log tails re-query the store when signalled: the rows, not the

@@ -82,7 +82,8 @@ var (
 
 // walInFlight is how many records can be written and not yet synced at
 // once (Bolt.awaitLog holds the writer to it): the writer writes record
-// k+walInFlight only once record k is synced. A crash can therefore leave
+// k+walInFlight only once record k is synced. (As built it writes record
+// k+1 only once the syncer has answered record k's batch.) A crash can therefore leave
 // at most the last walInFlight records torn, or missing while later ones
 // reached the disk. A bad record followed by walInFlight whole ones was
 // synced before it went bad.
