@@ -288,7 +288,7 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		FreelistType: bolt.FreelistMapType,
 		// Address space only: fewer remaps, each of which waits for the
 		// open read transactions.
-		InitialMmapSize: 1 << 30,
+		InitialMmapSize: initialMmapSize,
 		// bbolt's statistics are counted under one lock that every
 		// transaction's end takes; nothing here reads them.
 		NoStatistics: true,
@@ -581,6 +581,10 @@ func writeMem(tx *bolt.Tx, mem *memTree) error {
 	})
 	return err
 }
+
+// initialMmapSize is bbolt's first mapping of the file; a test lowers it
+// so that flushes remap bbolt as the file grows.
+var initialMmapSize = 1 << 30
 
 // refuseHook, when set by a test before Open, observes the writer handing
 // n refused operations to the syncer, which answers them only once what
@@ -1043,9 +1047,6 @@ func (s *Bolt) runInto(b *batch, o *op) error {
 // FlushBytes, the memtable is flushed into bbolt in the background.
 func (s *Bolt) seal(b *batch) {
 	b.open = false
-	if tx := b.tx; tx != nil {
-		defer func() { _ = tx.Rollback() }()
-	}
 	var seq uint64
 	// A store that failed since the batch opened refuses it as it is.
 	err := s.fatal()
@@ -1077,6 +1078,11 @@ func (s *Bolt) seal(b *batch) {
 			o.done <- err
 		}
 		ops = nil
+	}
+	// The read transaction ends before anything below may wait for the
+	// flusher: a flush whose commit remaps bbolt waits for every reader.
+	if b.tx != nil {
+		_ = b.tx.Rollback()
 	}
 	s.syncq <- syncJob{ops: slices.Clone(ops), refused: b.refused, touched: b.touched, seq: seq, file: s.wal.cur, start: b.start, snap: s.snapshot()}
 	b.ops, b.refused, b.touched, b.tx, b.mem = b.ops[:0], nil, nil, nil, nil

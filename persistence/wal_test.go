@@ -1302,3 +1302,47 @@ func TestAcknowledgedMeansSynced(t *testing.T) {
 		t.Fatalf("%d flushes, records written to %d files: the log did not move between its files", flushes.Load(), len(written))
 	}
 }
+
+// TestFlushesRemapWhileTheWriterWaits: a flush whose bbolt commit grows
+// the file remaps it, which waits for every open read transaction, and
+// the writer waits for a running flush once the log has grown twice as far
+// as FlushBytes. The writer's batch holds a read transaction while it is
+// open, so it must end it before it waits for the flusher, or each waits
+// for the other for good. Small flushes over a mapping that starts small
+// remap again and again while hundreds of batches commit.
+func TestFlushesRemapWhileTheWriterWaits(t *testing.T) {
+	defer func(n int) { initialMmapSize = n }(initialMmapSize)
+	initialMmapSize = 0 // bbolt's smallest, doubled as the file grows
+	var flushes, waits atomic.Int64
+	st := openTemp(t, Options{NoSync: true, FlushBytes: 2 << 10, OnFlush: func(int, time.Duration) { flushes.Add(1) }})
+	sids := make([]messages.SessionID, 8)
+	for i := range sids {
+		sids[i] = newSession(t, st)
+	}
+	ctx := context.Background()
+	text := strings.Repeat("x", 512)
+	var wg sync.WaitGroup
+	for _, sid := range sids {
+		wg.Go(func() {
+			for range 150 {
+				if _, _, err := st.Admit(ctx, Admission{SessionID: sid, Prompt: messages.Prompt{Text: text}}); err != nil {
+					t.Error(err)
+					return
+				}
+				waits.Add(1)
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		// A submitted write is never abandoned, so a deadlock shows as
+		// admissions that never return.
+		t.Fatalf("%d admissions returned in a minute, of %d: the writer and the flusher wait for each other", waits.Load(), 150*len(sids))
+	}
+	if flushes.Load() < 10 {
+		t.Fatalf("%d flushes in %d admissions", flushes.Load(), waits.Load())
+	}
+}
