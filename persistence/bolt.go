@@ -586,11 +586,11 @@ func writeMem(tx *bolt.Tx, mem *memTree) error {
 // so that flushes remap bbolt as the file grows.
 var initialMmapSize = 1 << 30
 
-// refuseHook, when set by a test before Open, observes the writer handing
-// n refused operations to the syncer, which answers them only once what
-// they read is durable: from then on, a test knows a refusal waits for the
-// syncer instead of guessing it with a timer.
-var refuseHook func(n int)
+// refuseHook, when set by a test before Open, observes the writer refusing
+// an operation, which the syncer answers only once what it read is
+// durable, after the open batch: from then on, a test knows a refusal
+// waits for the syncer instead of guessing it with a timer.
+var refuseHook func()
 
 // flushHook, when set by a test before Open, observes a flush as it starts
 // (on the writer: everything committed is synced, bbolt and the log not
@@ -856,30 +856,24 @@ func (s *Bolt) writer() {
 			}
 			continue
 		}
-		// Take what is queued, sealing as soon as the syncer is ready
-		// rather than once the queue is empty: under load it rarely is.
-	fill:
-		for b.open && len(b.ops) < s.opts.MaxBatch {
-			select {
-			case <-s.ready:
-				s.seal(&b)
-				break fill
-			default:
-			}
-			select {
-			case o := <-s.ops:
-				s.add(&b, o)
-			default:
-				break fill
-			}
-		}
-		if !b.open {
-			continue
-		}
 		if len(b.ops) >= s.opts.MaxBatch {
 			<-s.ready
 			s.seal(&b)
 			continue
+		}
+		// The syncer first, then what is queued: under load the queue is
+		// rarely empty, and the sync must not wait for it to be.
+		select {
+		case <-s.ready:
+			s.seal(&b)
+			continue
+		default:
+		}
+		select {
+		case o := <-s.ops:
+			s.add(&b, o)
+			continue
+		default:
 		}
 		select {
 		case <-s.ready:
@@ -896,7 +890,7 @@ func (s *Bolt) writer() {
 // drainQueue commits what was queued before Close, then waits for the
 // syncer and the running flush.
 func (s *Bolt) drainQueue(b *batch) {
-	for {
+	for queued := true; queued; {
 		select {
 		case o := <-s.ops:
 			if len(b.ops) >= s.opts.MaxBatch {
@@ -904,10 +898,9 @@ func (s *Bolt) drainQueue(b *batch) {
 				s.seal(b)
 			}
 			s.add(b, o)
-			continue
 		default:
+			queued = false
 		}
-		break
 	}
 	if b.open {
 		<-s.ready
@@ -970,7 +963,7 @@ func (s *Bolt) add(b *batch, o *op) {
 	o.err = err
 	b.refused = append(b.refused, o)
 	if refuseHook != nil {
-		refuseHook(1)
+		refuseHook()
 	}
 	for {
 		_ = b.tx.Rollback()
@@ -998,7 +991,7 @@ func (s *Bolt) add(b *batch, o *op) {
 		b.refused = append(b.refused, b.ops[failed])
 		b.ops = append(b.ops[:failed:failed], b.ops[failed+1:]...)
 		if refuseHook != nil {
-			refuseHook(1)
+			refuseHook()
 		}
 	}
 }

@@ -239,7 +239,7 @@ func TestCloseCollectsARunningFlush(t *testing.T) {
 // reach its caller before a reader can see the admission.
 func TestRefusalWaitsForWhatItRead(t *testing.T) {
 	refused := make(chan struct{}, 1)
-	refuseHook = func(int) {
+	refuseHook = func() {
 		select {
 		case refused <- struct{}{}:
 		default:
@@ -446,7 +446,7 @@ func TestRefusedWriteInAFailedBatchIsNotUnknown(t *testing.T) {
 		return nil
 	}
 	refusedRan := make(chan struct{}, 1)
-	refuseHook = func(int) {
+	refuseHook = func() {
 		select {
 		case refusedRan <- struct{}{}:
 		default:

@@ -133,7 +133,7 @@ func TestGroupCommitTakesQueuedOperations(t *testing.T) {
 			var mu sync.Mutex
 			var counts []int
 			refused := make(chan struct{}, 1)
-			refuseHook = func(int) { refused <- struct{}{} }
+			refuseHook = func() { refused <- struct{}{} }
 			t.Cleanup(func() { refuseHook = nil })
 			st := openTemp(t, Options{NoSync: true, MaxBatch: maxBatch, OnCommit: func(n int, _ time.Duration) {
 				mu.Lock()

@@ -1313,7 +1313,7 @@ func TestAcknowledgedMeansSynced(t *testing.T) {
 func TestFlushesRemapWhileTheWriterWaits(t *testing.T) {
 	defer func(n int) { initialMmapSize = n }(initialMmapSize)
 	initialMmapSize = 0 // bbolt's smallest, doubled as the file grows
-	var flushes, waits atomic.Int64
+	var flushes, returned atomic.Int64
 	st := openTemp(t, Options{NoSync: true, FlushBytes: 2 << 10, OnFlush: func(int, time.Duration) { flushes.Add(1) }})
 	sids := make([]messages.SessionID, 8)
 	for i := range sids {
@@ -1329,7 +1329,7 @@ func TestFlushesRemapWhileTheWriterWaits(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				waits.Add(1)
+				returned.Add(1)
 			}
 		})
 	}
@@ -1340,9 +1340,9 @@ func TestFlushesRemapWhileTheWriterWaits(t *testing.T) {
 	case <-time.After(time.Minute):
 		// A submitted write is never abandoned, so a deadlock shows as
 		// admissions that never return.
-		t.Fatalf("%d admissions returned in a minute, of %d: the writer and the flusher wait for each other", waits.Load(), 150*len(sids))
+		t.Fatalf("%d admissions returned in a minute, of %d: the writer and the flusher wait for each other", returned.Load(), 150*len(sids))
 	}
 	if flushes.Load() < 10 {
-		t.Fatalf("%d flushes in %d admissions", flushes.Load(), waits.Load())
+		t.Fatalf("%d flushes in %d admissions", flushes.Load(), returned.Load())
 	}
 }
