@@ -32,7 +32,9 @@ const stepsPerSession = 20
 // stepRun is what runSteps measured over its timed pass.
 type stepRun struct {
 	steps, events int
+	syncs         int64 // fdatasyncs of the log
 	elapsed, cpu  time.Duration
+	synced        time.Duration // time in them
 	allocs        uint64
 	faults        int64
 }
@@ -89,12 +91,16 @@ func runSteps(b *testing.B, h *actortest.Harness, parallel, total int) stepRun {
 	before, requests := events(all), h.Model.Count()
 	b.ResetTimer()
 	ru0, mallocs0 := rusage(), mallocs()
+	syncs0, synced0 := h.LogSyncs()
 	start := time.Now()
 	run(all)
 	elapsed := time.Since(start)
 	ru, allocs := rusage(), mallocs()-mallocs0
+	syncs, synced := h.LogSyncs()
 	b.StopTimer()
 	return stepRun{
+		syncs:   syncs - syncs0,
+		synced:  synced - synced0,
 		steps:   h.Model.Count() - requests,
 		events:  events(all) - before,
 		elapsed: elapsed,
@@ -139,6 +145,7 @@ func BenchmarkSteps(b *testing.B) {
 					raw = max(raw, storetest.FdatasyncRate(b, dir, 300))
 					b.ReportMetric(raw, "fdatasync/s")
 					b.ReportMetric(float64(events)/elapsed.Seconds()/raw, "ratio")
+					storetest.ReportLogSyncs(b, r.syncs, r.synced, elapsed)
 				}
 			})
 		}

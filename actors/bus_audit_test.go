@@ -77,6 +77,8 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 		}
 	}
 	m.Commit(3, 2*time.Millisecond)
+	m.Synced(250 * time.Microsecond)
+	m.Flushed(1000, 125*time.Millisecond)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +91,9 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	}
 	if sums["sessiond_store_commit_batch"] != 3 || sums["sessiond_store_commit_seconds"] != 0.002 {
 		t.Errorf("a commit of 3 operations in 2 ms: %v", sums)
+	}
+	if sums["sessiond_store_fdatasync_seconds"] != 0.00025 || sums["sessiond_store_flush_seconds"] != 0.125 {
+		t.Errorf("a 250 µs fdatasync and a 125 ms flush: %v", sums)
 	}
 }
 
@@ -166,7 +171,7 @@ func TestMetricsAreDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(families) != 16 {
+	if len(families) != 18 {
 		t.Fatalf("%d metric families gathered", len(families))
 	}
 	for _, f := range families {

@@ -22,6 +22,8 @@ type Metrics struct {
 	Active        prometheus.Gauge
 	CommitSeconds prometheus.Histogram
 	CommitBatch   prometheus.Histogram
+	SyncSeconds   prometheus.Histogram
+	FlushSeconds  prometheus.Histogram
 	ObserveSecs   *prometheus.HistogramVec
 	Unavailable   *prometheus.CounterVec
 	BaselineBytes prometheus.Gauge
@@ -43,6 +45,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Active:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessiond_active_sessions", Help: "Sessions with an active busy period in this process."}),
 		CommitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sessiond_store_commit_seconds", Help: "Group commit latency.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		CommitBatch:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sessiond_store_commit_batch", Help: "Operations per group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
+		SyncSeconds:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sessiond_store_fdatasync_seconds", Help: "Duration of one fdatasync of the write-ahead log, which makes a group commit durable.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14)}),
+		FlushSeconds:  prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sessiond_store_flush_seconds", Help: "Duration of one flush of the memtable into the database file, its fsyncs included.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
 		ObserveSecs:   prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sessiond_instruction_observe_seconds", Help: "Instruction source observation latency.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"source"}),
 		Unavailable:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiond_instruction_unavailable_total", Help: "Unavailable instruction source observations."}, []string{"source"}),
 		BaselineBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessiond_instruction_baseline_bytes", Help: "Size of the last rendered instruction baseline."}),
@@ -51,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Admissions, m.Promotions, m.Drains, m.Requests, m.Steps, m.Retries, m.Tools, m.Compactions,
-			m.Active, m.CommitSeconds, m.CommitBatch, m.ObserveSecs, m.Unavailable, m.BaselineBytes, m.Updates, m.Subscribers)
+			m.Active, m.CommitSeconds, m.CommitBatch, m.SyncSeconds, m.FlushSeconds, m.ObserveSecs, m.Unavailable, m.BaselineBytes, m.Updates, m.Subscribers)
 	}
 	return m
 }
@@ -110,6 +114,22 @@ func (m *Metrics) Commit(ops int, d time.Duration) {
 	if m != nil {
 		m.CommitSeconds.Observe(d.Seconds())
 		m.CommitBatch.Observe(float64(ops))
+	}
+}
+
+// Synced observes one fdatasync of the store's write-ahead log; pass it as
+// persistence Options.OnSync.
+func (m *Metrics) Synced(d time.Duration) {
+	if m != nil {
+		m.SyncSeconds.Observe(d.Seconds())
+	}
+}
+
+// Flushed observes one flush of the store's memtable; pass it as
+// persistence Options.OnFlush.
+func (m *Metrics) Flushed(_ int, d time.Duration) {
+	if m != nil {
+		m.FlushSeconds.Observe(d.Seconds())
 	}
 }
 

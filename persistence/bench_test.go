@@ -68,7 +68,7 @@ func BenchmarkAdmit(b *testing.B) {
 	for _, admitters := range []int{1, 8, 64, 256} {
 		b.Run(fmt.Sprintf("admitters=%d", admitters), func(b *testing.B) {
 			dir := b.TempDir()
-			var commits, ops, commitNs, flushes atomic.Int64
+			var commits, ops, commitNs, flushes, syncs, syncNs atomic.Int64
 			// The daemon caps each Session's backlog (1,000 by default);
 			// a cap above the warm-up's and the run's admissions checks it on
 			// every admission, refusing none.
@@ -76,7 +76,10 @@ func BenchmarkAdmit(b *testing.B) {
 				commits.Add(1)
 				ops.Add(int64(n))
 				commitNs.Add(int64(d))
-			}, OnFlush: func(int, time.Duration) { flushes.Add(1) }})
+			}, OnFlush: func(int, time.Duration) { flushes.Add(1) }, OnSync: func(d time.Duration) {
+				syncs.Add(1)
+				syncNs.Add(int64(d))
+			}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -133,12 +136,15 @@ func BenchmarkAdmit(b *testing.B) {
 			commits.Store(0)
 			ops.Store(0)
 			commitNs.Store(0)
+			syncs.Store(0)
+			syncNs.Store(0)
 			faults0 := minorFaults()
 			b.ResetTimer()
 			start := time.Now()
 			lat := admit(func(i int64) bool { return i <= int64(b.N) })
 			elapsed := time.Since(start)
 			b.StopTimer()
+			storetest.ReportLogSyncs(b, syncs.Load(), time.Duration(syncNs.Load()), elapsed)
 			b.ReportMetric(float64(minorFaults()-faults0)/float64(b.N), "faults/op")
 			all := slices.Concat(lat...)
 			slices.Sort(all)

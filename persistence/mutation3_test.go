@@ -122,6 +122,43 @@ func TestAcknowledgedWritesAreSynced(t *testing.T) {
 	}
 }
 
+// TestOnSyncTimesEveryLogSync: OnSync observes the fdatasync that makes
+// each batch durable, before the batch is answered, and observes nothing
+// when NoSync leaves the log unsynced.
+func TestOnSyncTimesEveryLogSync(t *testing.T) {
+	for _, nosync := range []bool{false, true} {
+		t.Run(fmt.Sprint("NoSync=", nosync), func(t *testing.T) {
+			var mu sync.Mutex
+			var took []time.Duration
+			st := openTemp(t, Options{NoSync: nosync, OnSync: func(d time.Duration) {
+				mu.Lock()
+				took = append(took, d)
+				mu.Unlock()
+			}})
+			observed := func() []time.Duration {
+				mu.Lock()
+				defer mu.Unlock()
+				return slices.Clone(took)
+			}
+			ctx := context.Background()
+			for i := range 3 {
+				if err := st.submit(ctx, putMeta("k", fmt.Sprint(i))); err != nil {
+					t.Fatal(err)
+				}
+				got := observed()
+				switch {
+				case nosync && len(got) != 0:
+					t.Fatalf("NoSync: %d syncs observed", len(got))
+				case !nosync && len(got) != i+1:
+					t.Fatalf("write %d answered after %d observed syncs, want %d", i, len(got), i+1)
+				case !nosync && got[i] <= 0:
+					t.Fatalf("sync %d took %v", i, got[i])
+				}
+			}
+		})
+	}
+}
+
 // TestGroupCommitTakesQueuedOperations: operations that arrive while a
 // batch syncs go into the next batches together, MaxBatch at a time (by
 // default, all of these): the writer runs them into its open batch, up to

@@ -49,12 +49,21 @@ type Harness struct {
 	// created (Session, Runtime.Create), not after.
 	Services *locations.Services
 
-	commits atomic.Int64
-	close   sync.Once
+	commits  atomic.Int64
+	syncs    atomic.Int64
+	syncedNs atomic.Int64
+	close    sync.Once
 }
 
 // Commits returns the number of store transactions committed so far.
 func (h *Harness) Commits() int64 { return h.commits.Load() }
+
+// LogSyncs returns how many fdatasyncs of the store's write-ahead log have
+// made commits durable so far, and the time they took in all (none
+// unless Options.Sync).
+func (h *Harness) LogSyncs() (n int64, took time.Duration) {
+	return h.syncs.Load(), time.Duration(h.syncedNs.Load())
+}
 
 // Options adjust a Harness before it starts.
 type Options struct {
@@ -90,7 +99,11 @@ func New(t testing.TB, opts ...Options) *Harness {
 		path = filepath.Join(t.TempDir(), "sessiond.db")
 	}
 	st, err := persistence.Open(path, persistence.Options{Clock: h.Clock.Now, NoSync: !o.Sync,
-		OnCommit: func(int, time.Duration) { h.commits.Add(1) }})
+		OnCommit: func(int, time.Duration) { h.commits.Add(1) },
+		OnSync: func(d time.Duration) {
+			h.syncs.Add(1)
+			h.syncedNs.Add(int64(d))
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

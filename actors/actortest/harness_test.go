@@ -90,3 +90,25 @@ func TestServicesBeforeTheSession(t *testing.T) {
 		t.Fatalf("answered %q", p.Text)
 	}
 }
+
+// TestLogSyncsCountsTheStoresFdatasyncs: with Sync, each commit a step
+// makes durable is one fdatasync of the log that LogSyncs counts and
+// times; without it the log is never synced.
+func TestLogSyncsCountsTheStoresFdatasyncs(t *testing.T) {
+	for _, sync := range []bool{true, false} {
+		t.Run(fmt.Sprint("Sync=", sync), func(t *testing.T) {
+			h := actortest.New(t, actortest.Options{Sync: sync})
+			h.Model.Reply(script.Text("hi"))
+			sid := h.Session()
+			h.Prompt(sid, "hello")
+			h.WaitIdle(sid)
+			n, took := h.LogSyncs()
+			switch {
+			case sync && (n < 2 || n > h.Commits() || took <= 0):
+				t.Fatalf("Sync: %d log syncs in %v for %d commits", n, took, h.Commits())
+			case !sync && (n != 0 || took != 0):
+				t.Fatalf("no Sync: %d log syncs in %v", n, took)
+			}
+		})
+	}
+}

@@ -130,7 +130,7 @@ func openStack(cfg Config, log zerolog.Logger, opts stackOptions) (_ *stack, err
 		Logger:       s.log,
 	}
 	if s.metrics != nil {
-		popts.OnCommit = s.metrics.Commit
+		popts.OnCommit, popts.OnSync, popts.OnFlush = s.metrics.Commit, s.metrics.Synced, s.metrics.Flushed
 	}
 	s.store, err = persistence.Open(filepath.Join(cfg.Data, StoreFileName), popts)
 	if errors.Is(err, persistence.ErrLocked) {

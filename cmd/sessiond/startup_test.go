@@ -192,13 +192,16 @@ func TestServeFlagsReachTheDaemon(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d", code)
 	}
-	for _, want := range []string{"go_goroutines ", "process_open_fds ", "sessiond_active_sessions ", "sessiond_store_commit_batch_count "} {
+	for _, want := range []string{"go_goroutines ", "process_open_fds ", "sessiond_active_sessions ", "sessiond_store_commit_batch_count ", "sessiond_store_fdatasync_seconds_count ", "sessiond_store_flush_seconds_count "} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
 	if regexp.MustCompile(`(?m)^sessiond_store_commit_batch_count 0$`).MatchString(metrics) {
 		t.Error("/metrics counts no store commit after two Sessions were created")
+	}
+	if regexp.MustCompile(`(?m)^sessiond_store_fdatasync_seconds_count 0$`).MatchString(metrics) {
+		t.Error("/metrics counts no fdatasync of the log after two Sessions were created")
 	}
 
 	if code := s.stop(); code != exitOK {

@@ -34,3 +34,18 @@ func FdatasyncRate(tb testing.TB, dir string, size int) float64 {
 	}
 	return n / time.Since(start).Seconds()
 }
+
+// ReportLogSyncs reports, for a run that took elapsed, the share of it
+// the store's write-ahead log spent in fdatasync ("sync-busy", from 0 to
+// 1) and the mean fdatasync ("µs/sync"), given their count and total time
+// (persistence Options.OnSync). Against FdatasyncRate it shows how much
+// slower the disk answers inside the store than in a bare loop, and how
+// much of the time it is left idle.
+func ReportLogSyncs(b *testing.B, n int64, took, elapsed time.Duration) {
+	b.Helper()
+	if n == 0 || elapsed <= 0 {
+		return
+	}
+	b.ReportMetric(float64(took)/float64(elapsed), "sync-busy")
+	b.ReportMetric(float64(took.Microseconds())/float64(n), "µs/sync")
+}
