@@ -126,6 +126,30 @@ func TestAcknowledgedWritesAreSynced(t *testing.T) {
 // each batch durable, before the batch is answered, and observes nothing
 // when NoSync leaves the log unsynced.
 func TestOnSyncTimesEveryLogSync(t *testing.T) {
+	t.Run("failed", func(t *testing.T) {
+		var failNext atomic.Bool
+		syncFault = func() error {
+			if failNext.Load() {
+				return errors.New("disk gone")
+			}
+			return nil
+		}
+		t.Cleanup(func() { syncFault = nil })
+		var n atomic.Int64
+		st := openTemp(t, Options{OnSync: func(time.Duration) { n.Add(1) }})
+		ctx := context.Background()
+		if err := st.submit(ctx, putMeta("k", "1")); err != nil {
+			t.Fatal(err)
+		}
+		before := n.Load()
+		failNext.Store(true)
+		if err := st.submit(ctx, putMeta("k", "2")); err == nil {
+			t.Fatal("a write whose sync failed was acknowledged")
+		}
+		if n.Load() != before+1 {
+			t.Fatalf("the failed sync was observed %d times, want once", n.Load()-before)
+		}
+	})
 	for _, nosync := range []bool{false, true} {
 		t.Run(fmt.Sprint("NoSync=", nosync), func(t *testing.T) {
 			var mu sync.Mutex
