@@ -1146,9 +1146,6 @@ func (s *Bolt) syncer() {
 		jobs = append(jobs[:0], job)
 	more:
 		for {
-			if drainHook != nil {
-				drainHook()
-			}
 			select {
 			case j, ok := <-s.syncq:
 				if !ok {
@@ -1265,10 +1262,6 @@ func runOp(o *op, w *wtx) (err error) {
 	}()
 	return o.fn(w)
 }
-
-// drainHook, when set by a test before Open, runs on the syncer each time
-// it looks for one more batch for the sync it is about to make.
-var drainHook func()
 
 // viewHook, when set by a test before Open, runs in every read between
 // taking the snapshot and beginning the bbolt transaction.
