@@ -139,6 +139,9 @@ func BenchmarkSteps(b *testing.B) {
 				// Allocations are the steadier proxy for CPU when the machine's
 				// speed drifts between runs.
 				b.ReportMetric(float64(r.cpu.Microseconds())/float64(steps), "cpu-µs/step")
+				// How many of the cores were busy: near their number, the CPU
+				// bounds the rate; well under it, waits do.
+				b.ReportMetric(r.cpu.Seconds()/elapsed.Seconds(), "cores")
 				b.ReportMetric(float64(r.allocs)/float64(steps), "allocs/step")
 				b.ReportMetric(float64(r.faults)/float64(steps), "faults/step")
 				if sync {

@@ -49,12 +49,12 @@ func boltCommitRate(b *testing.B, dir string, size int) float64 {
 	return n / time.Since(start).Seconds()
 }
 
-// minorFaults returns the process's page faults served without I/O so far:
-// a first touch of memory the process had not used.
-func minorFaults() int64 {
+// usage returns the process's page faults served without I/O so far (a
+// first touch of memory the process had not used) and its CPU time.
+func usage() (faults int64, cpu time.Duration) {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return ru.Minflt
+	return ru.Minflt, time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // warmUp bounds BenchmarkAdmit's warm-up.
@@ -138,14 +138,20 @@ func BenchmarkAdmit(b *testing.B) {
 			commitNs.Store(0)
 			syncs.Store(0)
 			syncNs.Store(0)
-			faults0 := minorFaults()
+			faults0, cpu0 := usage()
 			b.ResetTimer()
 			start := time.Now()
 			lat := admit(func(i int64) bool { return i <= int64(b.N) })
 			elapsed := time.Since(start)
 			b.StopTimer()
+			faults1, cpu1 := usage()
 			storetest.ReportLogSyncs(b, syncs.Load(), time.Duration(syncNs.Load()), elapsed)
-			b.ReportMetric(float64(minorFaults()-faults0)/float64(b.N), "faults/op")
+			b.ReportMetric(float64(faults1-faults0)/float64(b.N), "faults/op")
+			// The CPU an admission took in all (every goroutine, the
+			// kernel's share included) and how many cores were busy: with
+			// two, a figure near 2 says the CPU bounds the rate.
+			b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
+			b.ReportMetric((cpu1-cpu0).Seconds()/elapsed.Seconds(), "cores")
 			all := slices.Concat(lat...)
 			slices.Sort(all)
 			rate := float64(len(all)) / elapsed.Seconds()
