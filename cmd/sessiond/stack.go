@@ -67,6 +67,9 @@ type stack struct {
 type stackOptions struct {
 	// Metrics turns on Prometheus metrics (serve exposes them).
 	Metrics bool
+	// flushBytes, when positive, replaces the store's FlushBytes: tests
+	// flush after a few commits instead of 8 MiB of them.
+	flushBytes int64
 }
 
 // withRepairHint adds to an error of opening the store in data, when its
@@ -128,6 +131,7 @@ func openStack(cfg Config, log zerolog.Logger, opts stackOptions) (_ *stack, err
 		InboxBacklog: cfg.Limits.InboxBacklog,
 		Timeout:      lockTimeout,
 		Logger:       s.log,
+		FlushBytes:   opts.flushBytes,
 	}
 	if s.metrics != nil {
 		popts.OnCommit, popts.OnSync, popts.OnFlush = s.metrics.Commit, s.metrics.Synced, s.metrics.Flushed

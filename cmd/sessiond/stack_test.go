@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
 )
 
 // streamOnce sends one request for model to p and returns the first error
@@ -163,5 +166,51 @@ func TestAnthropicThinkingReachesTheAdapter(t *testing.T) {
 		if got := fake.reqs[0]["thinking"]; !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%+v: thinking %v, want %v", tt.pc, got, tt.want)
 		}
+	}
+}
+
+// TestStackObservesStoreFlushes: the daemon's store reports its flushes
+// and its log's fdatasyncs to the metrics serve exposes, so that
+// sessiond_store_flush_seconds and sessiond_store_fdatasync_seconds count
+// what the store did (a store that flushes after every commit here).
+func TestStackObservesStoreFlushes(t *testing.T) {
+	st, err := openStack(testConfig(t, t.TempDir()), zerolog.Nop(), stackOptions{Metrics: true, flushBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := st.close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	counts := func() map[string]uint64 {
+		families, err := st.registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := map[string]uint64{}
+		for _, f := range families {
+			if ms := f.GetMetric(); len(ms) == 1 && ms[0].GetHistogram() != nil {
+				n[f.GetName()] = ms[0].GetHistogram().GetSampleCount()
+			}
+		}
+		return n
+	}
+	if n := counts(); n["sessiond_store_flush_seconds"] != 0 {
+		t.Fatalf("flushes observed before any commit: %v", n)
+	}
+	// A finished flush is observed when the writer next takes a commit, so
+	// commits go on until one is.
+	ctx := context.Background()
+	for i := 0; counts()["sessiond_store_flush_seconds"] == 0; i++ {
+		if i == 1000 {
+			t.Fatalf("no flush observed after %d commits: %v", i, counts())
+		}
+		if _, _, err := st.store.CreateSession(ctx, persistence.CreateSession{Location: messages.Location{Directory: t.TempDir()}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := counts(); n["sessiond_store_fdatasync_seconds"] == 0 {
+		t.Errorf("commits made durable without an fdatasync observed: %v", n)
 	}
 }
