@@ -3,6 +3,9 @@ package storetest
 import (
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +37,48 @@ func FdatasyncRate(tb testing.TB, dir string, size int) float64 {
 	}
 	return n / time.Since(start).Seconds()
 }
+
+// FdatasyncRateBusy measures FdatasyncRate's loop while a goroutine per
+// core keeps every core busy (a benchmark's run keeps most of them busy,
+// the syncs it reports as µs/sync fall between the two). On a virtual
+// machine whose disk the host serves with the CPU time the guest leaves it
+// (the machines these benchmarks ran on), an fdatasync takes two to four
+// times as long while all the guest's CPUs are busy, whatever the guest's
+// priorities (docs/performance.md, thirty-first sitting). It is context for
+// a ratio, never its denominator: the ratios divide by FdatasyncRate, the
+// disk's idle rate.
+func FdatasyncRateBusy(tb testing.TB, dir string, size int) float64 {
+	tb.Helper()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range runtime.NumCPU() {
+		wg.Go(func() {
+			n := 0
+			for {
+				select {
+				case <-stop:
+					spinSink.Add(int64(n))
+					return
+				default:
+				}
+				// Spin, then let the loop's goroutine have a processor as
+				// soon as its fdatasync returns, even with one processor.
+				for i := range 1000 {
+					n += i
+				}
+				runtime.Gosched()
+			}
+		})
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	return FdatasyncRate(tb, dir, size)
+}
+
+// spinSink keeps FdatasyncRateBusy's spin from being optimized away.
+var spinSink atomic.Int64
 
 // ReportLogSyncs reports, for a run that took elapsed, the share of it
 // the store's write-ahead log spent in fdatasync ("sync-busy", from 0 to
