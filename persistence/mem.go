@@ -35,9 +35,17 @@ type memEntry struct {
 
 type memTree = btree.BTreeG[*memEntry]
 
+// memDegree is the memtable tree's degree (nodes of up to 63 entries, the
+// library's default). Against 16, interleaved on two cores, it took less
+// CPU in 13 of 14 pairs of runs: 256 admitters 0.3-4 µs less an
+// admission, 100 Sessions of steps up to 14 µs less a step without
+// fsync; a level less to search outweighs copying larger nodes on write
+// (docs/performance.md, thirty-first sitting).
+const memDegree = 32
+
 func newMemTree() *memTree {
 	return btree.NewBTreeGOptions(func(a, b *memEntry) bool { return bytes.Compare(a.k, b.k) < 0 },
-		btree.Options{NoLocks: true, Degree: 16})
+		btree.Options{NoLocks: true, Degree: memDegree})
 }
 
 // memAlloc hands out the writer's memtable entries and their bytes from
