@@ -37,7 +37,7 @@ type memTree = btree.BTreeG[*memEntry]
 
 // memDegree is the memtable tree's degree (nodes of up to 63 entries, the
 // library's default). Against 16, interleaved on two cores, it took less
-// CPU in 13 of 14 pairs of runs: 256 admitters 0.3-4 µs less an
+// CPU in 13 of 14 pairs of runs: 256 admitters up to 4 µs less an
 // admission, 100 Sessions of steps up to 14 µs less a step without
 // fsync; a level less to search outweighs copying larger nodes on write
 // (docs/performance.md, thirty-first sitting).

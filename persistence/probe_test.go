@@ -10,8 +10,7 @@ import (
 
 // TestFdatasyncRatesMeasureTheDisk: both raw loops the benchmarks divide
 // by or report measure a positive rate in the directory they are given,
-// leave their probe file there, and the busy one stops every goroutine it
-// spun up before it returns.
+// and the busy one stops every goroutine it spun up before it returns.
 func TestFdatasyncRatesMeasureTheDisk(t *testing.T) {
 	dir := t.TempDir()
 	if r := storetest.FdatasyncRate(t, dir, 300); r <= 0 {
