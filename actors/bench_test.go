@@ -6,7 +6,6 @@ import (
 	"os"
 	"runtime"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,13 +16,6 @@ import (
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence/storetest"
 )
-
-// rusage returns the process's resource use so far.
-func rusage() syscall.Rusage {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return ru
-}
 
 // stepsPerSession bounds each Session's chain of steps, so the benchmark
 // measures per-step cost rather than ever-growing transcripts.
@@ -90,12 +82,14 @@ func runSteps(b *testing.B, h *actortest.Harness, parallel, total int) stepRun {
 	all := sessions()
 	before, requests := events(all), h.Model.Count()
 	b.ResetTimer()
-	ru0, mallocs0 := rusage(), mallocs()
+	cpu0, faults0 := storetest.Usage()
+	mallocs0 := mallocs()
 	syncs0, synced0 := h.LogSyncs()
 	start := time.Now()
 	run(all)
 	elapsed := time.Since(start)
-	ru, allocs := rusage(), mallocs()-mallocs0
+	cpu1, faults1 := storetest.Usage()
+	allocs := mallocs() - mallocs0
 	syncs, synced := h.LogSyncs()
 	b.StopTimer()
 	return stepRun{
@@ -104,9 +98,9 @@ func runSteps(b *testing.B, h *actortest.Harness, parallel, total int) stepRun {
 		steps:   h.Model.Count() - requests,
 		events:  events(all) - before,
 		elapsed: elapsed,
-		cpu:     time.Duration(ru.Utime.Nano() + ru.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()),
+		cpu:     cpu1 - cpu0,
 		allocs:  allocs,
-		faults:  ru.Minflt - ru0.Minflt,
+		faults:  faults1 - faults0,
 	}
 }
 

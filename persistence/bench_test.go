@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,14 +46,6 @@ func boltCommitRate(b *testing.B, dir string, size int) float64 {
 		}
 	}
 	return n / time.Since(start).Seconds()
-}
-
-// usage returns the process's page faults served without I/O so far (a
-// first touch of memory the process had not used) and its CPU time.
-func usage() (faults int64, cpu time.Duration) {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return ru.Minflt, time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // warmUp bounds BenchmarkAdmit's warm-up.
@@ -138,13 +129,13 @@ func BenchmarkAdmit(b *testing.B) {
 			commitNs.Store(0)
 			syncs.Store(0)
 			syncNs.Store(0)
-			faults0, cpu0 := usage()
+			cpu0, faults0 := storetest.Usage()
 			b.ResetTimer()
 			start := time.Now()
 			lat := admit(func(i int64) bool { return i <= int64(b.N) })
 			elapsed := time.Since(start)
 			b.StopTimer()
-			faults1, cpu1 := usage()
+			cpu1, faults1 := storetest.Usage()
 			storetest.ReportLogSyncs(b, syncs.Load(), time.Duration(syncNs.Load()), elapsed)
 			b.ReportMetric(float64(faults1-faults0)/float64(b.N), "faults/op")
 			// The CPU an admission took in all (every goroutine, the
