@@ -108,8 +108,12 @@ func (rt *Runtime) OrderLocked(sid messages.SessionID) bool {
 	return true
 }
 
-// WatchOrderWaits makes each runner commit that finds its Session's order
-// stripe held send on waited (when it has room) before it waits for the
+// OrderStripe returns Session sid's order stripe, for a test that holds
+// it as a commit still publishing would.
+func OrderStripe(rt *Runtime, sid messages.SessionID) *sync.Mutex { return rt.orderLock(sid) }
+
+// WatchOrderWaits makes each runner commit (and Runtime.Published) that
+// finds its Session's order stripe held send on waited (when it has room) before it waits for the
 // stripe; restore puts the plain lock back. Set it before the runtime
 // starts and restore it after the runtime stopped: runners read it
 // unsynchronized.

@@ -349,3 +349,41 @@ func TestLiveEventWithNothingQueuedIsPublishedAtOnce(t *testing.T) {
 	g.Release()
 	h.WaitIdle(sid)
 }
+
+// TestPublishedWaitsForCommitsStillPublishing: Published takes the
+// Session's order stripe, which a commit holds until its events are on
+// the bus, so it returns only once they are (the live log stream counts on
+// it to tell a live event that came before a replayed one).
+func TestPublishedWaitsForCommitsStillPublishing(t *testing.T) {
+	waited := make(chan struct{}, 1)
+	t.Cleanup(actors.WatchOrderWaits(waited)) // restored once the harness below has stopped
+	h := actortest.New(t)
+	sid := h.Session()
+	stripe := actors.OrderStripe(h.Runtime, sid)
+	stripe.Lock() // as a commit does until it has published
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.Runtime.Published(sid)
+	}()
+	select {
+	case <-waited:
+	case <-done:
+		stripe.Unlock()
+		t.Fatal("Published returned while a commit held the Session's order stripe")
+	case <-h.Ctx().Done():
+		stripe.Unlock()
+		t.Fatal("Published never waited for the stripe")
+	}
+	select {
+	case <-done:
+		t.Fatal("Published returned while a commit held the Session's order stripe")
+	default:
+	}
+	stripe.Unlock()
+	select {
+	case <-done:
+	case <-h.Ctx().Done():
+		t.Fatal("Published did not return once the stripe was free")
+	}
+}

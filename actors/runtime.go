@@ -190,6 +190,16 @@ func (rt *Runtime) Store() persistence.Store { return rt.cfg.Store }
 // Bus returns the live event bus.
 func (rt *Runtime) Bus() *Bus { return rt.cfg.Bus }
 
+// Published returns once every event committed for Session sid before
+// the call is on the bus: a commit holds the Session's order stripe from
+// before it commits until its events are published (Runtime.order), so
+// taking the stripe waits out any commit still publishing.
+func (rt *Runtime) Published(sid messages.SessionID) {
+	mu := rt.orderLock(sid)
+	lockOrder(mu)
+	mu.Unlock()
+}
+
 // Create is sessions.create: it creates a Session, or returns the one
 // req.ID names with created false. Unlike Store.CreateSession, which it
 // calls, it refuses a Location whose directory does not exist or that the

@@ -208,9 +208,12 @@ func parsePage(q url.Values) (pageQuery, error) {
 type logQuery struct {
 	After  int64
 	Follow bool
+	// Live interleaves the Session's live-only events once the stream
+	// is synced (see logStream); it needs Follow.
+	Live bool
 }
 
-// parseLog parses ?after&follow and the Last-Event-ID header, given as
+// parseLog parses ?after&follow&live and the Last-Event-ID header, given as
 // every value the request carries for it. The cursor is the query's after
 // or the header, and the later of the two when both are present: an
 // EventSource reconnecting repeats its URL (and so its after) with the id
@@ -237,22 +240,32 @@ func parseLog(q url.Values, lastEventIDs []string) (logQuery, error) {
 		}
 		l.After = max(l.After, id)
 	}
-	follow, ok, err := single(q, "follow")
-	if err != nil {
+	if l.Follow, err = flag(q, "follow"); err != nil {
 		return l, err
 	}
-	if ok {
-		// The four values the API documents, not all strconv.ParseBool
-		// takes ("T", "False", ...).
-		switch follow {
-		case "true", "1":
-			l.Follow = true
-		case "false", "0":
-		default:
-			return l, invalid("follow: want true, false, 1 or 0, got %q", clip(follow))
-		}
+	if l.Live, err = flag(q, "live"); err != nil {
+		return l, err
+	}
+	if l.Live && !l.Follow {
+		return l, invalid("live: needs follow=true (live events exist only while a stream follows the log)")
 	}
 	return l, nil
+}
+
+// flag parses an optional boolean query parameter: the four values the
+// API documents, not all strconv.ParseBool takes ("T", "False", ...).
+func flag(q url.Values, name string) (bool, error) {
+	v, ok, err := single(q, name)
+	if err != nil || !ok {
+		return false, err
+	}
+	switch v {
+	case "true", "1":
+		return true, nil
+	case "false", "0":
+		return false, nil
+	}
+	return false, invalid("%s: want true, false, 1 or 0, got %q", name, clip(v))
 }
 
 // parseAfter parses an exclusive sequence cursor: an integer >= -1.

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -116,18 +117,26 @@ func (a *api) heartbeat(follow bool) (<-chan time.Time, func()) {
 	return t.C, t.Stop
 }
 
+// tailHook, when set by a test, runs on a log stream's tail goroutine
+// before the store's Log subscribes and captures its watermark: holding it
+// there lets events commit after a live stream's bus subscription and
+// before its replay's watermark.
+var tailHook func()
+
 // logFrame is one item of a Log stream handed from its reader goroutine.
 type logFrame struct {
 	item persistence.LogItem
 	err  error
 }
 
-// logStream is GET /api/session/{id}/log?after&follow: every durable event
-// after the cursor as "id: <seq>" + "data: <event>", one log.synced marker
-// (no id), then with follow=true every later commit. The cursor also comes
-// from Last-Event-ID (see parseLog), so an EventSource resumes where it
-// stopped. The store's tail is released when the client leaves or
-// the Server shuts down.
+// logStream is GET /api/session/{id}/log?after&follow&live: every durable
+// event after the cursor as "id: <seq>" + "data: <event>", one log.synced
+// marker (no id), then with follow=true every later commit. The cursor
+// also comes from Last-Event-ID (see parseLog), so an EventSource resumes
+// where it stopped. With live=true the Session's live-only events follow
+// the marker too, in the order they happened (see followLive). The
+// store's tail is released when the client leaves or the Server shuts
+// down.
 func (a *api) logStream(w http.ResponseWriter, r *http.Request) {
 	sid, err := sessionID(r)
 	if err != nil {
@@ -150,20 +159,32 @@ func (a *api) logStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx, cancel := a.withStop(r)
+	defer cancel()
+	var sub *actors.Subscription
+	if q.Live {
+		// Before the tail captures its watermark: every commit after it
+		// is then on the subscription.
+		sub = a.cfg.Runtime.Bus().Subscribe(eventBuffer, actors.SessionFilter(sid))
+		defer sub.Close()
+	}
+	tailCtx, stopTail := context.WithCancel(ctx)
 	frames := make(chan logFrame, 64)
 	var wg sync.WaitGroup
 	defer func() {
-		cancel()
+		stopTail()
 		wg.Wait()
 	}()
 	// Log blocks between commits, so it runs on its own goroutine and the
 	// handler selects over its frames, heartbeats and the context.
 	wg.Go(func() {
 		defer close(frames)
-		for item, err := range a.store.Log(ctx, sid, q.After, q.Follow) {
+		if tailHook != nil {
+			tailHook()
+		}
+		for item, err := range a.store.Log(tailCtx, sid, q.After, q.Follow) {
 			select {
 			case frames <- logFrame{item: item, err: err}:
-			case <-ctx.Done():
+			case <-tailCtx.Done():
 				return
 			}
 			if err != nil {
@@ -181,6 +202,7 @@ func (a *api) logStream(w http.ResponseWriter, r *http.Request) {
 	}
 	tick, stopTick := a.heartbeat(q.Follow)
 	defer stopTick()
+	written := q.After // the client has every event up to here
 	for {
 		select {
 		case f, ok := <-frames:
@@ -188,6 +210,20 @@ func (a *api) logStream(w http.ResponseWriter, r *http.Request) {
 			for more := ok; more; {
 				if !a.writeLogFrame(r, sse, f) {
 					_ = sse.flush()
+					return
+				}
+				if f.item.Event != nil {
+					written = f.item.Event.Seq()
+				}
+				if syn := f.item.Synced; syn != nil && q.Live {
+					if syn.Seq != nil {
+						written = max(written, *syn.Seq)
+					}
+					stopTail()
+					if sse.flush() != nil {
+						return
+					}
+					a.followLive(r, sse, sid, sub, written, tick, ctx.Done())
 					return
 				}
 				select {
@@ -205,6 +241,81 @@ func (a *api) logStream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// followLive goes on with a live log stream once its replay is synced at
+// seq written: from there the Session's bus subscription, which carries
+// its durable events in seq order and its live-only events between them
+// as they happened, is the stream. Durable events keep their id lines;
+// live ones have none, so they never move the client's cursor.
+//
+// The subscription began before the replay's watermark, so it may repeat
+// durable events the replay sent; a live event published before one of
+// those came before something the client already has, and is dropped.
+// A durable event beyond written+1 means the bus missed a commit (one
+// made outside the runtime): the stream ends, and the client's resume
+// from Last-Event-ID reads it from the log. So does falling behind the
+// bus, announced as on /api/event.
+func (a *api) followLive(r *http.Request, sse *sseWriter, sid messages.SessionID, sub *actors.Subscription, written int64, tick <-chan time.Time, done <-chan struct{}) {
+	// Commits the replay saw may still be publishing; after this, their
+	// events are on the subscription, so no live event that came before
+	// one of them passes for a new one.
+	a.cfg.Runtime.Published(sid)
+	var held []messages.Event // live events read since the last durable one
+	release := func() bool {
+		for _, ev := range held {
+			if !a.writeLive(r, sse, ev) {
+				return false
+			}
+		}
+		held = held[:0]
+		return true
+	}
+	for {
+		select {
+		case ev, ok := <-sub.C:
+			for more := ok; more; {
+				switch seq := ev.Seq(); {
+				case ev.Durable == nil:
+					held = append(held, ev)
+				case seq <= written:
+					held = held[:0] // they preceded an event the client has
+				case seq == written+1:
+					if !release() || !a.writeLogFrame(r, sse, logFrame{item: persistence.LogItem{Event: &ev}}) {
+						_ = sse.flush()
+						return
+					}
+					written = seq
+				default:
+					_ = sse.flush()
+					return
+				}
+				select {
+				case ev, ok = <-sub.C:
+					more = ok
+				default:
+					more = false
+				}
+			}
+			// Nothing more is waiting: what is held came after every
+			// durable event published before it.
+			if !release() {
+				return
+			}
+			if !ok && sub.Dropped() {
+				a.droppedNotice(sse)
+			}
+			if err := sse.flush(); err != nil || !ok {
+				return
+			}
+		case <-tick:
+			if sse.comment("ping") != nil || sse.flush() != nil {
+				return
+			}
+		case <-done:
 			return
 		}
 	}
@@ -301,10 +412,7 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 			if !ok && sub.Dropped() {
-				// The comment for eyes and curl; the named event for
-				// EventSource, which never delivers comments.
-				_ = sse.comment("dropped: subscriber fell behind; resynchronize from the log")
-				_ = sse.named("dropped", []byte(`{"type":"dropped","message":"subscriber fell behind; resynchronize from the log"}`))
+				a.droppedNotice(sse)
 			}
 			if err := sse.flush(); err != nil || !ok {
 				return
@@ -317,6 +425,14 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// droppedNotice ends a stream whose subscriber fell behind the bus: a
+// comment for eyes and curl, and a named event for EventSource, which
+// never delivers comments.
+func (a *api) droppedNotice(sse *sseWriter) {
+	_ = sse.comment("dropped: subscriber fell behind; resynchronize from the log")
+	_ = sse.named("dropped", []byte(`{"type":"dropped","message":"subscriber fell behind; resynchronize from the log"}`))
 }
 
 // writeLive writes one live event; false ends the stream.

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -418,17 +419,26 @@ func (w *stuckWriter) Write(b []byte) (int, error) {
 }
 
 // A subscriber that stops reading is cut off by the Bus; the runner never
-// waits for it.
+// waits for it. So is a live log stream's, which ends with the same notice.
 func TestSlowEventSubscriberCutOff(t *testing.T) {
+	t.Run("event", func(t *testing.T) { slowSubscriberCutOff(t, "/api/event") })
+	t.Run("live-log", func(t *testing.T) { slowSubscriberCutOff(t, "/api/session/%s/log?follow=true&live=true") })
+}
+
+func slowSubscriberCutOff(t *testing.T, path string) {
 	b := harnessBackend(t)
 	a, err := newAPI(Config{Runtime: b.rt})
 	if err != nil {
 		t.Fatal(err)
 	}
+	sid := b.h.Session()
+	if strings.Contains(path, "%s") {
+		path = fmt.Sprintf(path, sid)
+	}
 	w := &stuckWriter{header: http.Header{}, started: make(chan struct{}), release: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
 	defer cancel()
-	req := httptest.NewRequestWithContext(ctx, "GET", "/api/event", nil)
+	req := httptest.NewRequestWithContext(ctx, "GET", path, nil)
 	req.Host = "127.0.0.1" // not httptest's example.com, which a server without a token refuses
 	var wg sync.WaitGroup
 	wg.Go(func() { a.ServeHTTP(w, req) })
@@ -437,7 +447,6 @@ func TestSlowEventSubscriberCutOff(t *testing.T) {
 
 	b.model.SetChunkSize(1)
 	b.model.Reply(script.Text(strings.Repeat("x", 3*eventBuffer)))
-	sid := b.h.Session()
 	b.h.Prompt(sid, "flood")
 	b.h.WaitIdle(sid) // the runner finished although the subscriber read nothing
 	if n := b.rt.Bus().Subscribers(); n != 0 {

@@ -171,6 +171,10 @@ type logOptions struct {
 	// After streams events with a greater seq; -1 streams from the start.
 	After  int64
 	Follow bool
+	// Live, with Follow, also prints the Session's live-only events
+	// (deltas, usage, permission asks) where they happen (the log's
+	// live=true).
+	Live bool
 	// Retry is the first reconnect delay when a stream drops; it doubles
 	// up to maxRetry. Zero means 200 ms.
 	Retry time.Duration
@@ -276,6 +280,9 @@ func (c *client) streamLog(ctx context.Context, sid string, opts logOptions, out
 		}
 		if opts.Follow {
 			q.Set("follow", "true")
+		}
+		if opts.Live {
+			q.Set("live", "true")
 		}
 		before := last
 		opened, n, synced, err := c.streamOnce(ctx, "/api/session/"+url.PathEscape(sid)+"/log", q, opts.idle(), connected, printedSynced, &last, onOpen, out)
@@ -388,6 +395,12 @@ func (c *client) streamOnce(ctx context.Context, path string, q url.Values, idle
 	onOpen()
 	err = readSSE(touchReader{res.Body, touch}, func(ev sseEvent) error {
 		n++
+		if ev.Event != "" {
+			// A named event is a notice about the stream (a live
+			// stream's "dropped", before it ends and is resumed), not
+			// one of the log's.
+			return nil
+		}
 		if ev.ID != "" {
 			seq, err := strconv.ParseInt(ev.ID, 10, 64)
 			if err != nil {

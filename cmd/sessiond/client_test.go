@@ -579,6 +579,61 @@ func TestStreamLogPrintsTheMarkerOnce(t *testing.T) {
 	}
 }
 
+// TestStreamLogLive: --live asks for live=true and prints the live events,
+// which have no id, as they come; a named event (a live stream's
+// "dropped" notice before it ends) is not printed, and the reconnect
+// resumes after the last durable event.
+func TestStreamLogLive(t *testing.T) {
+	var n atomic.Int32
+	var mu sync.Mutex
+	var resumes []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if q := r.URL.Query(); q.Get("follow") != "true" || q.Get("live") != "true" {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		resumes = append(resumes, r.Header.Get("Last-Event-ID"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		if n.Add(1) == 1 {
+			fmt.Fprint(w, "id: 0\ndata: {\"seq\":0}\n\ndata: {\"type\":\"log.synced\",\"seq\":0}\n\n"+
+				"data: {\"type\":\"session.text.delta\"}\n\n"+
+				"event: dropped\ndata: {\"type\":\"dropped\",\"message\":\"subscriber fell behind\"}\n\n")
+			return
+		}
+		fmt.Fprint(w, "data: {\"type\":\"log.synced\",\"seq\":0}\n\nid: 1\ndata: {\"seq\":1}\n\ndata: {\"type\":\"session.usage.updated\"}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	c, err := newClient(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- c.streamLog(ctx, "ses_1", logOptions{After: -1, Follow: true, Live: true, Retry: time.Millisecond}, out)
+	}()
+	eventually(t, "the usage event", func() bool { return strings.Contains(out.String(), "usage") }, out.String)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := "{\"seq\":0}\n{\"type\":\"log.synced\",\"seq\":0}\n{\"type\":\"session.text.delta\"}\n{\"seq\":1}\n{\"type\":\"session.usage.updated\"}\n"
+	if out.String() != want {
+		t.Fatalf("output:\n%s\nwant:\n%s", out.String(), want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !reflect.DeepEqual(resumes, []string{"", "0"}) {
+		t.Fatalf("Last-Event-ID of each request = %q", resumes)
+	}
+}
+
 // TestStreamLogReconnectDelays: the wait before a reconnect starts at
 // Retry (200 ms when zero), doubles while streams bring nothing, stops at
 // maxRetry, and starts over after a stream that brought events.

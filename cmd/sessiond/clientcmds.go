@@ -390,7 +390,11 @@ Log prints Session ID's durable events, one JSON document per line, then the
 connection drops it reconnects with Last-Event-ID, so no event is lost or
 printed twice. Without --follow it exits once the marker arrived, or fails
 if several streams in a row end before it without a new event. With
---follow it keeps printing new events until interrupted.
+--follow it keeps printing new events until interrupted; --live adds the
+Session's live-only events (text, reasoning and tool input deltas, usage,
+permission asks and replies) after the marker, where they happen between
+the durable ones. Live events missed while reconnecting are not printed:
+the durable events that end each fragment carry its whole text.
 ` + clientHelp,
 	run: runLog,
 }
@@ -401,6 +405,7 @@ func runLog(ctx context.Context, a *app, c *command, args []string) int {
 	cf.register(fs)
 	after := fs.Int64("after", -1, "print events with a seq greater than `N` (default all)")
 	follow := fs.Bool("follow", false, "keep printing new events until interrupted")
+	live := fs.Bool("live", false, "with --follow, also print live events (deltas, usage, permission asks) as they happen")
 	pos, code, ok := a.parse(c, fs, args)
 	if !ok {
 		return code
@@ -408,11 +413,14 @@ func runLog(ctx context.Context, a *app, c *command, args []string) int {
 	if len(pos) != 1 {
 		return a.usageError(c, "want exactly one Session ID")
 	}
+	if *live && !*follow {
+		return a.usageError(c, "--live needs --follow")
+	}
 	cl, err := cf.client(a)
 	if err != nil {
 		return a.fail(c, err)
 	}
-	opts := logOptions{After: *after, Follow: *follow, Notify: func(s string) { fmt.Fprintf(a.stderr, "sessiond log: %s\n", s) }}
+	opts := logOptions{After: *after, Follow: *follow, Live: *live, Notify: func(s string) { fmt.Fprintf(a.stderr, "sessiond log: %s\n", s) }}
 	if err := cl.streamLog(ctx, pos[0], opts, a.stdout); err != nil {
 		if readerGone(err) {
 			return exitReaderGone

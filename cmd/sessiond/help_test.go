@@ -124,6 +124,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"prompt", "ses_1", "hi", "--delivery", "later"}, `--delivery "later": want steer or queue`},
 		{[]string{"reply", "per_1", "maybe"}, `reply "maybe": want once, always or reject`},
 		{[]string{"log"}, "want exactly one Session ID"},
+		{[]string{"log", "ses_1", "--live"}, "--live needs --follow"},
 		{[]string{"history", "--limit", "x", "ses_1"}, `invalid value "x" for flag -limit`},
 		{[]string{"run", "--model", "nomodel", "hi"}, `--model: invalid: model "nomodel": want provider/model`},
 		{[]string{"serve", "--log-level", "loud"}, `--log-level "loud"`},

@@ -1,0 +1,187 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"testing"
+
+	"github.com/sessiond/sessiond/locations/llm/script"
+	"github.com/sessiond/sessiond/messages"
+)
+
+// fragmentKey names one text fragment of a step.
+type fragmentKey struct {
+	msg     messages.MessageID
+	ordinal int
+}
+
+// liveLog reads a live log stream after its marker: durable events must
+// come with their seq as id, in order from next; live ones without an id,
+// and a text delta only inside its fragment (after its text.started,
+// before its text.ended, wherever in the stream those came). open holds
+// the fragments the replay left open or closed (true, false). It returns
+// the durable events and the number of text deltas once until matches.
+func liveLog(t *testing.T, s *sseStream, next int64, open map[fragmentKey]bool, until func(messages.Event) bool) ([]messages.Event, int) {
+	t.Helper()
+	var durable []messages.Event
+	deltas := 0
+	for {
+		m := s.nextData()
+		ev := m.event(t)
+		if ev.Durable == nil {
+			if m.hasID {
+				t.Fatalf("live event %s sent with id %q", ev.Type, m.id)
+			}
+			if d, ok := ev.Data.(*messages.TextDelta); ok {
+				if !open[fragmentKey{d.AssistantMessageID, d.Ordinal}] {
+					t.Fatalf("text delta %q outside its fragment (%s %d)", d.Delta, d.AssistantMessageID, d.Ordinal)
+				}
+				deltas++
+			}
+			continue
+		}
+		if ev.Seq() != next || !m.hasID || m.id != strconv.FormatInt(next, 10) {
+			t.Fatalf("durable event %s with seq %d and id %q, want seq %d", ev.Type, ev.Seq(), m.id, next)
+		}
+		next++
+		durable = append(durable, ev)
+		trackFragment(open, ev)
+		if until(ev) {
+			return durable, deltas
+		}
+	}
+}
+
+// trackFragment records a text fragment opening or closing.
+func trackFragment(open map[fragmentKey]bool, ev messages.Event) {
+	switch p := ev.Data.(type) {
+	case *messages.TextStarted:
+		open[fragmentKey{p.AssistantMessageID, p.Ordinal}] = true
+	case *messages.TextEnded:
+		open[fragmentKey{p.AssistantMessageID, p.Ordinal}] = false
+	}
+}
+
+func succeeded(ev messages.Event) bool { return ev.Type == messages.TypeExecutionSucceeded }
+
+// nextSeq is the seq after a log.synced marker's.
+func nextSeq(syn *messages.Synced) int64 {
+	if syn.Seq == nil {
+		return 0
+	}
+	return *syn.Seq + 1
+}
+
+// TestLogLiveInterleavesLiveEvents: with live=true the log stream goes on
+// after its marker with the Session's live events between its durable
+// ones, each delta inside its fragment, without ids, and the durable
+// events exactly the log's, every one once.
+func TestLogLiveInterleavesLiveEvents(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	e.model.Reply(script.TextChunks("hel", "lo"))
+	sid := e.createSession()
+	s := e.stream("/api/session/" + string(sid) + "/log?follow=true&live=1")
+	replayed, syn := readLog(t, s)
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "hi"}})
+	durable, deltas := liveLog(t, s, nextSeq(syn), map[fragmentKey]bool{}, succeeded)
+	if deltas != 2 {
+		t.Fatalf("%d text deltas, want 2", deltas)
+	}
+	want := e.allEvents(sid)
+	got := append(replayed, durable...)
+	if len(got) != len(want) {
+		t.Fatalf("stream carried %d durable events, the log has %d", len(got), len(want))
+	}
+	for i := range want {
+		a, _ := json.Marshal(got[i])
+		b, _ := json.Marshal(want[i])
+		if string(a) != string(b) {
+			t.Fatalf("event %d differs from the log's:\n%s\n%s", i, a, b)
+		}
+	}
+}
+
+// TestLogLiveDropsWhatTheReplayOvertook: live events published between the
+// stream's subscription and its replay's watermark came before durable
+// events the replay sent; written after the marker they would land after
+// them (a delta after its fragment ended), so they are not sent.
+func TestLogLiveDropsWhatTheReplayOvertook(t *testing.T) {
+	reached, hold := make(chan struct{}, 1), make(chan struct{})
+	tailHook = func() {
+		reached <- struct{}{}
+		<-hold
+	}
+	t.Cleanup(func() { tailHook = nil }) // after the server below has stopped
+	e := newHarnessEnv(t, nil)
+	t.Cleanup(func() {
+		select {
+		case <-hold:
+		default:
+			close(hold) // should the test fail while the tail waits
+		}
+	})
+	e.model.Reply(script.TextChunks("hel", "lo"))
+	e.model.Reply(script.TextChunks("wor", "ld"))
+	sid := e.createSession()
+	s := e.stream("/api/session/" + string(sid) + "/log?follow=true&live=true")
+	<-reached // subscribed to the bus; the replay's watermark not yet taken
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "first"}})
+	e.waitIdle(sid)
+	close(hold)
+	replayed, syn := readLog(t, s)
+	open := map[fragmentKey]bool{}
+	for _, ev := range replayed {
+		trackFragment(open, ev)
+	}
+	if len(open) != 1 {
+		t.Fatalf("the replay holds %d text fragments, want the first exchange's one", len(open))
+	}
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "second"}})
+	_, deltas := liveLog(t, s, nextSeq(syn), open, succeeded)
+	if deltas != 2 {
+		t.Fatalf("%d text deltas, want the second exchange's 2", deltas)
+	}
+}
+
+// TestLogLiveEndsAtACommitTheBusMissed: a commit made outside the runtime
+// never reaches the bus, so the live stream cannot place it; it ends
+// there, and resuming from Last-Event-ID reads it from the log.
+func TestLogLiveEndsAtACommitTheBusMissed(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := e.createSession()
+	path := "/api/session/" + string(sid) + "/log?follow=true&live=true"
+	s := e.stream(path)
+	_, syn := readLog(t, s)
+	if _, err := e.store.Append(e.h.Ctx(), sid, &messages.AgentSelected{SessionID: sid, Agent: "build"}); err != nil {
+		t.Fatal(err)
+	}
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "hi"}, "resume": false})
+	for {
+		m, err := s.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.comment == "" {
+			t.Fatalf("stream went on past the missed commit: %+v", m)
+		}
+	}
+	r := e.stream(path, "Last-Event-ID", strconv.FormatInt(*syn.Seq, 10))
+	evs, _ := readLog(t, r)
+	if len(evs) != 2 || evs[0].Type != messages.TypeAgentSelected || evs[1].Type != messages.TypePromptAdmitted {
+		t.Fatalf("resumed replay: %v", evs)
+	}
+}
+
+// TestLogLiveNeedsFollow: live events exist only while a stream follows.
+func TestLogLiveNeedsFollow(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := e.createSession()
+	for _, q := range []string{"live=true", "live=1&follow=false", "live=yes&follow=true", "live=true&live=true&follow=true"} {
+		e.do("GET", "/api/session/"+string(sid)+"/log?"+q, nil).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+	}
+}
