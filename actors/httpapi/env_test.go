@@ -325,6 +325,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 type sseMsg struct {
 	id      string
 	hasID   bool
+	name    string // the event type, when named
 	data    string
 	comment string
 }
@@ -397,6 +398,8 @@ func (s *sseStream) next() (sseMsg, error) {
 			m.id, m.hasID, have = line[4:], true, true
 		case strings.HasPrefix(line, "data: "):
 			m.data, have = line[6:], true
+		case strings.HasPrefix(line, "event: "):
+			m.name, have = line[7:], true
 		default:
 			s.t.Fatalf("unexpected SSE line %q", line)
 		}

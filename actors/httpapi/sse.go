@@ -250,7 +250,10 @@ func (a *api) logStream(w http.ResponseWriter, r *http.Request) {
 // seq written: from there the Session's bus subscription, which carries
 // its durable events in seq order and its live-only events between them
 // as they happened, is the stream. Durable events keep their id lines;
-// live ones have none, so they never move the client's cursor.
+// live ones are messages of event type "live" without one: they never
+// move the client's cursor, and a client that reads only unnamed
+// messages (EventSource's onmessage) gets the durable stream it would
+// without live=true.
 //
 // The subscription began before the replay's watermark, so it may repeat
 // durable events the replay sent; a live event published before one of
@@ -267,7 +270,7 @@ func (a *api) followLive(r *http.Request, sse *sseWriter, sid messages.SessionID
 	var held []messages.Event // live events read since the last durable one
 	release := func() bool {
 		for _, ev := range held {
-			if !a.writeLive(r, sse, ev) {
+			if !a.writeLive(r, sse, ev, "live") {
 				return false
 			}
 		}
@@ -401,7 +404,7 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 		select {
 		case ev, ok := <-sub.C:
 			for more := ok; more; {
-				if !a.writeLive(r, sse, ev) {
+				if !a.writeLive(r, sse, ev, "") {
 					return
 				}
 				select {
@@ -435,12 +438,16 @@ func (a *api) droppedNotice(sse *sseWriter) {
 	_ = sse.named("dropped", []byte(`{"type":"dropped","message":"subscriber fell behind; resynchronize from the log"}`))
 }
 
-// writeLive writes one live event; false ends the stream.
-func (a *api) writeLive(r *http.Request, sse *sseWriter, ev messages.Event) bool {
+// writeLive writes one live event, as a message of event type name when
+// name is not empty; false ends the stream.
+func (a *api) writeLive(r *http.Request, sse *sseWriter, ev messages.Event, name string) bool {
 	b, err := json.Marshal(ev)
 	if err != nil {
 		a.log.Error().Err(err).Str("path", r.URL.Path).Str("type", ev.Type).Msg("encode live event")
 		return false
+	}
+	if name != "" {
+		return sse.named(name, b) == nil
 	}
 	return sse.event(-1, b) == nil
 }

@@ -18,8 +18,8 @@ type fragmentKey struct {
 }
 
 // liveLog reads a live log stream after its marker: durable events must
-// come with their seq as id, in order from next; live ones without an id,
-// and a text delta only inside its fragment (after its text.started,
+// come with their seq as id, in order from next; live ones as event type
+// "live" without an id, and a text delta only inside its fragment (after its text.started,
 // before its text.ended, wherever in the stream those came). open holds
 // the fragments the replay left open or closed (true, false). It returns
 // the durable events and the number of text deltas once until matches.
@@ -31,8 +31,8 @@ func liveLog(t *testing.T, s *sseStream, next int64, open map[fragmentKey]bool, 
 		m := s.nextData()
 		ev := m.event(t)
 		if ev.Durable == nil {
-			if m.hasID {
-				t.Fatalf("live event %s sent with id %q", ev.Type, m.id)
+			if m.hasID || m.name != "live" {
+				t.Fatalf("live event %s sent with id %q as event type %q", ev.Type, m.id, m.name)
 			}
 			if d, ok := ev.Data.(*messages.TextDelta); ok {
 				if !open[fragmentKey{d.AssistantMessageID, d.Ordinal}] {
@@ -42,8 +42,8 @@ func liveLog(t *testing.T, s *sseStream, next int64, open map[fragmentKey]bool, 
 			}
 			continue
 		}
-		if ev.Seq() != next || !m.hasID || m.id != strconv.FormatInt(next, 10) {
-			t.Fatalf("durable event %s with seq %d and id %q, want seq %d", ev.Type, ev.Seq(), m.id, next)
+		if ev.Seq() != next || !m.hasID || m.id != strconv.FormatInt(next, 10) || m.name != "" {
+			t.Fatalf("durable event %s with seq %d, id %q and event type %q, want seq %d", ev.Type, ev.Seq(), m.id, m.name, next)
 		}
 		next++
 		durable = append(durable, ev)
@@ -76,8 +76,8 @@ func nextSeq(syn *messages.Synced) int64 {
 
 // TestLogLiveInterleavesLiveEvents: with live=true the log stream goes on
 // after its marker with the Session's live events between its durable
-// ones, each delta inside its fragment, without ids, and the durable
-// events exactly the log's, every one once.
+// ones, each delta inside its fragment, named "live" and without ids, and
+// the durable events exactly the log's, every one once.
 func TestLogLiveInterleavesLiveEvents(t *testing.T) {
 	e := newHarnessEnv(t, nil)
 	e.model.Reply(script.TextChunks("hel", "lo"))

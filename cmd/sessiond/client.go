@@ -393,12 +393,19 @@ func (c *client) streamOnce(ctx context.Context, path string, q url.Values, idle
 		return false, 0, false, responseError(res.StatusCode, b)
 	}
 	onOpen()
+	live := q.Get("live") == "true"
 	err = readSSE(touchReader{res.Body, touch}, func(ev sseEvent) error {
 		n++
-		if ev.Event != "" {
-			// A named event is a notice about the stream (a live
-			// stream's "dropped", before it ends and is resumed), not
-			// one of the log's.
+		switch {
+		case ev.Event == "live" && live:
+			// A live event (no id): printed as it comes, never a cursor.
+			if _, err := fmt.Fprintln(out, ev.Data); err != nil {
+				return &writeError{err}
+			}
+			return nil
+		case ev.Event != "":
+			// A notice about the stream (a live stream's "dropped",
+			// before it ends and is resumed), not one of the log's.
 			return nil
 		}
 		if ev.ID != "" {

@@ -579,10 +579,10 @@ func TestStreamLogPrintsTheMarkerOnce(t *testing.T) {
 	}
 }
 
-// TestStreamLogLive: --live asks for live=true and prints the live events,
-// which have no id, as they come; a named event (a live stream's
-// "dropped" notice before it ends) is not printed, and the reconnect
-// resumes after the last durable event.
+// TestStreamLogLive: --live asks for live=true and prints the live events
+// (event type "live", no id) as they come; another named event (a live
+// stream's "dropped" notice before it ends) is not printed, and the
+// reconnect resumes after the last durable event.
 func TestStreamLogLive(t *testing.T) {
 	var n atomic.Int32
 	var mu sync.Mutex
@@ -598,11 +598,11 @@ func TestStreamLogLive(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		if n.Add(1) == 1 {
 			fmt.Fprint(w, "id: 0\ndata: {\"seq\":0}\n\ndata: {\"type\":\"log.synced\",\"seq\":0}\n\n"+
-				"data: {\"type\":\"session.text.delta\"}\n\n"+
+				"event: live\ndata: {\"type\":\"session.text.delta\"}\n\n"+
 				"event: dropped\ndata: {\"type\":\"dropped\",\"message\":\"subscriber fell behind\"}\n\n")
 			return
 		}
-		fmt.Fprint(w, "data: {\"type\":\"log.synced\",\"seq\":0}\n\nid: 1\ndata: {\"seq\":1}\n\ndata: {\"type\":\"session.usage.updated\"}\n\n")
+		fmt.Fprint(w, "data: {\"type\":\"log.synced\",\"seq\":0}\n\nid: 1\ndata: {\"seq\":1}\n\nevent: live\ndata: {\"type\":\"session.usage.updated\"}\n\n")
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	}))
