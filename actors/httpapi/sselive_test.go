@@ -1,12 +1,15 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
 	"testing"
 
+	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
 )
@@ -183,5 +186,81 @@ func TestLogLiveNeedsFollow(t *testing.T) {
 	sid := e.createSession()
 	for _, q := range []string{"live=true", "live=1&follow=false", "live=yes&follow=true", "live=true&live=true&follow=true"} {
 		e.do("GET", "/api/session/"+string(sid)+"/log?"+q, nil).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+	}
+}
+
+// TestLogLiveStreamsOpenedMidRun: streams opened at every pause of a run
+// (mid-fragment, while a tool runs, between steps) each carry the durable
+// log once and in order, and every text delta inside its fragment,
+// whichever side of their replay the fragment opened on.
+func TestLogLiveStreamsOpenedMidRun(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	entered, release := make(chan struct{}), make(chan struct{})
+	e.h.Tools.Add("wait", func(ctx context.Context, _ locations.ToolCall) (string, error) {
+		close(entered)
+		select {
+		case <-release:
+			return "ok", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+	mid, between := script.NewGate(), script.NewGate()
+	e.model.Reply(script.Event(llm.Event{Kind: llm.TextStart}), script.Event(llm.Event{Kind: llm.TextDelta, Text: "a"}),
+		script.Hold(mid), script.Event(llm.Event{Kind: llm.TextDelta, Text: "b"}), script.Event(llm.Event{Kind: llm.TextEnd}),
+		script.ToolCall("c1", "wait", `{}`))
+	e.model.Reply(script.Reasoning("think"), script.Hold(between), script.TextChunks("do", "ne"))
+	sid := e.createSession()
+	// Each stream reads its replay at once, so that its watermark is
+	// taken at the pause it opened in.
+	type opened struct {
+		s        *sseStream
+		replayed []messages.Event
+		syn      *messages.Synced
+	}
+	var streams []opened
+	open := func() {
+		s := e.stream("/api/session/" + string(sid) + "/log?follow=true&live=true")
+		replayed, syn := readLog(t, s)
+		streams = append(streams, opened{s, replayed, syn})
+	}
+	open()
+	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "go"}})
+	if err := mid.Reached(e.h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	open() // mid-fragment
+	mid.Release()
+	<-entered
+	open() // while the tool runs
+	close(release)
+	if err := between.Reached(e.h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	open() // between the steps' fragments
+	between.Release()
+	e.waitIdle(sid)
+	want := e.allEvents(sid)
+	for i, o := range streams {
+		frags := map[fragmentKey]bool{}
+		for _, ev := range o.replayed {
+			trackFragment(frags, ev)
+		}
+		durable, deltas := liveLog(t, o.s, nextSeq(o.syn), frags, succeeded)
+		got := append(o.replayed, durable...)
+		if len(got) != len(want) {
+			t.Fatalf("stream %d carried %d durable events, the log has %d", i, len(got), len(want))
+		}
+		for j := range want {
+			if got[j].ID != want[j].ID {
+				t.Fatalf("stream %d: event %d is %s, the log's %s", i, j, got[j].Type, want[j].Type)
+			}
+		}
+		// Mid-fragment, "a" was published before the stream subscribed,
+		// or after the replay if its fragment's start was not yet
+		// committed.
+		if lo, hi := []int{4, 3, 2, 2}[i], []int{4, 4, 2, 2}[i]; deltas < lo || deltas > hi {
+			t.Fatalf("stream %d carried %d text deltas, want %d to %d", i, deltas, lo, hi)
+		}
 	}
 }
