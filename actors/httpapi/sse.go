@@ -277,22 +277,36 @@ func (a *api) followLive(r *http.Request, sse *sseWriter, sid messages.SessionID
 		held = held[:0]
 		return true
 	}
+	// After each burst, what is held came after every durable event
+	// published before it: release settles the burst.
+	a.pump(sse, sub, tick, done, func(ev messages.Event) bool {
+		switch seq := ev.Seq(); {
+		case ev.Durable == nil:
+			held = append(held, ev)
+		case seq <= written:
+			held = held[:0] // they preceded an event the client has
+		case seq == written+1:
+			if !release() || !a.writeLogFrame(r, sse, logFrame{item: persistence.LogItem{Event: &ev}}) {
+				return false
+			}
+			written = seq
+		default:
+			return false
+		}
+		return true
+	}, release)
+}
+
+// pump writes a bus subscription to sse until either ends: every event
+// through handle, then after each burst (what was waiting) settle and one
+// flush. A subscriber the bus cut off gets the dropped notice; false from
+// handle or settle ends the stream.
+func (a *api) pump(sse *sseWriter, sub *actors.Subscription, tick <-chan time.Time, done <-chan struct{}, handle func(messages.Event) bool, settle func() bool) {
 	for {
 		select {
 		case ev, ok := <-sub.C:
 			for more := ok; more; {
-				switch seq := ev.Seq(); {
-				case ev.Durable == nil:
-					held = append(held, ev)
-				case seq <= written:
-					held = held[:0] // they preceded an event the client has
-				case seq == written+1:
-					if !release() || !a.writeLogFrame(r, sse, logFrame{item: persistence.LogItem{Event: &ev}}) {
-						_ = sse.flush()
-						return
-					}
-					written = seq
-				default:
+				if !handle(ev) {
 					_ = sse.flush()
 					return
 				}
@@ -303,9 +317,7 @@ func (a *api) followLive(r *http.Request, sse *sseWriter, sid messages.SessionID
 					more = false
 				}
 			}
-			// Nothing more is waiting: what is held came after every
-			// durable event published before it.
-			if !release() {
+			if settle != nil && !settle() {
 				return
 			}
 			if !ok && sub.Dropped() {
@@ -400,34 +412,7 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 	}
 	tick, stopTick := a.heartbeat(true)
 	defer stopTick()
-	for {
-		select {
-		case ev, ok := <-sub.C:
-			for more := ok; more; {
-				if !a.writeLive(r, sse, ev, "") {
-					return
-				}
-				select {
-				case ev, ok = <-sub.C:
-					more = ok
-				default:
-					more = false
-				}
-			}
-			if !ok && sub.Dropped() {
-				a.droppedNotice(sse)
-			}
-			if err := sse.flush(); err != nil || !ok {
-				return
-			}
-		case <-tick:
-			if sse.comment("ping") != nil || sse.flush() != nil {
-				return
-			}
-		case <-ctx.Done():
-			return
-		}
-	}
+	a.pump(sse, sub, tick, ctx.Done(), func(ev messages.Event) bool { return a.writeLive(r, sse, ev, "") }, nil)
 }
 
 // droppedNotice ends a stream whose subscriber fell behind the bus: a
