@@ -491,15 +491,17 @@ func TestShutdownEndsStreams(t *testing.T) {
 	eventually(t, "no active connection", func() bool { return activeConns() == 0 })
 	log := e.stream("/api/session/" + string(sid) + "/log?follow=true")
 	readLog(t, log)
+	liveLog := e.stream("/api/session/" + string(sid) + "/log?follow=true&live=true")
+	readLog(t, liveLog)
 	live := e.stream("/api/event")
 	e.prompt(sid, map[string]any{"prompt": map[string]string{"text": "hold"}})
 	if err := g.Reached(e.h.Ctx()); err != nil {
 		t.Fatal(err)
 	}
-	// Only the two streams are active once the prompt's connection is
-	// idle again; then the wait makes three. It must be in flight before
+	// Only the three streams are active once the prompt's connection is
+	// idle again; then the wait makes four. It must be in flight before
 	// shutdown; the runner is held, so it cannot have returned.
-	eventually(t, "prompt connection idle", func() bool { return activeConns() == 2 })
+	eventually(t, "prompt connection idle", func() bool { return activeConns() == 3 })
 	waited := make(chan reply, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -509,7 +511,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 		}
 		waited <- r
 	})
-	eventually(t, "wait in flight", func() bool { return activeConns() == 3 })
+	eventually(t, "wait in flight", func() bool { return activeConns() == 4 })
 	ctx, cancel := context.WithTimeout(context.Background(), actortest.Timeout)
 	defer cancel()
 	if err := e.srv.Shutdown(ctx); err != nil {
@@ -519,7 +521,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 	// The Session is still running (the gate holds it): the wait is cut
 	// by the shutdown, never answered as if the Session were idle.
 	(<-waited).wantError(t, http.StatusServiceUnavailable, messages.ErrShuttingDown)
-	for _, s := range []*sseStream{log, live} {
+	for _, s := range []*sseStream{log, liveLog, live} {
 		for {
 			_, err := s.next()
 			if errors.Is(err, io.EOF) {
