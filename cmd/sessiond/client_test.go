@@ -142,6 +142,27 @@ func (f *fakeLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// followUntil runs streamLog on Session ses_1 with opts (its notes
+// collected) until cond holds for what it printed, then cancels it, which
+// must end it without an error. It returns the output and the notes.
+func followUntil(t *testing.T, c *client, opts logOptions, what string, cond func(out string) bool) (out, notes string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	printed, noted := &syncBuffer{}, &syncBuffer{}
+	opts.Notify = func(s string) { fmt.Fprintln(noted, s) }
+	done := make(chan error, 1)
+	go func() { done <- c.streamLog(ctx, "ses_1", opts, printed) }()
+	eventually(t, what, func() bool { return cond(printed.String()) }, func() string {
+		return fmt.Sprintf("got:\n%s\nnotes:\n%s", printed.String(), noted.String())
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("streamLog = %v", err)
+	}
+	return printed.String(), noted.String()
+}
+
 func TestStreamLogReconnects(t *testing.T) {
 	f := &fakeLog{total: 6, dropAfter: 3, drops: 1}
 	srv := httptest.NewServer(f)
@@ -150,31 +171,17 @@ func TestStreamLogReconnects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	out := &syncBuffer{}
-	var notes syncBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- c.streamLog(ctx, "ses_1", logOptions{After: -1, Follow: true, Retry: time.Millisecond,
-			Notify: func(s string) { fmt.Fprintln(&notes, s) }}, out)
-	}()
 	want := "{\"seq\":0}\n{\"seq\":1}\n{\"seq\":2}\n{\"seq\":3}\n{\"seq\":4}\n{\"seq\":5}\n{\"type\":\"log.synced\"}\n"
-	eventually(t, "the whole log", func() bool { return out.String() == want }, func() string {
-		return fmt.Sprintf("got:\n%s\nnotes:\n%s", out.String(), notes.String())
-	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("streamLog = %v", err)
-	}
+	_, notes := followUntil(t, c, logOptions{After: -1, Follow: true, Retry: time.Millisecond}, "the whole log",
+		func(out string) bool { return out == want })
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !reflect.DeepEqual(f.requests, []string{"|", "2|2"}) {
 		t.Fatalf("requests (after|Last-Event-ID) = %q", f.requests)
 	}
-	if n := notes.String(); !strings.Contains(n, "connection lost (the server ended the stream); reconnecting") ||
-		!strings.Contains(n, "reconnected; resuming after seq 2") {
-		t.Fatalf("notes:\n%s", n)
+	if !strings.Contains(notes, "connection lost (the server ended the stream); reconnecting") ||
+		!strings.Contains(notes, "reconnected; resuming after seq 2") {
+		t.Fatalf("notes:\n%s", notes)
 	}
 }
 
@@ -562,20 +569,10 @@ func TestStreamLogPrintsTheMarkerOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	out := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- c.streamLog(ctx, "ses_1", logOptions{After: -1, Follow: true, Retry: time.Millisecond}, out)
-	}()
-	eventually(t, "seq 2", func() bool { return strings.Contains(out.String(), `{"seq":2}`) }, out.String)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if want := "{\"seq\":0}\n{\"type\":\"log.synced\",\"seq\":0}\n{\"seq\":1}\n{\"seq\":2}\n"; out.String() != want {
-		t.Fatalf("output:\n%s\nwant:\n%s", out.String(), want)
+	out, _ := followUntil(t, c, logOptions{After: -1, Follow: true, Retry: time.Millisecond}, "seq 2",
+		func(out string) bool { return strings.Contains(out, `{"seq":2}`) })
+	if want := "{\"seq\":0}\n{\"type\":\"log.synced\",\"seq\":0}\n{\"seq\":1}\n{\"seq\":2}\n"; out != want {
+		t.Fatalf("output:\n%s\nwant:\n%s", out, want)
 	}
 }
 
@@ -611,21 +608,11 @@ func TestStreamLogLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	out := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- c.streamLog(ctx, "ses_1", logOptions{After: -1, Follow: true, Live: true, Retry: time.Millisecond}, out)
-	}()
-	eventually(t, "the usage event", func() bool { return strings.Contains(out.String(), "usage") }, out.String)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	out, _ := followUntil(t, c, logOptions{After: -1, Follow: true, Live: true, Retry: time.Millisecond}, "the usage event",
+		func(out string) bool { return strings.Contains(out, "usage") })
 	want := "{\"seq\":0}\n{\"type\":\"log.synced\",\"seq\":0}\n{\"type\":\"session.text.delta\"}\n{\"seq\":1}\n{\"type\":\"session.usage.updated\"}\n"
-	if out.String() != want {
-		t.Fatalf("output:\n%s\nwant:\n%s", out.String(), want)
+	if out != want {
+		t.Fatalf("output:\n%s\nwant:\n%s", out, want)
 	}
 	mu.Lock()
 	defer mu.Unlock()

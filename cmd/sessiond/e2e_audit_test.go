@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -158,23 +157,10 @@ func TestLogFollowReconnectsASilentStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	out, notes := &syncBuffer{}, &syncBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- c.streamLog(ctx, "ses_1", logOptions{After: -1, Follow: true, Retry: time.Millisecond, Idle: 200 * time.Millisecond,
-			Notify: func(s string) { fmt.Fprintln(notes, s) }}, out)
-	}()
 	want := "{\"seq\":0}\n{\"type\":\"log.synced\",\"seq\":0}\n{\"seq\":1}\n"
-	eventually(t, "the event sent after the silent stream", func() bool { return out.String() == want }, func() string {
-		return fmt.Sprintf("got:\n%s\nnotes:\n%s", out.String(), notes.String())
-	})
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("streamLog = %v", err)
-	}
-	if n := notes.String(); !strings.Contains(n, "connection lost (nothing received for 200ms, not even a heartbeat); reconnecting") ||
+	_, n := followUntil(t, c, logOptions{After: -1, Follow: true, Retry: time.Millisecond, Idle: 200 * time.Millisecond},
+		"the event sent after the silent stream", func(out string) bool { return out == want })
+	if !strings.Contains(n, "connection lost (nothing received for 200ms, not even a heartbeat); reconnecting") ||
 		!strings.Contains(n, "reconnected; resuming after seq 0") {
 		t.Fatalf("notes:\n%s", n)
 	}
