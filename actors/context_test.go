@@ -25,7 +25,7 @@ import (
 func TestSelectionAppliesAtNextStep(t *testing.T) {
 	h := actortest.New(t)
 	started, release := make(chan string, 1), make(chan struct{})
-	h.Tools.Add("slow", blocking(started, release))
+	h.Tools.Add("slow", actortest.Blocking(started, release))
 	h.Model.Reply(script.Reasoning("pondering").WithMetadata(`{"signature":"r"}`), script.Text("calling").WithMetadata(`{"id":"t"}`),
 		script.ToolCall("c1", "slow", `{}`).WithMetadata(`{"id":"c"}`))
 	h.Model.Reply(script.Text("done"))
@@ -590,7 +590,7 @@ func TestManualCompactionAfterAnAutomaticOne(t *testing.T) {
 	h := autoCompacting(t, 195000)
 	started, release := make(chan string, 1), make(chan struct{})
 	h.Tools.Add("slow", func(ctx context.Context, call locations.ToolCall) (string, error) {
-		out, err := blocking(started, release)(ctx, call)
+		out, err := actortest.Blocking(started, release)(ctx, call)
 		return out + strings.Repeat("x", 40000), err
 	})
 	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
@@ -801,7 +801,7 @@ func TestRebaselineRestatesWhatWasApplied(t *testing.T) {
 func TestManualCompactionDuringContinuation(t *testing.T) {
 	h := actortest.New(t)
 	started, release := make(chan string, 1), make(chan struct{})
-	h.Tools.Add("slow", blocking(started, release))
+	h.Tools.Add("slow", actortest.Blocking(started, release))
 	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "ECHO", nil })
 	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
 	h.Model.Reply(script.Reasoning("thinking").WithMetadata(`{"sig":"abc"}`), script.ToolCall("c2", "echo", `{}`))

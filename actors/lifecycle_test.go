@@ -509,16 +509,8 @@ func TestUnbuildableLocationIsIdle(t *testing.T) {
 // leave the Session unable to run again.
 func TestSessionActorPanicKeepsItsDrain(t *testing.T) {
 	h := actortest.New(t)
-	started, release := make(chan struct{}), make(chan struct{})
-	h.Tools.Add("slow", func(ctx context.Context, _ locations.ToolCall) (string, error) {
-		close(started)
-		select {
-		case <-release:
-			return "done", nil
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	})
+	started, release := make(chan string, 1), make(chan struct{})
+	h.Tools.Add("slow", actortest.Blocking(started, release))
 	defer close(release)
 	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
 	h.Model.Default(script.Text("ok"))

@@ -518,7 +518,7 @@ func TestMoveBackToALocationItLeft(t *testing.T) {
 func TestMoveCleansTheDirectory(t *testing.T) {
 	h := actortest.New(t)
 	started := make(chan string, 1)
-	h.Tools.Add("slow", blocking(started, make(chan struct{})))
+	h.Tools.Add("slow", actortest.Blocking(started, make(chan struct{})))
 	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
 	h.Model.Default(script.Text("done"))
 	s, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: h.Dir + "/./"}})
@@ -635,7 +635,7 @@ func TestInterruptDuringAFenceThatFindsAMove(t *testing.T) {
 func TestMoveContinuesTheSupersededWork(t *testing.T) {
 	h := actortest.New(t)
 	started := make(chan string, 1)
-	h.Tools.Add("slow", blocking(started, make(chan struct{})))
+	h.Tools.Add("slow", actortest.Blocking(started, make(chan struct{})))
 	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
 	h.Model.Reply(script.Text("continued at the new place"))
 	sid := h.Session()
@@ -668,7 +668,7 @@ func (f failingMoves) Append(ctx context.Context, id messages.SessionID, data ..
 func TestMoveThatFailsToCommit(t *testing.T) {
 	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store = failingMoves{c.Store} }})
 	started := make(chan string, 1)
-	h.Tools.Add("slow", blocking(started, make(chan struct{})))
+	h.Tools.Add("slow", actortest.Blocking(started, make(chan struct{})))
 	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
 	h.Model.Reply(script.Text("still at home"))
 	sid := h.Session()
@@ -708,7 +708,7 @@ func (p panickyMoves) Append(ctx context.Context, id messages.SessionID, data ..
 func TestMoveWhoseCommitPanics(t *testing.T) {
 	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store = panickyMoves{c.Store} }})
 	started := make(chan string, 1)
-	h.Tools.Add("slow", blocking(started, make(chan struct{})))
+	h.Tools.Add("slow", actortest.Blocking(started, make(chan struct{})))
 	h.Model.Reply(script.Text("a1"))
 	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
 	h.Model.Default(script.Text("still at home"))
@@ -737,7 +737,7 @@ func TestMoveWhoseCommitPanics(t *testing.T) {
 func TestWaitFollowsTheCarriedWork(t *testing.T) {
 	h := actortest.New(t)
 	started := make(chan string, 1)
-	h.Tools.Add("slow", blocking(started, make(chan struct{})))
+	h.Tools.Add("slow", actortest.Blocking(started, make(chan struct{})))
 	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
 	h.Model.Reply(script.Text("continued at the new place"))
 	sid := h.Session()
@@ -876,7 +876,7 @@ func TestHeldMoveToWhereTheSessionWentIsANoOp(t *testing.T) {
 	entered, release := stubborn(h)
 	h.Model.Reply(script.ToolCall("c1", "stubborn", `{}`))
 	started, carried := make(chan string, 1), make(chan struct{})
-	h.Tools.Add("carried", blocking(started, carried))
+	h.Tools.Add("carried", actortest.Blocking(started, carried))
 	h.Model.Reply(script.ToolCall("c2", "carried", `{}`))
 	h.Model.Default(script.Text("done"))
 	sid := h.Session()
@@ -1173,7 +1173,7 @@ func TestMoveContinuesAManualCompaction(t *testing.T) {
 func TestMoveContinuesAToolLoopAfterAWaitingCompaction(t *testing.T) {
 	h := actortest.New(t)
 	started := make(chan string, 1)
-	h.Tools.Add("slow", blocking(started, make(chan struct{})))
+	h.Tools.Add("slow", actortest.Blocking(started, make(chan struct{})))
 	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
 	h.Model.Reply(script.Text("## Objective\nsummary"))
 	h.Model.Reply(script.Text("continued at the new place"))

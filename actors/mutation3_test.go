@@ -331,7 +331,7 @@ func TestWaitHeldByAMoveWaitsForTheCarriedWork(t *testing.T) {
 	g := newHeldStore(func(p messages.Payload) bool { _, ok := p.(*messages.SessionMoved); return ok })
 	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { g.Store = c.Store; c.Store = g }})
 	started := make(chan string, 1)
-	h.Tools.Add("slow", blocking(started, make(chan struct{})))
+	h.Tools.Add("slow", actortest.Blocking(started, make(chan struct{})))
 	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
 	h.Model.Reply(script.Text("continued at the new place"))
 	sid := h.Session()

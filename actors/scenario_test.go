@@ -197,21 +197,9 @@ func stubborn(h *actortest.Harness) (entered, release chan struct{}) {
 // receives the call's ID as it starts.
 func callsBlockingTool(h *actortest.Harness, name string) (started chan string, release chan struct{}) {
 	started, release = make(chan string, 1), make(chan struct{})
-	h.Tools.Add(name, blocking(started, release))
+	h.Tools.Add(name, actortest.Blocking(started, release))
 	h.Model.Reply(script.ToolCall("c1", name, `{}`))
 	return started, release
-}
-
-func blocking(started chan<- string, release <-chan struct{}) actortest.ToolFunc {
-	return func(ctx context.Context, c locations.ToolCall) (string, error) {
-		started <- c.CallID
-		select {
-		case <-release:
-			return "released", nil
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	}
 }
 
 func TestSteersLandAfterToolResult(t *testing.T) {
@@ -320,7 +308,7 @@ func TestFiveToolsRunConcurrentlyAndSettleFirst(t *testing.T) {
 func TestInterruptWhileToolBlocks(t *testing.T) {
 	h := actortest.New(t)
 	started := make(chan string, 1)
-	h.Tools.Add("hang", blocking(started, nil))
+	h.Tools.Add("hang", actortest.Blocking(started, nil))
 	h.Model.Reply(script.ToolCall("c1", "hang", `{}`))
 	h.Model.Reply(script.Text("resumed"))
 	sid := h.Session()
@@ -1034,7 +1022,7 @@ func TestWakeDuringAFailingDrain(t *testing.T) {
 func TestNewInputResetsTheAllowance(t *testing.T) {
 	h := actortest.New(t, actortest.Options{Steps: 2})
 	started, release := make(chan string, 1), make(chan struct{})
-	h.Tools.Add("slow", blocking(started, release))
+	h.Tools.Add("slow", actortest.Blocking(started, release))
 	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "e", nil })
 	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
 	h.Model.Reply(script.ToolCall("c2", "echo", `{}`))
@@ -1103,7 +1091,7 @@ func TestAgentSelectedMidRunBoundsTheSteps(t *testing.T) {
 	h := actortest.New(t, actortest.Options{Steps: 25})
 	h.Agents["plan"] = locations.Agent{Name: "plan", Steps: 2, Prompt: "You plan."}
 	started, release := make(chan string, 1), make(chan struct{})
-	h.Tools.Add("slow", blocking(started, release))
+	h.Tools.Add("slow", actortest.Blocking(started, release))
 	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { return "ok", nil })
 	h.Model.Reply(script.ToolCall("c1", "slow", `{}`))
 	h.Model.Default(script.ToolCall("c2", "echo", `{}`))

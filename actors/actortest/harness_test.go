@@ -1,6 +1,8 @@
 package actortest_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -10,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sessiond/sessiond/actors/actortest"
+	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
@@ -110,5 +113,42 @@ func TestLogSyncsCountsTheStoresFdatasyncs(t *testing.T) {
 				t.Fatalf("no Sync: %d log syncs in %v", n, took)
 			}
 		})
+	}
+}
+
+// TestBlocking: the tool reports its call's ID as it starts, then answers
+// once released, or fails with its context's error when that ends first.
+func TestBlocking(t *testing.T) {
+	started, release := make(chan string, 1), make(chan struct{})
+	tool := actortest.Blocking(started, release)
+	done := make(chan error, 1)
+	var out string
+	go func() {
+		var err error
+		out, err = tool(context.Background(), locations.ToolCall{CallID: "c1"})
+		done <- err
+	}()
+	if id := <-started; id != "c1" {
+		t.Fatalf("started %q, want c1", id)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("answered before release: %q, %v", out, err)
+	default:
+	}
+	close(release)
+	if err := <-done; err != nil || out != "released" {
+		t.Fatalf("released: %q, %v", out, err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		_, err := actortest.Blocking(started, make(chan struct{}))(ctx, locations.ToolCall{CallID: "c2"})
+		done <- err
+	}()
+	<-started
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
 	}
 }

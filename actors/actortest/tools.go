@@ -48,6 +48,23 @@ func (t *Tools) Definitions(string) []llm.ToolDefinition {
 	return out
 }
 
+// Blocking returns a tool that sends its call's ID on started (give it
+// room for one, or read it) and then holds the call until release is
+// closed, answering "released", or until its context ends, failing with
+// the context's error: a tool a test interrupts or lets go at a point of
+// its choosing.
+func Blocking(started chan<- string, release <-chan struct{}) ToolFunc {
+	return func(ctx context.Context, c locations.ToolCall) (string, error) {
+		started <- c.CallID
+		select {
+		case <-release:
+			return "released", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+}
+
 // Execute implements locations.Tools.
 func (t *Tools) Execute(ctx context.Context, call locations.ToolCall) locations.ToolResult {
 	t.mu.Lock()

@@ -1,14 +1,13 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
 	"testing"
 
-	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/actors/actortest"
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
@@ -195,16 +194,8 @@ func TestLogLiveNeedsFollow(t *testing.T) {
 // whichever side of their replay the fragment opened on.
 func TestLogLiveStreamsOpenedMidRun(t *testing.T) {
 	e := newHarnessEnv(t, nil)
-	entered, release := make(chan struct{}), make(chan struct{})
-	e.h.Tools.Add("wait", func(ctx context.Context, _ locations.ToolCall) (string, error) {
-		close(entered)
-		select {
-		case <-release:
-			return "ok", nil
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-	})
+	entered, release := make(chan string, 1), make(chan struct{})
+	e.h.Tools.Add("wait", actortest.Blocking(entered, release))
 	mid, between := script.NewGate(), script.NewGate()
 	e.model.Reply(script.Event(llm.Event{Kind: llm.TextStart}), script.Event(llm.Event{Kind: llm.TextDelta, Text: "a"}),
 		script.Hold(mid), script.Event(llm.Event{Kind: llm.TextDelta, Text: "b"}), script.Event(llm.Event{Kind: llm.TextEnd}),

@@ -144,6 +144,19 @@ func (f *fakeLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // followUntil runs streamLog on Session ses_1 with opts (its notes
 // collected) until cond holds for what it printed, then cancels it, which
+// fakeDaemon serves h as the daemon for the test's duration and returns a
+// client of it.
+func fakeDaemon(t *testing.T, h http.Handler) *client {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c, err := newClient(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // must end it without an error. It returns the output and the notes.
 func followUntil(t *testing.T, c *client, opts logOptions, what string, cond func(out string) bool) (out, notes string) {
 	t.Helper()
@@ -547,7 +560,7 @@ func TestLogAfterGoesAsSet(t *testing.T) {
 // marker gets a fresh one from the server, which is not printed again.
 func TestStreamLogPrintsTheMarkerOnce(t *testing.T) {
 	var n atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := fakeDaemon(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("follow") != "true" {
 			w.WriteHeader(http.StatusBadRequest) // a replay would end, not follow
 			return
@@ -564,11 +577,6 @@ func TestStreamLogPrintsTheMarkerOnce(t *testing.T) {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	}))
-	defer srv.Close()
-	c, err := newClient(srv.URL, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	out, _ := followUntil(t, c, logOptions{After: -1, Follow: true, Retry: time.Millisecond}, "seq 2",
 		func(out string) bool { return strings.Contains(out, `{"seq":2}`) })
 	if want := "{\"seq\":0}\n{\"type\":\"log.synced\",\"seq\":0}\n{\"seq\":1}\n{\"seq\":2}\n"; out != want {
@@ -584,7 +592,7 @@ func TestStreamLogLive(t *testing.T) {
 	var n atomic.Int32
 	var mu sync.Mutex
 	var resumes []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := fakeDaemon(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if q := r.URL.Query(); q.Get("follow") != "true" || q.Get("live") != "true" {
 			w.WriteHeader(http.StatusBadRequest)
 			return
@@ -603,11 +611,6 @@ func TestStreamLogLive(t *testing.T) {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	}))
-	defer srv.Close()
-	c, err := newClient(srv.URL, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	out, _ := followUntil(t, c, logOptions{After: -1, Follow: true, Live: true, Retry: time.Millisecond}, "the usage event",
 		func(out string) bool { return strings.Contains(out, "usage") })
 	want := "{\"seq\":0}\n{\"type\":\"log.synced\",\"seq\":0}\n{\"type\":\"session.text.delta\"}\n{\"seq\":1}\n{\"type\":\"session.usage.updated\"}\n"
@@ -628,7 +631,7 @@ func TestStreamLogReconnectDelays(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var n atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := fakeDaemon(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		switch n.Add(1) {
 		case 1:
@@ -639,11 +642,6 @@ func TestStreamLogReconnectDelays(t *testing.T) {
 			cancel()
 		} // each stream ends at once, as a dropped connection does
 	}))
-	defer srv.Close()
-	c, err := newClient(srv.URL, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var delays []time.Duration
 	now := make(chan time.Time)
 	close(now)
@@ -666,7 +664,7 @@ func TestStreamLogReconnectDelays(t *testing.T) {
 // that it is the answer.
 func TestStreamLogRetriesServerErrors(t *testing.T) {
 	var n atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := fakeDaemon(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch n.Add(1) {
 		case 1:
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -680,13 +678,8 @@ func TestStreamLogRetriesServerErrors(t *testing.T) {
 			fmt.Fprint(w, "id: 1\ndata: {\"seq\":1}\n\nevent: ping\n\ndata: {\"type\":\"log.synced\"}\n\n")
 		}
 	}))
-	defer srv.Close()
-	c, err := newClient(srv.URL, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out, notes bytes.Buffer
-	err = c.streamLog(context.Background(), "ses_1", logOptions{After: -1, Retry: time.Millisecond,
+	err := c.streamLog(context.Background(), "ses_1", logOptions{After: -1, Retry: time.Millisecond,
 		Notify: func(s string) { fmt.Fprintln(&notes, s) }}, &out)
 	if err != nil {
 		t.Fatalf("streamLog = %v", err)

@@ -138,7 +138,7 @@ func TestLogFollowThroughAGatewayAcrossARestart(t *testing.T) {
 // lost and reconnect, resuming after the last event it printed.
 func TestLogFollowReconnectsASilentStream(t *testing.T) {
 	var requests atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := fakeDaemon(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := requests.Add(1)
 		w.Header().Set("Content-Type", "text/event-stream")
 		if n == 1 {
@@ -152,11 +152,6 @@ func TestLogFollowReconnectsASilentStream(t *testing.T) {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done() // then silence: no event, no heartbeat
 	}))
-	defer srv.Close()
-	c, err := newClient(srv.URL, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := "{\"seq\":0}\n{\"type\":\"log.synced\",\"seq\":0}\n{\"seq\":1}\n"
 	_, n := followUntil(t, c, logOptions{After: -1, Follow: true, Retry: time.Millisecond, Idle: 200 * time.Millisecond},
 		"the event sent after the silent stream", func(out string) bool { return out == want })
