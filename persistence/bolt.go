@@ -576,16 +576,42 @@ func writeMem(tx *bolt.Tx, mem *memTree) error {
 		buckets[i].FillPercent = fillPercent
 	}
 	var err error
-	mem.Scan(func(e *memEntry) bool {
-		b := buckets[e.k[0]]
-		if e.del {
-			err = b.Delete(e.k[1:])
-		} else {
-			err = b.Put(e.k[1:], nonNil(e.v))
+	mem.Walk(func(items []*memEntry) bool {
+		if len(items) > 1 {
+			runtime.KeepAlive(touchEntries(items))
 		}
-		return err == nil
+		for _, e := range items {
+			b := buckets[e.k[0]]
+			if e.del {
+				err = b.Delete(e.k[1:])
+			} else {
+				err = b.Put(e.k[1:], nonNil(e.v))
+			}
+			if err != nil {
+				return false
+			}
+		}
+		return true
 	})
 	return err
+}
+
+// touchEntries loads the first byte of each entry's key and value, for
+// writeMem to do before it puts them. The entries of a memtable node lie
+// scattered in memory, and a walk that puts each in turn waits for two
+// dependent cache misses an entry (the entry, then its key; in a profile
+// at 256 admitters a twentieth of the process's CPU), where these loads,
+// independent of each other, overlap. The result only keeps the loads
+// from being optimized away.
+func touchEntries(items []*memEntry) byte {
+	var x byte
+	for _, e := range items {
+		x += e.k[0]
+		if len(e.v) > 0 {
+			x += e.v[0]
+		}
+	}
+	return x
 }
 
 // initialMmapSize is bbolt's first mapping of the file; a test lowers it
