@@ -600,7 +600,7 @@ func writeMem(tx *bolt.Tx, mem *memTree) error {
 // writeMem to do before it puts them. The entries of a memtable node lie
 // scattered in memory, and a walk that puts each in turn waits for two
 // dependent cache misses an entry (the entry, then its key; in a profile
-// at 256 admitters a twentieth of the process's CPU), where these loads,
+// at 256 admitters 7% of the process's CPU), where these loads,
 // independent of each other, overlap. The result only keeps the loads
 // from being optimized away.
 func touchEntries(items []*memEntry) byte {
