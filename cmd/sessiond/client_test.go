@@ -142,8 +142,6 @@ func (f *fakeLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// followUntil runs streamLog on Session ses_1 with opts (its notes
-// collected) until cond holds for what it printed, then cancels it, which
 // fakeDaemon serves h as the daemon for the test's duration and returns a
 // client of it.
 func fakeDaemon(t *testing.T, h http.Handler) *client {
@@ -157,6 +155,8 @@ func fakeDaemon(t *testing.T, h http.Handler) *client {
 	return c
 }
 
+// followUntil runs streamLog on Session ses_1 with opts (its notes
+// collected) until cond holds for what it printed, then cancels it, which
 // must end it without an error. It returns the output and the notes.
 func followUntil(t *testing.T, c *client, opts logOptions, what string, cond func(out string) bool) (out, notes string) {
 	t.Helper()
