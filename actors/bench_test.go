@@ -29,6 +29,7 @@ type stepRun struct {
 	synced        time.Duration // time in them
 	allocs        uint64
 	faults        int64
+	written       [2]int64 // storetest.Written before and after
 }
 
 // runSteps runs about total steps (one local tool call per step, the
@@ -83,12 +84,14 @@ func runSteps(b *testing.B, h *actortest.Harness, parallel, total int) stepRun {
 	before, requests := events(all), h.Model.Count()
 	b.ResetTimer()
 	cpu0, faults0 := storetest.Usage()
+	written0 := storetest.Written()
 	mallocs0 := mallocs()
 	syncs0, synced0 := h.LogSyncs()
 	start := time.Now()
 	run(all)
 	elapsed := time.Since(start)
 	cpu1, faults1 := storetest.Usage()
+	written1 := storetest.Written()
 	allocs := mallocs() - mallocs0
 	syncs, synced := h.LogSyncs()
 	b.StopTimer()
@@ -101,6 +104,7 @@ func runSteps(b *testing.B, h *actortest.Harness, parallel, total int) stepRun {
 		cpu:     cpu1 - cpu0,
 		allocs:  allocs,
 		faults:  faults1 - faults0,
+		written: [2]int64{written0, written1},
 	}
 }
 
@@ -138,6 +142,7 @@ func BenchmarkSteps(b *testing.B) {
 				b.ReportMetric(r.cpu.Seconds()/elapsed.Seconds(), "cores")
 				b.ReportMetric(float64(r.allocs)/float64(steps), "allocs/step")
 				b.ReportMetric(float64(r.faults)/float64(steps), "faults/step")
+				storetest.ReportWritten(b, r.written[0], r.written[1], steps, "written-B/step")
 				if sync {
 					raw = max(raw, storetest.FdatasyncRate(b, dir, 300))
 					b.ReportMetric(raw, "fdatasync/s")

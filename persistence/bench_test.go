@@ -130,12 +130,16 @@ func BenchmarkAdmit(b *testing.B) {
 			syncs.Store(0)
 			syncNs.Store(0)
 			cpu0, faults0 := storetest.Usage()
+			written0 := storetest.Written()
 			b.ResetTimer()
 			start := time.Now()
 			lat := admit(func(i int64) bool { return i <= int64(b.N) })
 			elapsed := time.Since(start)
 			b.StopTimer()
 			cpu1, faults1 := storetest.Usage()
+			// The log's records and the flushes' bbolt pages: each byte
+			// costs CPU in the kernel, and the disk's time.
+			storetest.ReportWritten(b, written0, storetest.Written(), b.N, "written-B/op")
 			storetest.ReportLogSyncs(b, syncs.Load(), time.Duration(syncNs.Load()), elapsed)
 			b.ReportMetric(float64(faults1-faults0)/float64(b.N), "faults/op")
 			// The CPU an admission took in all (every goroutine, the

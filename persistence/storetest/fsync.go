@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -88,6 +90,39 @@ func Usage() (cpu time.Duration, faults int64) {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Minflt
+}
+
+// Written returns the bytes the process has handed to write system calls
+// so far (the wchar of /proc/self/io: the log's records and bbolt's pages
+// alike, whether or not the disk has them yet), or -1 where the system
+// does not count them. Benchmarks report its growth per operation: on the
+// virtual machines these figures come from, the CPU a commit costs grows
+// with the bytes it writes (docs/performance.md, thirty-fifth sitting).
+func Written() int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "wchar:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
+}
+
+// ReportWritten reports the bytes written per op over a run, from
+// Written's figures before and after it, when the system counts them.
+func ReportWritten(b *testing.B, before, after int64, ops int, unit string) {
+	b.Helper()
+	if before < 0 || after < 0 || ops == 0 {
+		return
+	}
+	b.ReportMetric(float64(after-before)/float64(ops), unit)
 }
 
 // ReportLogSyncs reports, for a run that took elapsed, the share of it
