@@ -1,0 +1,453 @@
+package persistence_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+var (
+	modelRounds = flag.Int("model.rounds", 6, "TestStoreAgainstModel: random runs (seeds seed, seed+1, ...)")
+	modelOps    = flag.Int("model.ops", 600, "TestStoreAgainstModel: operations per run")
+	modelSeed   = flag.Uint64("model.seed", 20261207, "TestStoreAgainstModel: first seed")
+)
+
+// TestStoreAgainstModel drives the store with random operations (Session
+// creation with supplied and generated IDs, admissions with exact retries
+// and conflicting reuse, promotions, steps, reopening) and checks every
+// answer and every read against a plain model of the contract. The log is
+// flushed every few kilobytes, so reads merge the memtables with bbolt at
+// every stage of a flush, and reopening recovers from the log.
+func TestStoreAgainstModel(t *testing.T) {
+	for r := range *modelRounds {
+		seed := *modelSeed + uint64(r)
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			runModel(t, seed, *modelOps)
+		})
+	}
+}
+
+var mctx = context.Background()
+
+type modelInput struct {
+	receipt  persistence.Admitted // a prompt's; a barrier's ID, Session and seq
+	kind     string
+	promoted int64 // seq of its promotion or settlement; -1 while pending
+}
+
+type modelSession struct {
+	id       messages.SessionID
+	events   []string // types by seq
+	pending  []messages.MessageID
+	messages []modelMessage // by seq
+	open     messages.MessageID
+	// The manual compaction barriers: queued is waiting, running has
+	// started (stale: before the store last opened).
+	queued, running messages.MessageID
+	stale           bool
+}
+
+type modelMessage struct {
+	id   messages.MessageID
+	seq  int64
+	role string
+}
+
+type model struct {
+	t        *testing.T
+	rng      *rand.Rand
+	path     string
+	st       *persistence.Bolt
+	sessions map[messages.SessionID]*modelSession
+	order    []messages.SessionID
+	inputs   map[messages.MessageID]*modelInput
+	steps    int
+	now      time.Time
+	flushes  atomic.Int64
+}
+
+func runModel(t *testing.T, seed uint64, ops int) {
+	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, 36)), path: filepath.Join(t.TempDir(), "model.db"),
+		sessions: map[messages.SessionID]*modelSession{}, inputs: map[messages.MessageID]*modelInput{},
+		now: time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)}
+	m.open()
+	defer func() { _ = m.st.Close() }()
+	m.create()
+	for i := range ops {
+		switch n := m.rng.IntN(100); {
+		case n < 8:
+			m.create()
+		case n < 45:
+			m.admit()
+		case n < 60:
+			m.promote()
+		case n < 65:
+			m.compaction()
+		case n < 82:
+			m.step()
+		case n < 97:
+			m.checkSession(m.pick())
+		default:
+			m.reopen()
+		}
+		if t.Failed() {
+			t.Fatalf("seed %d: failed at operation %d", seed, i)
+		}
+	}
+	m.checkAll()
+	m.reopen()
+	// The reads merged the memtables with bbolt only if flushes ran.
+	if n := m.flushes.Load(); ops >= 300 && n < 3 {
+		t.Fatalf("seed %d: %d flushes in %d operations", seed, n, ops)
+	}
+}
+
+func (m *model) clock() time.Time {
+	m.now = m.now.Add(time.Millisecond)
+	return m.now
+}
+
+func (m *model) open() {
+	st, err := persistence.Open(m.path, persistence.Options{NoSync: true, FlushBytes: 4 << 10, PageSize: 7, Clock: m.clock,
+		OnFlush: func(int, time.Duration) { m.flushes.Add(1) }})
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.st = st
+}
+
+// reopen closes the store and opens it again, then checks everything.
+func (m *model) reopen() {
+	if err := m.st.Close(); err != nil {
+		m.t.Fatal(err)
+	}
+	m.open()
+	for _, ms := range m.sessions {
+		ms.stale = ms.running != ""
+	}
+	m.checkAll()
+}
+
+func (m *model) pick() *modelSession { return m.sessions[m.order[m.rng.IntN(len(m.order))]] }
+
+func (m *model) create() {
+	var id messages.SessionID
+	if m.rng.IntN(2) == 0 {
+		id = messages.SessionID(fmt.Sprint("ses_model", m.rng.IntN(5)))
+	}
+	s, created, err := m.st.CreateSession(mctx, persistence.CreateSession{ID: id, Location: messages.Location{Directory: "/tmp/model"}})
+	if err != nil {
+		m.t.Fatalf("create %q: %v", id, err)
+	}
+	_, known := m.sessions[s.ID]
+	switch {
+	case id != "" && s.ID != id:
+		m.t.Fatalf("create %q made %q", id, s.ID)
+	case created == known:
+		m.t.Fatalf("create %q: created %v, known to the model %v", s.ID, created, known)
+	case created:
+		m.sessions[s.ID] = &modelSession{id: s.ID, events: []string{"session.created.1"}}
+		m.order = append(m.order, s.ID)
+	}
+	if want := int64(len(m.sessions[s.ID].events) - 1); s.LastSeq != want {
+		m.t.Fatalf("create %q: lastSeq %d, want %d", s.ID, s.LastSeq, want)
+	}
+}
+
+var modelTexts = []string{"a", "b", "hello world"}
+
+func (m *model) admit() {
+	ms := m.pick()
+	sid := ms.id
+	if m.rng.IntN(12) == 0 {
+		sid = "ses_nowhere"
+	}
+	req := persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: modelTexts[m.rng.IntN(len(modelTexts))]},
+		Delivery: []messages.Delivery{"", messages.Steer, messages.Queue}[m.rng.IntN(3)]}
+	if m.rng.IntN(5) < 3 {
+		req.ID = messages.MessageID(fmt.Sprint("msg_model", m.rng.IntN(15)))
+	}
+	got, created, err := m.st.Admit(mctx, req)
+	delivery := req.Delivery
+	if delivery == "" {
+		delivery = messages.DefaultDelivery
+	}
+	if sid == "ses_nowhere" {
+		m.wantType(err, messages.ErrSessionNotFound, "admit to a missing Session")
+		return
+	}
+	if in, ok := m.inputs[req.ID]; ok {
+		r := in.receipt
+		if r.SessionID != sid || r.Prompt.Text != req.Prompt.Text || r.Delivery != delivery {
+			m.wantType(err, messages.ErrPromptConflict, fmt.Sprintf("reuse of %s", req.ID))
+			return
+		}
+		if err != nil || created || !reflect.DeepEqual(got, r) {
+			m.t.Fatalf("exact retry of %s: %+v created=%v err=%v, want %+v", req.ID, got, created, err, r)
+		}
+		return
+	}
+	if err != nil || !created {
+		m.t.Fatalf("admit %+v: created=%v err=%v", req, created, err)
+	}
+	seq := int64(len(ms.events))
+	if (req.ID != "" && got.ID != req.ID) || got.SessionID != sid || got.AdmittedSeq != seq || got.Delivery != delivery || got.Prompt.Text != req.Prompt.Text {
+		m.t.Fatalf("admit %+v: receipt %+v, want seq %d", req, got, seq)
+	}
+	ms.events = append(ms.events, "session.prompt.admitted.1")
+	ms.pending = append(ms.pending, got.ID)
+	m.inputs[got.ID] = &modelInput{receipt: got, kind: persistence.InputPrompt, promoted: -1}
+}
+
+// compaction requests a manual compaction, or starts or settles one.
+func (m *model) compaction() {
+	ms := m.pick()
+	seq := int64(len(ms.events))
+	switch n := m.rng.IntN(3); {
+	case n == 0:
+		in, created, err := m.st.AdmitCompaction(mctx, ms.id)
+		if err != nil {
+			m.t.Fatalf("compaction of %s: %v", ms.id, err)
+		}
+		// A request joins the queued barrier, else the running one of
+		// this process; a barrier whose process stopped takes no more.
+		join := ms.queued
+		if join == "" && !ms.stale {
+			join = ms.running
+		}
+		if join != "" {
+			if created || in.ID != join {
+				m.t.Fatalf("compaction of %s: %s created=%v, want %s", ms.id, in.ID, created, join)
+			}
+			return
+		}
+		if !created || in.Kind != persistence.InputCompaction || in.AdmittedSeq != seq {
+			m.t.Fatalf("compaction of %s: %+v created=%v, want a new barrier at %d", ms.id, in, created, seq)
+		}
+		ms.queued = in.ID
+		ms.events = append(ms.events, "session.compaction.admitted.1")
+		ms.pending = append(ms.pending, in.ID)
+		ms.messages = append(ms.messages, modelMessage{id: in.ID, seq: seq, role: persistence.RoleCompaction})
+		m.inputs[in.ID] = &modelInput{receipt: persistence.Admitted{ID: in.ID, SessionID: ms.id, AdmittedSeq: seq}, kind: persistence.InputCompaction, promoted: -1}
+	case ms.running != "":
+		id := ms.running
+		var p messages.Payload = &messages.CompactionEnded{SessionID: ms.id, Reason: messages.CompactionManual, InputID: id, Text: "summary"}
+		typ := "session.compaction.ended.1"
+		if n == 1 {
+			p = &messages.CompactionFailed{SessionID: ms.id, Reason: messages.CompactionManual, InputID: id,
+				Error: messages.Error{Type: messages.ErrInternal, Message: "no"}}
+			typ = "session.compaction.failed.1"
+		}
+		if _, err := m.st.Append(mctx, ms.id, p); err != nil {
+			m.t.Fatalf("settle compaction %s: %v", id, err)
+		}
+		ms.events = append(ms.events, typ)
+		ms.pending = slices.DeleteFunc(ms.pending, func(p messages.MessageID) bool { return p == id })
+		m.inputs[id].promoted = seq
+		ms.running, ms.stale = "", false
+	case ms.queued != "":
+		id := ms.queued
+		if _, err := m.st.Append(mctx, ms.id, &messages.CompactionStarted{SessionID: ms.id, Reason: messages.CompactionManual, InputID: id}); err != nil {
+			m.t.Fatalf("start compaction %s: %v", id, err)
+		}
+		ms.events = append(ms.events, "session.compaction.started.1")
+		ms.queued, ms.running = "", id
+	}
+}
+
+func (m *model) promote() {
+	ms := m.pick()
+	var id messages.MessageID
+	switch {
+	case len(ms.pending) > 0 && m.rng.IntN(5) > 0:
+		id = ms.pending[m.rng.IntN(len(ms.pending))]
+	case len(m.inputs) > 0:
+		ids := make([]messages.MessageID, 0, len(m.inputs))
+		for id := range m.inputs {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		id = ids[m.rng.IntN(len(ids))]
+	default:
+		return
+	}
+	evs, err := m.st.Append(mctx, ms.id, &messages.PromptPromoted{SessionID: ms.id, InputID: id})
+	in := m.inputs[id]
+	switch {
+	case in.receipt.SessionID != ms.id || in.kind != persistence.InputPrompt:
+		m.wantType(err, messages.ErrNotFound, fmt.Sprintf("promotion of %s in %s", id, ms.id))
+		return
+	case in.promoted >= 0:
+		m.wantType(err, messages.ErrInputPromoted, fmt.Sprintf("second promotion of %s", id))
+		return
+	case err != nil:
+		m.t.Fatalf("promote %s: %v", id, err)
+	}
+	seq := int64(len(ms.events))
+	if len(evs) != 1 || evs[0].Seq() != seq {
+		m.t.Fatalf("promote %s: %d events, seq %d, want %d", id, len(evs), evs[0].Seq(), seq)
+	}
+	in.promoted = seq
+	ms.events = append(ms.events, "session.prompt.promoted.1")
+	ms.pending = slices.DeleteFunc(ms.pending, func(p messages.MessageID) bool { return p == id })
+	ms.messages = append(ms.messages, modelMessage{id: id, seq: seq, role: "user"})
+}
+
+func (m *model) step() {
+	ms := m.pick()
+	seq := int64(len(ms.events))
+	if ms.open != "" {
+		if _, err := m.st.Append(mctx, ms.id, &messages.StepEnded{SessionID: ms.id, AssistantMessageID: ms.open, Finish: "stop"}); err != nil {
+			m.t.Fatalf("end step %s: %v", ms.open, err)
+		}
+		ms.events = append(ms.events, "session.step.ended.1")
+		ms.open = ""
+		return
+	}
+	m.steps++
+	asst := messages.MessageID(fmt.Sprint("msg_step", m.steps))
+	if _, err := m.st.Append(mctx, ms.id, &messages.StepStarted{SessionID: ms.id, AssistantMessageID: asst, Agent: "build", Attempt: 1}); err != nil {
+		m.t.Fatalf("start step %s: %v", asst, err)
+	}
+	ms.events = append(ms.events, "session.step.started.1")
+	ms.messages = append(ms.messages, modelMessage{id: asst, seq: seq, role: "assistant"})
+	ms.open = asst
+}
+
+func (m *model) wantType(err error, typ messages.ErrorType, what string) {
+	m.t.Helper()
+	if got := messages.TypeOf(err); err == nil || got != typ {
+		m.t.Fatalf("%s: error %v (%s), want %s", what, err, got, typ)
+	}
+}
+
+func (m *model) checkAll() {
+	list, err := m.st.List(mctx)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	ids := make([]messages.SessionID, len(list))
+	for i, s := range list {
+		ids[i] = s.ID
+	}
+	if !slices.Equal(ids, m.order) {
+		m.t.Fatalf("List %v, want %v", ids, m.order)
+	}
+	for _, sid := range m.order {
+		m.checkSession(m.sessions[sid])
+	}
+	for id, in := range m.inputs {
+		got, err := m.st.Input(mctx, id)
+		if err != nil {
+			m.t.Fatalf("input %s: %v", id, err)
+		}
+		r := got.Receipt()
+		if in.kind == persistence.InputCompaction {
+			r = persistence.Admitted{ID: got.ID, SessionID: got.SessionID, AdmittedSeq: got.AdmittedSeq}
+		}
+		if got.Kind != in.kind || !reflect.DeepEqual(r, in.receipt) || (got.PromotedSeq == nil) != (in.promoted < 0) || (got.PromotedSeq != nil && *got.PromotedSeq != in.promoted) {
+			m.t.Fatalf("input %s: %+v, want %+v promoted at %d", id, got, in.receipt, in.promoted)
+		}
+	}
+}
+
+// checkSession compares one Session's reads with the model: its record,
+// watermark, history (whole and from a random cursor, in pages), pending
+// inputs and messages.
+func (m *model) checkSession(ms *modelSession) {
+	last := int64(len(ms.events) - 1)
+	s, err := m.st.Get(mctx, ms.id)
+	if err != nil || s.LastSeq != last {
+		m.t.Fatalf("get %s: lastSeq %d (%v), want %d", ms.id, s.LastSeq, err, last)
+	}
+	if w, err := m.st.Watermark(mctx, ms.id); err != nil || w != last {
+		m.t.Fatalf("watermark %s: %d (%v), want %d", ms.id, w, err, last)
+	}
+	for _, after := range []int64{-1, m.rng.Int64N(last + 2)} {
+		var got []string
+		limit := 1 + m.rng.IntN(9)
+		for cur := after; ; {
+			p, err := m.st.History(mctx, ms.id, persistence.Query{After: cur, Limit: limit})
+			if err != nil {
+				m.t.Fatalf("history %s after %d: %v", ms.id, cur, err)
+			}
+			for _, ev := range p.Data {
+				if ev.Seq() != cur+1 {
+					m.t.Fatalf("history %s: seq %d after %d", ms.id, ev.Seq(), cur)
+				}
+				cur = ev.Seq()
+				got = append(got, ev.Type)
+			}
+			if !p.HasMore {
+				break
+			}
+			if len(p.Data) == 0 {
+				m.t.Fatalf("history %s after %d: hasMore with no events", ms.id, cur)
+			}
+		}
+		if want := ms.events[min(after+1, last+1):]; !slices.Equal(got, want) {
+			m.t.Fatalf("history %s after %d: %v, want %v", ms.id, after, got, want)
+		}
+	}
+	// The log from a random cursor: its events, then one marker at the
+	// watermark.
+	after := m.rng.Int64N(last+2) - 1
+	var got []string
+	synced := 0
+	for it, err := range m.st.Log(mctx, ms.id, after, false) {
+		switch {
+		case err != nil:
+			m.t.Fatalf("log %s after %d: %v", ms.id, after, err)
+		case it.Synced != nil:
+			synced++
+			if it.Synced.Seq == nil || *it.Synced.Seq != last {
+				m.t.Fatalf("log %s after %d: marker %+v, want seq %d", ms.id, after, it.Synced, last)
+			}
+		case synced > 0:
+			m.t.Fatalf("log %s after %d: an event after the marker", ms.id, after)
+		default:
+			got = append(got, it.Event.Type)
+		}
+	}
+	if want := ms.events[after+1:]; synced != 1 || !slices.Equal(got, want) {
+		m.t.Fatalf("log %s after %d: %v and %d markers, want %v", ms.id, after, got, synced, want)
+	}
+	pend, err := m.st.Pending(mctx, ms.id)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	pids := make([]messages.MessageID, len(pend))
+	for i, in := range pend {
+		pids[i] = in.ID
+	}
+	if !slices.Equal(pids, ms.pending) {
+		m.t.Fatalf("pending %s: %v, want %v", ms.id, pids, ms.pending)
+	}
+	var msgs []modelMessage
+	for cur := int64(-1); ; {
+		p, err := m.st.Messages(mctx, ms.id, persistence.Query{After: cur})
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		for _, msg := range p.Data {
+			msgs = append(msgs, modelMessage{id: msg.ID, seq: msg.Seq, role: msg.Role})
+			cur = msg.Seq
+		}
+		if !p.HasMore {
+			break
+		}
+	}
+	if !slices.Equal(msgs, ms.messages) {
+		m.t.Fatalf("messages %s: %v, want %v", ms.id, msgs, ms.messages)
+	}
+}
