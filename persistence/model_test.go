@@ -17,7 +17,7 @@ import (
 )
 
 var (
-	modelRounds = flag.Int("model.rounds", 6, "TestStoreAgainstModel: random runs (seeds seed, seed+1, ...)")
+	modelRounds = flag.Int("model.rounds", 4, "TestStoreAgainstModel: random runs (seeds seed, seed+1, ...)")
 	modelOps    = flag.Int("model.ops", 600, "TestStoreAgainstModel: operations per run")
 	modelSeed   = flag.Uint64("model.seed", 20261207, "TestStoreAgainstModel: first seed")
 )
