@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
@@ -24,8 +25,9 @@ var (
 
 // TestStoreAgainstModel drives the store with random operations (Session
 // creation with supplied and generated IDs, admissions with exact retries
-// and conflicting reuse, promotions, steps, reopening) and checks every
-// answer and every read against a plain model of the contract. The log is
+// and conflicting reuse, promotions, steps, manual compaction barriers,
+// instruction entries written and deleted, approvals, reopening) and
+// checks every answer and every read against a plain model of the contract. The log is
 // flushed every few kilobytes, so reads merge the memtables with bbolt at
 // every stage of a flush, and reopening recovers from the log.
 func TestStoreAgainstModel(t *testing.T) {
@@ -55,6 +57,7 @@ type modelSession struct {
 	// started (stale: before the store last opened).
 	queued, running messages.MessageID
 	stale           bool
+	entries         map[string]string
 }
 
 type modelMessage struct {
@@ -72,6 +75,7 @@ type model struct {
 	order    []messages.SessionID
 	inputs   map[messages.MessageID]*modelInput
 	steps    int
+	approved map[string]map[string][]string // project -> permission -> sorted patterns
 	now      time.Time
 	flushes  atomic.Int64
 }
@@ -79,7 +83,7 @@ type model struct {
 func runModel(t *testing.T, seed uint64, ops int) {
 	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, 36)), path: filepath.Join(t.TempDir(), "model.db"),
 		sessions: map[messages.SessionID]*modelSession{}, inputs: map[messages.MessageID]*modelInput{},
-		now: time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)}
+		approved: map[string]map[string][]string{}, now: time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)}
 	m.open()
 	defer func() { _ = m.st.Close() }()
 	m.create()
@@ -93,8 +97,10 @@ func runModel(t *testing.T, seed uint64, ops int) {
 			m.promote()
 		case n < 65:
 			m.compaction()
-		case n < 82:
+		case n < 76:
 			m.step()
+		case n < 82:
+			m.entry()
 		case n < 97:
 			m.checkSession(m.pick())
 		default:
@@ -156,7 +162,7 @@ func (m *model) create() {
 	case created == known:
 		m.t.Fatalf("create %q: created %v, known to the model %v", s.ID, created, known)
 	case created:
-		m.sessions[s.ID] = &modelSession{id: s.ID, events: []string{"session.created.1"}}
+		m.sessions[s.ID] = &modelSession{id: s.ID, events: []string{"session.created.1"}, entries: map[string]string{}}
 		m.order = append(m.order, s.ID)
 	}
 	if want := int64(len(m.sessions[s.ID].events) - 1); s.LastSeq != want {
@@ -324,6 +330,46 @@ func (m *model) step() {
 	ms.open = asst
 }
 
+// entry puts or deletes an instruction entry, or saves an approval: keys
+// written, deleted and written again, across flushes.
+func (m *model) entry() {
+	ms := m.pick()
+	key := fmt.Sprint("k", m.rng.IntN(4))
+	switch m.rng.IntN(4) {
+	case 0, 1:
+		v := []string{"", "x", "a longer value"}[m.rng.IntN(3)]
+		if err := m.st.PutEntry(mctx, ms.id, key, v); err != nil {
+			m.t.Fatalf("put entry %s/%s: %v", ms.id, key, err)
+		}
+		ms.entries[key] = v
+	case 2:
+		err := m.st.DeleteEntry(mctx, ms.id, key)
+		if _, ok := ms.entries[key]; !ok {
+			m.wantType(err, messages.ErrNotFound, fmt.Sprintf("delete of missing entry %s/%s", ms.id, key))
+			return
+		}
+		if err != nil {
+			m.t.Fatalf("delete entry %s/%s: %v", ms.id, key, err)
+		}
+		delete(ms.entries, key)
+	case 3:
+		project, perm := fmt.Sprint("/p", m.rng.IntN(3)), []string{"bash", "edit"}[m.rng.IntN(2)]
+		pats := []string{fmt.Sprint("git ", m.rng.IntN(4)), fmt.Sprint("ls ", m.rng.IntN(4))}[:1+m.rng.IntN(2)]
+		if err := m.st.SaveApproval(mctx, project, perm, pats); err != nil {
+			m.t.Fatalf("save approval: %v", err)
+		}
+		if m.approved[project] == nil {
+			m.approved[project] = map[string][]string{}
+		}
+		for _, p := range pats {
+			if !slices.Contains(m.approved[project][perm], p) {
+				m.approved[project][perm] = append(m.approved[project][perm], p)
+				slices.Sort(m.approved[project][perm])
+			}
+		}
+	}
+}
+
 func (m *model) wantType(err error, typ messages.ErrorType, what string) {
 	m.t.Helper()
 	if got := messages.TypeOf(err); err == nil || got != typ {
@@ -345,6 +391,26 @@ func (m *model) checkAll() {
 	}
 	for _, sid := range m.order {
 		m.checkSession(m.sessions[sid])
+	}
+	for _, project := range []string{"/p0", "/p1", "/p2"} {
+		got, err := m.st.Approvals(mctx, project)
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		want := m.approved[project]
+		if want == nil {
+			want = map[string][]string{}
+		}
+		if !reflect.DeepEqual(got, want) {
+			m.t.Fatalf("approvals of %s: %v, want %v", project, got, want)
+		}
+		for perm, pats := range want {
+			for _, p := range pats {
+				if ok, err := m.st.Approved(mctx, project, perm, p); err != nil || !ok {
+					m.t.Fatalf("approved %s %s %s: %v (%v)", project, perm, p, ok, err)
+				}
+			}
+		}
 	}
 	for id, in := range m.inputs {
 		got, err := m.st.Input(mctx, id)
@@ -432,6 +498,10 @@ func (m *model) checkSession(ms *modelSession) {
 	}
 	if !slices.Equal(pids, ms.pending) {
 		m.t.Fatalf("pending %s: %v, want %v", ms.id, pids, ms.pending)
+	}
+	entries, err := m.st.Entries(mctx, ms.id)
+	if err != nil || !maps.Equal(entries, ms.entries) {
+		m.t.Fatalf("entries %s: %v (%v), want %v", ms.id, entries, err, ms.entries)
 	}
 	var msgs []modelMessage
 	for cur := int64(-1); ; {
