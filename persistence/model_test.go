@@ -78,6 +78,13 @@ type model struct {
 	approved map[string]map[string][]string // project -> permission -> sorted patterns
 	now      time.Time
 	flushes  atomic.Int64
+	op       int // the operation running, for failure messages
+}
+
+// fatalf fails the run, naming the operation that failed.
+func (m *model) fatalf(format string, args ...any) {
+	m.t.Helper()
+	m.t.Fatalf("operation %d: %s", m.op, fmt.Sprintf(format, args...))
 }
 
 func runModel(t *testing.T, seed uint64, ops int) {
@@ -88,6 +95,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	defer func() { _ = m.st.Close() }()
 	m.create()
 	for i := range ops {
+		m.op = i
 		switch n := m.rng.IntN(100); {
 		case n < 8:
 			m.create()
@@ -106,10 +114,8 @@ func runModel(t *testing.T, seed uint64, ops int) {
 		default:
 			m.reopen()
 		}
-		if t.Failed() {
-			t.Fatalf("seed %d: failed at operation %d", seed, i)
-		}
 	}
+	m.op = ops
 	m.checkAll()
 	m.reopen()
 	// The reads merged the memtables with bbolt only if flushes ran.
@@ -127,7 +133,7 @@ func (m *model) open() {
 	st, err := persistence.Open(m.path, persistence.Options{NoSync: true, FlushBytes: 4 << 10, PageSize: 7, Clock: m.clock,
 		OnFlush: func(int, time.Duration) { m.flushes.Add(1) }})
 	if err != nil {
-		m.t.Fatal(err)
+		m.fatalf("%v", err)
 	}
 	m.st = st
 }
@@ -135,7 +141,7 @@ func (m *model) open() {
 // reopen closes the store and opens it again, then checks everything.
 func (m *model) reopen() {
 	if err := m.st.Close(); err != nil {
-		m.t.Fatal(err)
+		m.fatalf("%v", err)
 	}
 	m.open()
 	for _, ms := range m.sessions {
@@ -153,20 +159,20 @@ func (m *model) create() {
 	}
 	s, created, err := m.st.CreateSession(mctx, persistence.CreateSession{ID: id, Location: messages.Location{Directory: "/tmp/model"}})
 	if err != nil {
-		m.t.Fatalf("create %q: %v", id, err)
+		m.fatalf("create %q: %v", id, err)
 	}
 	_, known := m.sessions[s.ID]
 	switch {
 	case id != "" && s.ID != id:
-		m.t.Fatalf("create %q made %q", id, s.ID)
+		m.fatalf("create %q made %q", id, s.ID)
 	case created == known:
-		m.t.Fatalf("create %q: created %v, known to the model %v", s.ID, created, known)
+		m.fatalf("create %q: created %v, known to the model %v", s.ID, created, known)
 	case created:
 		m.sessions[s.ID] = &modelSession{id: s.ID, events: []string{"session.created.1"}, entries: map[string]string{}}
 		m.order = append(m.order, s.ID)
 	}
 	if want := int64(len(m.sessions[s.ID].events) - 1); s.LastSeq != want {
-		m.t.Fatalf("create %q: lastSeq %d, want %d", s.ID, s.LastSeq, want)
+		m.fatalf("create %q: lastSeq %d, want %d", s.ID, s.LastSeq, want)
 	}
 }
 
@@ -199,16 +205,16 @@ func (m *model) admit() {
 			return
 		}
 		if err != nil || created || !reflect.DeepEqual(got, r) {
-			m.t.Fatalf("exact retry of %s: %+v created=%v err=%v, want %+v", req.ID, got, created, err, r)
+			m.fatalf("exact retry of %s: %+v created=%v err=%v, want %+v", req.ID, got, created, err, r)
 		}
 		return
 	}
 	if err != nil || !created {
-		m.t.Fatalf("admit %+v: created=%v err=%v", req, created, err)
+		m.fatalf("admit %+v: created=%v err=%v", req, created, err)
 	}
 	seq := int64(len(ms.events))
 	if (req.ID != "" && got.ID != req.ID) || got.SessionID != sid || got.AdmittedSeq != seq || got.Delivery != delivery || got.Prompt.Text != req.Prompt.Text {
-		m.t.Fatalf("admit %+v: receipt %+v, want seq %d", req, got, seq)
+		m.fatalf("admit %+v: receipt %+v, want seq %d", req, got, seq)
 	}
 	ms.events = append(ms.events, "session.prompt.admitted.1")
 	ms.pending = append(ms.pending, got.ID)
@@ -223,7 +229,7 @@ func (m *model) compaction() {
 	case n == 0:
 		in, created, err := m.st.AdmitCompaction(mctx, ms.id)
 		if err != nil {
-			m.t.Fatalf("compaction of %s: %v", ms.id, err)
+			m.fatalf("compaction of %s: %v", ms.id, err)
 		}
 		// A request joins the queued barrier, else the running one of
 		// this process; a barrier whose process stopped takes no more.
@@ -233,12 +239,12 @@ func (m *model) compaction() {
 		}
 		if join != "" {
 			if created || in.ID != join {
-				m.t.Fatalf("compaction of %s: %s created=%v, want %s", ms.id, in.ID, created, join)
+				m.fatalf("compaction of %s: %s created=%v, want %s", ms.id, in.ID, created, join)
 			}
 			return
 		}
 		if !created || in.Kind != persistence.InputCompaction || in.AdmittedSeq != seq {
-			m.t.Fatalf("compaction of %s: %+v created=%v, want a new barrier at %d", ms.id, in, created, seq)
+			m.fatalf("compaction of %s: %+v created=%v, want a new barrier at %d", ms.id, in, created, seq)
 		}
 		ms.queued = in.ID
 		ms.events = append(ms.events, "session.compaction.admitted.1")
@@ -255,7 +261,7 @@ func (m *model) compaction() {
 			typ = "session.compaction.failed.1"
 		}
 		if _, err := m.st.Append(mctx, ms.id, p); err != nil {
-			m.t.Fatalf("settle compaction %s: %v", id, err)
+			m.fatalf("settle compaction %s: %v", id, err)
 		}
 		ms.events = append(ms.events, typ)
 		ms.pending = slices.DeleteFunc(ms.pending, func(p messages.MessageID) bool { return p == id })
@@ -264,7 +270,7 @@ func (m *model) compaction() {
 	case ms.queued != "":
 		id := ms.queued
 		if _, err := m.st.Append(mctx, ms.id, &messages.CompactionStarted{SessionID: ms.id, Reason: messages.CompactionManual, InputID: id}); err != nil {
-			m.t.Fatalf("start compaction %s: %v", id, err)
+			m.fatalf("start compaction %s: %v", id, err)
 		}
 		ms.events = append(ms.events, "session.compaction.started.1")
 		ms.queued, ms.running = "", id
@@ -297,11 +303,11 @@ func (m *model) promote() {
 		m.wantType(err, messages.ErrInputPromoted, fmt.Sprintf("second promotion of %s", id))
 		return
 	case err != nil:
-		m.t.Fatalf("promote %s: %v", id, err)
+		m.fatalf("promote %s: %v", id, err)
 	}
 	seq := int64(len(ms.events))
 	if len(evs) != 1 || evs[0].Seq() != seq {
-		m.t.Fatalf("promote %s: %d events, seq %d, want %d", id, len(evs), evs[0].Seq(), seq)
+		m.fatalf("promote %s: %d events, seq %d, want %d", id, len(evs), evs[0].Seq(), seq)
 	}
 	in.promoted = seq
 	ms.events = append(ms.events, "session.prompt.promoted.1")
@@ -314,7 +320,7 @@ func (m *model) step() {
 	seq := int64(len(ms.events))
 	if ms.open != "" {
 		if _, err := m.st.Append(mctx, ms.id, &messages.StepEnded{SessionID: ms.id, AssistantMessageID: ms.open, Finish: "stop"}); err != nil {
-			m.t.Fatalf("end step %s: %v", ms.open, err)
+			m.fatalf("end step %s: %v", ms.open, err)
 		}
 		ms.events = append(ms.events, "session.step.ended.1")
 		ms.open = ""
@@ -323,7 +329,7 @@ func (m *model) step() {
 	m.steps++
 	asst := messages.MessageID(fmt.Sprint("msg_step", m.steps))
 	if _, err := m.st.Append(mctx, ms.id, &messages.StepStarted{SessionID: ms.id, AssistantMessageID: asst, Agent: "build", Attempt: 1}); err != nil {
-		m.t.Fatalf("start step %s: %v", asst, err)
+		m.fatalf("start step %s: %v", asst, err)
 	}
 	ms.events = append(ms.events, "session.step.started.1")
 	ms.messages = append(ms.messages, modelMessage{id: asst, seq: seq, role: "assistant"})
@@ -339,7 +345,7 @@ func (m *model) entry() {
 	case 0, 1:
 		v := []string{"", "x", "a longer value"}[m.rng.IntN(3)]
 		if err := m.st.PutEntry(mctx, ms.id, key, v); err != nil {
-			m.t.Fatalf("put entry %s/%s: %v", ms.id, key, err)
+			m.fatalf("put entry %s/%s: %v", ms.id, key, err)
 		}
 		ms.entries[key] = v
 	case 2:
@@ -349,14 +355,14 @@ func (m *model) entry() {
 			return
 		}
 		if err != nil {
-			m.t.Fatalf("delete entry %s/%s: %v", ms.id, key, err)
+			m.fatalf("delete entry %s/%s: %v", ms.id, key, err)
 		}
 		delete(ms.entries, key)
 	case 3:
 		project, perm := fmt.Sprint("/p", m.rng.IntN(3)), []string{"bash", "edit"}[m.rng.IntN(2)]
 		pats := []string{fmt.Sprint("git ", m.rng.IntN(4)), fmt.Sprint("ls ", m.rng.IntN(4))}[:1+m.rng.IntN(2)]
 		if err := m.st.SaveApproval(mctx, project, perm, pats); err != nil {
-			m.t.Fatalf("save approval: %v", err)
+			m.fatalf("save approval: %v", err)
 		}
 		if m.approved[project] == nil {
 			m.approved[project] = map[string][]string{}
@@ -373,21 +379,21 @@ func (m *model) entry() {
 func (m *model) wantType(err error, typ messages.ErrorType, what string) {
 	m.t.Helper()
 	if got := messages.TypeOf(err); err == nil || got != typ {
-		m.t.Fatalf("%s: error %v (%s), want %s", what, err, got, typ)
+		m.fatalf("%s: error %v (%s), want %s", what, err, got, typ)
 	}
 }
 
 func (m *model) checkAll() {
 	list, err := m.st.List(mctx)
 	if err != nil {
-		m.t.Fatal(err)
+		m.fatalf("%v", err)
 	}
 	ids := make([]messages.SessionID, len(list))
 	for i, s := range list {
 		ids[i] = s.ID
 	}
 	if !slices.Equal(ids, m.order) {
-		m.t.Fatalf("List %v, want %v", ids, m.order)
+		m.fatalf("List %v, want %v", ids, m.order)
 	}
 	for _, sid := range m.order {
 		m.checkSession(m.sessions[sid])
@@ -395,19 +401,19 @@ func (m *model) checkAll() {
 	for _, project := range []string{"/p0", "/p1", "/p2"} {
 		got, err := m.st.Approvals(mctx, project)
 		if err != nil {
-			m.t.Fatal(err)
+			m.fatalf("%v", err)
 		}
 		want := m.approved[project]
 		if want == nil {
 			want = map[string][]string{}
 		}
 		if !reflect.DeepEqual(got, want) {
-			m.t.Fatalf("approvals of %s: %v, want %v", project, got, want)
+			m.fatalf("approvals of %s: %v, want %v", project, got, want)
 		}
 		for perm, pats := range want {
 			for _, p := range pats {
 				if ok, err := m.st.Approved(mctx, project, perm, p); err != nil || !ok {
-					m.t.Fatalf("approved %s %s %s: %v (%v)", project, perm, p, ok, err)
+					m.fatalf("approved %s %s %s: %v (%v)", project, perm, p, ok, err)
 				}
 			}
 		}
@@ -415,14 +421,14 @@ func (m *model) checkAll() {
 	for id, in := range m.inputs {
 		got, err := m.st.Input(mctx, id)
 		if err != nil {
-			m.t.Fatalf("input %s: %v", id, err)
+			m.fatalf("input %s: %v", id, err)
 		}
 		r := got.Receipt()
 		if in.kind == persistence.InputCompaction {
 			r = persistence.Admitted{ID: got.ID, SessionID: got.SessionID, AdmittedSeq: got.AdmittedSeq}
 		}
 		if got.Kind != in.kind || !reflect.DeepEqual(r, in.receipt) || (got.PromotedSeq == nil) != (in.promoted < 0) || (got.PromotedSeq != nil && *got.PromotedSeq != in.promoted) {
-			m.t.Fatalf("input %s: %+v, want %+v promoted at %d", id, got, in.receipt, in.promoted)
+			m.fatalf("input %s: %+v, want %+v promoted at %d", id, got, in.receipt, in.promoted)
 		}
 	}
 }
@@ -434,10 +440,10 @@ func (m *model) checkSession(ms *modelSession) {
 	last := int64(len(ms.events) - 1)
 	s, err := m.st.Get(mctx, ms.id)
 	if err != nil || s.LastSeq != last {
-		m.t.Fatalf("get %s: lastSeq %d (%v), want %d", ms.id, s.LastSeq, err, last)
+		m.fatalf("get %s: lastSeq %d (%v), want %d", ms.id, s.LastSeq, err, last)
 	}
 	if w, err := m.st.Watermark(mctx, ms.id); err != nil || w != last {
-		m.t.Fatalf("watermark %s: %d (%v), want %d", ms.id, w, err, last)
+		m.fatalf("watermark %s: %d (%v), want %d", ms.id, w, err, last)
 	}
 	for _, after := range []int64{-1, m.rng.Int64N(last + 2)} {
 		var got []string
@@ -445,11 +451,11 @@ func (m *model) checkSession(ms *modelSession) {
 		for cur := after; ; {
 			p, err := m.st.History(mctx, ms.id, persistence.Query{After: cur, Limit: limit})
 			if err != nil {
-				m.t.Fatalf("history %s after %d: %v", ms.id, cur, err)
+				m.fatalf("history %s after %d: %v", ms.id, cur, err)
 			}
 			for _, ev := range p.Data {
 				if ev.Seq() != cur+1 {
-					m.t.Fatalf("history %s: seq %d after %d", ms.id, ev.Seq(), cur)
+					m.fatalf("history %s: seq %d after %d", ms.id, ev.Seq(), cur)
 				}
 				cur = ev.Seq()
 				got = append(got, ev.Type)
@@ -458,11 +464,11 @@ func (m *model) checkSession(ms *modelSession) {
 				break
 			}
 			if len(p.Data) == 0 {
-				m.t.Fatalf("history %s after %d: hasMore with no events", ms.id, cur)
+				m.fatalf("history %s after %d: hasMore with no events", ms.id, cur)
 			}
 		}
 		if want := ms.events[min(after+1, last+1):]; !slices.Equal(got, want) {
-			m.t.Fatalf("history %s after %d: %v, want %v", ms.id, after, got, want)
+			m.fatalf("history %s after %d: %v, want %v", ms.id, after, got, want)
 		}
 	}
 	// The log from a random cursor: its events, then one marker at the
@@ -473,41 +479,41 @@ func (m *model) checkSession(ms *modelSession) {
 	for it, err := range m.st.Log(mctx, ms.id, after, false) {
 		switch {
 		case err != nil:
-			m.t.Fatalf("log %s after %d: %v", ms.id, after, err)
+			m.fatalf("log %s after %d: %v", ms.id, after, err)
 		case it.Synced != nil:
 			synced++
 			if it.Synced.Seq == nil || *it.Synced.Seq != last {
-				m.t.Fatalf("log %s after %d: marker %+v, want seq %d", ms.id, after, it.Synced, last)
+				m.fatalf("log %s after %d: marker %+v, want seq %d", ms.id, after, it.Synced, last)
 			}
 		case synced > 0:
-			m.t.Fatalf("log %s after %d: an event after the marker", ms.id, after)
+			m.fatalf("log %s after %d: an event after the marker", ms.id, after)
 		default:
 			got = append(got, it.Event.Type)
 		}
 	}
 	if want := ms.events[after+1:]; synced != 1 || !slices.Equal(got, want) {
-		m.t.Fatalf("log %s after %d: %v and %d markers, want %v", ms.id, after, got, synced, want)
+		m.fatalf("log %s after %d: %v and %d markers, want %v", ms.id, after, got, synced, want)
 	}
 	pend, err := m.st.Pending(mctx, ms.id)
 	if err != nil {
-		m.t.Fatal(err)
+		m.fatalf("%v", err)
 	}
 	pids := make([]messages.MessageID, len(pend))
 	for i, in := range pend {
 		pids[i] = in.ID
 	}
 	if !slices.Equal(pids, ms.pending) {
-		m.t.Fatalf("pending %s: %v, want %v", ms.id, pids, ms.pending)
+		m.fatalf("pending %s: %v, want %v", ms.id, pids, ms.pending)
 	}
 	entries, err := m.st.Entries(mctx, ms.id)
 	if err != nil || !maps.Equal(entries, ms.entries) {
-		m.t.Fatalf("entries %s: %v (%v), want %v", ms.id, entries, err, ms.entries)
+		m.fatalf("entries %s: %v (%v), want %v", ms.id, entries, err, ms.entries)
 	}
 	var msgs []modelMessage
 	for cur := int64(-1); ; {
 		p, err := m.st.Messages(mctx, ms.id, persistence.Query{After: cur})
 		if err != nil {
-			m.t.Fatal(err)
+			m.fatalf("%v", err)
 		}
 		for _, msg := range p.Data {
 			msgs = append(msgs, modelMessage{id: msg.ID, seq: msg.Seq, role: msg.Role})
@@ -518,6 +524,6 @@ func (m *model) checkSession(ms *modelSession) {
 		}
 	}
 	if !slices.Equal(msgs, ms.messages) {
-		m.t.Fatalf("messages %s: %v, want %v", ms.id, msgs, ms.messages)
+		m.fatalf("messages %s: %v, want %v", ms.id, msgs, ms.messages)
 	}
 }
