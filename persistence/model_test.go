@@ -76,7 +76,7 @@ type model struct {
 	inputs   map[messages.MessageID]*modelInput
 	steps    int
 	approved map[string]map[string][]string // project -> permission -> sorted patterns
-	now      time.Time
+	now      atomic.Int64                   // the clock, in Unix milliseconds
 	flushes  atomic.Int64
 	op       int // the operation running, for failure messages
 }
@@ -90,7 +90,8 @@ func (m *model) fatalf(format string, args ...any) {
 func runModel(t *testing.T, seed uint64, ops int) {
 	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, 36)), path: filepath.Join(t.TempDir(), "model.db"),
 		sessions: map[messages.SessionID]*modelSession{}, inputs: map[messages.MessageID]*modelInput{},
-		approved: map[string]map[string][]string{}, now: time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)}
+		approved: map[string]map[string][]string{}}
+	m.now.Store(time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC).UnixMilli())
 	m.open()
 	defer func() { _ = m.st.Close() }()
 	m.create()
@@ -124,9 +125,10 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	}
 }
 
+// clock advances a millisecond a reading, so creation times never tie. The
+// store may read it from its own goroutines.
 func (m *model) clock() time.Time {
-	m.now = m.now.Add(time.Millisecond)
-	return m.now
+	return time.UnixMilli(m.now.Add(1)).UTC()
 }
 
 func (m *model) open() {
