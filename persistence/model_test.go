@@ -8,7 +8,9 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,10 +28,13 @@ var (
 // TestStoreAgainstModel drives the store with random operations (Session
 // creation with supplied and generated IDs, admissions with exact retries
 // and conflicting reuse, promotions, steps, manual compaction barriers,
-// instruction entries written and deleted, approvals, reopening) and
-// checks every answer and every read against a plain model of the contract. The log is
-// flushed every few kilobytes, so reads merge the memtables with bbolt at
-// every stage of a flush, and reopening recovers from the log.
+// instruction entries written and deleted, approvals) and checks every
+// answer and every read against a plain model of the contract. Three
+// workers run at once, each on Sessions, IDs and projects of its own, so
+// their operations share group commits (and a batch reruns the others'
+// when one fails); between phases the store is reopened at random. The
+// log is flushed every few kilobytes, so reads merge the memtables with
+// bbolt at every stage of a flush, and reopening recovers from the log.
 func TestStoreAgainstModel(t *testing.T) {
 	for r := range *modelRounds {
 		seed := *modelSeed + uint64(r)
@@ -66,37 +71,85 @@ type modelMessage struct {
 	role string
 }
 
+// modelStore is the store under test, shared by the workers.
+type modelStore struct {
+	t       *testing.T
+	path    string
+	noSync  bool
+	st      *persistence.Bolt
+	now     atomic.Int64 // the clock, in Unix milliseconds
+	flushes atomic.Int64
+}
+
+// model is one worker: its random source and the model of its Sessions,
+// inputs and approvals.
 type model struct {
-	t        *testing.T
+	*modelStore
+	name     string // in every ID and project it makes
 	rng      *rand.Rand
-	path     string
-	st       *persistence.Bolt
 	sessions map[messages.SessionID]*modelSession
 	order    []messages.SessionID
 	inputs   map[messages.MessageID]*modelInput
 	steps    int
 	approved map[string]map[string][]string // project -> permission -> sorted patterns
-	now      atomic.Int64                   // the clock, in Unix milliseconds
-	flushes  atomic.Int64
-	op       int // the operation running, for failure messages
+	op       int                            // the operation running, for failure messages
 }
 
-// fatalf fails the run, naming the operation that failed.
+// fatalf fails the run, naming the worker and the operation that failed,
+// and ends the goroutine (a worker's or the test's).
 func (m *model) fatalf(format string, args ...any) {
 	m.t.Helper()
-	m.t.Fatalf("operation %d: %s", m.op, fmt.Sprintf(format, args...))
+	m.t.Errorf("%s, operation %d: %s", m.name, m.op, fmt.Sprintf(format, args...))
+	runtime.Goexit()
 }
 
+const modelWorkers = 3
+
 func runModel(t *testing.T, seed uint64, ops int) {
-	m := &model{t: t, rng: rand.New(rand.NewPCG(seed, 36)), path: filepath.Join(t.TempDir(), "model.db"),
-		sessions: map[messages.SessionID]*modelSession{}, inputs: map[messages.MessageID]*modelInput{},
-		approved: map[string]map[string][]string{}}
-	m.now.Store(time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC).UnixMilli())
-	m.open()
-	defer func() { _ = m.st.Close() }()
-	m.create()
-	for i := range ops {
-		m.op = i
+	// With fsync, commits wait for the disk and more operations share one
+	// (a quarter of them, against a fiftieth without).
+	ms := &modelStore{t: t, path: filepath.Join(t.TempDir(), "model.db"), noSync: seed%2 == 0}
+	ms.now.Store(time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC).UnixMilli())
+	ms.open()
+	defer func() { _ = ms.st.Close() }()
+	rng := rand.New(rand.NewPCG(seed, 36))
+	workers := make([]*model, modelWorkers)
+	for i := range workers {
+		workers[i] = &model{modelStore: ms, name: fmt.Sprint("w", i), rng: rand.New(rand.NewPCG(seed, uint64(i))),
+			sessions: map[messages.SessionID]*modelSession{}, inputs: map[messages.MessageID]*modelInput{},
+			approved: map[string]map[string][]string{}}
+	}
+	const phase = 100
+	for done := 0; done < ops; done += phase {
+		var wg sync.WaitGroup
+		for _, m := range workers {
+			wg.Go(func() { m.run(done, min(ops, done+phase)) })
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		if rng.IntN(3) == 0 {
+			ms.reopen(workers)
+		} else {
+			for _, m := range workers {
+				m.checkAll()
+			}
+		}
+	}
+	ms.reopen(workers)
+	// The reads merged the memtables with bbolt only if flushes ran.
+	if n := ms.flushes.Load(); ops >= 300 && n < 3 {
+		t.Fatalf("seed %d: %d flushes in %d operations", seed, n, ops)
+	}
+}
+
+// run does operations from up to to of the worker's run.
+func (m *model) run(from, to int) {
+	if len(m.order) == 0 {
+		m.create()
+	}
+	for m.op = from; m.op < to; m.op++ {
 		switch n := m.rng.IntN(100); {
 		case n < 8:
 			m.create()
@@ -110,46 +163,40 @@ func runModel(t *testing.T, seed uint64, ops int) {
 			m.step()
 		case n < 82:
 			m.entry()
-		case n < 97:
-			m.checkSession(m.pick())
 		default:
-			m.reopen()
+			m.checkSession(m.pick())
 		}
-	}
-	m.op = ops
-	m.checkAll()
-	m.reopen()
-	// The reads merged the memtables with bbolt only if flushes ran.
-	if n := m.flushes.Load(); ops >= 300 && n < 3 {
-		t.Fatalf("seed %d: %d flushes in %d operations", seed, n, ops)
 	}
 }
 
 // clock advances a millisecond a reading, so creation times never tie. The
 // store may read it from its own goroutines.
-func (m *model) clock() time.Time {
+func (m *modelStore) clock() time.Time {
 	return time.UnixMilli(m.now.Add(1)).UTC()
 }
 
-func (m *model) open() {
-	st, err := persistence.Open(m.path, persistence.Options{NoSync: true, FlushBytes: 4 << 10, PageSize: 7, Clock: m.clock,
+func (m *modelStore) open() {
+	st, err := persistence.Open(m.path, persistence.Options{NoSync: m.noSync, FlushBytes: 4 << 10, PageSize: 7, Clock: m.clock,
 		OnFlush: func(int, time.Duration) { m.flushes.Add(1) }})
 	if err != nil {
-		m.fatalf("%v", err)
+		m.t.Fatal(err)
 	}
 	m.st = st
 }
 
-// reopen closes the store and opens it again, then checks everything.
-func (m *model) reopen() {
+// reopen closes the store and opens it again, then checks every worker's
+// model.
+func (m *modelStore) reopen(workers []*model) {
 	if err := m.st.Close(); err != nil {
-		m.fatalf("%v", err)
+		m.t.Fatal(err)
 	}
 	m.open()
-	for _, ms := range m.sessions {
-		ms.stale = ms.running != ""
+	for _, w := range workers {
+		for _, ms := range w.sessions {
+			ms.stale = ms.running != ""
+		}
+		w.checkAll()
 	}
-	m.checkAll()
 }
 
 func (m *model) pick() *modelSession { return m.sessions[m.order[m.rng.IntN(len(m.order))]] }
@@ -157,7 +204,7 @@ func (m *model) pick() *modelSession { return m.sessions[m.order[m.rng.IntN(len(
 func (m *model) create() {
 	var id messages.SessionID
 	if m.rng.IntN(2) == 0 {
-		id = messages.SessionID(fmt.Sprint("ses_model", m.rng.IntN(5)))
+		id = messages.SessionID(fmt.Sprint("ses_", m.name, "model", m.rng.IntN(5)))
 	}
 	s, created, err := m.st.CreateSession(mctx, persistence.CreateSession{ID: id, Location: messages.Location{Directory: "/tmp/model"}})
 	if err != nil {
@@ -189,7 +236,7 @@ func (m *model) admit() {
 	req := persistence.Admission{SessionID: sid, Prompt: messages.Prompt{Text: modelTexts[m.rng.IntN(len(modelTexts))]},
 		Delivery: []messages.Delivery{"", messages.Steer, messages.Queue}[m.rng.IntN(3)]}
 	if m.rng.IntN(5) < 3 {
-		req.ID = messages.MessageID(fmt.Sprint("msg_model", m.rng.IntN(15)))
+		req.ID = messages.MessageID(fmt.Sprint("msg_", m.name, "model", m.rng.IntN(15)))
 	}
 	got, created, err := m.st.Admit(mctx, req)
 	delivery := req.Delivery
@@ -329,7 +376,7 @@ func (m *model) step() {
 		return
 	}
 	m.steps++
-	asst := messages.MessageID(fmt.Sprint("msg_step", m.steps))
+	asst := messages.MessageID(fmt.Sprint("msg_", m.name, "step", m.steps))
 	if _, err := m.st.Append(mctx, ms.id, &messages.StepStarted{SessionID: ms.id, AssistantMessageID: asst, Agent: "build", Attempt: 1}); err != nil {
 		m.fatalf("start step %s: %v", asst, err)
 	}
@@ -361,7 +408,7 @@ func (m *model) entry() {
 		}
 		delete(ms.entries, key)
 	case 3:
-		project, perm := fmt.Sprint("/p", m.rng.IntN(3)), []string{"bash", "edit"}[m.rng.IntN(2)]
+		project, perm := fmt.Sprint("/", m.name, "p", m.rng.IntN(3)), []string{"bash", "edit"}[m.rng.IntN(2)]
 		pats := []string{fmt.Sprint("git ", m.rng.IntN(4)), fmt.Sprint("ls ", m.rng.IntN(4))}[:1+m.rng.IntN(2)]
 		if err := m.st.SaveApproval(mctx, project, perm, pats); err != nil {
 			m.fatalf("save approval: %v", err)
@@ -390,9 +437,11 @@ func (m *model) checkAll() {
 	if err != nil {
 		m.fatalf("%v", err)
 	}
-	ids := make([]messages.SessionID, len(list))
-	for i, s := range list {
-		ids[i] = s.ID
+	var ids []messages.SessionID // this worker's, in the store's order
+	for _, s := range list {
+		if _, ok := m.sessions[s.ID]; ok {
+			ids = append(ids, s.ID)
+		}
 	}
 	if !slices.Equal(ids, m.order) {
 		m.fatalf("List %v, want %v", ids, m.order)
@@ -400,7 +449,8 @@ func (m *model) checkAll() {
 	for _, sid := range m.order {
 		m.checkSession(m.sessions[sid])
 	}
-	for _, project := range []string{"/p0", "/p1", "/p2"} {
+	for i := range 3 {
+		project := fmt.Sprint("/", m.name, "p", i)
 		got, err := m.st.Approvals(mctx, project)
 		if err != nil {
 			m.fatalf("%v", err)
