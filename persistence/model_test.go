@@ -561,6 +561,28 @@ func (m *model) checkSession(ms *modelSession) {
 	if err != nil || !maps.Equal(entries, ms.entries) {
 		m.fatalf("entries %s: %v (%v), want %v", ms.id, entries, err, ms.entries)
 	}
+	// A step boundary's read: the same, in one snapshot.
+	from := m.rng.Int64N(last+2) - 1
+	b, err := m.st.Boundary(mctx, ms.id, from)
+	if err != nil {
+		m.fatalf("boundary %s: %v", ms.id, err)
+	}
+	var bmsgs []modelMessage
+	for _, msg := range b.Messages {
+		bmsgs = append(bmsgs, modelMessage{id: msg.ID, seq: msg.Seq, role: msg.Role})
+	}
+	wantMsgs := slices.DeleteFunc(slices.Clone(ms.messages), func(mm modelMessage) bool { return mm.seq <= from })
+	bpend := make([]messages.MessageID, len(b.Pending))
+	for i, in := range b.Pending {
+		bpend[i] = in.ID
+	}
+	if b.Seq != last || b.Session.ID != ms.id || !slices.Equal(bpend, ms.pending) || !slices.Equal(bmsgs, wantMsgs) {
+		m.fatalf("boundary %s after %d: seq %d, pending %v, messages %v; want %d, %v, %v", ms.id, from, b.Seq, bpend, bmsgs, last, ms.pending, wantMsgs)
+	}
+	open, err := m.st.OpenSteps(mctx, ms.id)
+	if err != nil || (ms.open == "") != (len(open) == 0) || (ms.open != "" && (len(open) != 1 || open[0].ID != ms.open)) {
+		m.fatalf("open steps of %s: %d (%v), want %q", ms.id, len(open), err, ms.open)
+	}
 	var msgs []modelMessage
 	for cur := int64(-1); ; {
 		p, err := m.st.Messages(mctx, ms.id, persistence.Query{After: cur})
