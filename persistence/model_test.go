@@ -27,7 +27,8 @@ var (
 
 // TestStoreAgainstModel drives the store with random operations (Session
 // creation with supplied and generated IDs, admissions with exact retries
-// and conflicting reuse, promotions, steps, manual compaction barriers,
+// and conflicting reuse, promotions, steps with text, tool calls and their
+// settlements (and ends refused before them), manual compaction barriers,
 // instruction entries written and deleted, approvals) and checks every
 // answer and every read against a plain model of the contract. Three
 // workers run at once, each on Sessions, IDs and projects of its own, so
@@ -63,12 +64,17 @@ type modelSession struct {
 	queued, running messages.MessageID
 	stale           bool
 	entries         map[string]string
+	// The open step's parts as projected, and which of them are tool
+	// calls not yet settled.
+	parts     []persistence.Part
+	unsettled []int
 }
 
 type modelMessage struct {
-	id   messages.MessageID
-	seq  int64
-	role string
+	id    messages.MessageID
+	seq   int64
+	role  string
+	parts string // partsString of an assistant message's
 }
 
 // modelStore is the store under test, shared by the workers.
@@ -364,25 +370,97 @@ func (m *model) promote() {
 	ms.messages = append(ms.messages, modelMessage{id: id, seq: seq, role: "user"})
 }
 
+// step starts a step, or in an open one ends a text fragment, calls a
+// tool, settles one, or ends the step (refused while a call is unsettled).
 func (m *model) step() {
 	ms := m.pick()
 	seq := int64(len(ms.events))
-	if ms.open != "" {
-		if _, err := m.st.Append(mctx, ms.id, &messages.StepEnded{SessionID: ms.id, AssistantMessageID: ms.open, Finish: "stop"}); err != nil {
-			m.fatalf("end step %s: %v", ms.open, err)
+	if ms.open == "" {
+		m.steps++
+		asst := messages.MessageID(fmt.Sprint("msg_", m.name, "step", m.steps))
+		if _, err := m.st.Append(mctx, ms.id, &messages.StepStarted{SessionID: ms.id, AssistantMessageID: asst, Agent: "build", Attempt: 1}); err != nil {
+			m.fatalf("start step %s: %v", asst, err)
 		}
-		ms.events = append(ms.events, "session.step.ended.1")
-		ms.open = ""
+		ms.events = append(ms.events, messages.TypeStepStarted)
+		ms.messages = append(ms.messages, modelMessage{id: asst, seq: seq, role: persistence.RoleAssistant})
+		ms.open, ms.parts, ms.unsettled = asst, nil, nil
 		return
 	}
-	m.steps++
-	asst := messages.MessageID(fmt.Sprint("msg_", m.name, "step", m.steps))
-	if _, err := m.st.Append(mctx, ms.id, &messages.StepStarted{SessionID: ms.id, AssistantMessageID: asst, Agent: "build", Attempt: 1}); err != nil {
-		m.fatalf("start step %s: %v", asst, err)
+	asst := ms.open
+	switch n := m.rng.IntN(10); {
+	case n < 3:
+		ordinal := 0
+		for _, p := range ms.parts {
+			if p.Kind == persistence.PartText {
+				ordinal++
+			}
+		}
+		text := modelTexts[m.rng.IntN(len(modelTexts))]
+		if _, err := m.st.Append(mctx, ms.id, &messages.TextStarted{SessionID: ms.id, AssistantMessageID: asst, Ordinal: ordinal},
+			&messages.TextEnded{SessionID: ms.id, AssistantMessageID: asst, Ordinal: ordinal, Text: text}); err != nil {
+			m.fatalf("text %d of %s: %v", ordinal, asst, err)
+		}
+		ms.events = append(ms.events, messages.TypeTextStarted, messages.TypeTextEnded)
+		ms.parts = append(ms.parts, persistence.Part{Kind: persistence.PartText, Ordinal: ordinal, Text: text, Ended: true})
+	case n < 6:
+		call := fmt.Sprint("c", len(ms.parts))
+		if _, err := m.st.Append(mctx, ms.id, &messages.ToolCalled{SessionID: ms.id, AssistantMessageID: asst, CallID: call, Name: "read",
+			Input: []byte(`{"path":"x"}`), Executed: true}); err != nil {
+			m.fatalf("call %s of %s: %v", call, asst, err)
+		}
+		ms.events = append(ms.events, messages.TypeToolCalled)
+		ms.parts = append(ms.parts, persistence.Part{Kind: persistence.PartTool, Tool: &persistence.ToolPart{CallID: call, Name: "read",
+			State: persistence.ToolRunning, Input: []byte(`{"path":"x"}`), Executed: true}})
+		ms.unsettled = append(ms.unsettled, len(ms.parts)-1)
+	case n < 8 && len(ms.unsettled) > 0:
+		i := m.rng.IntN(len(ms.unsettled))
+		t := ms.parts[ms.unsettled[i]].Tool
+		var p messages.Payload = &messages.ToolSucceeded{SessionID: ms.id, AssistantMessageID: asst, CallID: t.CallID, Output: "out " + t.CallID}
+		typ := messages.TypeToolSucceeded
+		if m.rng.IntN(3) == 0 {
+			p = &messages.ToolFailed{SessionID: ms.id, AssistantMessageID: asst, CallID: t.CallID, Error: messages.Error{Type: messages.ErrToolExecution, Message: "no"}}
+			typ = messages.TypeToolFailed
+		}
+		if _, err := m.st.Append(mctx, ms.id, p); err != nil {
+			m.fatalf("settle %s of %s: %v", t.CallID, asst, err)
+		}
+		ms.events = append(ms.events, typ)
+		if typ == messages.TypeToolSucceeded {
+			t.State, t.Output = persistence.ToolCompleted, "out "+t.CallID
+		} else {
+			t.State, t.Error = persistence.ToolError, &messages.Error{Type: messages.ErrToolExecution, Message: "no"}
+		}
+		ms.unsettled = slices.Delete(ms.unsettled, i, i+1)
+	default:
+		_, err := m.st.Append(mctx, ms.id, &messages.StepEnded{SessionID: ms.id, AssistantMessageID: asst, Finish: "stop"})
+		if len(ms.unsettled) > 0 {
+			m.wantType(err, messages.ErrInvalid, fmt.Sprintf("end of %s with %d calls unsettled", asst, len(ms.unsettled)))
+			return
+		}
+		if err != nil {
+			m.fatalf("end step %s: %v", asst, err)
+		}
+		ms.events = append(ms.events, messages.TypeStepEnded)
+		ms.open = ""
 	}
-	ms.events = append(ms.events, "session.step.started.1")
-	ms.messages = append(ms.messages, modelMessage{id: asst, seq: seq, role: "assistant"})
-	ms.open = asst
+	i := slices.IndexFunc(ms.messages, func(mm modelMessage) bool { return mm.id == asst })
+	ms.messages[i].parts = partsString(ms.parts)
+}
+
+// partsString renders an assistant message's parts for comparison.
+func partsString(parts []persistence.Part) string {
+	var b []byte
+	for _, p := range parts {
+		b = fmt.Appendf(b, "%s %d %q %v", p.Kind, p.Ordinal, p.Text, p.Ended)
+		if t := p.Tool; t != nil {
+			b = fmt.Appendf(b, " %s %s %s %s %v %q", t.CallID, t.Name, t.State, t.Input, t.Executed, t.Output)
+			if t.Error != nil {
+				b = fmt.Appendf(b, " %s %s", t.Error.Type, t.Error.Message)
+			}
+		}
+		b = append(b, ';')
+	}
+	return string(b)
 }
 
 // entry puts or deletes an instruction entry, or saves an approval: keys
@@ -569,7 +647,7 @@ func (m *model) checkSession(ms *modelSession) {
 	}
 	var bmsgs []modelMessage
 	for _, msg := range b.Messages {
-		bmsgs = append(bmsgs, modelMessage{id: msg.ID, seq: msg.Seq, role: msg.Role})
+		bmsgs = append(bmsgs, modelMessage{id: msg.ID, seq: msg.Seq, role: msg.Role, parts: partsString(msg.Parts)})
 	}
 	wantMsgs := slices.DeleteFunc(slices.Clone(ms.messages), func(mm modelMessage) bool { return mm.seq <= from })
 	bpend := make([]messages.MessageID, len(b.Pending))
@@ -590,7 +668,7 @@ func (m *model) checkSession(ms *modelSession) {
 			m.fatalf("%v", err)
 		}
 		for _, msg := range p.Data {
-			msgs = append(msgs, modelMessage{id: msg.ID, seq: msg.Seq, role: msg.Role})
+			msgs = append(msgs, modelMessage{id: msg.ID, seq: msg.Seq, role: msg.Role, parts: partsString(msg.Parts)})
 			cur = msg.Seq
 		}
 		if !p.HasMore {
