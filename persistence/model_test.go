@@ -2,6 +2,7 @@ package persistence_test
 
 import (
 	"context"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"maps"
@@ -79,9 +80,12 @@ type modelMessage struct {
 
 // modelStore is the store under test, shared by the workers.
 type modelStore struct {
-	t       *testing.T
-	path    string
-	noSync  bool
+	t      *testing.T
+	path   string
+	noSync bool
+	// ids, when set, makes IDs from this seed: with the clock, a run
+	// makes the same IDs and times every time.
+	ids     *uint64
 	st      *persistence.Bolt
 	now     atomic.Int64 // the clock, in Unix milliseconds
 	flushes atomic.Int64
@@ -99,13 +103,20 @@ type model struct {
 	steps    int
 	approved map[string]map[string][]string // project -> permission -> sorted patterns
 	op       int                            // the operation running, for failure messages
+	// fail, when set, is called with a failure's message instead of the
+	// test failing (it must not return).
+	fail func(msg string)
 }
 
 // fatalf fails the run, naming the worker and the operation that failed,
 // and ends the goroutine (a worker's or the test's).
 func (m *model) fatalf(format string, args ...any) {
 	m.t.Helper()
-	m.t.Errorf("%s, operation %d: %s", m.name, m.op, fmt.Sprintf(format, args...))
+	msg := fmt.Sprintf("%s, operation %d: %s", m.name, m.op, fmt.Sprintf(format, args...))
+	if m.fail != nil {
+		m.fail(msg)
+	}
+	m.t.Errorf("%s", msg)
 	runtime.Goexit()
 }
 
@@ -121,9 +132,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	rng := rand.New(rand.NewPCG(seed, 36))
 	workers := make([]*model, modelWorkers)
 	for i := range workers {
-		workers[i] = &model{modelStore: ms, name: fmt.Sprint("w", i), rng: rand.New(rand.NewPCG(seed, uint64(i))),
-			sessions: map[messages.SessionID]*modelSession{}, inputs: map[messages.MessageID]*modelInput{},
-			approved: map[string]map[string][]string{}}
+		workers[i] = newWorker(ms, i, seed)
 	}
 	const phase = 100
 	for done := 0; done < ops; done += phase {
@@ -150,28 +159,39 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	}
 }
 
+func newWorker(ms *modelStore, i int, seed uint64) *model {
+	return &model{modelStore: ms, name: fmt.Sprint("w", i), rng: rand.New(rand.NewPCG(seed, uint64(i))),
+		sessions: map[messages.SessionID]*modelSession{}, inputs: map[messages.MessageID]*modelInput{},
+		approved: map[string]map[string][]string{}}
+}
+
 // run does operations from up to to of the worker's run.
 func (m *model) run(from, to int) {
 	if len(m.order) == 0 {
 		m.create()
 	}
 	for m.op = from; m.op < to; m.op++ {
-		switch n := m.rng.IntN(100); {
-		case n < 8:
-			m.create()
-		case n < 45:
-			m.admit()
-		case n < 60:
-			m.promote()
-		case n < 65:
-			m.compaction()
-		case n < 76:
-			m.step()
-		case n < 82:
-			m.entry()
-		default:
-			m.checkSession(m.pick())
-		}
+		m.do()
+	}
+}
+
+// do does one random operation.
+func (m *model) do() {
+	switch n := m.rng.IntN(100); {
+	case n < 8:
+		m.create()
+	case n < 45:
+		m.admit()
+	case n < 60:
+		m.promote()
+	case n < 65:
+		m.compaction()
+	case n < 76:
+		m.step()
+	case n < 82:
+		m.entry()
+	default:
+		m.checkSession(m.pick())
 	}
 }
 
@@ -182,8 +202,14 @@ func (m *modelStore) clock() time.Time {
 }
 
 func (m *modelStore) open() {
-	st, err := persistence.Open(m.path, persistence.Options{NoSync: m.noSync, FlushBytes: 4 << 10, PageSize: 7, Clock: m.clock,
-		OnFlush: func(int, time.Duration) { m.flushes.Add(1) }})
+	o := persistence.Options{NoSync: m.noSync, FlushBytes: 4 << 10, PageSize: 7, Clock: m.clock,
+		OnFlush: func(int, time.Duration) { m.flushes.Add(1) }}
+	if m.ids != nil {
+		var key [32]byte
+		binary.BigEndian.PutUint64(key[:], *m.ids)
+		o.IDs = messages.NewIDs(m.clock, rand.NewChaCha8(key))
+	}
+	st, err := persistence.Open(m.path, o)
 	if err != nil {
 		m.t.Fatal(err)
 	}
