@@ -29,7 +29,8 @@ var (
 // TestStoreAgainstModel drives the store with random operations (Session
 // creation with supplied and generated IDs, admissions with exact retries
 // and conflicting reuse, promotions, steps with text, tool calls and their
-// settlements (and ends refused before them), manual compaction barriers,
+// settlements (and ends refused before them) that end or fail, agent and
+// model selections, moves, manual compaction barriers,
 // instruction entries written and deleted, approvals) and checks every
 // answer and every read against a plain model of the contract. Three
 // workers run at once, each on Sessions, IDs and projects of its own, so
@@ -69,6 +70,12 @@ type modelSession struct {
 	// calls not yet settled.
 	parts     []persistence.Part
 	unsettled []int
+	// The Session record's fields the log changes.
+	agent  string
+	model  messages.ModelRef
+	dir    string
+	tokens messages.Tokens
+	cost   float64
 }
 
 type modelMessage struct {
@@ -76,6 +83,7 @@ type modelMessage struct {
 	seq   int64
 	role  string
 	parts string // partsString of an assistant message's
+	end   string // how its step ended: the finish, or "failed" and the error type
 }
 
 // modelStore is the store under test, shared by the workers.
@@ -190,6 +198,8 @@ func (m *model) do() {
 		m.step()
 	case n < 82:
 		m.entry()
+	case n < 86:
+		m.selectOrMove()
 	default:
 		m.checkSession(m.pick())
 	}
@@ -249,7 +259,8 @@ func (m *model) create() {
 	case created == known:
 		m.fatalf("create %q: created %v, known to the model %v", s.ID, created, known)
 	case created:
-		m.sessions[s.ID] = &modelSession{id: s.ID, events: []string{"session.created.1"}, entries: map[string]string{}}
+		m.sessions[s.ID] = &modelSession{id: s.ID, events: []string{"session.created.1"}, entries: map[string]string{},
+			agent: s.Agent, model: s.Model, dir: s.Location.Directory}
 		m.order = append(m.order, s.ID)
 	}
 	if want := int64(len(m.sessions[s.ID].events) - 1); s.LastSeq != want {
@@ -458,7 +469,14 @@ func (m *model) step() {
 		}
 		ms.unsettled = slices.Delete(ms.unsettled, i, i+1)
 	default:
-		_, err := m.st.Append(mctx, ms.id, &messages.StepEnded{SessionID: ms.id, AssistantMessageID: asst, Finish: "stop"})
+		tokens := messages.Tokens{Input: int64(m.rng.IntN(100)), Output: int64(m.rng.IntN(50))}
+		var p messages.Payload = &messages.StepEnded{SessionID: ms.id, AssistantMessageID: asst, Finish: "stop", Tokens: tokens, Cost: 0.25}
+		typ, end := messages.TypeStepEnded, "stop"
+		if m.rng.IntN(4) == 0 {
+			p = &messages.StepFailed{SessionID: ms.id, AssistantMessageID: asst, Error: messages.Error{Type: messages.ErrProviderInternal, Message: "no"}}
+			typ, end = messages.TypeStepFailed, "failed "+string(messages.ErrProviderInternal)
+		}
+		_, err := m.st.Append(mctx, ms.id, p)
 		if len(ms.unsettled) > 0 {
 			m.wantType(err, messages.ErrInvalid, fmt.Sprintf("end of %s with %d calls unsettled", asst, len(ms.unsettled)))
 			return
@@ -466,11 +484,26 @@ func (m *model) step() {
 		if err != nil {
 			m.fatalf("end step %s: %v", asst, err)
 		}
-		ms.events = append(ms.events, messages.TypeStepEnded)
+		ms.events = append(ms.events, typ)
 		ms.open = ""
+		if typ == messages.TypeStepEnded {
+			ms.tokens = ms.tokens.Add(tokens)
+			ms.cost += 0.25
+		}
+		i := slices.IndexFunc(ms.messages, func(mm modelMessage) bool { return mm.id == asst })
+		ms.messages[i].end = end
 	}
 	i := slices.IndexFunc(ms.messages, func(mm modelMessage) bool { return mm.id == asst })
 	ms.messages[i].parts = partsString(ms.parts)
+}
+
+// asModel is the model's view of a projected message.
+func asModel(msg persistence.Message) modelMessage {
+	mm := modelMessage{id: msg.ID, seq: msg.Seq, role: msg.Role, parts: partsString(msg.Parts), end: msg.Finish}
+	if msg.Error != nil {
+		mm.end = "failed " + string(msg.Error.Type)
+	}
+	return mm
 }
 
 // partsString renders an assistant message's parts for comparison.
@@ -487,6 +520,31 @@ func partsString(parts []persistence.Part) string {
 		b = append(b, ';')
 	}
 	return string(b)
+}
+
+// selectOrMove selects an agent or a model for the next step, or moves the
+// Session to another directory.
+func (m *model) selectOrMove() {
+	ms := m.pick()
+	var p messages.Payload
+	var typ string
+	var apply func() // the change to the model once committed
+	switch m.rng.IntN(3) {
+	case 0:
+		agent := []string{"build", "plan"}[m.rng.IntN(2)]
+		p, typ, apply = &messages.AgentSelected{SessionID: ms.id, Agent: agent}, messages.TypeAgentSelected, func() { ms.agent = agent }
+	case 1:
+		model := messages.ModelRef{ProviderID: "script", ID: fmt.Sprint("m", m.rng.IntN(3))}
+		p, typ, apply = &messages.ModelSelected{SessionID: ms.id, Model: model}, messages.TypeModelSelected, func() { ms.model = model }
+	default:
+		dir := fmt.Sprint("/tmp/model/d", m.rng.IntN(3))
+		p, typ, apply = &messages.SessionMoved{SessionID: ms.id, Location: messages.Location{Directory: dir}}, messages.TypeSessionMoved, func() { ms.dir = dir }
+	}
+	if _, err := m.st.Append(mctx, ms.id, p); err != nil {
+		m.fatalf("%s of %s: %v", typ, ms.id, err)
+	}
+	apply()
+	ms.events = append(ms.events, typ)
 }
 
 // entry puts or deletes an instruction entry, or saves an approval: keys
@@ -595,8 +653,8 @@ func (m *model) checkAll() {
 func (m *model) checkSession(ms *modelSession) {
 	last := int64(len(ms.events) - 1)
 	s, err := m.st.Get(mctx, ms.id)
-	if err != nil || s.LastSeq != last {
-		m.fatalf("get %s: lastSeq %d (%v), want %d", ms.id, s.LastSeq, err, last)
+	if err != nil || s.LastSeq != last || s.Agent != ms.agent || s.Model != ms.model || s.Location.Directory != ms.dir || s.Tokens != ms.tokens || s.Cost != ms.cost {
+		m.fatalf("get %s: %+v (%v), want lastSeq %d, agent %q, model %v, dir %s, tokens %+v, cost %v", ms.id, s, err, last, ms.agent, ms.model, ms.dir, ms.tokens, ms.cost)
 	}
 	if w, err := m.st.Watermark(mctx, ms.id); err != nil || w != last {
 		m.fatalf("watermark %s: %d (%v), want %d", ms.id, w, err, last)
@@ -673,14 +731,14 @@ func (m *model) checkSession(ms *modelSession) {
 	}
 	var bmsgs []modelMessage
 	for _, msg := range b.Messages {
-		bmsgs = append(bmsgs, modelMessage{id: msg.ID, seq: msg.Seq, role: msg.Role, parts: partsString(msg.Parts)})
+		bmsgs = append(bmsgs, asModel(msg))
 	}
 	wantMsgs := slices.DeleteFunc(slices.Clone(ms.messages), func(mm modelMessage) bool { return mm.seq <= from })
 	bpend := make([]messages.MessageID, len(b.Pending))
 	for i, in := range b.Pending {
 		bpend[i] = in.ID
 	}
-	if b.Seq != last || b.Session.ID != ms.id || !slices.Equal(bpend, ms.pending) || !slices.Equal(bmsgs, wantMsgs) {
+	if b.Seq != last || b.Session.ID != ms.id || b.Session.Agent != ms.agent || b.Session.Model != ms.model || b.Session.Location.Directory != ms.dir || !slices.Equal(bpend, ms.pending) || !slices.Equal(bmsgs, wantMsgs) {
 		m.fatalf("boundary %s after %d: seq %d, pending %v, messages %v; want %d, %v, %v", ms.id, from, b.Seq, bpend, bmsgs, last, ms.pending, wantMsgs)
 	}
 	open, err := m.st.OpenSteps(mctx, ms.id)
@@ -694,7 +752,7 @@ func (m *model) checkSession(ms *modelSession) {
 			m.fatalf("%v", err)
 		}
 		for _, msg := range p.Data {
-			msgs = append(msgs, modelMessage{id: msg.ID, seq: msg.Seq, role: msg.Role, parts: partsString(msg.Parts)})
+			msgs = append(msgs, asModel(msg))
 			cur = msg.Seq
 		}
 		if !p.HasMore {
