@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,7 +31,8 @@ var (
 // creation with supplied and generated IDs, admissions with exact retries
 // and conflicting reuse, promotions, steps with text, tool calls and their
 // settlements (and ends refused before them) that end or fail, agent and
-// model selections, moves, manual compaction barriers,
+// model selections, moves, instruction baselines and updates, busy periods,
+// scheduled retries, manual compaction barriers,
 // instruction entries written and deleted, approvals) and checks every
 // answer and every read against a plain model of the contract. Three
 // workers run at once, each on Sessions, IDs and projects of its own, so
@@ -76,6 +78,11 @@ type modelSession struct {
 	dir    string
 	tokens messages.Tokens
 	cost   float64
+	// The instruction checkpoint (nil before a baseline), the last closed
+	// assistant message, and the message whose retry is scheduled.
+	checkpoint *persistence.Checkpoint
+	lastAsst   messages.MessageID
+	retry      messages.MessageID
 }
 
 type modelMessage struct {
@@ -84,6 +91,7 @@ type modelMessage struct {
 	role  string
 	parts string // partsString of an assistant message's
 	end   string // how its step ended: the finish, or "failed" and the error type
+	retry string // its scheduled retry
 }
 
 // modelStore is the store under test, shared by the workers.
@@ -200,6 +208,8 @@ func (m *model) do() {
 		m.entry()
 	case n < 86:
 		m.selectOrMove()
+	case n < 90:
+		m.lifecycle()
 	default:
 		m.checkSession(m.pick())
 	}
@@ -421,6 +431,7 @@ func (m *model) step() {
 		ms.events = append(ms.events, messages.TypeStepStarted)
 		ms.messages = append(ms.messages, modelMessage{id: asst, seq: seq, role: persistence.RoleAssistant})
 		ms.open, ms.parts, ms.unsettled = asst, nil, nil
+		ms.clearRetry()
 		return
 	}
 	asst := ms.open
@@ -485,7 +496,7 @@ func (m *model) step() {
 			m.fatalf("end step %s: %v", asst, err)
 		}
 		ms.events = append(ms.events, typ)
-		ms.open = ""
+		ms.open, ms.lastAsst = "", asst
 		if typ == messages.TypeStepEnded {
 			ms.tokens = ms.tokens.Add(tokens)
 			ms.cost += 0.25
@@ -500,8 +511,14 @@ func (m *model) step() {
 // asModel is the model's view of a projected message.
 func asModel(msg persistence.Message) modelMessage {
 	mm := modelMessage{id: msg.ID, seq: msg.Seq, role: msg.Role, parts: partsString(msg.Parts), end: msg.Finish}
+	if msg.Role == persistence.RoleSystem {
+		mm.parts = msg.Text + "|" + msg.Kind
+	}
 	if msg.Error != nil {
 		mm.end = "failed " + string(msg.Error.Type)
+	}
+	if msg.Retry != nil {
+		mm.retry = fmt.Sprint(msg.Retry.Attempt, "@", msg.Retry.At)
 	}
 	return mm
 }
@@ -522,6 +539,70 @@ func partsString(parts []persistence.Part) string {
 	return string(b)
 }
 
+// lifecycle sets or updates the instruction checkpoint (an update before
+// any baseline is refused), observes a busy period's start or end, or
+// schedules a retry of the last closed step.
+func (m *model) lifecycle() {
+	ms := m.pick()
+	seq := int64(len(ms.events))
+	text := modelTexts[m.rng.IntN(len(modelTexts))]
+	switch n := m.rng.IntN(10); {
+	case n < 2 || (n < 4 && ms.checkpoint != nil):
+		if _, err := m.st.Append(mctx, ms.id, &messages.InstructionsBaselined{SessionID: ms.id, Text: text, Applied: map[string]string{"k": text}}); err != nil {
+			m.fatalf("baseline of %s: %v", ms.id, err)
+		}
+		ms.events = append(ms.events, messages.TypeInstructionsBaselined)
+		ms.checkpoint = &persistence.Checkpoint{Baseline: text, BaselineSeq: seq, Applied: map[string]string{"k": text}}
+	case n < 5:
+		evs, err := m.st.Append(mctx, ms.id, &messages.InstructionsUpdated{SessionID: ms.id, Text: text, Kind: "update", Applied: map[string]string{"k": text + "2"}})
+		if ms.checkpoint == nil {
+			m.wantType(err, messages.ErrInvalid, fmt.Sprintf("instructions of %s updated before a baseline", ms.id))
+			return
+		}
+		if err != nil {
+			m.fatalf("instructions of %s: %v", ms.id, err)
+		}
+		ms.events = append(ms.events, messages.TypeInstructionsUpdated)
+		ms.checkpoint.Applied = map[string]string{"k": text + "2"}
+		id := messages.MessageID(messages.MessagePrefix + strings.TrimPrefix(string(evs[0].ID), messages.EventPrefix))
+		ms.messages = append(ms.messages, modelMessage{id: id, seq: seq, role: persistence.RoleSystem, parts: text + "|update"})
+	case n < 7:
+		if _, err := m.st.Append(mctx, ms.id, &messages.ExecutionStarted{SessionID: ms.id}); err != nil {
+			m.fatalf("execution of %s: %v", ms.id, err)
+		}
+		ms.events = append(ms.events, messages.TypeExecutionStarted)
+	case n < 8:
+		if _, err := m.st.Append(mctx, ms.id, &messages.ExecutionSucceeded{SessionID: ms.id}); err != nil {
+			m.fatalf("execution of %s: %v", ms.id, err)
+		}
+		ms.events = append(ms.events, messages.TypeExecutionSucceeded)
+		ms.clearRetry()
+	case ms.lastAsst != "":
+		at := 1_000 + seq
+		if _, err := m.st.Append(mctx, ms.id, &messages.RetryScheduled{SessionID: ms.id, AssistantMessageID: ms.lastAsst, Attempt: 2, At: at,
+			Error: messages.Error{Type: messages.ErrProviderInternal, Message: "busy"}}); err != nil {
+			m.fatalf("retry of %s: %v", ms.lastAsst, err)
+		}
+		ms.events = append(ms.events, messages.TypeRetryScheduled)
+		ms.clearRetry()
+		ms.retry = ms.lastAsst
+		ms.message(ms.retry).retry = fmt.Sprint(2, "@", at)
+	}
+}
+
+// message returns the model of message id.
+func (ms *modelSession) message(id messages.MessageID) *modelMessage {
+	return &ms.messages[slices.IndexFunc(ms.messages, func(mm modelMessage) bool { return mm.id == id })]
+}
+
+// clearRetry clears the Session's scheduled retry, if any.
+func (ms *modelSession) clearRetry() {
+	if ms.retry != "" {
+		ms.message(ms.retry).retry = ""
+		ms.retry = ""
+	}
+}
+
 // selectOrMove selects an agent or a model for the next step, or moves the
 // Session to another directory.
 func (m *model) selectOrMove() {
@@ -538,7 +619,7 @@ func (m *model) selectOrMove() {
 		p, typ, apply = &messages.ModelSelected{SessionID: ms.id, Model: model}, messages.TypeModelSelected, func() { ms.model = model }
 	default:
 		dir := fmt.Sprint("/tmp/model/d", m.rng.IntN(3))
-		p, typ, apply = &messages.SessionMoved{SessionID: ms.id, Location: messages.Location{Directory: dir}}, messages.TypeSessionMoved, func() { ms.dir = dir }
+		p, typ, apply = &messages.SessionMoved{SessionID: ms.id, Location: messages.Location{Directory: dir}}, messages.TypeSessionMoved, func() { ms.dir, ms.checkpoint = dir, nil }
 	}
 	if _, err := m.st.Append(mctx, ms.id, p); err != nil {
 		m.fatalf("%s of %s: %v", typ, ms.id, err)
@@ -740,6 +821,13 @@ func (m *model) checkSession(ms *modelSession) {
 	}
 	if b.Seq != last || b.Session.ID != ms.id || b.Session.Agent != ms.agent || b.Session.Model != ms.model || b.Session.Location.Directory != ms.dir || !slices.Equal(bpend, ms.pending) || !slices.Equal(bmsgs, wantMsgs) {
 		m.fatalf("boundary %s after %d: seq %d, pending %v, messages %v; want %d, %v, %v", ms.id, from, b.Seq, bpend, bmsgs, last, ms.pending, wantMsgs)
+	}
+	c, ok, err := m.st.Checkpoint(mctx, ms.id)
+	if err != nil || ok != (ms.checkpoint != nil) || (ok && !reflect.DeepEqual(c, *ms.checkpoint)) {
+		m.fatalf("checkpoint of %s: %+v %v (%v), want %+v", ms.id, c, ok, err, ms.checkpoint)
+	}
+	if !reflect.DeepEqual(b.Checkpoint, ms.checkpoint) {
+		m.fatalf("boundary checkpoint of %s: %+v, want %+v", ms.id, b.Checkpoint, ms.checkpoint)
 	}
 	open, err := m.st.OpenSteps(mctx, ms.id)
 	if err != nil || (ms.open == "") != (len(open) == 0) || (ms.open != "" && (len(open) != 1 || open[0].ID != ms.open)) {

@@ -181,6 +181,12 @@ func (w *wtx) project(ev messages.Event) error {
 			return nil
 		})
 	case *messages.RetryScheduled:
+		// A Session has one live retry: one scheduled for another message
+		// will never run, and would stay in that message's projection
+		// with nothing left to clear it (the retry row names one message).
+		if err := w.clearRetry(sid, ""); err != nil {
+			return err
+		}
 		return w.updateAssistant(sid, p.AssistantMessageID, func(m *Message) error {
 			if m.Open {
 				return messages.Errorf(messages.ErrInvalid, "retry scheduled while step of %s is open", m.ID)

@@ -751,6 +751,16 @@ func testRetryCleared(t *testing.T, open Factory) {
 	retry("after another message's step failed", true)
 	app(&messages.ExecutionFailed{SessionID: sid, Error: failed})
 	retry("after the busy period failed", false)
+
+	// A retry scheduled for another message replaces the live one, whose
+	// projection would otherwise outlive every step start after it.
+	app(&messages.RetryScheduled{SessionID: sid, AssistantMessageID: a, Attempt: 5, At: 3, Error: failed})
+	app(&messages.RetryScheduled{SessionID: sid, AssistantMessageID: b, Attempt: 2, At: 4, Error: failed})
+	retry("after a retry of another message", false)
+	app(&messages.StepStarted{SessionID: sid, AssistantMessageID: "msg_rc", Attempt: 1})
+	if m, err := st.Message(ctx, sid, b); err != nil || m.Retry != nil {
+		t.Fatalf("after a step started: retry of %s %+v (%v), want none", b, m.Retry, err)
+	}
 }
 
 // testStepReopens: a repeated session.step.started.1 reopens the same
