@@ -27,19 +27,20 @@ var (
 	modelSeed   = flag.Uint64("model.seed", 20261207, "TestStoreAgainstModel: first seed")
 )
 
-// TestStoreAgainstModel drives the store with random operations (Session
-// creation with supplied and generated IDs, admissions with exact retries
-// and conflicting reuse, promotions, steps with text, tool calls and their
-// settlements (and ends refused before them) that end or fail, agent and
-// model selections, moves, instruction baselines and updates, busy periods,
-// scheduled retries, manual compaction barriers,
-// instruction entries written and deleted, approvals) and checks every
-// answer and every read against a plain model of the contract. Three
-// workers run at once, each on Sessions, IDs and projects of its own, so
-// their operations share group commits (and a batch reruns the others'
-// when one fails); between phases the store is reopened at random. The
-// log is flushed every few kilobytes, so reads merge the memtables with
-// bbolt at every stage of a flush, and reopening recovers from the log.
+// TestStoreAgainstModel drives the store with random operations and checks
+// every answer and every read against a plain model of the contract. The
+// operations: Session creation with supplied and generated IDs; admissions
+// with exact retries and conflicting reuse; promotions; steps with text and
+// reasoning (a wrong ordinal refused), tool calls with or without streamed
+// input, their settlements, and ends (refused before the settlements) that
+// end or fail; agent and model selections and moves; instruction baselines
+// and updates; busy periods; scheduled retries; manual compaction barriers;
+// instruction entries written and deleted; approvals. Three workers run at
+// once, each on Sessions, IDs and projects of its own, so their operations
+// share group commits (and a batch reruns the others' when one fails);
+// between phases the store is reopened at random. The log is flushed every
+// few kilobytes, so reads merge the memtables with bbolt at every stage of
+// a flush, and reopening recovers from the log.
 func TestStoreAgainstModel(t *testing.T) {
 	for r := range *modelRounds {
 		seed := *modelSeed + uint64(r)
@@ -437,28 +438,60 @@ func (m *model) step() {
 	asst := ms.open
 	switch n := m.rng.IntN(10); {
 	case n < 3:
+		kind, started, ended := persistence.PartText, messages.TypeTextStarted, messages.TypeTextEnded
+		if m.rng.IntN(2) == 0 {
+			kind, started, ended = persistence.PartReasoning, messages.TypeReasoningStarted, messages.TypeReasoningEnded
+		}
 		ordinal := 0
 		for _, p := range ms.parts {
-			if p.Kind == persistence.PartText {
+			if p.Kind == kind {
 				ordinal++
 			}
 		}
-		text := modelTexts[m.rng.IntN(len(modelTexts))]
-		if _, err := m.st.Append(mctx, ms.id, &messages.TextStarted{SessionID: ms.id, AssistantMessageID: asst, Ordinal: ordinal},
-			&messages.TextEnded{SessionID: ms.id, AssistantMessageID: asst, Ordinal: ordinal, Text: text}); err != nil {
-			m.fatalf("text %d of %s: %v", ordinal, asst, err)
+		wrong := m.rng.IntN(6) == 0 // a Session-assigned ordinal must be the next one
+		o := ordinal
+		if wrong {
+			o++
 		}
-		ms.events = append(ms.events, messages.TypeTextStarted, messages.TypeTextEnded)
-		ms.parts = append(ms.parts, persistence.Part{Kind: persistence.PartText, Ordinal: ordinal, Text: text, Ended: true})
+		text := modelTexts[m.rng.IntN(len(modelTexts))]
+		var start, end messages.Payload = &messages.TextStarted{SessionID: ms.id, AssistantMessageID: asst, Ordinal: o},
+			&messages.TextEnded{SessionID: ms.id, AssistantMessageID: asst, Ordinal: o, Text: text}
+		if kind == persistence.PartReasoning {
+			start, end = &messages.ReasoningStarted{SessionID: ms.id, AssistantMessageID: asst, Ordinal: o},
+				&messages.ReasoningEnded{SessionID: ms.id, AssistantMessageID: asst, Ordinal: o, Text: text}
+		}
+		_, err := m.st.Append(mctx, ms.id, start, end)
+		if wrong {
+			m.wantType(err, messages.ErrInvalid, fmt.Sprintf("%s ordinal %d of %s, the next being %d", kind, o, asst, ordinal))
+			return
+		}
+		if err != nil {
+			m.fatalf("%s %d of %s: %v", kind, ordinal, asst, err)
+		}
+		ms.events = append(ms.events, started, ended)
+		ms.parts = append(ms.parts, persistence.Part{Kind: kind, Ordinal: ordinal, Text: text, Ended: true})
 	case n < 6:
 		call := fmt.Sprint("c", len(ms.parts))
-		if _, err := m.st.Append(mctx, ms.id, &messages.ToolCalled{SessionID: ms.id, AssistantMessageID: asst, CallID: call, Name: "read",
-			Input: []byte(`{"path":"x"}`), Executed: true}); err != nil {
+		input := []byte(`{"path":"x"}`)
+		tool := &persistence.ToolPart{CallID: call, Name: "read", State: persistence.ToolRunning, Input: input, Executed: true}
+		ps := []messages.Payload{&messages.ToolCalled{SessionID: ms.id, AssistantMessageID: asst, CallID: call, Name: "read", Input: input, Executed: true}}
+		types := []string{messages.TypeToolCalled}
+		switch m.rng.IntN(3) {
+		case 0: // its input streamed first
+			ps = append([]messages.Payload{&messages.ToolInputStarted{SessionID: ms.id, AssistantMessageID: asst, CallID: call, Name: "read"},
+				&messages.ToolInputEnded{SessionID: ms.id, AssistantMessageID: asst, CallID: call, Name: "read", Text: `{"path":"x"}`}}, ps...)
+			types = append([]string{messages.TypeToolInputStarted, messages.TypeToolInputEnded}, types...)
+			tool.InputText = `{"path":"x"}`
+		case 1: // its input still streaming: the call is pending
+			ps = []messages.Payload{&messages.ToolInputStarted{SessionID: ms.id, AssistantMessageID: asst, CallID: call, Name: "read"}}
+			types = []string{messages.TypeToolInputStarted}
+			tool = &persistence.ToolPart{CallID: call, Name: "read", State: persistence.ToolPending}
+		}
+		if _, err := m.st.Append(mctx, ms.id, ps...); err != nil {
 			m.fatalf("call %s of %s: %v", call, asst, err)
 		}
-		ms.events = append(ms.events, messages.TypeToolCalled)
-		ms.parts = append(ms.parts, persistence.Part{Kind: persistence.PartTool, Tool: &persistence.ToolPart{CallID: call, Name: "read",
-			State: persistence.ToolRunning, Input: []byte(`{"path":"x"}`), Executed: true}})
+		ms.events = append(ms.events, types...)
+		ms.parts = append(ms.parts, persistence.Part{Kind: persistence.PartTool, Tool: tool})
 		ms.unsettled = append(ms.unsettled, len(ms.parts)-1)
 	case n < 8 && len(ms.unsettled) > 0:
 		i := m.rng.IntN(len(ms.unsettled))
@@ -529,7 +562,7 @@ func partsString(parts []persistence.Part) string {
 	for _, p := range parts {
 		b = fmt.Appendf(b, "%s %d %q %v", p.Kind, p.Ordinal, p.Text, p.Ended)
 		if t := p.Tool; t != nil {
-			b = fmt.Appendf(b, " %s %s %s %s %v %q", t.CallID, t.Name, t.State, t.Input, t.Executed, t.Output)
+			b = fmt.Appendf(b, " %s %s %s %q %s %v %q", t.CallID, t.Name, t.State, t.InputText, t.Input, t.Executed, t.Output)
 			if t.Error != nil {
 				b = fmt.Appendf(b, " %s %s", t.Error.Type, t.Error.Message)
 			}
@@ -572,10 +605,15 @@ func (m *model) lifecycle() {
 		}
 		ms.events = append(ms.events, messages.TypeExecutionStarted)
 	case n < 8:
-		if _, err := m.st.Append(mctx, ms.id, &messages.ExecutionSucceeded{SessionID: ms.id}); err != nil {
+		ps := []messages.Payload{&messages.ExecutionSucceeded{SessionID: ms.id},
+			&messages.ExecutionFailed{SessionID: ms.id, Error: messages.Error{Type: messages.ErrProviderInternal, Message: "no"}},
+			&messages.ExecutionInterrupted{SessionID: ms.id, Reason: messages.ReasonUser}}
+		types := []string{messages.TypeExecutionSucceeded, messages.TypeExecutionFailed, messages.TypeExecutionInterrupted}
+		i := m.rng.IntN(3)
+		if _, err := m.st.Append(mctx, ms.id, ps[i]); err != nil {
 			m.fatalf("execution of %s: %v", ms.id, err)
 		}
-		ms.events = append(ms.events, messages.TypeExecutionSucceeded)
+		ms.events = append(ms.events, types[i])
 		ms.clearRetry()
 	case ms.lastAsst != "":
 		at := 1_000 + seq
