@@ -30,7 +30,7 @@ var (
 // TestStoreAgainstModel drives the store with random operations and checks
 // every answer and every read against a plain model of the contract. The
 // operations: Session creation with supplied and generated IDs; admissions
-// with exact retries and conflicting reuse; promotions; steps with text and
+// with exact retries and conflicting reuse, up to a backlog; promotions; steps with text and
 // reasoning (a wrong ordinal refused), tool calls with or without streamed
 // input, their settlements, and ends (refused before the settlements) that
 // end or fail; agent and model selections and moves; instruction baselines
@@ -223,7 +223,7 @@ func (m *modelStore) clock() time.Time {
 }
 
 func (m *modelStore) open() {
-	o := persistence.Options{NoSync: m.noSync, FlushBytes: 4 << 10, PageSize: 7, Clock: m.clock,
+	o := persistence.Options{NoSync: m.noSync, FlushBytes: 4 << 10, PageSize: 7, InboxBacklog: modelBacklog, Clock: m.clock,
 		OnFlush: func(int, time.Duration) { m.flushes.Add(1) }}
 	if m.ids != nil {
 		var key [32]byte
@@ -281,6 +281,10 @@ func (m *model) create() {
 
 var modelTexts = []string{"a", "b", "hello world"}
 
+// modelBacklog caps each Session's unsettled inbox rows (prompts and
+// compaction barriers alike); the model's admissions often reach it.
+const modelBacklog = 5
+
 func (m *model) admit() {
 	ms := m.pick()
 	sid := ms.id
@@ -310,6 +314,10 @@ func (m *model) admit() {
 		if err != nil || created || !reflect.DeepEqual(got, r) {
 			m.fatalf("exact retry of %s: %+v created=%v err=%v, want %+v", req.ID, got, created, err, r)
 		}
+		return
+	}
+	if len(ms.pending) >= modelBacklog {
+		m.wantType(err, messages.ErrInboxFull, fmt.Sprintf("admission to %s with %d inputs pending", sid, len(ms.pending)))
 		return
 	}
 	if err != nil || !created {
@@ -872,8 +880,9 @@ func (m *model) checkSession(ms *modelSession) {
 		m.fatalf("open steps of %s: %d (%v), want %q", ms.id, len(open), err, ms.open)
 	}
 	var msgs []modelMessage
+	limit := m.rng.IntN(9) // 0: the store's page size
 	for cur := int64(-1); ; {
-		p, err := m.st.Messages(mctx, ms.id, persistence.Query{After: cur})
+		p, err := m.st.Messages(mctx, ms.id, persistence.Query{After: cur, Limit: limit})
 		if err != nil {
 			m.fatalf("%v", err)
 		}
@@ -883,6 +892,12 @@ func (m *model) checkSession(ms *modelSession) {
 		}
 		if !p.HasMore {
 			break
+		}
+	}
+	if len(ms.messages) > 0 {
+		want := ms.messages[m.rng.IntN(len(ms.messages))]
+		if got, err := m.st.Message(mctx, ms.id, want.id); err != nil || asModel(got) != want {
+			m.fatalf("message %s of %s: %+v (%v), want %+v", want.id, ms.id, asModel(got), err, want)
 		}
 	}
 	if !slices.Equal(msgs, ms.messages) {
