@@ -143,7 +143,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	// With fsync, commits wait for the disk and more operations share one
 	// (a quarter of them, against a fiftieth without).
 	ms := &modelStore{t: t, path: filepath.Join(t.TempDir(), "model.db"), noSync: seed%2 == 0}
-	ms.now.Store(time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC).UnixMilli())
+	ms.now.Store(modelStart.UnixMilli())
 	ms.open()
 	defer func() { _ = ms.st.Close() }()
 	rng := rand.New(rand.NewPCG(seed, 36))
