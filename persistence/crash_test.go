@@ -80,44 +80,54 @@ func TestCrashAdmissions(t *testing.T) {
 	}
 	acked := map[messages.MessageID]bool{}
 	for round := range rounds {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-		// The child is killed before its own cleanup runs, so its temporary
-		// directories go under this test's, which is removed.
-		cmd.Env = append(os.Environ(), crashEnv+"="+path, "TMPDIR="+filepath.Dir(path))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(stdout)
 		n := 0
-		for n < acksPerRound && sc.Scan() {
-			line := sc.Text()
+		killChild(t, "TestCrashChild", crashEnv+"="+path, filepath.Dir(path), func(line string) bool {
 			if id, ok := strings.CutPrefix(line, "ack "); ok {
 				acked[messages.MessageID(id)] = true
 				n++
 			} else if strings.HasPrefix(line, "error") {
-				t.Fatalf("child: %s", line)
+				t.Errorf("child: %s", line)
 			}
+			return n >= acksPerRound
+		})
+		if t.Failed() {
+			t.FailNow()
 		}
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		// Acks already written to the pipe before the kill count too.
-		for sc.Scan() {
-			if id, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
-				acked[messages.MessageID(id)] = true
-			}
-		}
-		_ = cmd.Wait()
 		if n < acksPerRound {
 			t.Fatalf("round %d: child stopped after %d acks", round, n)
 		}
 		verifyCrashStore(t, path, acked)
 	}
 	t.Logf("%d crashes, %d acknowledged admissions all recovered", rounds, len(acked))
+}
+
+// killChild runs test as a child process of this test binary with env
+// added, its temporary files under dir (it is killed before its own
+// cleanup runs, so they go under the parent's, which is removed). It
+// passes each line the child prints to read, kills the child with SIGKILL
+// once read returns true (or the child's output ends), and then passes
+// read the lines the child wrote before it died: they count too.
+func killChild(t *testing.T, test, env, dir string, read func(line string) bool) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env, "TMPDIR="+dir)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && !read(sc.Text()) {
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+		read(sc.Text())
+	}
+	_ = cmd.Wait()
 }
 
 func verifyCrashStore(t *testing.T, path string, acked map[messages.MessageID]bool) {

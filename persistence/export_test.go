@@ -38,3 +38,7 @@ func MemSessionRecord(s *Bolt, sid messages.SessionID) (kept *Session, stored []
 func MemWatermark(s *Bolt, sid messages.SessionID) (int64, bool) {
 	return memLastSeq(s.snap.Load().mems, sid)
 }
+
+// SystemMessageID is the ID of the system message an instructions update
+// event projects (derivedID).
+func SystemMessageID(ev messages.Event) messages.MessageID { return derivedID(ev) }

@@ -11,7 +11,6 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,17 +29,18 @@ var (
 // TestStoreAgainstModel drives the store with random operations and checks
 // every answer and every read against a plain model of the contract. The
 // operations: Session creation with supplied and generated IDs; admissions
-// with exact retries and conflicting reuse, up to a backlog; promotions; steps with text and
-// reasoning (a wrong ordinal refused), tool calls with or without streamed
-// input, their settlements, and ends (refused before the settlements) that
-// end or fail; agent and model selections and moves; instruction baselines
-// and updates; busy periods; scheduled retries; manual compaction barriers;
-// instruction entries written and deleted; approvals. Three workers run at
-// once, each on Sessions, IDs and projects of its own, so their operations
-// share group commits (and a batch reruns the others' when one fails);
-// between phases the store is reopened at random. The log is flushed every
-// few kilobytes, so reads merge the memtables with bbolt at every stage of
-// a flush, and reopening recovers from the log.
+// with exact retries and conflicting reuse, up to a backlog; promotions;
+// steps with text and reasoning (a wrong ordinal refused), tool calls with
+// or without streamed input, their settlements, and ends (refused before
+// the settlements) that end or fail; agent and model selections and moves;
+// instruction baselines and updates; busy periods; scheduled retries;
+// manual compaction barriers; instruction entries written and deleted;
+// approvals. Three workers run at once, each on Sessions, IDs and projects
+// of its own, so their operations share group commits (and a batch reruns
+// the others' when one fails); between phases the store is reopened at
+// random. The log is flushed every few kilobytes, so reads merge the
+// memtables with bbolt at every stage of a flush, and reopening recovers
+// from the log.
 func TestStoreAgainstModel(t *testing.T) {
 	for r := range *modelRounds {
 		seed := *modelSeed + uint64(r)
@@ -270,7 +270,7 @@ func (m *model) create() {
 	case created == known:
 		m.fatalf("create %q: created %v, known to the model %v", s.ID, created, known)
 	case created:
-		m.sessions[s.ID] = &modelSession{id: s.ID, events: []string{"session.created.1"}, entries: map[string]string{},
+		m.sessions[s.ID] = &modelSession{id: s.ID, events: []string{messages.TypeSessionCreated}, entries: map[string]string{},
 			agent: s.Agent, model: s.Model, dir: s.Location.Directory}
 		m.order = append(m.order, s.ID)
 	}
@@ -327,7 +327,7 @@ func (m *model) admit() {
 	if (req.ID != "" && got.ID != req.ID) || got.SessionID != sid || got.AdmittedSeq != seq || got.Delivery != delivery || got.Prompt.Text != req.Prompt.Text {
 		m.fatalf("admit %+v: receipt %+v, want seq %d", req, got, seq)
 	}
-	ms.events = append(ms.events, "session.prompt.admitted.1")
+	ms.events = append(ms.events, messages.TypePromptAdmitted)
 	ms.pending = append(ms.pending, got.ID)
 	m.inputs[got.ID] = &modelInput{receipt: got, kind: persistence.InputPrompt, promoted: -1}
 }
@@ -358,24 +358,24 @@ func (m *model) compaction() {
 			m.fatalf("compaction of %s: %+v created=%v, want a new barrier at %d", ms.id, in, created, seq)
 		}
 		ms.queued = in.ID
-		ms.events = append(ms.events, "session.compaction.admitted.1")
+		ms.events = append(ms.events, messages.TypeCompactionAdmitted)
 		ms.pending = append(ms.pending, in.ID)
 		ms.messages = append(ms.messages, modelMessage{id: in.ID, seq: seq, role: persistence.RoleCompaction})
 		m.inputs[in.ID] = &modelInput{receipt: persistence.Admitted{ID: in.ID, SessionID: ms.id, AdmittedSeq: seq}, kind: persistence.InputCompaction, promoted: -1}
 	case ms.running != "":
 		id := ms.running
 		var p messages.Payload = &messages.CompactionEnded{SessionID: ms.id, Reason: messages.CompactionManual, InputID: id, Text: "summary"}
-		typ := "session.compaction.ended.1"
+		typ := messages.TypeCompactionEnded
 		if n == 1 {
 			p = &messages.CompactionFailed{SessionID: ms.id, Reason: messages.CompactionManual, InputID: id,
 				Error: messages.Error{Type: messages.ErrInternal, Message: "no"}}
-			typ = "session.compaction.failed.1"
+			typ = messages.TypeCompactionFailed
 		}
 		if _, err := m.st.Append(mctx, ms.id, p); err != nil {
 			m.fatalf("settle compaction %s: %v", id, err)
 		}
 		ms.events = append(ms.events, typ)
-		ms.pending = slices.DeleteFunc(ms.pending, func(p messages.MessageID) bool { return p == id })
+		ms.unpend(id)
 		m.inputs[id].promoted = seq
 		ms.running, ms.stale = "", false
 	case ms.queued != "":
@@ -383,7 +383,7 @@ func (m *model) compaction() {
 		if _, err := m.st.Append(mctx, ms.id, &messages.CompactionStarted{SessionID: ms.id, Reason: messages.CompactionManual, InputID: id}); err != nil {
 			m.fatalf("start compaction %s: %v", id, err)
 		}
-		ms.events = append(ms.events, "session.compaction.started.1")
+		ms.events = append(ms.events, messages.TypeCompactionStarted)
 		ms.queued, ms.running = "", id
 	}
 }
@@ -421,9 +421,9 @@ func (m *model) promote() {
 		m.fatalf("promote %s: %d events, seq %d, want %d", id, len(evs), evs[0].Seq(), seq)
 	}
 	in.promoted = seq
-	ms.events = append(ms.events, "session.prompt.promoted.1")
-	ms.pending = slices.DeleteFunc(ms.pending, func(p messages.MessageID) bool { return p == id })
-	ms.messages = append(ms.messages, modelMessage{id: id, seq: seq, role: "user"})
+	ms.events = append(ms.events, messages.TypePromptPromoted)
+	ms.unpend(id)
+	ms.messages = append(ms.messages, modelMessage{id: id, seq: seq, role: persistence.RoleUser})
 }
 
 // step starts a step, or in an open one ends a text fragment, calls a
@@ -480,16 +480,16 @@ func (m *model) step() {
 		ms.parts = append(ms.parts, persistence.Part{Kind: kind, Ordinal: ordinal, Text: text, Ended: true})
 	case n < 6:
 		call := fmt.Sprint("c", len(ms.parts))
-		input := []byte(`{"path":"x"}`)
-		tool := &persistence.ToolPart{CallID: call, Name: "read", State: persistence.ToolRunning, Input: input, Executed: true}
-		ps := []messages.Payload{&messages.ToolCalled{SessionID: ms.id, AssistantMessageID: asst, CallID: call, Name: "read", Input: input, Executed: true}}
+		input := `{"path":"x"}`
+		tool := &persistence.ToolPart{CallID: call, Name: "read", State: persistence.ToolRunning, Input: []byte(input), Executed: true}
+		ps := []messages.Payload{&messages.ToolCalled{SessionID: ms.id, AssistantMessageID: asst, CallID: call, Name: "read", Input: []byte(input), Executed: true}}
 		types := []string{messages.TypeToolCalled}
 		switch m.rng.IntN(3) {
 		case 0: // its input streamed first
 			ps = append([]messages.Payload{&messages.ToolInputStarted{SessionID: ms.id, AssistantMessageID: asst, CallID: call, Name: "read"},
-				&messages.ToolInputEnded{SessionID: ms.id, AssistantMessageID: asst, CallID: call, Name: "read", Text: `{"path":"x"}`}}, ps...)
+				&messages.ToolInputEnded{SessionID: ms.id, AssistantMessageID: asst, CallID: call, Name: "read", Text: input}}, ps...)
 			types = append([]string{messages.TypeToolInputStarted, messages.TypeToolInputEnded}, types...)
-			tool.InputText = `{"path":"x"}`
+			tool.InputText = input
 		case 1: // its input still streaming: the call is pending
 			ps = []messages.Payload{&messages.ToolInputStarted{SessionID: ms.id, AssistantMessageID: asst, CallID: call, Name: "read"}}
 			types = []string{messages.TypeToolInputStarted}
@@ -542,11 +542,18 @@ func (m *model) step() {
 			ms.tokens = ms.tokens.Add(tokens)
 			ms.cost += 0.25
 		}
-		i := slices.IndexFunc(ms.messages, func(mm modelMessage) bool { return mm.id == asst })
-		ms.messages[i].end = end
+		ms.message(asst).end = end
 	}
-	i := slices.IndexFunc(ms.messages, func(mm modelMessage) bool { return mm.id == asst })
-	ms.messages[i].parts = partsString(ms.parts)
+	ms.message(asst).parts = partsString(ms.parts)
+}
+
+// inputIDs returns the IDs of inbox rows, in order.
+func inputIDs(ins []persistence.Input) []messages.MessageID {
+	ids := make([]messages.MessageID, len(ins))
+	for i, in := range ins {
+		ids[i] = in.ID
+	}
+	return ids
 }
 
 // asModel is the model's view of a projected message.
@@ -605,7 +612,7 @@ func (m *model) lifecycle() {
 		}
 		ms.events = append(ms.events, messages.TypeInstructionsUpdated)
 		ms.checkpoint.Applied = map[string]string{"k": text + "2"}
-		id := messages.MessageID(messages.MessagePrefix + strings.TrimPrefix(string(evs[0].ID), messages.EventPrefix))
+		id := persistence.SystemMessageID(evs[0])
 		ms.messages = append(ms.messages, modelMessage{id: id, seq: seq, role: persistence.RoleSystem, parts: text + "|update"})
 	case n < 7:
 		if _, err := m.st.Append(mctx, ms.id, &messages.ExecutionStarted{SessionID: ms.id}); err != nil {
@@ -639,6 +646,11 @@ func (m *model) lifecycle() {
 // message returns the model of message id.
 func (ms *modelSession) message(id messages.MessageID) *modelMessage {
 	return &ms.messages[slices.IndexFunc(ms.messages, func(mm modelMessage) bool { return mm.id == id })]
+}
+
+// unpend removes a settled input from the pending ones.
+func (ms *modelSession) unpend(id messages.MessageID) {
+	ms.pending = slices.DeleteFunc(ms.pending, func(p messages.MessageID) bool { return p == id })
 }
 
 // clearRetry clears the Session's scheduled retry, if any.
@@ -839,11 +851,7 @@ func (m *model) checkSession(ms *modelSession) {
 	if err != nil {
 		m.fatalf("%v", err)
 	}
-	pids := make([]messages.MessageID, len(pend))
-	for i, in := range pend {
-		pids[i] = in.ID
-	}
-	if !slices.Equal(pids, ms.pending) {
+	if pids := inputIDs(pend); !slices.Equal(pids, ms.pending) {
 		m.fatalf("pending %s: %v, want %v", ms.id, pids, ms.pending)
 	}
 	entries, err := m.st.Entries(mctx, ms.id)
@@ -861,10 +869,7 @@ func (m *model) checkSession(ms *modelSession) {
 		bmsgs = append(bmsgs, asModel(msg))
 	}
 	wantMsgs := slices.DeleteFunc(slices.Clone(ms.messages), func(mm modelMessage) bool { return mm.seq <= from })
-	bpend := make([]messages.MessageID, len(b.Pending))
-	for i, in := range b.Pending {
-		bpend[i] = in.ID
-	}
+	bpend := inputIDs(b.Pending)
 	if b.Seq != last || b.Session.ID != ms.id || b.Session.Agent != ms.agent || b.Session.Model != ms.model || b.Session.Location.Directory != ms.dir || !slices.Equal(bpend, ms.pending) || !slices.Equal(bmsgs, wantMsgs) {
 		m.fatalf("boundary %s after %d: seq %d, pending %v, messages %v; want %d, %v, %v", ms.id, from, b.Seq, bpend, bmsgs, last, ms.pending, wantMsgs)
 	}
@@ -892,6 +897,9 @@ func (m *model) checkSession(ms *modelSession) {
 		}
 		if !p.HasMore {
 			break
+		}
+		if len(p.Data) == 0 {
+			m.fatalf("messages %s after %d: hasMore with no messages", ms.id, cur)
 		}
 	}
 	if len(ms.messages) > 0 {

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -83,20 +81,11 @@ func TestStoreModelCrash(t *testing.T) {
 func crashModel(t *testing.T, seed uint64) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "crash.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestStoreModelCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), modelCrashEnv+"="+path+","+strconv.FormatUint(seed, 10), "TMPDIR="+dir)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	// Kill somewhere in the first few hundred operations: the log flushes
 	// every 4 KB, so kills land before, during and after flushes.
 	killAt := 20 + rand.New(rand.NewPCG(seed, 99)).IntN(400)
 	acked, begun := -1, -1
-	read := func(line string) {
+	killChild(t, "TestStoreModelCrashChild", modelCrashEnv+"="+path+","+strconv.FormatUint(seed, 10), dir, func(line string) bool {
 		verb, n, _ := strings.Cut(line, " ")
 		i, _ := strconv.Atoi(n)
 		switch verb {
@@ -107,18 +96,8 @@ func crashModel(t *testing.T, seed uint64) {
 		default:
 			t.Errorf("child: %s", line)
 		}
-	}
-	sc := bufio.NewScanner(stdout)
-	for acked < killAt && sc.Scan() {
-		read(sc.Text())
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	for sc.Scan() { // lines written before the kill count too
-		read(sc.Text())
-	}
-	_ = cmd.Wait()
+		return acked >= killAt
+	})
 	if t.Failed() || acked < killAt {
 		t.Fatalf("child stopped after %d acknowledged operations", acked+1)
 	}
