@@ -1,0 +1,232 @@
+//go:build linux
+
+package persistence_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+const diskFullEnv = "SESSIOND_DISKFULL_CHILD"
+
+// diskFullCase is where a full disk first refuses the store's writes.
+type diskFullCase struct {
+	name string
+	// flush is the child's FlushBytes.
+	flush int64
+	// limit returns the file size limit, given the sizes of the store's
+	// files once it is open.
+	limit func(db, wal int64) int64
+	// fatal: the store must have stopped writing (a failed flush), rather
+	// than refusing only the writes that did not fit.
+	fatal bool
+}
+
+var diskFullCases = []diskFullCase{
+	// The log's next extension does not fit; nothing is flushed, so
+	// bbolt's file is never written.
+	{name: "log", flush: 1 << 30, limit: func(_, wal int64) int64 { return wal + 256<<10 }},
+	// bbolt's file cannot grow at a flush; the log has room.
+	{name: "flush", flush: 64 << 10, limit: func(db, wal int64) int64 { return max(db, wal+16<<20) }, fatal: true},
+}
+
+// TestDiskFullChild is the child half of TestDiskFull: it opens the store,
+// limits the size of the files it may write (RLIMIT_FSIZE, so writes past
+// the limit fail with EFBIG as they would with ENOSPC on a full disk),
+// admits prompts from several goroutines until enough are refused, then
+// reads, closes, and reports. It does nothing in a normal test run.
+func TestDiskFullChild(t *testing.T) {
+	spec := os.Getenv(diskFullEnv)
+	if spec == "" {
+		return
+	}
+	out := bufio.NewWriter(os.Stdout)
+	var mu sync.Mutex
+	say := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(out, format+"\n", args...)
+		_ = out.Flush()
+	}
+	die := func(err error) {
+		say("error %v", err)
+		os.Exit(2)
+	}
+	name, path, _ := strings.Cut(spec, ",")
+	var c diskFullCase
+	for _, cc := range diskFullCases {
+		if cc.name == name {
+			c = cc
+		}
+	}
+	st, err := persistence.Open(path, persistence.Options{FlushBytes: c.flush})
+	if err != nil {
+		die(err)
+	}
+	ctx := context.Background()
+	if _, _, err := st.CreateSession(ctx, persistence.CreateSession{ID: "ses_full", Location: messages.Location{Directory: "/tmp"}}); err != nil {
+		die(err)
+	}
+	var room syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &room); err != nil {
+		die(err)
+	}
+	// Only the soft limit, so that the disk can have room again.
+	limit := c.limit(fileSize(path), max(fileSize(path+"-wal"), fileSize(path+"-wal2")))
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: uint64(limit), Max: room.Max}); err != nil {
+		die(err)
+	}
+	var refused sync.WaitGroup
+	var mu2 sync.Mutex
+	fails := 0
+	for g := range 8 {
+		refused.Go(func() {
+			for i := 0; ; i++ {
+				id := messages.MessageID(fmt.Sprintf("msg_g%d_%06d", g, i))
+				_, _, err := st.Admit(ctx, persistence.Admission{ID: id, SessionID: "ses_full", Prompt: messages.Prompt{Text: strings.Repeat("x", 2000)}})
+				if err == nil {
+					say("ack %s", id)
+					continue
+				}
+				// The caller learns why: the system's error is in the chain,
+				// or in its text where bbolt formats it with %s (its "file
+				// resize error").
+				why := errors.Is(err, syscall.EFBIG) || strings.Contains(err.Error(), syscall.EFBIG.Error())
+				say("refused %s %v %v", id, why, errors.Is(err, persistence.ErrOutcomeUnknown))
+				mu2.Lock()
+				fails++
+				enough := fails >= 50
+				mu2.Unlock()
+				if enough {
+					return
+				}
+			}
+		})
+	}
+	refused.Wait()
+	say("failed %v", st.Failed() != nil)
+	// Room again: a store that did not fail takes writes at once.
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &room); err != nil {
+		die(err)
+	}
+	if _, _, err := st.Admit(ctx, persistence.Admission{ID: "msg_room", SessionID: "ses_full", Prompt: messages.Prompt{Text: "room again"}}); err == nil {
+		say("ack msg_room")
+	} else {
+		say("still %v", err)
+	}
+	// Reads go on: everything acknowledged is there.
+	page, err := st.History(ctx, "ses_full", persistence.Query{After: -1, Limit: 10})
+	if err != nil {
+		die(err)
+	}
+	say("read %d", len(page.Data))
+	say("closed %v", st.Close())
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// TestDiskFull runs a store in a child process whose writes past a file
+// size stop fitting, at the log's extension or at bbolt's growth during a
+// flush, and checks that every refused write gets a typed error (never a
+// panic or a hang), that reads go on, and that once there is room again
+// (the store reopened without the limit) every acknowledged admission is
+// there, the store is consistent, and it takes writes again.
+func TestDiskFull(t *testing.T) {
+	for _, c := range diskFullCases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "full.db")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestDiskFullChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), diskFullEnv+"="+c.name+","+path, "TMPDIR="+dir)
+			b, err := cmd.Output()
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			if err != nil {
+				t.Fatalf("child: %v\n%s", err, strings.Join(lines[max(len(lines)-20, 0):], "\n"))
+			}
+			acked := map[messages.MessageID]bool{}
+			refused, unknown := 0, 0
+			var failed, closed string
+			for _, line := range lines {
+				verb, rest, _ := strings.Cut(line, " ")
+				switch verb {
+				case "ack":
+					acked[messages.MessageID(rest)] = true
+				case "refused":
+					refused++
+					f := strings.Fields(rest)
+					if len(f) != 3 || f[1] != "true" {
+						t.Errorf("refused write without the system's error (EFBIG) in its chain: %s", rest)
+					}
+					if f[2] == "true" {
+						unknown++
+					}
+				case "still":
+					if !c.fatal {
+						t.Errorf("a store that did not fail refuses a write once there is room: %s", rest)
+					}
+				case "failed":
+					failed = rest
+				case "closed":
+					closed = rest
+				case "read", "PASS":
+				default:
+					t.Errorf("child: %s", line)
+				}
+			}
+			if refused == 0 || len(acked) == 0 {
+				t.Fatalf("%d admissions acknowledged, %d refused: the limit was not reached", len(acked), refused)
+			}
+			if want := strconv.FormatBool(c.fatal); failed != want {
+				t.Errorf("store failed: %s, want %s", failed, want)
+			}
+			if !c.fatal && unknown > 0 {
+				t.Errorf("%d refused writes of unknown outcome, though the store did not fail", unknown)
+			}
+			// Close writes the memtable into bbolt, which may not fit either.
+			t.Logf("%d admissions acknowledged, %d refused (%d of unknown outcome); close: %s", len(acked), refused, unknown, closed)
+			verifyFullStore(t, path, acked)
+		})
+	}
+}
+
+// verifyFullStore reopens the store at path with room to write, checks it,
+// and finds every acknowledged admission, then admits one more.
+func verifyFullStore(t *testing.T, path string, acked map[messages.MessageID]bool) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := persistence.Open(path, persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := persistence.Check(st); err != nil {
+		t.Fatalf("consistency check: %v", err)
+	}
+	for id := range acked {
+		if _, err := st.Input(ctx, id); err != nil {
+			t.Fatalf("acknowledged %s lost: %v", id, err)
+		}
+	}
+	if _, _, err := st.Admit(ctx, persistence.Admission{ID: "msg_after", SessionID: "ses_full", Prompt: messages.Prompt{Text: "room again"}}); err != nil {
+		t.Fatalf("admission once there is room: %v", err)
+	}
+}
