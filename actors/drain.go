@@ -109,6 +109,10 @@ func (d *drain) run(self *actor.PID) {
 		ids: d.rt.cfg.IDs, log: d.rt.cfg.Logger, steerBatch: d.rt.cfg.SteerBatch, metrics: d.rt.cfg.Metrics,
 		autoCompact: d.rt.cfg.AutoCompact, compactionBuffer: d.rt.cfg.CompactionBuffer, keepTokens: d.rt.cfg.KeepTokens,
 		liveHold: d.rt.cfg.LiveHold, toolGrace: d.rt.cfg.ToolGrace, bndAt: -1}
+	if t, ok := d.rt.unended.Load(d.sid); ok {
+		r.unended = t.(messages.Payload)
+		r.paid = func() { d.rt.unended.CompareAndDelete(d.sid, t) }
+	}
 	r.startTool = func(ctx context.Context, call locations.ToolCall) <-chan locations.ToolResult {
 		ch := make(chan locations.ToolResult, 1)
 		root.Send(self, &startTool{ctx: ctx, call: call, reply: ch})
@@ -139,6 +143,8 @@ func (d *drain) run(self *actor.PID) {
 			d.rt.cfg.Logger.Warn().Str("session", string(d.sid)).Str("type", string(e.Type)).Str("error", e.Message).Msg("busy period failed")
 		}
 		if aerr := recovered(func() error { _, err := r.append(ctx, terminal); return err }); aerr != nil {
+			// Owed: the next busy period writes it first (runner.unended).
+			d.rt.unended.Store(d.sid, terminal)
 			d.rt.cfg.Logger.Error().Err(aerr).Str("session", string(d.sid)).Msg("commit busy-period terminal")
 		}
 	} else if err != nil && !errors.Is(err, errInterrupted) && !errors.Is(err, errSuperseded) {

@@ -77,6 +77,13 @@ type runner struct {
 	mu sync.Mutex
 	// started is true once this busy period wrote execution.started.1.
 	started bool
+	// unended is the terminal of this Session's previous busy period in
+	// this process when the store refused it (a full disk, say): the
+	// first commit of this one writes it before execution.started.1, so
+	// that every busy period the process ran has its one terminal once
+	// the store takes writes again. paid tells the Runtime it is written.
+	unended messages.Payload
+	paid    func()
 	// buf holds durable events not yet committed. Events are batched
 	// between durability points (a tool call, a terminal, or a live event
 	// held for liveHold) so a step costs a couple of commits rather than
@@ -174,9 +181,15 @@ func (r *runner) commitLocked(ctx context.Context, ps ...messages.Payload) ([]me
 		return nil, nil
 	}
 	shift := 0
-	if _, begins := ps[0].(*messages.ExecutionStarted); !r.started && !begins {
-		ps = append([]messages.Payload{&messages.ExecutionStarted{SessionID: r.sid}}, ps...)
-		shift = 1
+	if !r.started {
+		if _, begins := ps[0].(*messages.ExecutionStarted); !begins {
+			ps = append([]messages.Payload{&messages.ExecutionStarted{SessionID: r.sid}}, ps...)
+			shift = 1
+		}
+		if r.unended != nil {
+			ps = append([]messages.Payload{r.unended}, ps...)
+			shift++
+		}
 	}
 	if r.order != nil {
 		lockOrder(r.order)
@@ -192,6 +205,10 @@ func (r *runner) commitLocked(ctx context.Context, ps ...messages.Payload) ([]me
 	}
 	evs := c.Events
 	r.observe(c)
+	if !r.started && r.unended != nil {
+		r.unended = nil
+		r.paid()
+	}
 	r.started = true
 	r.commits++
 	j := 0

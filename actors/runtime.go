@@ -114,7 +114,11 @@ type Runtime struct {
 	wg sync.WaitGroup
 
 	active sync.Map // messages.SessionID -> struct{}
-	live   atomic.Int64
+	// unended holds the terminal event of a Session's last busy period
+	// that the store refused (messages.SessionID -> messages.Payload),
+	// until the next busy period commits it (runner.unended).
+	unended sync.Map
+	live    atomic.Int64
 	// order is striped per Session: writers hold a Session's stripe from a
 	// commit until its events are published on the bus, since admissions
 	// and selections commit outside the runner and the bus must still get

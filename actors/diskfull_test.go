@@ -1,0 +1,139 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/sessiond/sessiond/actors"
+	"github.com/sessiond/sessiond/actors/actortest"
+	"github.com/sessiond/sessiond/locations"
+	"github.com/sessiond/sessiond/locations/llm/script"
+	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/persistence"
+)
+
+// fullDisk is a store that refuses every write while full is set, as a
+// store whose disk has no room does (persistence's TestDiskFull: the
+// writes that do not fit fail, and writing resumes once there is room).
+type fullDisk struct {
+	persistence.Store
+	full *atomic.Bool
+}
+
+var errNoRoom = fmt.Errorf("injected: %w", syscall.ENOSPC)
+
+func (s fullDisk) Commit(ctx context.Context, sid messages.SessionID, ps ...messages.Payload) (persistence.Committed, error) {
+	if s.full.Load() {
+		return persistence.Committed{}, errNoRoom
+	}
+	return s.Store.Commit(ctx, sid, ps...)
+}
+
+func (s fullDisk) Append(ctx context.Context, sid messages.SessionID, ps ...messages.Payload) ([]messages.Event, error) {
+	if s.full.Load() {
+		return nil, errNoRoom
+	}
+	return s.Store.Append(ctx, sid, ps...)
+}
+
+func (s fullDisk) Admit(ctx context.Context, req persistence.Admission) (persistence.Admitted, bool, error) {
+	if s.full.Load() {
+		return persistence.Admitted{}, false, errNoRoom
+	}
+	return s.Store.Admit(ctx, req)
+}
+
+// TestDiskFullMidBusyPeriod: the store refuses every write from the
+// middle of a step on, the busy period's terminal included, and then has
+// room again. The Session must not be left busy or wedged: it goes idle,
+// a prompt refused meanwhile is not in the log, the next prompt runs, and
+// the log keeps its invariants: every step that started is closed, the
+// tool ran once, and every busy period has exactly one terminal (SEED.md),
+// the refused one written once the store takes writes again.
+func TestDiskFullMidBusyPeriod(t *testing.T) {
+	full := new(atomic.Bool)
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store = fullDisk{c.Store, full} }})
+	var runs atomic.Int32
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { runs.Add(1); return "ok", nil })
+	g := script.NewGate()
+	h.Model.Reply(script.ToolCall("c1", "echo", `{}`))
+	h.Model.Reply(script.Hold(g), script.Text("lost to the full disk"))
+	h.Model.Default(script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "first")
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	full.Store(true)
+	g.Release()
+	h.WaitIdle(sid)
+	if _, err := h.Runtime.Prompt(h.Ctx(), persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "refused"}}); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("prompt while the disk is full: %v", err)
+	}
+	if got := h.Runtime.Active(); len(got) != 0 {
+		t.Fatalf("active with the disk full and nothing running: %v", got)
+	}
+	full.Store(false)
+	h.Prompt(sid, "second")
+	h.WaitIdle(sid)
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times, want once", n)
+	}
+	started, closed := count(h, sid, messages.TypeStepStarted), count(h, sid, messages.TypeStepEnded)+count(h, sid, messages.TypeStepFailed)
+	if started != closed {
+		t.Fatalf("%d steps started, %d closed: %v", started, closed, h.Types(sid))
+	}
+	for _, ev := range h.Events(sid) {
+		if p, ok := ev.Data.(*messages.PromptAdmitted); ok && p.Prompt.Text == "refused" {
+			t.Fatalf("a refused prompt is in the log: %v", h.Types(sid))
+		}
+	}
+	pending, err := h.Store.Pending(h.Ctx(), sid)
+	if err != nil || len(pending) != 0 {
+		t.Fatalf("pending after the last busy period: %v, %v", pending, err)
+	}
+	// Each busy period has its one terminal: the first's, which the full
+	// disk refused, is written when the store takes writes again, before
+	// the next busy period starts, and says why that one failed.
+	terminals := busyPeriods(t, h, sid)
+	if len(terminals) != 2 {
+		t.Fatalf("busy periods: %v", h.Types(sid))
+	}
+	f, ok := terminals[0].Data.(*messages.ExecutionFailed)
+	if !ok || !strings.Contains(f.Error.Message, syscall.ENOSPC.Error()) || terminals[1].Type != messages.TypeExecutionSucceeded {
+		t.Fatalf("terminals %+v, %s", terminals[0].Data, terminals[1].Type)
+	}
+	h.CheckReplay()
+}
+
+// busyPeriods checks that every busy period in sid's log has exactly one
+// terminal, before the next one starts, and returns the terminals.
+func busyPeriods(t *testing.T, h *actortest.Harness, sid messages.SessionID) []messages.Event {
+	t.Helper()
+	var terminals []messages.Event
+	open := false
+	for _, ev := range h.Events(sid) {
+		switch ev.Type {
+		case messages.TypeExecutionStarted:
+			if open {
+				t.Fatalf("a busy period starts before the last one ended: %v", h.Types(sid))
+			}
+			open = true
+		case messages.TypeExecutionSucceeded, messages.TypeExecutionFailed, messages.TypeExecutionInterrupted:
+			if !open {
+				t.Fatalf("a terminal without its start: %v", h.Types(sid))
+			}
+			open = false
+			terminals = append(terminals, ev)
+		}
+	}
+	if open {
+		t.Fatalf("the last busy period has no terminal: %v", h.Types(sid))
+	}
+	return terminals
+}
