@@ -172,6 +172,10 @@ type Bolt struct {
 	flushq    chan flushJob
 	flushDone chan flushResult
 	flushErr  error // a failed flush's error, once the writer reaped it
+	// flushFailing is the error of the running flush's last attempt while
+	// the flusher retries it (nil once one succeeds). The log then grows
+	// past twice FlushBytes only as far as the writer lets it: see add.
+	flushFailing error
 
 	failMu sync.Mutex
 	failed error // a WAL or bbolt failure after which nothing more commits
@@ -207,6 +211,9 @@ type flushResult struct {
 	entries int
 	took    time.Duration
 	err     error
+	// retrying: the flush failed with bbolt unchanged (a full disk, say),
+	// and the flusher tries it again; another result follows.
+	retrying bool
 }
 
 // syncJob is one committed batch awaiting durability, or (with barrier
@@ -468,11 +475,22 @@ func (s *Bolt) reapFlush(wait bool) error {
 			return nil
 		}
 	}
+	if r.retrying {
+		if s.flushFailing == nil {
+			s.opts.Logger.Error().Err(r.err).Msg("flush failed; retrying (writes go on into the log)")
+		}
+		s.flushFailing = r.err
+		return nil
+	}
 	if r.err != nil {
 		// The store fails; the memtable stays readable, and its records
 		// stay in the log for the next Open to re-apply.
 		s.flushErr = r.err
 		return r.err
+	}
+	if s.flushFailing != nil {
+		s.opts.Logger.Info().Msg("flush succeeded after failing")
+		s.flushFailing = nil
 	}
 	s.imm, s.boltTx = nil, r.boltTx
 	clear(s.absent) // bbolt now holds the flushed memtable's keys
@@ -484,20 +502,76 @@ func (s *Bolt) reapFlush(wait bool) error {
 
 // flusher writes memtables into bbolt, one flush at a time, beside the
 // writer.
+//
+// A flush that fails leaving bbolt as it was (its file could not grow on a
+// full disk, a page write failed) is tried again after a pause, doubling
+// up to flushRetryMax, until it succeeds or the store closes, and the
+// store goes on meanwhile: the memtable stays readable and the log holds
+// its records. A failure after which bbolt may hold the flush's
+// transaction (its meta page written, then a failed fdatasync) fails the
+// store instead, as the transaction may or may not be on the disk.
 func (s *Bolt) flusher() {
 	for job := range s.flushq {
-		start := time.Now()
-		stop := s.paceWriteback()
-		txid, err := s.flushInto(job.mem, job.applied, job.logGen)
-		stop()
-		if flushFault != nil && err == nil {
-			err = flushFault()
+		pause := flushRetryMin
+		for {
+			start := time.Now()
+			stop := s.paceWriteback()
+			txid, err := s.flushInto(job.mem, job.applied, job.logGen)
+			stop()
+			if flushFault != nil && err == nil {
+				err = flushFault()
+			}
+			if err == nil && flushHook != nil {
+				flushHook("committed", s)
+			}
+			retry := false
+			if err != nil && s.flushUndone(txid) {
+				select {
+				case <-s.quit: // closing: this attempt was the last
+				default:
+					retry = true
+				}
+			}
+			// A notice of an earlier failed attempt the writer has not
+			// taken is stale now: this result replaces it, and the send
+			// never waits, so attempts go on while the writer is idle.
+			select {
+			case <-s.flushDone:
+			default:
+			}
+			s.flushDone <- flushResult{boltTx: txid, entries: job.mem.Len(), took: time.Since(start), err: err, retrying: retry}
+			if !retry {
+				break
+			}
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-s.quit:
+				t.Stop()
+			}
+			pause = min(2*pause, flushRetryMax)
 		}
-		if err == nil && flushHook != nil {
-			flushHook("committed", s)
-		}
-		s.flushDone <- flushResult{boltTx: txid, entries: job.mem.Len(), took: time.Since(start), err: err}
 	}
+}
+
+// flushRefuse, when set by a test, can fail a flush before it writes
+// anything, leaving bbolt as it was (as a full disk does). It is given the
+// flush's log generation (0 for the one Close makes).
+var flushRefuse func(logGen uint64) error
+
+// The pauses between attempts of a failing flush.
+var flushRetryMin, flushRetryMax = 50 * time.Millisecond, 5 * time.Second
+
+// flushUndone reports whether bbolt is as it was before the failed flush
+// whose write transaction was txid (0: it never began): its meta page
+// still names an earlier transaction, so nothing of the flush is in it.
+func (s *Bolt) flushUndone(txid int) bool {
+	if txid == 0 {
+		return true
+	}
+	cur := -1
+	_ = s.db.View(func(tx *bolt.Tx) error { cur = tx.ID(); return nil })
+	return cur >= 0 && cur < txid
 }
 
 // paceWriteback makes the kernel write bbolt's dirty pages out every
@@ -548,6 +622,11 @@ func (s *Bolt) flushInto(mem *memTree, applied, logGen uint64) (int, error) {
 	var txid int
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		txid = tx.ID()
+		if flushRefuse != nil {
+			if err := flushRefuse(logGen); err != nil {
+				return err
+			}
+		}
 		if err := writeMem(tx, mem); err != nil {
 			return err
 		}
@@ -939,8 +1018,14 @@ func (s *Bolt) drainQueue(b *batch) {
 		s.seal(b)
 	}
 	s.barrier()
-	if err := s.reapFlush(true); err != nil {
-		s.fail(err)
+	// Until the running flush ends: a failing one makes its last attempt
+	// now that the store is closing, and Close must not write the newer
+	// memtable alone and call the log unneeded.
+	for s.imm != nil {
+		if err := s.reapFlush(true); err != nil {
+			s.fail(err)
+			break
+		}
 	}
 }
 
@@ -977,6 +1062,10 @@ func (s *Bolt) add(b *batch, o *op) {
 			s.fail(err)
 		}
 		if err := s.fatal(); err != nil {
+			o.done <- err
+			return
+		}
+		if err := s.flushFull(); err != nil {
 			o.done <- err
 			return
 		}
@@ -1115,8 +1204,9 @@ func (s *Bolt) seal(b *batch) {
 		return
 	}
 	// One flush at a time; the writer waits for a running one only once
-	// the log has grown twice as far, bounding memory.
-	if s.imm != nil && s.wal.size() >= 2*s.opts.FlushBytes {
+	// the log has grown twice as far, bounding memory. A flush being
+	// retried is not waited for: add refuses writes instead (flushFull).
+	if s.imm != nil && s.flushFailing == nil && s.wal.size() >= 2*s.opts.FlushBytes {
 		if err := s.reapFlush(true); err != nil {
 			s.fail(err)
 		}
@@ -1126,6 +1216,16 @@ func (s *Bolt) seal(b *batch) {
 			s.fail(err)
 		}
 	}
+}
+
+// flushFull refuses a write while the running flush is being retried and
+// the log has grown to twice FlushBytes: the memtable would otherwise grow
+// for as long as the flush fails. Writes resume once it succeeds.
+func (s *Bolt) flushFull() error {
+	if s.flushFailing == nil || s.wal.size() < 2*s.opts.FlushBytes {
+		return nil
+	}
+	return fmt.Errorf("persistence: commit: the store cannot flush into its database file, and refuses writes until it can: %w", s.flushFailing)
 }
 
 // awaitLog holds the writer until the next record can be written with at

@@ -90,6 +90,17 @@
 // freelist in the file, so an Open reads one page for it rather than
 // walking the whole file.
 //
+// A flush that fails leaving bbolt as it was (bbolt's file could not grow
+// on a full disk, a page write failed) is tried again after a pause while
+// the store goes on: the memtable stays readable and the log holds its
+// records. Writes go on into the log until it has grown to twice
+// FlushBytes, and are then refused with the flush's error until an
+// attempt succeeds, bounding the memtable. A write the log cannot take
+// (its file could not be extended) is refused alone. Only failures that
+// leave the disk's state unknown fail the store until it is reopened: a
+// log write whose invalidation also failed, a failed fdatasync of the log,
+// or a flush that failed after bbolt's meta page was written.
+//
 // The log ends at the first record that is missing, torn or fails its
 // checksum: a crash can tear only records not yet synced, and the writer
 // never gets more than walInFlight records ahead of the syncer. A bad

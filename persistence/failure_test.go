@@ -592,3 +592,132 @@ func TestSubmitterWaitingForRoomCanGiveUp(t *testing.T) {
 		t.Fatal("a caller waiting for room ignores its context")
 	}
 }
+
+// What refuseFlushes refuses.
+const (
+	refuseNone     = iota
+	refuseAll      // every flush
+	refuseNotClose // every flush but the one Close makes
+)
+
+// refuseFlushes makes flushes fail before they write anything, as a full
+// disk does, as the returned mode says, and counts the attempts. It
+// shortens the pause between attempts; the test's cleanup restores both.
+func refuseFlushes(t *testing.T) (refuse *atomic.Int32, attempts *atomic.Int64) {
+	refuse, attempts = new(atomic.Int32), new(atomic.Int64)
+	flushRefuse = func(logGen uint64) error {
+		attempts.Add(1)
+		if m := refuse.Load(); m == refuseAll || m == refuseNotClose && logGen != 0 {
+			return errors.New("injected: no room for the flush")
+		}
+		return nil
+	}
+	minPause, maxPause := flushRetryMin, flushRetryMax
+	flushRetryMin, flushRetryMax = time.Millisecond, 4*time.Millisecond
+	t.Cleanup(func() { flushRefuse, flushRetryMin, flushRetryMax = nil, minPause, maxPause })
+	return refuse, attempts
+}
+
+// admitUntilRefused admits prompts until one is refused, and checks that it
+// was refused for the failing flush.
+func admitUntilRefused(t *testing.T, st *Bolt, sid messages.SessionID) {
+	t.Helper()
+	for i := 0; ; i++ {
+		_, _, err := st.Admit(context.Background(), Admission{SessionID: sid, Prompt: messages.Prompt{Text: "p"}})
+		if err != nil {
+			if !strings.Contains(err.Error(), "cannot flush") || !strings.Contains(err.Error(), "no room for the flush") {
+				t.Fatalf("admission %d: %v", i, err)
+			}
+			return
+		}
+		if i == 100_000 {
+			t.Fatal("no admission was refused")
+		}
+	}
+}
+
+// TestFlushRetriedAfterFailure: a flush that fails leaving bbolt as it was
+// is retried while the store goes on. Writes go into the log until it has
+// grown to twice FlushBytes, are then refused with the flush's error, and
+// succeed again, without a reopen, once a retry succeeds; reads go on
+// throughout, nothing is lost, and the store never fails.
+func TestFlushRetriedAfterFailure(t *testing.T) {
+	refuse, attempts := refuseFlushes(t)
+	path, st, sid := openSmallFlushes(t)
+	ctx := context.Background()
+	refuse.Store(refuseAll)
+	admitUntilRefused(t, st, sid)
+	if err := st.Failed(); err != nil {
+		t.Fatalf("the store failed for a flush it can retry: %v", err)
+	}
+	// The flusher keeps trying.
+	for n := attempts.Load(); attempts.Load() < n+3; {
+		runtime.Gosched()
+	}
+	want := dump(t, st) // reads go on
+	refuse.Store(refuseNone)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, _, err := st.Admit(ctx, Admission{ID: "msg_room", SessionID: sid, Prompt: messages.Prompt{Text: "room"}})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writes did not resume once the flush could: %v", err)
+		}
+		runtime.Gosched()
+	}
+	if _, err := st.Input(ctx, "msg_room"); err != nil {
+		t.Fatal(err)
+	}
+	// Everything read while the flush failed is still there.
+	got := dump(t, st)
+	for bucket, rows := range want {
+		for k, v := range rows {
+			if got[bucket][k] != v {
+				t.Fatalf("%s/%q changed after the flush succeeded", bucket, k)
+			}
+		}
+	}
+	want = got
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sameState(t, "reopened after a flush that succeeded on a retry", dump(t, openAndCheck(t, path, Options{})), want)
+}
+
+// TestCloseWhileAFlushIsRetried: Close waits for the flush being retried,
+// which makes its last attempt; whether that succeeds or fails, the
+// reopened store has everything acknowledged. (Close must not take a
+// result of an earlier attempt for the last one, nor write the newer
+// memtable alone into bbolt when the last attempt failed, calling the log
+// unneeded: that flush may fit where the older one did not.)
+func TestCloseWhileAFlushIsRetried(t *testing.T) {
+	for _, last := range []string{"succeeds", "fails"} {
+		t.Run("the last attempt "+last, func(t *testing.T) {
+			refuse, _ := refuseFlushes(t)
+			path, st, sid := openSmallFlushes(t)
+			refuse.Store(refuseAll)
+			admitUntilRefused(t, st, sid)
+			// A failed attempt's result waits for the writer.
+			for len(st.flushDone) == 0 {
+				runtime.Gosched()
+			}
+			want := dump(t, st)
+			if last == "fails" {
+				refuse.Store(refuseNotClose)
+			} else {
+				refuse.Store(refuseNone)
+			}
+			err := st.Close()
+			if last == "fails" && (err == nil || !strings.Contains(err.Error(), "no room for the flush")) {
+				t.Fatalf("close with the flush failing: %v", err)
+			}
+			if last == "succeeds" && err != nil {
+				t.Fatalf("close: %v", err)
+			}
+			refuse.Store(refuseNone)
+			sameState(t, "reopened after Close during a failing flush", dump(t, openAndCheck(t, path, Options{})), want)
+		})
+	}
+}
