@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -25,7 +24,9 @@ type fullDisk struct {
 	full *atomic.Bool
 }
 
-var errNoRoom = fmt.Errorf("injected: %w", syscall.ENOSPC)
+// errNoRoom is what persistence.Bolt refuses a write with then.
+var errNoRoom = fmt.Errorf("%w: %w", messages.Errorf(messages.ErrStorageFull, "the disk has no room for sessiond's store"),
+	fmt.Errorf("injected: %w", syscall.ENOSPC))
 
 func (s fullDisk) Commit(ctx context.Context, sid messages.SessionID, ps ...messages.Payload) (persistence.Committed, error) {
 	if s.full.Load() {
@@ -72,7 +73,7 @@ func TestDiskFullMidBusyPeriod(t *testing.T) {
 	full.Store(true)
 	g.Release()
 	h.WaitIdle(sid)
-	if _, err := h.Runtime.Prompt(h.Ctx(), persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "refused"}}); !errors.Is(err, syscall.ENOSPC) {
+	if _, err := h.Runtime.Prompt(h.Ctx(), persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "refused"}}); !errors.Is(err, syscall.ENOSPC) || messages.TypeOf(err) != messages.ErrStorageFull {
 		t.Fatalf("prompt while the disk is full: %v", err)
 	}
 	if got := h.Runtime.Active(); len(got) != 0 {
@@ -105,7 +106,7 @@ func TestDiskFullMidBusyPeriod(t *testing.T) {
 		t.Fatalf("busy periods: %v", h.Types(sid))
 	}
 	f, ok := terminals[0].Data.(*messages.ExecutionFailed)
-	if !ok || !strings.Contains(f.Error.Message, syscall.ENOSPC.Error()) || terminals[1].Type != messages.TypeExecutionSucceeded {
+	if !ok || f.Error.Type != messages.ErrStorageFull || terminals[1].Type != messages.TypeExecutionSucceeded {
 		t.Fatalf("terminals %+v, %s", terminals[0].Data, terminals[1].Type)
 	}
 	h.CheckReplay()

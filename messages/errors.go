@@ -42,6 +42,7 @@ const (
 	ErrModelNotFound    ErrorType = "model.not-found"
 	ErrInternal         ErrorType = "internal"
 	ErrShuttingDown     ErrorType = "shutting-down"
+	ErrStorageFull      ErrorType = "storage.full"
 	ErrAlreadyPublished ErrorType = "event.conflict"
 )
 
@@ -61,6 +62,7 @@ var httpStatus = map[ErrorType]int{
 	ErrTooLarge:               http.StatusRequestEntityTooLarge,
 	ErrInboxFull:              http.StatusTooManyRequests,
 	ErrShuttingDown:           http.StatusServiceUnavailable,
+	ErrStorageFull:            http.StatusInsufficientStorage,
 }
 
 // HTTPStatus returns the HTTP status for errors of type t.

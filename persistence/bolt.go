@@ -12,8 +12,10 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -1176,7 +1178,7 @@ func (s *Bolt) seal(b *batch) {
 			}
 		}
 		if err != nil {
-			err = fmt.Errorf("persistence: commit: %w", err)
+			err = noRoom(fmt.Errorf("persistence: commit: %w", err))
 			s.opts.Logger.Error().Err(err).Int("ops", len(b.ops)).Msg("commit failed")
 		} else {
 			s.cur = b.mem
@@ -1225,7 +1227,21 @@ func (s *Bolt) flushFull() error {
 	if s.flushFailing == nil || s.wal.size() < 2*s.opts.FlushBytes {
 		return nil
 	}
-	return fmt.Errorf("persistence: commit: the store cannot flush into its database file, and refuses writes until it can: %w", s.flushFailing)
+	return noRoom(fmt.Errorf("persistence: commit: the store cannot flush into its database file, and refuses writes until it can: %w", s.flushFailing))
+}
+
+// noRoom types err storage.full when the disk had no room for a write
+// (ENOSPC, EDQUOT, or EFBIG past a file size limit), keeping err in the
+// chain for errors.Is. bbolt formats the error of its file's growth with
+// %s, so for that one only the text names the cause.
+func noRoom(err error) error {
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG} {
+		if errors.Is(err, errno) || strings.Contains(err.Error(), errno.Error()) {
+			return fmt.Errorf("%w: %w", messages.Errorf(messages.ErrStorageFull,
+				"the disk has no room for sessiond's store (%s): writes succeed again once there is room", errno.Error()), err)
+		}
+	}
+	return err
 }
 
 // awaitLog holds the writer until the next record can be written with at

@@ -104,7 +104,7 @@ func TestDiskFullChild(t *testing.T) {
 				// or in its text where bbolt formats it with %s (its "file
 				// resize error").
 				why := errors.Is(err, syscall.EFBIG) || strings.Contains(err.Error(), syscall.EFBIG.Error())
-				say("refused %s %v %v", id, why, errors.Is(err, persistence.ErrOutcomeUnknown))
+				say("refused %s %v %v %s", id, why, errors.Is(err, persistence.ErrOutcomeUnknown), messages.TypeOf(err))
 				mu2.Lock()
 				fails++
 				enough := fails >= 50
@@ -154,7 +154,7 @@ func fileSize(path string) int64 {
 // TestDiskFull runs a store in a child process whose writes past a file
 // size stop fitting, at the log's extension or at bbolt's growth during a
 // flush, and checks that every refused write says why (never a panic or a
-// hang), that the store does not fail, that reads go on, that writes
+// hang) and is typed storage.full, that the store does not fail, that reads go on, that writes
 // succeed again once there is room, without a reopen, and that the store
 // reopened then is consistent and holds every acknowledged admission.
 func TestDiskFull(t *testing.T) {
@@ -180,8 +180,8 @@ func TestDiskFull(t *testing.T) {
 				case "refused":
 					refused++
 					f := strings.Fields(rest)
-					if len(f) != 3 || f[1] != "true" {
-						t.Errorf("refused write without the system's error (EFBIG) in its chain: %s", rest)
+					if len(f) != 4 || f[1] != "true" || f[3] != string(messages.ErrStorageFull) {
+						t.Errorf("refused write without the system's error (EFBIG) in its chain, or not typed %s: %s", messages.ErrStorageFull, rest)
 					}
 					if f[2] == "true" {
 						unknown++

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/iotest"
 
@@ -345,4 +346,28 @@ func TestHealthReportsAFailedStore(t *testing.T) {
 	if strings.Contains(string(r.body), "space") || !strings.Contains(string(r.body), `"status":"failed"`) || !strings.Contains(m.Message, "restart") {
 		t.Fatalf("health of a failed store: %s", r.body)
 	}
+}
+
+// fullStore is a store whose disk has no room: it refuses admissions as
+// persistence.Bolt does then.
+type fullStore struct{ persistence.Store }
+
+func (fullStore) Admit(context.Context, persistence.Admission) (persistence.Admitted, bool, error) {
+	return persistence.Admitted{}, false, fmt.Errorf("%w: %w",
+		messages.Errorf(messages.ErrStorageFull, "the disk has no room for sessiond's store (no space left on device): writes succeed again once there is room"),
+		fmt.Errorf("write /data/sessiond.db-wal: %w", syscall.ENOSPC))
+}
+
+// TestFullDiskIs507: a write refused for want of room on the disk answers
+// 507 storage.full, with a message a user can act on and without the
+// server's paths; the health check stays ok (the store has not failed).
+func TestFullDiskIs507(t *testing.T) {
+	e := newEnv(t, harnessBackend(t, actortest.Options{Config: func(c *actors.Config) { c.Store = fullStore{c.Store} }}), nil)
+	sid := e.createSession()
+	r := e.do("POST", "/api/session/"+string(sid)+"/prompt", map[string]any{"prompt": map[string]any{"text": "hi"}})
+	m := r.wantError(t, http.StatusInsufficientStorage, messages.ErrStorageFull)
+	if !strings.Contains(m.Message, "no room") || strings.Contains(string(r.body), "/data") {
+		t.Fatalf("prompt on a full disk: %s", r.body)
+	}
+	e.do("GET", "/api/health", nil, "Authorization", "").want(t, http.StatusOK)
 }
