@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -719,5 +723,146 @@ func TestCloseWhileAFlushIsRetried(t *testing.T) {
 			refuse.Store(refuseNone)
 			sameState(t, "reopened after Close during a failing flush", dump(t, openAndCheck(t, path, Options{})), want)
 		})
+	}
+}
+
+// TestFlushRefusalsLeaveNoTrace: writers on four Sessions at once, while
+// flushes fail with ENOSPC (leaving bbolt as it was) or succeed, switching
+// at random between phases and within them, and the store is sometimes
+// closed in the middle and reopened. Every admission is acknowledged or refused as storage.full;
+// each Session's log then holds exactly the acknowledged ones, in order,
+// with no gap, and no refused one leaves a trace, before and after the
+// last reopen.
+func TestFlushRefusalsLeaveNoTrace(t *testing.T) {
+	refusing := new(atomic.Bool)
+	flushRefuse = func(uint64) error {
+		if refusing.Load() {
+			return fmt.Errorf("injected: %w", syscall.ENOSPC)
+		}
+		return nil
+	}
+	minPause, maxPause := flushRetryMin, flushRetryMax
+	flushRetryMin, flushRetryMax = time.Millisecond, 4*time.Millisecond
+	t.Cleanup(func() { flushRefuse, flushRetryMin, flushRetryMax = nil, minPause, maxPause })
+
+	path := filepath.Join(t.TempDir(), "s.db")
+	opts := Options{NoSync: true, FlushBytes: 4 << 10}
+	st, err := Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	const writers, phases, perPhase = 4, 24, 40
+	sids := make([]messages.SessionID, writers)
+	for i := range sids {
+		sids[i] = newSession(t, st)
+	}
+	acked := make([][]messages.MessageID, writers)
+	var refused []messages.MessageID
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(7, 7))
+	fulls := 0
+	for phase := range phases {
+		refusing.Store(rng.IntN(2) == 0)
+		flipAt := rng.IntN(2 * perPhase) // within the phase half the time
+		var wg sync.WaitGroup
+		for g := range writers {
+			wg.Go(func() {
+				for i := range perPhase {
+					if g == 0 && i == flipAt {
+						refusing.Store(!refusing.Load())
+					}
+					id := messages.MessageID(fmt.Sprintf("msg_p%02d_g%d_%03d", phase, g, i))
+					_, _, err := st.Admit(context.Background(), Admission{ID: id, SessionID: sids[g], Prompt: messages.Prompt{Text: strings.Repeat("p", 200)}})
+					mu.Lock()
+					switch {
+					case err == nil:
+						acked[g] = append(acked[g], id)
+					case messages.TypeOf(err) == messages.ErrStorageFull && errors.Is(err, syscall.ENOSPC):
+						refused = append(refused, id)
+					default:
+						t.Errorf("admission %s: %v", id, err)
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		if err := st.Failed(); err != nil {
+			t.Fatalf("phase %d: the store failed: %v", phase, err)
+		}
+		if refusing.Load() || flipAt < perPhase {
+			fulls++
+		}
+		checkAdmitted(t, st, sids, acked, refused)
+		if rng.IntN(3) == 0 {
+			// Close in the middle: with the flush still failing, its last
+			// attempt fails and Close says so; the reopened store has it
+			// all from the log.
+			cerr := st.Close()
+			if cerr != nil && !refusing.Load() {
+				t.Fatalf("phase %d: close: %v", phase, cerr)
+			}
+			refusing.Store(false) // Open's own recovery is not refused
+			if st, err = Open(path, opts); err != nil {
+				t.Fatal(err)
+			}
+			checkAdmitted(t, st, sids, acked, refused)
+		}
+	}
+	refusing.Store(false)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = Open(path, opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(st); err != nil {
+		t.Fatal(err)
+	}
+	checkAdmitted(t, st, sids, acked, refused)
+	if fulls == 0 || len(refused) == 0 {
+		t.Fatalf("%d phases with flushes refused, %d admissions refused: nothing was tested", fulls, len(refused))
+	}
+	t.Logf("%d phases, %d with flushes refused in some of it; %d admissions acknowledged, %d refused", phases, fulls, writers*phases*perPhase-len(refused), len(refused))
+}
+
+// checkAdmitted checks that each Session's log is its creation and then
+// exactly its acknowledged admissions, in order, and that no refused one
+// is anywhere.
+func checkAdmitted(t *testing.T, st *Bolt, sids []messages.SessionID, acked [][]messages.MessageID, refused []messages.MessageID) {
+	t.Helper()
+	ctx := context.Background()
+	for g, sid := range sids {
+		var got []messages.MessageID
+		for after := int64(-1); ; {
+			page, err := st.History(ctx, sid, Query{After: after, Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range page.Data {
+				if ev.Durable.Seq != after+1 {
+					t.Fatalf("%s: seq %d after %d", sid, ev.Durable.Seq, after)
+				}
+				after = ev.Durable.Seq
+				if p, ok := ev.Data.(*messages.PromptAdmitted); ok {
+					got = append(got, p.InputID)
+				}
+			}
+			if !page.HasMore {
+				break
+			}
+		}
+		if !slices.Equal(got, acked[g]) {
+			t.Fatalf("%s: %d admissions in the log, %d acknowledged", sid, len(got), len(acked[g]))
+		}
+	}
+	for _, id := range refused {
+		if _, err := st.Input(ctx, id); messages.TypeOf(err) != messages.ErrNotFound {
+			t.Fatalf("refused %s: %v", id, err)
+		}
 	}
 }
