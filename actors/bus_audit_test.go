@@ -171,7 +171,7 @@ func TestMetricsAreDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(families) != 18 {
+	if len(families) != 19 {
 		t.Fatalf("%d metric families gathered", len(families))
 	}
 	for _, f := range families {

@@ -24,6 +24,7 @@ type Metrics struct {
 	CommitBatch   prometheus.Histogram
 	SyncSeconds   prometheus.Histogram
 	FlushSeconds  prometheus.Histogram
+	NoRoom        prometheus.Counter
 	ObserveSecs   *prometheus.HistogramVec
 	Unavailable   *prometheus.CounterVec
 	BaselineBytes prometheus.Gauge
@@ -47,6 +48,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		CommitBatch:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sessiond_store_commit_batch", Help: "Operations per group commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
 		SyncSeconds:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sessiond_store_fdatasync_seconds", Help: "Duration of one fdatasync of the write-ahead log, which makes a group commit durable.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14)}),
 		FlushSeconds:  prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sessiond_store_flush_seconds", Help: "Duration of one flush of the memtable into the database file, its fsyncs included.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
+		NoRoom:        prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiond_store_no_room_total", Help: "Writes the store refused because the disk had no room for them (storage.full)."}),
 		ObserveSecs:   prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sessiond_instruction_observe_seconds", Help: "Instruction source observation latency.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"source"}),
 		Unavailable:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiond_instruction_unavailable_total", Help: "Unavailable instruction source observations."}, []string{"source"}),
 		BaselineBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessiond_instruction_baseline_bytes", Help: "Size of the last rendered instruction baseline."}),
@@ -55,7 +57,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Admissions, m.Promotions, m.Drains, m.Requests, m.Steps, m.Retries, m.Tools, m.Compactions,
-			m.Active, m.CommitSeconds, m.CommitBatch, m.SyncSeconds, m.FlushSeconds, m.ObserveSecs, m.Unavailable, m.BaselineBytes, m.Updates, m.Subscribers)
+			m.Active, m.CommitSeconds, m.CommitBatch, m.SyncSeconds, m.FlushSeconds, m.NoRoom, m.ObserveSecs, m.Unavailable, m.BaselineBytes, m.Updates, m.Subscribers)
 	}
 	return m
 }
@@ -130,6 +132,14 @@ func (m *Metrics) Synced(d time.Duration) {
 func (m *Metrics) Flushed(_ int, d time.Duration) {
 	if m != nil {
 		m.FlushSeconds.Observe(d.Seconds())
+	}
+}
+
+// RefusedNoRoom counts a write the store refused for want of room on the
+// disk; pass it as persistence Options.OnNoRoom.
+func (m *Metrics) RefusedNoRoom() {
+	if m != nil {
+		m.NoRoom.Inc()
 	}
 }
 

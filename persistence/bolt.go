@@ -70,6 +70,9 @@ type Options struct {
 	// OnFlush, when set, observes every flush: the memtable entries it
 	// wrote and its duration, bbolt's fsyncs included (for metrics).
 	OnFlush func(entries int, d time.Duration)
+	// OnNoRoom, when set, is called for every write refused because the
+	// disk had no room for it (storage.full), for metrics.
+	OnNoRoom func()
 	// OnSync, when set, observes every fdatasync of the write-ahead log
 	// that makes batches durable, failed ones included, with its duration
 	// (for metrics: it is the disk's share of a commit's latency). None
@@ -935,6 +938,9 @@ func (s *Bolt) submit(ctx context.Context, fn func(w *wtx) error) error {
 	s.mu.Unlock()
 	err := <-o.done
 	putOp(o)
+	if s.opts.OnNoRoom != nil && err != nil && messages.TypeOf(err) == messages.ErrStorageFull {
+		s.opts.OnNoRoom()
+	}
 	return err
 }
 

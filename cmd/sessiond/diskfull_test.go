@@ -3,9 +3,11 @@
 package main
 
 import (
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -18,8 +20,8 @@ import (
 // TestServeOnAFullDisk runs the daemon, then takes the room its store's
 // files may grow into away (a file size limit on the running process,
 // RLIMIT_FSIZE, so a write past it fails with EFBIG as on a full disk):
-// prompts are refused with 507 storage.full, which the CLI prints, and
-// health stays ok. Once the limit is lifted, a prompt succeeds without a
+// prompts are refused with 507 storage.full, which the CLI prints and
+// /metrics counts, and health stays ok. Once the limit is lifted, a prompt succeeds without a
 // restart, and after one every acknowledged prompt is in its Session.
 func TestServeOnAFullDisk(t *testing.T) {
 	data := t.TempDir()
@@ -73,6 +75,17 @@ func TestServeOnAFullDisk(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("health on a full disk: %s", res.Status)
+	}
+
+	// Operators see it too.
+	res, err = http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || !regexp.MustCompile(`(?m)^sessiond_store_no_room_total [1-9]`).Match(metrics) {
+		t.Fatalf("metrics after a refusal for want of room (%v):\n%s", err, metrics)
 	}
 
 	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &room, nil); err != nil {

@@ -134,7 +134,7 @@ func openStack(cfg Config, log zerolog.Logger, opts stackOptions) (_ *stack, err
 		FlushBytes:   opts.flushBytes,
 	}
 	if s.metrics != nil {
-		popts.OnCommit, popts.OnSync, popts.OnFlush = s.metrics.Commit, s.metrics.Synced, s.metrics.Flushed
+		popts.OnCommit, popts.OnSync, popts.OnFlush, popts.OnNoRoom = s.metrics.Commit, s.metrics.Synced, s.metrics.Flushed, s.metrics.RefusedNoRoom
 	}
 	s.store, err = persistence.Open(filepath.Join(cfg.Data, StoreFileName), popts)
 	if errors.Is(err, persistence.ErrLocked) {
