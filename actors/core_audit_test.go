@@ -30,8 +30,9 @@ func promotedInputs(h *actortest.Harness, sid messages.SessionID) []messages.Mes
 }
 
 // checkBusyPeriods fails the test unless every execution.started of the
-// Session's log is followed by exactly one terminal before the next one.
-func checkBusyPeriods(t *testing.T, h *actortest.Harness, sid messages.SessionID) {
+// Session's log is followed by exactly one terminal before the next one,
+// and returns the terminals.
+func checkBusyPeriods(t *testing.T, h *actortest.Harness, sid messages.SessionID) (terminals []messages.Event) {
 	t.Helper()
 	open := false
 	for _, ev := range h.Events(sid) {
@@ -46,11 +47,13 @@ func checkBusyPeriods(t *testing.T, h *actortest.Harness, sid messages.SessionID
 				t.Fatalf("a busy-period terminal without its start: %v", h.Types(sid))
 			}
 			open = false
+			terminals = append(terminals, ev)
 		}
 	}
 	if open {
 		t.Fatalf("a busy period without its terminal: %v", h.Types(sid))
 	}
+	return terminals
 }
 
 // TestInterruptWhilePreparingInstructionsKeepsThePromptPending: an

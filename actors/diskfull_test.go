@@ -101,7 +101,7 @@ func TestDiskFullMidBusyPeriod(t *testing.T) {
 	// Each busy period has its one terminal: the first's, which the full
 	// disk refused, is written when the store takes writes again, before
 	// the next busy period starts, and says why that one failed.
-	terminals := busyPeriods(t, h, sid)
+	terminals := checkBusyPeriods(t, h, sid)
 	if len(terminals) != 2 {
 		t.Fatalf("busy periods: %v", h.Types(sid))
 	}
@@ -110,31 +110,4 @@ func TestDiskFullMidBusyPeriod(t *testing.T) {
 		t.Fatalf("terminals %+v, %s", terminals[0].Data, terminals[1].Type)
 	}
 	h.CheckReplay()
-}
-
-// busyPeriods checks that every busy period in sid's log has exactly one
-// terminal, before the next one starts, and returns the terminals.
-func busyPeriods(t *testing.T, h *actortest.Harness, sid messages.SessionID) []messages.Event {
-	t.Helper()
-	var terminals []messages.Event
-	open := false
-	for _, ev := range h.Events(sid) {
-		switch ev.Type {
-		case messages.TypeExecutionStarted:
-			if open {
-				t.Fatalf("a busy period starts before the last one ended: %v", h.Types(sid))
-			}
-			open = true
-		case messages.TypeExecutionSucceeded, messages.TypeExecutionFailed, messages.TypeExecutionInterrupted:
-			if !open {
-				t.Fatalf("a terminal without its start: %v", h.Types(sid))
-			}
-			open = false
-			terminals = append(terminals, ev)
-		}
-	}
-	if open {
-		t.Fatalf("the last busy period has no terminal: %v", h.Types(sid))
-	}
-	return terminals
 }

@@ -1096,7 +1096,7 @@ func TestStorePanicOnTheTerminalKeepsTheProcess(t *testing.T) {
 	}
 	h.Prompt(sid, "two")
 	h.WaitIdle(sid)
-	if h.Model.Count() != 2 || len(busyPeriods(t, h, sid)) != 2 {
+	if h.Model.Count() != 2 || len(checkBusyPeriods(t, h, sid)) != 2 {
 		t.Fatalf("after the panic: %v", h.Types(sid))
 	}
 	h.CheckReplay()

@@ -96,7 +96,7 @@ func TestCrashAdmissions(t *testing.T) {
 		if n < acksPerRound {
 			t.Fatalf("round %d: child stopped after %d acks", round, n)
 		}
-		verifyCrashStore(t, path, acked)
+		verifyCrashStore(t, path, "ses_crash", acked)
 	}
 	t.Logf("%d crashes, %d acknowledged admissions all recovered", rounds, len(acked))
 }
@@ -130,7 +130,7 @@ func killChild(t *testing.T, test, env, dir string, read func(line string) bool)
 	_ = cmd.Wait()
 }
 
-func verifyCrashStore(t *testing.T, path string, acked map[messages.MessageID]bool) {
+func verifyCrashStore(t *testing.T, path string, sid messages.SessionID, acked map[messages.MessageID]bool) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := persistence.Open(path, persistence.Options{})
@@ -146,13 +146,13 @@ func verifyCrashStore(t *testing.T, path string, acked map[messages.MessageID]bo
 		if err != nil {
 			t.Fatalf("acknowledged %s lost: %v", id, err)
 		}
-		if in.SessionID != "ses_crash" {
+		if in.SessionID != sid {
 			t.Fatalf("row %s in session %s", id, in.SessionID)
 		}
 	}
 	seen := map[messages.MessageID]bool{}
 	want := int64(0)
-	for item, err := range st.Log(ctx, "ses_crash", -1, false) {
+	for item, err := range st.Log(ctx, sid, -1, false) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func verifyCrashStore(t *testing.T, path string, acked map[messages.MessageID]bo
 			seen[p.InputID] = true
 		}
 	}
-	rows, err := st.Pending(ctx, "ses_crash")
+	rows, err := st.Pending(ctx, sid)
 	if err != nil {
 		t.Fatal(err)
 	}
