@@ -111,3 +111,50 @@ func TestDiskFullMidBusyPeriod(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestInterruptOnAFullDisk: an interrupt while the disk is full, in a step
+// whose tool call is in the log, returns once the busy period has ended in
+// this process, though nothing it settles can be written; the Session is
+// idle. Once there is room the interrupted terminal is written before the
+// next busy period starts, and that one closes the step and its call
+// (settled once, never re-run), as after a crash.
+func TestInterruptOnAFullDisk(t *testing.T) {
+	full := new(atomic.Bool)
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store = fullDisk{c.Store, full} }})
+	var runs atomic.Int32
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { runs.Add(1); return "ok", nil })
+	g := script.NewGate()
+	h.Model.Reply(script.ToolCall("c1", "echo", `{}`), script.Hold(g), script.Text("after"))
+	h.Model.Default(script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "first")
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	// The step and its call are in the log; its settlement and end are not.
+	full.Store(true)
+	if err := h.Runtime.Interrupt(h.Ctx(), sid); err != nil {
+		t.Fatalf("interrupt on a full disk: %v", err)
+	}
+	if got := h.Runtime.Active(); len(got) != 0 {
+		t.Fatalf("active after the interrupt: %v", got)
+	}
+	full.Store(false)
+	h.Prompt(sid, "second")
+	h.WaitIdle(sid)
+	terminals := checkBusyPeriods(t, h, sid)
+	if len(terminals) != 2 {
+		t.Fatalf("busy periods: %v", h.Types(sid))
+	}
+	if p, ok := terminals[0].Data.(*messages.ExecutionInterrupted); !ok || p.Reason != messages.ReasonUser {
+		t.Fatalf("first terminal %s %+v: %v", terminals[0].Type, terminals[0].Data, h.Types(sid))
+	}
+	started, closed := count(h, sid, messages.TypeStepStarted), count(h, sid, messages.TypeStepEnded)+count(h, sid, messages.TypeStepFailed)
+	if started != closed {
+		t.Fatalf("%d steps started, %d closed: %v", started, closed, h.Types(sid))
+	}
+	if n := runs.Load(); n > 1 || count(h, sid, messages.TypeToolCalled) != 1 || count(h, sid, messages.TypeToolSucceeded)+count(h, sid, messages.TypeToolFailed) != 1 {
+		t.Fatalf("the tool ran %d times (at most once: the interrupt may come first): %v", n, h.Types(sid))
+	}
+	h.CheckReplay()
+}
