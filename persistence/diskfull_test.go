@@ -31,6 +31,9 @@ type diskFullCase struct {
 	// limit returns the file size limit, given the sizes of the store's
 	// files once it is open.
 	limit func(db, wal int64) int64
+	// killed: the parent kills the child with SIGKILL while the disk is
+	// still full, instead of letting it go on.
+	killed bool
 }
 
 var diskFullCases = []diskFullCase{
@@ -40,6 +43,9 @@ var diskFullCases = []diskFullCase{
 	// bbolt's file cannot grow at a flush; the log has room, until it
 	// has grown to twice FlushBytes with the flush still failing.
 	{name: "flush", flush: 64 << 10, limit: func(db, wal int64) int64 { return max(db, wal+16<<20) }},
+	// The same, killed while the flush is still failing: recovery needs
+	// the memtable that never reached bbolt from the log.
+	{name: "flush-killed", flush: 64 << 10, limit: func(db, wal int64) int64 { return max(db, wal+16<<20) }, killed: true},
 }
 
 // TestDiskFullChild is the child half of TestDiskFull: it opens the store,
@@ -117,6 +123,10 @@ func TestDiskFullChild(t *testing.T) {
 	}
 	refused.Wait()
 	say("failed %v", st.Failed() != nil)
+	if c.killed {
+		say("full")
+		<-time.After(time.Hour) // until the parent's SIGKILL
+	}
 	// Room again: a store that did not fail takes writes at once.
 	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &room); err != nil {
 		die(err)
@@ -156,18 +166,29 @@ func fileSize(path string) int64 {
 // flush, and checks that every refused write says why (never a panic or a
 // hang) and is typed storage.full, that the store does not fail, that reads go on, that writes
 // succeed again once there is room, without a reopen, and that the store
-// reopened then is consistent and holds every acknowledged admission.
+// reopened then is consistent and holds every acknowledged admission; or,
+// killed with SIGKILL while its flush still fails, that the store reopened
+// after the kill does.
 func TestDiskFull(t *testing.T) {
 	for _, c := range diskFullCases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "full.db")
-			cmd := exec.Command(os.Args[0], "-test.run=^TestDiskFullChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), diskFullEnv+"="+c.name+","+path, "TMPDIR="+dir)
-			b, err := cmd.Output()
-			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-			if err != nil {
-				t.Fatalf("child: %v\n%s", err, strings.Join(lines[max(len(lines)-20, 0):], "\n"))
+			env := diskFullEnv + "=" + c.name + "," + path
+			var lines []string
+			if c.killed {
+				killChild(t, "TestDiskFullChild", env, dir, func(line string) bool {
+					lines = append(lines, line)
+					return line == "full"
+				})
+			} else {
+				cmd := exec.Command(os.Args[0], "-test.run=^TestDiskFullChild$", "-test.count=1")
+				cmd.Env = append(os.Environ(), env, "TMPDIR="+dir)
+				b, err := cmd.Output()
+				lines = strings.Split(strings.TrimSpace(string(b)), "\n")
+				if err != nil {
+					t.Fatalf("child: %v\n%s", err, strings.Join(lines[max(len(lines)-20, 0):], "\n"))
+				}
 			}
 			acked := map[messages.MessageID]bool{}
 			refused, unknown := 0, 0
@@ -192,7 +213,7 @@ func TestDiskFull(t *testing.T) {
 					failed = rest
 				case "closed":
 					closed = rest
-				case "read", "PASS":
+				case "read", "PASS", "full":
 				default:
 					t.Errorf("child: %s", line)
 				}
