@@ -158,3 +158,36 @@ func TestInterruptOnAFullDisk(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestShutdownWritesTheUnendedTerminal: a busy period whose terminal the
+// full disk refused, with no later one in this process to write it, gets
+// it written at shutdown once there is room.
+func TestShutdownWritesTheUnendedTerminal(t *testing.T) {
+	full := new(atomic.Bool)
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store = fullDisk{c.Store, full} }})
+	g := script.NewGate()
+	h.Model.Reply(script.Text("before"), script.Hold(g), script.Text("after"))
+	sid := h.Session()
+	h.Prompt(sid, "first")
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	full.Store(true)
+	g.Release()
+	h.WaitIdle(sid)
+	if n := count(h, sid, messages.TypeExecutionFailed); n != 0 {
+		t.Fatalf("a terminal written on a full disk: %v", h.Types(sid))
+	}
+	full.Store(false)
+	if err := h.Runtime.Shutdown(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	terminals := checkBusyPeriods(t, h, sid)
+	if len(terminals) != 1 {
+		t.Fatalf("busy periods after shutdown: %v", h.Types(sid))
+	}
+	if f, ok := terminals[0].Data.(*messages.ExecutionFailed); !ok || f.Error.Type != messages.ErrStorageFull {
+		t.Fatalf("terminal %s %+v", terminals[0].Type, terminals[0].Data)
+	}
+	h.CheckReplay()
+}

@@ -676,12 +676,36 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 		}()
 		select {
 		case <-waited:
+			rt.writeUnended(ctx)
 		case <-ctx.Done():
 			err = errors.Join(err, fmt.Errorf("actors: wait for drains and tools: %w", ctx.Err()))
 		}
 		rt.system.Shutdown()
 	})
 	return err
+}
+
+// writeUnended commits, once every drain has stopped, the terminals the
+// store refused (a full disk) for busy periods no later one has closed in
+// this process: this process ended them, and after it no one knows to.
+// One that still does not fit stays unmatched, as after a crash.
+func (rt *Runtime) writeUnended(ctx context.Context) {
+	rt.unended.Range(func(k, v any) bool {
+		sid, terminal := k.(messages.SessionID), v.(messages.Payload)
+		mu := rt.orderLock(sid)
+		lockOrder(mu)
+		c, err := rt.cfg.Store.Commit(context.WithoutCancel(ctx), sid, terminal)
+		if err == nil {
+			for _, ev := range c.Events {
+				rt.cfg.Bus.Publish(ev)
+			}
+			rt.unended.Delete(sid)
+		} else {
+			rt.cfg.Logger.Error().Err(err).Str("session", string(sid)).Msg("commit busy-period terminal at shutdown")
+		}
+		mu.Unlock()
+		return true
+	})
 }
 
 // recoverCommand, deferred by the Receive of the router, Location and
