@@ -564,6 +564,11 @@ func (s *Bolt) flusher() {
 // flush's log generation (0 for the one Close makes).
 var flushRefuse func(logGen uint64) error
 
+// flushFullFactor times FlushBytes is how far the log grows while a flush
+// is retried before writes are refused; a test raises it so that no
+// write is refused.
+var flushFullFactor int64 = 2
+
 // The pauses between attempts of a failing flush.
 var flushRetryMin, flushRetryMax = 50 * time.Millisecond, 5 * time.Second
 
@@ -1230,7 +1235,7 @@ func (s *Bolt) seal(b *batch) {
 // the log has grown to twice FlushBytes: the memtable would otherwise grow
 // for as long as the flush fails. Writes resume once it succeeds.
 func (s *Bolt) flushFull() error {
-	if s.flushFailing == nil || s.wal.size() < 2*s.opts.FlushBytes {
+	if s.flushFailing == nil || s.wal.size() < flushFullFactor*s.opts.FlushBytes {
 		return nil
 	}
 	return noRoom(fmt.Errorf("persistence: commit: the store cannot flush into its database file, and refuses writes until it can: %w", s.flushFailing))

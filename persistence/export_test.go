@@ -1,6 +1,14 @@
 package persistence
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/sessiond/sessiond/messages"
@@ -42,3 +50,27 @@ func MemWatermark(s *Bolt, sid messages.SessionID) (int64, bool) {
 // SystemMessageID is the ID of the system message an instructions update
 // event projects (derivedID).
 func SystemMessageID(ev messages.Event) messages.MessageID { return derivedID(ev) }
+
+// FailFlushes makes each flush attempt fail before it writes anything, as
+// on a full disk (bbolt left as it was), with probability p, drawn from
+// seed, and retries them after 1 to 4 ms; the log may grow without bound
+// meanwhile, so no write is refused for it. The test's cleanup undoes it.
+// It returns the count of attempts it failed.
+func FailFlushes(t testing.TB, p float64, seed uint64) *atomic.Int64 {
+	var mu sync.Mutex
+	failed := new(atomic.Int64)
+	rng := rand.New(rand.NewPCG(seed, 41))
+	flushRefuse = func(logGen uint64) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if logGen != 0 && rng.Float64() < p {
+			failed.Add(1)
+			return fmt.Errorf("injected: %w", syscall.ENOSPC)
+		}
+		return nil
+	}
+	minPause, maxPause, factor := flushRetryMin, flushRetryMax, flushFullFactor
+	flushRetryMin, flushRetryMax, flushFullFactor = time.Millisecond, 4*time.Millisecond, 1<<40
+	t.Cleanup(func() { flushRefuse, flushRetryMin, flushRetryMax, flushFullFactor = nil, minPause, maxPause, factor })
+	return failed
+}

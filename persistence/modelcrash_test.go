@@ -61,6 +61,7 @@ func TestStoreModelCrashChild(t *testing.T) {
 func modelRun(t *testing.T, path string, seed uint64, noSync bool) *model {
 	ms := &modelStore{t: t, path: path, noSync: noSync, ids: &seed}
 	ms.now.Store(modelStart.UnixMilli())
+	failFlushes(t, seed)
 	ms.open()
 	return newWorker(ms, 0, seed)
 }
