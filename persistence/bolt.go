@@ -255,7 +255,9 @@ func Open(path string, opts Options) (*Bolt, error) {
 	opts.fill()
 	s, err := open(path, opts)
 	if err != nil {
-		return nil, fmt.Errorf("persistence: open %s: %w", path, err)
+		// Nothing was changed: what the log holds stays there for the
+		// next Open, which may need room to write it into bbolt.
+		return nil, noRoom(fmt.Errorf("persistence: open %s: %w", path, err), "the store opens once there is room")
 	}
 	return s, nil
 }
@@ -1189,7 +1191,7 @@ func (s *Bolt) seal(b *batch) {
 			}
 		}
 		if err != nil {
-			err = noRoom(fmt.Errorf("persistence: commit: %w", err))
+			err = noRoom(fmt.Errorf("persistence: commit: %w", err), writesResume)
 			s.opts.Logger.Error().Err(err).Int("ops", len(b.ops)).Msg("commit failed")
 		} else {
 			s.cur = b.mem
@@ -1238,22 +1240,25 @@ func (s *Bolt) flushFull() error {
 	if s.flushFailing == nil || s.wal.size() < flushFullFactor*s.opts.FlushBytes {
 		return nil
 	}
-	return noRoom(fmt.Errorf("persistence: commit: the store cannot flush into its database file, and refuses writes until it can: %w", s.flushFailing))
+	return noRoom(fmt.Errorf("persistence: commit: the store cannot flush into its database file, and refuses writes until it can: %w", s.flushFailing), writesResume)
 }
 
 // noRoom types err storage.full when the disk had no room for a write
-// (ENOSPC, EDQUOT, or EFBIG past a file size limit), keeping err in the
-// chain for errors.Is. bbolt formats the error of its file's growth with
-// %s, so for that one only the text names the cause.
-func noRoom(err error) error {
+// (ENOSPC, EDQUOT, or EFBIG past a file size limit), saying what follows
+// (then), and keeps err in the chain for errors.Is. bbolt formats the
+// error of its file's growth with %s, so for that one only the text names
+// the cause.
+func noRoom(err error, then string) error {
 	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG} {
 		if errors.Is(err, errno) || strings.Contains(err.Error(), errno.Error()) {
 			return fmt.Errorf("%w: %w", messages.Errorf(messages.ErrStorageFull,
-				"the disk has no room for sessiond's store (%s): writes succeed again once there is room", errno.Error()), err)
+				"the disk has no room for sessiond's store (%s): %s", errno.Error(), then), err)
 		}
 	}
 	return err
 }
+
+const writesResume = "writes succeed again once there is room"
 
 // awaitLog holds the writer until the next record can be written with at
 // most walInFlight records unsynced, the last of them included. It almost
