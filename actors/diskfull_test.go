@@ -49,6 +49,35 @@ func (s fullDisk) Admit(ctx context.Context, req persistence.Admission) (persist
 	return s.Store.Admit(ctx, req)
 }
 
+// fullDiskHarness returns a harness whose store refuses every write while
+// the flag is set.
+func fullDiskHarness(t *testing.T) (*actortest.Harness, *atomic.Bool) {
+	full := new(atomic.Bool)
+	return actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store = fullDisk{c.Store, full} }}), full
+}
+
+// fillDiskAt prompts a new Session and fills the disk once its model's
+// stream reaches g.
+func fillDiskAt(t *testing.T, h *actortest.Harness, full *atomic.Bool, g *script.Gate) messages.SessionID {
+	t.Helper()
+	sid := h.Session()
+	h.Prompt(sid, "first")
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	full.Store(true)
+	return sid
+}
+
+// checkStepsClosed checks that every step the log started it also closed.
+func checkStepsClosed(t *testing.T, h *actortest.Harness, sid messages.SessionID) {
+	t.Helper()
+	started, closed := count(h, sid, messages.TypeStepStarted), count(h, sid, messages.TypeStepEnded)+count(h, sid, messages.TypeStepFailed)
+	if started != closed {
+		t.Fatalf("%d steps started, %d closed: %v", started, closed, h.Types(sid))
+	}
+}
+
 // TestDiskFullMidBusyPeriod: the store refuses every write from the
 // middle of a step on, the busy period's terminal included, and then has
 // room again. The Session must not be left busy or wedged: it goes idle,
@@ -57,20 +86,14 @@ func (s fullDisk) Admit(ctx context.Context, req persistence.Admission) (persist
 // tool ran once, and every busy period has exactly one terminal (SEED.md),
 // the refused one written once the store takes writes again.
 func TestDiskFullMidBusyPeriod(t *testing.T) {
-	full := new(atomic.Bool)
-	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store = fullDisk{c.Store, full} }})
+	h, full := fullDiskHarness(t)
 	var runs atomic.Int32
 	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { runs.Add(1); return "ok", nil })
 	g := script.NewGate()
 	h.Model.Reply(script.ToolCall("c1", "echo", `{}`))
 	h.Model.Reply(script.Hold(g), script.Text("lost to the full disk"))
 	h.Model.Default(script.Text("done"))
-	sid := h.Session()
-	h.Prompt(sid, "first")
-	if err := g.Reached(h.Ctx()); err != nil {
-		t.Fatal(err)
-	}
-	full.Store(true)
+	sid := fillDiskAt(t, h, full, g)
 	g.Release()
 	h.WaitIdle(sid)
 	if _, err := h.Runtime.Prompt(h.Ctx(), persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "refused"}}); !errors.Is(err, syscall.ENOSPC) || messages.TypeOf(err) != messages.ErrStorageFull {
@@ -85,10 +108,7 @@ func TestDiskFullMidBusyPeriod(t *testing.T) {
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the tool ran %d times, want once", n)
 	}
-	started, closed := count(h, sid, messages.TypeStepStarted), count(h, sid, messages.TypeStepEnded)+count(h, sid, messages.TypeStepFailed)
-	if started != closed {
-		t.Fatalf("%d steps started, %d closed: %v", started, closed, h.Types(sid))
-	}
+	checkStepsClosed(t, h, sid)
 	for _, ev := range h.Events(sid) {
 		if p, ok := ev.Data.(*messages.PromptAdmitted); ok && p.Prompt.Text == "refused" {
 			t.Fatalf("a refused prompt is in the log: %v", h.Types(sid))
@@ -119,20 +139,14 @@ func TestDiskFullMidBusyPeriod(t *testing.T) {
 // next busy period starts, and that one closes the step and its call
 // (settled once, never re-run), as after a crash.
 func TestInterruptOnAFullDisk(t *testing.T) {
-	full := new(atomic.Bool)
-	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store = fullDisk{c.Store, full} }})
+	h, full := fullDiskHarness(t)
 	var runs atomic.Int32
 	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { runs.Add(1); return "ok", nil })
 	g := script.NewGate()
 	h.Model.Reply(script.ToolCall("c1", "echo", `{}`), script.Hold(g), script.Text("after"))
 	h.Model.Default(script.Text("done"))
-	sid := h.Session()
-	h.Prompt(sid, "first")
-	if err := g.Reached(h.Ctx()); err != nil {
-		t.Fatal(err)
-	}
 	// The step and its call are in the log; its settlement and end are not.
-	full.Store(true)
+	sid := fillDiskAt(t, h, full, g)
 	if err := h.Runtime.Interrupt(h.Ctx(), sid); err != nil {
 		t.Fatalf("interrupt on a full disk: %v", err)
 	}
@@ -149,10 +163,7 @@ func TestInterruptOnAFullDisk(t *testing.T) {
 	if p, ok := terminals[0].Data.(*messages.ExecutionInterrupted); !ok || p.Reason != messages.ReasonUser {
 		t.Fatalf("first terminal %s %+v: %v", terminals[0].Type, terminals[0].Data, h.Types(sid))
 	}
-	started, closed := count(h, sid, messages.TypeStepStarted), count(h, sid, messages.TypeStepEnded)+count(h, sid, messages.TypeStepFailed)
-	if started != closed {
-		t.Fatalf("%d steps started, %d closed: %v", started, closed, h.Types(sid))
-	}
+	checkStepsClosed(t, h, sid)
 	if n := runs.Load(); n > 1 || count(h, sid, messages.TypeToolCalled) != 1 || count(h, sid, messages.TypeToolSucceeded)+count(h, sid, messages.TypeToolFailed) != 1 {
 		t.Fatalf("the tool ran %d times (at most once: the interrupt may come first): %v", n, h.Types(sid))
 	}
@@ -163,16 +174,10 @@ func TestInterruptOnAFullDisk(t *testing.T) {
 // full disk refused, with no later one in this process to write it, gets
 // it written at shutdown once there is room.
 func TestShutdownWritesTheUnendedTerminal(t *testing.T) {
-	full := new(atomic.Bool)
-	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store = fullDisk{c.Store, full} }})
+	h, full := fullDiskHarness(t)
 	g := script.NewGate()
 	h.Model.Reply(script.Text("before"), script.Hold(g), script.Text("after"))
-	sid := h.Session()
-	h.Prompt(sid, "first")
-	if err := g.Reached(h.Ctx()); err != nil {
-		t.Fatal(err)
-	}
-	full.Store(true)
+	sid := fillDiskAt(t, h, full, g)
 	g.Release()
 	h.WaitIdle(sid)
 	if n := count(h, sid, messages.TypeExecutionFailed); n != 0 {
