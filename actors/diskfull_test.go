@@ -196,3 +196,33 @@ func TestShutdownWritesTheUnendedTerminal(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// terminalsPanic is a Store that panics committing any busy period's
+// successful terminal.
+type terminalsPanic struct{ persistence.Store }
+
+func (s terminalsPanic) Commit(ctx context.Context, sid messages.SessionID, ps ...messages.Payload) (persistence.Committed, error) {
+	for _, p := range ps {
+		if _, ok := p.(*messages.ExecutionSucceeded); ok {
+			panic("store bug committing a terminal")
+		}
+	}
+	return s.Store.Commit(ctx, sid, ps...)
+}
+
+// TestShutdownSurvivesAStorePanicOnTheUnendedTerminal: the owed terminal
+// Shutdown commits goes to a Store that panics again; Shutdown still
+// returns, and the busy period stays unmatched, as after a crash.
+func TestShutdownSurvivesAStorePanicOnTheUnendedTerminal(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Store = terminalsPanic{c.Store} }})
+	h.Model.Default(script.Text("answered"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	if err := h.Runtime.Shutdown(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(h, sid, messages.TypeExecutionStarted); n != 1 || count(h, sid, messages.TypeExecutionSucceeded) != 0 {
+		t.Fatalf("after shutdown: %v", h.Types(sid))
+	}
+}

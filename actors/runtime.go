@@ -694,7 +694,12 @@ func (rt *Runtime) writeUnended(ctx context.Context) {
 		sid, terminal := k.(messages.SessionID), v.(messages.Payload)
 		mu := rt.orderLock(sid)
 		lockOrder(mu)
-		c, err := rt.cfg.Store.Commit(context.WithoutCancel(ctx), sid, terminal)
+		var c persistence.Committed
+		// A Store that panics here must not end the process either.
+		err := recovered(func() (err error) {
+			c, err = rt.cfg.Store.Commit(context.WithoutCancel(ctx), sid, terminal)
+			return err
+		})
 		if err == nil {
 			for _, ev := range c.Events {
 				rt.cfg.Bus.Publish(ev)
