@@ -69,6 +69,32 @@ func fillDiskAt(t *testing.T, h *actortest.Harness, full *atomic.Bool, g *script
 	return sid
 }
 
+// countingEcho adds an echo tool and returns how many times it ran.
+func countingEcho(h *actortest.Harness) *atomic.Int32 {
+	runs := new(atomic.Int32)
+	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { runs.Add(1); return "ok", nil })
+	return runs
+}
+
+// roomAgain checks that nothing runs in sid while the disk is full, gives
+// the disk room, runs a second prompt to its end, and returns the two busy
+// periods' terminals: each busy period has exactly one, the one the full
+// disk refused written before the next busy period starts.
+func roomAgain(t *testing.T, h *actortest.Harness, full *atomic.Bool, sid messages.SessionID) []messages.Event {
+	t.Helper()
+	if got := h.Runtime.Active(); len(got) != 0 {
+		t.Fatalf("active with the disk full: %v", got)
+	}
+	full.Store(false)
+	h.Prompt(sid, "second")
+	h.WaitIdle(sid)
+	terminals := checkBusyPeriods(t, h, sid)
+	if len(terminals) != 2 {
+		t.Fatalf("busy periods: %v", h.Types(sid))
+	}
+	return terminals
+}
+
 // checkStepsClosed checks that every step the log started it also closed.
 func checkStepsClosed(t *testing.T, h *actortest.Harness, sid messages.SessionID) {
 	t.Helper()
@@ -87,8 +113,7 @@ func checkStepsClosed(t *testing.T, h *actortest.Harness, sid messages.SessionID
 // the refused one written once the store takes writes again.
 func TestDiskFullMidBusyPeriod(t *testing.T) {
 	h, full := fullDiskHarness(t)
-	var runs atomic.Int32
-	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { runs.Add(1); return "ok", nil })
+	runs := countingEcho(h)
 	g := script.NewGate()
 	h.Model.Reply(script.ToolCall("c1", "echo", `{}`))
 	h.Model.Reply(script.Hold(g), script.Text("lost to the full disk"))
@@ -99,12 +124,7 @@ func TestDiskFullMidBusyPeriod(t *testing.T) {
 	if _, err := h.Runtime.Prompt(h.Ctx(), persistence.PromptRequest{SessionID: sid, Prompt: messages.Prompt{Text: "refused"}}); !errors.Is(err, syscall.ENOSPC) || messages.TypeOf(err) != messages.ErrStorageFull {
 		t.Fatalf("prompt while the disk is full: %v", err)
 	}
-	if got := h.Runtime.Active(); len(got) != 0 {
-		t.Fatalf("active with the disk full and nothing running: %v", got)
-	}
-	full.Store(false)
-	h.Prompt(sid, "second")
-	h.WaitIdle(sid)
+	terminals := roomAgain(t, h, full, sid)
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the tool ran %d times, want once", n)
 	}
@@ -118,13 +138,8 @@ func TestDiskFullMidBusyPeriod(t *testing.T) {
 	if err != nil || len(pending) != 0 {
 		t.Fatalf("pending after the last busy period: %v, %v", pending, err)
 	}
-	// Each busy period has its one terminal: the first's, which the full
-	// disk refused, is written when the store takes writes again, before
-	// the next busy period starts, and says why that one failed.
-	terminals := checkBusyPeriods(t, h, sid)
-	if len(terminals) != 2 {
-		t.Fatalf("busy periods: %v", h.Types(sid))
-	}
+	// The first busy period's terminal, which the full disk refused,
+	// says why it failed.
 	f, ok := terminals[0].Data.(*messages.ExecutionFailed)
 	if !ok || f.Error.Type != messages.ErrStorageFull || terminals[1].Type != messages.TypeExecutionSucceeded {
 		t.Fatalf("terminals %+v, %s", terminals[0].Data, terminals[1].Type)
@@ -140,8 +155,7 @@ func TestDiskFullMidBusyPeriod(t *testing.T) {
 // (settled once, never re-run), as after a crash.
 func TestInterruptOnAFullDisk(t *testing.T) {
 	h, full := fullDiskHarness(t)
-	var runs atomic.Int32
-	h.Tools.Add("echo", func(context.Context, locations.ToolCall) (string, error) { runs.Add(1); return "ok", nil })
+	runs := countingEcho(h)
 	g := script.NewGate()
 	h.Model.Reply(script.ToolCall("c1", "echo", `{}`), script.Hold(g), script.Text("after"))
 	h.Model.Default(script.Text("done"))
@@ -150,16 +164,7 @@ func TestInterruptOnAFullDisk(t *testing.T) {
 	if err := h.Runtime.Interrupt(h.Ctx(), sid); err != nil {
 		t.Fatalf("interrupt on a full disk: %v", err)
 	}
-	if got := h.Runtime.Active(); len(got) != 0 {
-		t.Fatalf("active after the interrupt: %v", got)
-	}
-	full.Store(false)
-	h.Prompt(sid, "second")
-	h.WaitIdle(sid)
-	terminals := checkBusyPeriods(t, h, sid)
-	if len(terminals) != 2 {
-		t.Fatalf("busy periods: %v", h.Types(sid))
-	}
+	terminals := roomAgain(t, h, full, sid)
 	if p, ok := terminals[0].Data.(*messages.ExecutionInterrupted); !ok || p.Reason != messages.ReasonUser {
 		t.Fatalf("first terminal %s %+v: %v", terminals[0].Type, terminals[0].Data, h.Types(sid))
 	}

@@ -101,6 +101,14 @@ func TestCrashAdmissions(t *testing.T) {
 	t.Logf("%d crashes, %d acknowledged admissions all recovered", rounds, len(acked))
 }
 
+// childTest is a child process that runs test of this test binary with
+// env added and its temporary files under dir.
+func childTest(test, env, dir string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env, "TMPDIR="+dir)
+	return cmd
+}
+
 // killChild runs test as a child process of this test binary with env
 // added, its temporary files under dir (it is killed before its own
 // cleanup runs, so they go under the parent's, which is removed). It
@@ -109,8 +117,7 @@ func TestCrashAdmissions(t *testing.T) {
 // read the lines the child wrote before it died: they count too.
 func killChild(t *testing.T, test, env, dir string, read func(line string) bool) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), env, "TMPDIR="+dir)
+	cmd := childTest(test, env, dir)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

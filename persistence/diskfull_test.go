@@ -8,11 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -74,11 +74,7 @@ func TestDiskFullChild(t *testing.T) {
 	if name == "open" {
 		// Open with no room past the database file as it is: recovery
 		// cannot write what the log holds into it.
-		var room syscall.Rlimit
-		if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &room); err != nil {
-			die(err)
-		}
-		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: uint64(fileSize(path)), Max: room.Max}); err != nil {
+		if _, err := limitFileSize(fileSize(path)); err != nil {
 			die(err)
 		}
 		st, err := persistence.Open(path, persistence.Options{})
@@ -104,18 +100,12 @@ func TestDiskFullChild(t *testing.T) {
 	if _, _, err := st.CreateSession(ctx, persistence.CreateSession{ID: "ses_full", Location: messages.Location{Directory: "/tmp"}}); err != nil {
 		die(err)
 	}
-	var room syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &room); err != nil {
-		die(err)
-	}
-	// Only the soft limit, so that the disk can have room again.
-	limit := c.limit(fileSize(path), max(fileSize(path+"-wal"), fileSize(path+"-wal2")))
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: uint64(limit), Max: room.Max}); err != nil {
+	room, err := limitFileSize(c.limit(fileSize(path), max(fileSize(path+"-wal"), fileSize(path+"-wal2"))))
+	if err != nil {
 		die(err)
 	}
 	var refused sync.WaitGroup
-	var mu2 sync.Mutex
-	fails := 0
+	var fails atomic.Int32
 	for g := range 8 {
 		refused.Go(func() {
 			for i := 0; ; i++ {
@@ -130,11 +120,7 @@ func TestDiskFullChild(t *testing.T) {
 				// resize error").
 				why := errors.Is(err, syscall.EFBIG) || strings.Contains(err.Error(), syscall.EFBIG.Error())
 				say("refused %s %v %v %s", id, why, errors.Is(err, persistence.ErrOutcomeUnknown), messages.TypeOf(err))
-				mu2.Lock()
-				fails++
-				enough := fails >= 50
-				mu2.Unlock()
-				if enough {
+				if fails.Add(1) >= 50 {
 					return
 				}
 			}
@@ -172,6 +158,16 @@ func TestDiskFullChild(t *testing.T) {
 	say("closed %v", st.Close())
 }
 
+// limitFileSize sets this process's soft file size limit (RLIMIT_FSIZE)
+// to size, leaving the hard one, so that the disk can have room again,
+// and returns the limits as they were.
+func limitFileSize(size int64) (was syscall.Rlimit, err error) {
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
+		return was, err
+	}
+	return was, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: uint64(size), Max: was.Max})
+}
+
 func fileSize(path string) int64 {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -203,18 +199,14 @@ func TestDiskFull(t *testing.T) {
 				})
 				// Opened again while the disk is still full, the store
 				// says so and changes nothing.
-				cmd := exec.Command(os.Args[0], "-test.run=^TestDiskFullChild$", "-test.count=1")
-				cmd.Env = append(os.Environ(), diskFullEnv+"=open,"+path, "TMPDIR="+dir)
-				b, _ := cmd.Output()
+				b, _ := childTest("TestDiskFullChild", diskFullEnv+"=open,"+path, dir).Output()
 				if out := string(b); !strings.Contains(out, "open "+string(messages.ErrStorageFull)+" ") || !strings.Contains(out, "opens once there is room") {
 					t.Errorf("open on a full disk: %s", out)
 				} else {
 					t.Logf("%s", strings.SplitN(out, "\n", 2)[0])
 				}
 			} else {
-				cmd := exec.Command(os.Args[0], "-test.run=^TestDiskFullChild$", "-test.count=1")
-				cmd.Env = append(os.Environ(), env, "TMPDIR="+dir)
-				b, err := cmd.Output()
+				b, err := childTest("TestDiskFullChild", env, dir).Output()
 				lines = strings.Split(strings.TrimSpace(string(b)), "\n")
 				if err != nil {
 					t.Fatalf("child: %v\n%s", err, strings.Join(lines[max(len(lines)-20, 0):], "\n"))

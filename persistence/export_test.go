@@ -60,7 +60,7 @@ func FailFlushes(t testing.TB, p float64, seed uint64) *atomic.Int64 {
 	var mu sync.Mutex
 	failed := new(atomic.Int64)
 	rng := rand.New(rand.NewPCG(seed, 41))
-	flushRefuse = func(logGen uint64) error {
+	injectFlushFailures(t, 1<<40, func(logGen uint64) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if logGen != 0 && rng.Float64() < p {
@@ -68,9 +68,15 @@ func FailFlushes(t testing.TB, p float64, seed uint64) *atomic.Int64 {
 			return fmt.Errorf("injected: %w", syscall.ENOSPC)
 		}
 		return nil
-	}
-	minPause, maxPause, factor := flushRetryMin, flushRetryMax, flushFullFactor
-	flushRetryMin, flushRetryMax, flushFullFactor = time.Millisecond, 4*time.Millisecond, 1<<40
-	t.Cleanup(func() { flushRefuse, flushRetryMin, flushRetryMax, flushFullFactor = nil, minPause, maxPause, factor })
+	})
 	return failed
+}
+
+// injectFlushFailures makes refuse the flushes' fault hook (flushRefuse)
+// and factor flushFullFactor, with 1 to 4 ms between a failing flush's
+// attempts, until the test's cleanup restores them.
+func injectFlushFailures(t testing.TB, factor int64, refuse func(logGen uint64) error) {
+	minPause, maxPause, was := flushRetryMin, flushRetryMax, flushFullFactor
+	flushRefuse, flushRetryMin, flushRetryMax, flushFullFactor = refuse, time.Millisecond, 4*time.Millisecond, factor
+	t.Cleanup(func() { flushRefuse, flushRetryMin, flushRetryMax, flushFullFactor = nil, minPause, maxPause, was })
 }

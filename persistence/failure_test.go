@@ -609,16 +609,13 @@ const (
 // shortens the pause between attempts; the test's cleanup restores both.
 func refuseFlushes(t *testing.T) (refuse *atomic.Int32, attempts *atomic.Int64) {
 	refuse, attempts = new(atomic.Int32), new(atomic.Int64)
-	flushRefuse = func(logGen uint64) error {
+	injectFlushFailures(t, flushFullFactor, func(logGen uint64) error {
 		attempts.Add(1)
 		if m := refuse.Load(); m == refuseAll || m == refuseNotClose && logGen != 0 {
 			return errors.New("injected: no room for the flush")
 		}
 		return nil
-	}
-	minPause, maxPause := flushRetryMin, flushRetryMax
-	flushRetryMin, flushRetryMax = time.Millisecond, 4*time.Millisecond
-	t.Cleanup(func() { flushRefuse, flushRetryMin, flushRetryMax = nil, minPause, maxPause })
+	})
 	return refuse, attempts
 }
 
@@ -729,21 +726,19 @@ func TestCloseWhileAFlushIsRetried(t *testing.T) {
 // TestFlushRefusalsLeaveNoTrace: writers on four Sessions at once, while
 // flushes fail with ENOSPC (leaving bbolt as it was) or succeed, switching
 // at random between phases and within them, and the store is sometimes
-// closed in the middle and reopened. Every admission is acknowledged or refused as storage.full;
-// each Session's log then holds exactly the acknowledged ones, in order,
+// closed in the middle and reopened. Every admission is acknowledged or
+// refused as storage.full; each Session's log then holds exactly the
+// acknowledged ones, in order,
 // with no gap, and no refused one leaves a trace, before and after the
 // last reopen.
 func TestFlushRefusalsLeaveNoTrace(t *testing.T) {
 	refusing := new(atomic.Bool)
-	flushRefuse = func(uint64) error {
+	injectFlushFailures(t, flushFullFactor, func(uint64) error {
 		if refusing.Load() {
 			return fmt.Errorf("injected: %w", syscall.ENOSPC)
 		}
 		return nil
-	}
-	minPause, maxPause := flushRetryMin, flushRetryMax
-	flushRetryMin, flushRetryMax = time.Millisecond, 4*time.Millisecond
-	t.Cleanup(func() { flushRefuse, flushRetryMin, flushRetryMax = nil, minPause, maxPause })
+	})
 
 	path := filepath.Join(t.TempDir(), "s.db")
 	opts := Options{NoSync: true, FlushBytes: 4 << 10}

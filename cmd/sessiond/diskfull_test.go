@@ -3,7 +3,6 @@
 package main
 
 import (
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -68,24 +67,12 @@ func TestServeOnAFullDisk(t *testing.T) {
 		!strings.Contains(refused.stderr, "(HTTP 507)") || strings.Contains(refused.stderr, data) {
 		t.Fatalf("prompt on a full disk: exit %d\nstderr:\n%s", refused.code, refused.stderr)
 	}
-	res, err := http.Get("http://" + addr + "/api/health")
-	if err != nil {
-		t.Fatal(err)
+	if code, body := httpGet(t, addr, "/api/health", ""); code != http.StatusOK {
+		t.Fatalf("health on a full disk: %d %s", code, body)
 	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("health on a full disk: %s", res.Status)
-	}
-
 	// Operators see it too.
-	res, err = http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, err := io.ReadAll(res.Body)
-	res.Body.Close()
-	if err != nil || !regexp.MustCompile(`(?m)^sessiond_store_no_room_total [1-9]`).Match(metrics) {
-		t.Fatalf("metrics after a refusal for want of room (%v):\n%s", err, metrics)
+	if _, metrics := httpGet(t, addr, "/metrics", ""); !regexp.MustCompile(`(?m)^sessiond_store_no_room_total [1-9]`).MatchString(metrics) {
+		t.Fatalf("metrics after a refusal for want of room:\n%s", metrics)
 	}
 
 	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &room, nil); err != nil {

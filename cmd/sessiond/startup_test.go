@@ -93,16 +93,23 @@ func (s *inProcessServe) wait() int {
 // returns the status and body.
 func (s *inProcessServe) get(path, token string) (int, string) {
 	s.t.Helper()
-	req, err := http.NewRequest("GET", "http://"+s.addr+path, nil)
+	return httpGet(s.t, s.addr, path, token)
+}
+
+// httpGet GETs path from the daemon at addr, with token when set, and
+// returns the status and the body.
+func httpGet(t *testing.T, addr, path, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", "http://"+addr+path, nil)
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
