@@ -181,6 +181,13 @@ type Bolt struct {
 	// the flusher retries it (nil once one succeeds). The log then grows
 	// past twice FlushBytes only as far as the writer lets it: see add.
 	flushFailing error
+	// startFailing is the error of the last attempt to give the log's
+	// next file the room it needs before a flush can start (nil once one
+	// succeeds); startRetry is when the writer tries again, startPause
+	// the pause before that. See startFlush.
+	startFailing error
+	startRetry   time.Time
+	startPause   time.Duration
 
 	failMu sync.Mutex
 	failed error // a WAL or bbolt failure after which nothing more commits
@@ -440,7 +447,31 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 // flushing memtable as part of their snapshot, valid over bbolt before
 // and after the flush; the log starts over in the other file, so the
 // records the flush holds stay intact until bbolt has them.
+//
+// The log's next file gets the room it needs first. When the disk has none
+// (the file has not grown that far before), no flush starts: the log goes
+// on in its current file, the writer tries again after a pause (as a
+// failing flush is retried: flushRetryMin, doubling up to flushRetryMax),
+// and flushFull refuses writes once the log has grown to flushFullFactor
+// times FlushBytes.
 func (s *Bolt) startFlush() error {
+	if s.startFailing != nil && time.Now().Before(s.startRetry) {
+		return nil
+	}
+	if err := s.wal.prepare(s.wal.older()); err != nil {
+		if s.startFailing == nil {
+			s.opts.Logger.Error().Err(err).Msg("no room for the log's next file; the flush waits (writes go on into the log)")
+			s.startPause = flushRetryMin
+		} else {
+			s.startPause = min(2*s.startPause, flushRetryMax)
+		}
+		s.startFailing, s.startRetry = err, time.Now().Add(s.startPause)
+		return nil
+	}
+	if s.startFailing != nil {
+		s.opts.Logger.Info().Msg("the log's next file has room again; the flush starts")
+		s.startFailing = nil
+	}
 	s.barrier()
 	// A batch whose fdatasync failed is in the memtable but was answered
 	// as failed: it must neither reach readers nor be flushed into bbolt.
@@ -1236,11 +1267,27 @@ func (s *Bolt) seal(b *batch) {
 // flushFull refuses a write while the running flush is being retried and
 // the log has grown to twice FlushBytes: the memtable would otherwise grow
 // for as long as the flush fails. Writes resume once it succeeds.
+//
+// The same holds while the log's next file has no room (startFlush). A
+// refused write opens no batch, so the retry is made here too, once its
+// pause is over: nothing else would make it.
 func (s *Bolt) flushFull() error {
-	if s.flushFailing == nil || s.wal.size() < flushFullFactor*s.opts.FlushBytes {
+	if s.startFailing != nil && s.imm == nil {
+		if err := s.startFlush(); err != nil {
+			s.fail(err)
+			return err
+		}
+	}
+	if s.wal.size() < flushFullFactor*s.opts.FlushBytes {
 		return nil
 	}
-	return noRoom(fmt.Errorf("persistence: commit: the store cannot flush into its database file, and refuses writes until it can: %w", s.flushFailing), writesResume)
+	switch {
+	case s.flushFailing != nil:
+		return noRoom(fmt.Errorf("persistence: commit: the store cannot flush into its database file, and refuses writes until it can: %w", s.flushFailing), writesResume)
+	case s.startFailing != nil:
+		return noRoom(fmt.Errorf("persistence: commit: the store has no room for its log's next file, cannot flush without it, and refuses writes until it can: %w", s.startFailing), writesResume)
+	}
+	return nil
 }
 
 // noRoom types err storage.full when the disk had no room for a write

@@ -95,8 +95,12 @@
 // the store goes on: the memtable stays readable and the log holds its
 // records. Writes go on into the log until it has grown to twice
 // FlushBytes, and are then refused with the flush's error until an
-// attempt succeeds, bounding the memtable. A write the log cannot take
-// (its file could not be extended) is refused alone. Only failures that
+// attempt succeeds, bounding the memtable. So too when a flush cannot
+// start because the log's other file, where it would start over, has no
+// room to grow into (only a file the log has never filled that far): the
+// log goes on in its current file and the start is tried again after a
+// pause. A write the log cannot take (its file could not be extended) is
+// refused alone. Only failures that
 // leave the disk's state unknown fail the store until it is reopened: a
 // log write whose invalidation also failed, a failed fdatasync of the log,
 // or a flush that failed after bbolt's meta page was written.

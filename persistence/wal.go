@@ -532,7 +532,7 @@ func (w *wal) older() int { return 1 - w.cur }
 // record is written to it. The caller has made every earlier record
 // redundant (flushed into bbolt and synced).
 func (w *wal) start(i int, first uint64, seed uint32) error {
-	if err := w.extend(i, walRecordStart+walExtend/4); err != nil {
+	if err := w.prepare(i); err != nil {
 		return err
 	}
 	// The header, and zeros over the note the file got when the log last
@@ -558,6 +558,12 @@ func (w *wal) start(i int, first uint64, seed uint32) error {
 	w.cur, w.off, w.next, w.chain = i, walRecordStart, first, seed
 	return nil
 }
+
+// prepare gives file i the room start needs. It writes only past the
+// file's end, which nothing reads, so when it fails (a disk with no room
+// for a file that has not grown that far before) the log is as it was and
+// goes on in the current file.
+func (w *wal) prepare(i int) error { return w.extend(i, walRecordStart+walExtend/4) }
 
 // note records in file i's header slot, durably, that the log goes on in
 // the file of generation gen from record first, when file i holds the
