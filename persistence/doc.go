@@ -100,10 +100,10 @@
 // room to grow into (only a file the log has never filled that far): the
 // log goes on in its current file and the start is tried again after a
 // pause. A write the log cannot take (its file could not be extended) is
-// refused alone. Only failures that
-// leave the disk's state unknown fail the store until it is reopened: a
-// log write whose invalidation also failed, a failed fdatasync of the log,
-// or a flush that failed after bbolt's meta page was written.
+// refused alone. Only failures that leave the disk's state unknown fail
+// the store until it is reopened: a log write whose invalidation also
+// failed, a failed fdatasync of the log, or a flush that failed after
+// bbolt's meta page was written.
 //
 // The log ends at the first record that is missing, torn or fails its
 // checksum: a crash can tear only records not yet synced, and the writer
