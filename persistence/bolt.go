@@ -458,7 +458,11 @@ func (s *Bolt) startFlush() error {
 	if s.startFailing != nil && time.Now().Before(s.startRetry) {
 		return nil
 	}
-	if err := s.wal.prepare(s.wal.older()); err != nil {
+	err := s.wal.prepare(s.wal.older())
+	if err == nil && startRefuse != nil {
+		err = startRefuse()
+	}
+	if err != nil {
 		if s.startFailing == nil {
 			s.opts.Logger.Error().Err(err).Msg("no room for the log's next file; the flush waits (writes go on into the log)")
 			s.startPause = flushRetryMin
@@ -596,6 +600,11 @@ func (s *Bolt) flusher() {
 // anything, leaving bbolt as it was (as a full disk does). It is given the
 // flush's log generation (0 for the one Close makes).
 var flushRefuse func(logGen uint64) error
+
+// startRefuse, when set by a test, can fail the preparation of the log's
+// next file before a flush starts, as a full disk does (the log as it
+// was).
+var startRefuse func() error
 
 // flushFullFactor times FlushBytes is how far the log grows while a flush
 // is retried before writes are refused; a test raises it so that no

@@ -72,6 +72,27 @@ func FailFlushes(t testing.TB, p float64, seed uint64) *atomic.Int64 {
 	return failed
 }
 
+// FailLogStarts makes each attempt to prepare the log's next file before a
+// flush fail, as on a full disk, with probability p, drawn from seed, and
+// tries again after 1 to 4 ms; no write is refused for the log's growth
+// meanwhile. The test's cleanup undoes it. It returns the count of
+// attempts it failed.
+func FailLogStarts(t testing.TB, p float64, seed uint64) *atomic.Int64 {
+	failed := new(atomic.Int64)
+	rng := rand.New(rand.NewPCG(seed, 43))
+	injectFlushFailures(t, 1<<40, nil)
+	// Only the writer prepares the log's next file: no lock needed.
+	startRefuse = func() error {
+		if rng.Float64() < p {
+			failed.Add(1)
+			return fmt.Errorf("injected: %w", syscall.ENOSPC)
+		}
+		return nil
+	}
+	t.Cleanup(func() { startRefuse = nil })
+	return failed
+}
+
 // injectFlushFailures makes refuse the flushes' fault hook (flushRefuse)
 // and factor flushFullFactor, with 1 to 4 ms between a failing flush's
 // attempts, until the test's cleanup restores them.

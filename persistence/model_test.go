@@ -180,12 +180,17 @@ func runModel(t *testing.T, seed uint64, ops int) {
 }
 
 // failFlushes makes half the flush attempts of a third of the seeds fail
-// as on a full disk, leaving bbolt as it was: the store retries them, and
-// reads must not tell.
+// as on a full disk, leaving bbolt as it was, and in another third half
+// the attempts to give the log's next file room before a flush starts: the
+// store retries them, and reads must not tell.
 func failFlushes(t *testing.T, seed uint64) {
-	if seed%3 == 1 {
+	switch seed % 3 {
+	case 1:
 		failed := persistence.FailFlushes(t, 0.5, seed)
 		t.Cleanup(func() { t.Logf("seed %d: %d flush attempts failed", seed, failed.Load()) })
+	case 2:
+		failed := persistence.FailLogStarts(t, 0.5, seed)
+		t.Cleanup(func() { t.Logf("seed %d: %d log starts failed", seed, failed.Load()) })
 	}
 }
 
