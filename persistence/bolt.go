@@ -183,11 +183,11 @@ type Bolt struct {
 	flushFailing error
 	// startFailing is the error of the last attempt to give the log's
 	// next file the room it needs before a flush can start (nil once one
-	// succeeds); startRetry is when the writer tries again, startPause
-	// the pause before that. See startFlush.
+	// succeeds); startRetry is when the writer tries again, after a pause
+	// from startWait. See startFlush.
 	startFailing error
 	startRetry   time.Time
-	startPause   time.Duration
+	startWait    backoff
 
 	failMu sync.Mutex
 	failed error // a WAL or bbolt failure after which nothing more commits
@@ -465,11 +465,9 @@ func (s *Bolt) startFlush() error {
 	if err != nil {
 		if s.startFailing == nil {
 			s.opts.Logger.Error().Err(err).Msg("no room for the log's next file; the flush waits (writes go on into the log)")
-			s.startPause = flushRetryMin
-		} else {
-			s.startPause = min(2*s.startPause, flushRetryMax)
+			s.startWait = 0
 		}
-		s.startFailing, s.startRetry = err, time.Now().Add(s.startPause)
+		s.startFailing, s.startRetry = err, time.Now().Add(s.startWait.next())
 		return nil
 	}
 	if s.startFailing != nil {
@@ -554,7 +552,7 @@ func (s *Bolt) reapFlush(wait bool) error {
 // store instead, as the transaction may or may not be on the disk.
 func (s *Bolt) flusher() {
 	for job := range s.flushq {
-		pause := flushRetryMin
+		var wait backoff
 		for {
 			start := time.Now()
 			stop := s.paceWriteback()
@@ -585,13 +583,12 @@ func (s *Bolt) flusher() {
 			if !retry {
 				break
 			}
-			t := time.NewTimer(pause)
+			t := time.NewTimer(wait.next())
 			select {
 			case <-t.C:
 			case <-s.quit:
 				t.Stop()
 			}
-			pause = min(2*pause, flushRetryMax)
 		}
 	}
 }
@@ -611,8 +608,21 @@ var startRefuse func() error
 // write is refused.
 var flushFullFactor int64 = 2
 
-// The pauses between attempts of a failing flush.
+// The pauses between attempts of a failing flush, or of a failing start of
+// the log's next file.
 var flushRetryMin, flushRetryMax = 50 * time.Millisecond, 5 * time.Second
+
+// backoff gives the pauses between attempts of something that fails for
+// want of room: flushRetryMin, then twice the last, up to flushRetryMax.
+// Its zero value starts over.
+type backoff time.Duration
+
+// next returns the pause before the next attempt.
+func (b *backoff) next() time.Duration {
+	p := max(time.Duration(*b), flushRetryMin)
+	*b = backoff(min(2*p, flushRetryMax))
+	return p
+}
 
 // flushUndone reports whether bbolt is as it was before the failed flush
 // whose write transaction was txid (0: it never began): its meta page

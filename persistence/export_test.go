@@ -57,17 +57,12 @@ func SystemMessageID(ev messages.Event) messages.MessageID { return derivedID(ev
 // meanwhile, so no write is refused for it. The test's cleanup undoes it.
 // It returns the count of attempts it failed.
 func FailFlushes(t testing.TB, p float64, seed uint64) *atomic.Int64 {
-	var mu sync.Mutex
-	failed := new(atomic.Int64)
-	rng := rand.New(rand.NewPCG(seed, 41))
+	fault, failed := noRoomAt(p, seed, 41)
 	injectFlushFailures(t, 1<<40, func(logGen uint64) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if logGen != 0 && rng.Float64() < p {
-			failed.Add(1)
-			return fmt.Errorf("injected: %w", syscall.ENOSPC)
+		if logGen == 0 {
+			return nil // Close's flush
 		}
-		return nil
+		return fault()
 	})
 	return failed
 }
@@ -78,19 +73,28 @@ func FailFlushes(t testing.TB, p float64, seed uint64) *atomic.Int64 {
 // meanwhile. The test's cleanup undoes it. It returns the count of
 // attempts it failed.
 func FailLogStarts(t testing.TB, p float64, seed uint64) *atomic.Int64 {
-	failed := new(atomic.Int64)
-	rng := rand.New(rand.NewPCG(seed, 43))
+	fault, failed := noRoomAt(p, seed, 43)
 	injectFlushFailures(t, 1<<40, nil)
-	// Only the writer prepares the log's next file: no lock needed.
-	startRefuse = func() error {
+	startRefuse = fault
+	t.Cleanup(func() { startRefuse = nil })
+	return failed
+}
+
+// noRoomAt returns a fault that fails with ENOSPC with probability p,
+// drawn from seed and stream, and the count of its failures.
+func noRoomAt(p float64, seed, stream uint64) (fault func() error, failed *atomic.Int64) {
+	var mu sync.Mutex
+	failed = new(atomic.Int64)
+	rng := rand.New(rand.NewPCG(seed, stream))
+	return func() error {
+		mu.Lock()
+		defer mu.Unlock()
 		if rng.Float64() < p {
 			failed.Add(1)
 			return fmt.Errorf("injected: %w", syscall.ENOSPC)
 		}
 		return nil
-	}
-	t.Cleanup(func() { startRefuse = nil })
-	return failed
+	}, failed
 }
 
 // injectFlushFailures makes refuse the flushes' fault hook (flushRefuse)

@@ -861,3 +861,23 @@ func checkAdmitted(t *testing.T, st *Bolt, sids []messages.SessionID, acked [][]
 		}
 	}
 }
+
+// TestBackoff: the pauses between attempts of a flush or a log start that
+// fail for want of room start at flushRetryMin, double, stop at
+// flushRetryMax, and start over from the zero value.
+func TestBackoff(t *testing.T) {
+	var b backoff
+	var got []time.Duration
+	for range 9 {
+		got = append(got, b.next())
+	}
+	want := []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond,
+		800 * time.Millisecond, 1600 * time.Millisecond, 3200 * time.Millisecond, 5 * time.Second, 5 * time.Second}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pauses %v, want %v", got, want)
+	}
+	b = 0
+	if p := b.next(); p != flushRetryMin {
+		t.Fatalf("after a reset: %v", p)
+	}
+}
