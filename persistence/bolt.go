@@ -311,7 +311,7 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		// and a restart after a crash waits for it. Its cost at 256
 		// admitters with fsync on is within the disk's noise: eight
 		// interleaved pairs, 45-57k admissions/s with it and 41-61k
-		// without (docs/performance.md, twenty-second sitting).
+		// without (docs/performance-log.md, twenty-second sitting).
 		FreelistType: bolt.FreelistMapType,
 		// Address space only: fewer remaps, each of which waits for the
 		// open read transactions.

@@ -46,7 +46,7 @@
 // the order. An admission thus writes its event, its ID entry and its
 // pending row; with a row of its own as well, a fourth holding the prompt
 // a second time, 256 admitters ran 10-40% slower without fsync
-// (docs/performance.md, twenty-second sitting). Reading a row back costs a
+// (docs/performance-log.md, twenty-second sitting). Reading a row back costs a
 // seek into the log: a retry, a promotion, a step boundary with inputs
 // pending.
 //

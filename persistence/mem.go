@@ -40,7 +40,7 @@ type memTree = btree.BTreeG[*memEntry]
 // CPU in 13 of 14 pairs of runs: 256 admitters up to 4 µs less an
 // admission, 100 Sessions of steps up to 14 µs less a step without
 // fsync; a level less to search outweighs copying larger nodes on write
-// (docs/performance.md, thirty-first sitting).
+// (docs/performance-log.md, thirty-first sitting).
 const memDegree = 32
 
 func newMemTree() *memTree {

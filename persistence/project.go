@@ -276,7 +276,7 @@ func compactionInput(ev messages.Event, p *messages.CompactionAdmitted) Input {
 // admission event is its inbox row (inputOf), and its place in the
 // Session's pending index. Nothing else copies the event: an admission
 // writes one row fewer than with a row of its own, and a flush puts one
-// key fewer (schema 5; docs/performance.md, twenty-second sitting).
+// key fewer (schema 5; docs/performance-log.md, twenty-second sitting).
 func (w *wtx) insertInput(sid messages.SessionID, in Input) error {
 	ent := idEntry{SessionID: sid, Kind: idInput, Admitted: in.AdmittedSeq}
 	if in.Kind == InputCompaction {

@@ -47,7 +47,7 @@ func FdatasyncRate(tb testing.TB, dir string, size int) float64 {
 // machine whose disk the host serves with the CPU time the guest leaves it
 // (the machines these benchmarks ran on), an fdatasync takes two to four
 // times as long while all the guest's CPUs are busy, whatever the guest's
-// priorities (docs/performance.md, thirty-first sitting). It is context for
+// priorities (docs/performance-log.md, thirty-first sitting). It is context for
 // a ratio, never its denominator: the ratios divide by FdatasyncRate, the
 // disk's idle rate.
 func FdatasyncRateBusy(tb testing.TB, dir string, size int) float64 {
@@ -97,7 +97,7 @@ func Usage() (cpu time.Duration, faults int64) {
 // alike, whether or not the disk has them yet), or -1 where the system
 // does not count them. Benchmarks report its growth per operation: on the
 // virtual machines these figures come from, the CPU a commit costs grows
-// with the bytes it writes (docs/performance.md, thirty-fifth sitting).
+// with the bytes it writes (docs/performance-log.md, thirty-fifth sitting).
 func Written() int64 {
 	b, err := os.ReadFile("/proc/self/io")
 	if err != nil {
