@@ -103,7 +103,10 @@
 // refused alone. Only failures that leave the disk's state unknown fail
 // the store until it is reopened: a log write whose invalidation also
 // failed, a failed fdatasync of the log, or a flush that failed after
-// bbolt's meta page was written.
+// bbolt's meta page was written. A full disk is one of the first kind only
+// on a copy-on-write filesystem (btrfs, ZFS), where overwriting the room
+// the log set aside needs free space as well; ext4 and xfs overwrite in
+// place.
 //
 // The log ends at the first record that is missing, torn or fails its
 // checksum: a crash can tear only records not yet synced, and the writer
