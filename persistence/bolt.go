@@ -450,10 +450,9 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 //
 // The log's next file gets the room it needs first. When the disk has none
 // (the file has not grown that far before), no flush starts: the log goes
-// on in its current file, the writer tries again after a pause (as a
-// failing flush is retried: flushRetryMin, doubling up to flushRetryMax),
-// and flushFull refuses writes once the log has grown to flushFullFactor
-// times FlushBytes.
+// on in its current file, the writer tries again after a pause (backoff,
+// as a failing flush is retried), and flushFull refuses writes once the
+// log has grown to flushFullFactor times FlushBytes.
 func (s *Bolt) startFlush() error {
 	if s.startFailing != nil && time.Now().Before(s.startRetry) {
 		return nil
