@@ -124,7 +124,11 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				&messages.Error{Type: errMethodNotAllowed, Message: r.Method + " " + r.URL.Path + ": allowed methods are " + allowHeader(allow)})
 			return
 		}
-		a.writeError(sw, r, http.StatusNotFound, messages.Errorf(messages.ErrNotFound, "no route for %s %s", r.Method, clip(r.URL.Path)))
+		msg := "no route for " + r.Method + " " + clip(r.URL.Path)
+		if alt := a.singular(r); alt != "" {
+			msg += "; did you mean " + alt + "?"
+		}
+		a.writeError(sw, r, http.StatusNotFound, &messages.Error{Type: messages.ErrNotFound, Message: msg})
 		return
 	}
 	// The mux matches again to set the request's path values.

@@ -84,6 +84,32 @@ func (a *api) allowed(r *http.Request) []string {
 	return out
 }
 
+// singular returns r's path with its plural segments made singular
+// ("/api/sessions/ses_1/messages" becomes "/api/session/ses_1/message")
+// when r's method has a route there, else "". The routes name their
+// collections in the singular, and a client written against an API that
+// uses plurals would otherwise get a bare "no route".
+func (a *api) singular(r *http.Request) string {
+	segs := strings.Split(r.URL.Path, "/")
+	changed := false
+	for i, s := range segs {
+		// IDs ("ses_…", "per_…") carry an underscore and stay as they are;
+		// a wrong guess elsewhere only finds no route.
+		if len(s) > 1 && strings.HasSuffix(s, "s") && !strings.Contains(s, "_") {
+			segs[i], changed = s[:len(s)-1], true
+		}
+	}
+	if !changed {
+		return ""
+	}
+	probe := r.Clone(r.Context())
+	probe.URL.Path, probe.URL.RawPath = strings.Join(segs, "/"), ""
+	if _, p := a.mux.Handler(probe); a.routeOf(p) == nil {
+		return ""
+	}
+	return clip(probe.URL.Path)
+}
+
 // routeOf returns the route registered under a mux pattern, or nil.
 func (a *api) routeOf(pattern string) *route {
 	return a.byPattern[pattern]

@@ -1006,3 +1006,34 @@ func TestBackupRoute(t *testing.T) {
 	failed := newEnv(t, harnessBackend(t, actortest.Options{Config: func(c *actors.Config) { c.Store = failedStore{c.Store} }}), nil)
 	failed.do("GET", "/api/backup", nil).wantError(t, http.StatusInternalServerError, messages.ErrInternal)
 }
+
+// TestPluralPathHint: a path with plural nouns that names a route in the
+// singular gets a 404 that says which path was meant; one that names no
+// route either way, or the singular path with a method it lacks, gets no
+// guess.
+func TestPluralPathHint(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := e.createSession()
+	for _, c := range []struct{ method, path, hint string }{
+		{"GET", "/api/sessions", "/api/session"},
+		{"POST", "/api/sessions", "/api/session"},
+		{"GET", "/api/sessions/" + string(sid) + "/messages", "/api/session/" + string(sid) + "/message"},
+		{"POST", "/api/sessions/" + string(sid) + "/prompts", "/api/session/" + string(sid) + "/prompt"},
+		{"DELETE", "/api/sessions", ""}, // no DELETE /api/session either
+		{"GET", "/api/permissions", "/api/permission"},
+		{"GET", "/api/events", "/api/event"},
+		{"GET", "/api/nothings", ""},
+		{"GET", "/api/nothing", ""},
+	} {
+		m := e.do(c.method, c.path, nil).wantError(t, http.StatusNotFound, messages.ErrNotFound)
+		want := "no route for " + c.method + " " + c.path
+		if c.hint != "" {
+			want += "; did you mean " + c.hint + "?"
+		}
+		if m.Message != want {
+			t.Errorf("%s %s: message %q, want %q", c.method, c.path, m.Message, want)
+		}
+	}
+	// The real route is untouched by the guessing.
+	e.do("GET", "/api/session/"+string(sid), nil).want(t, http.StatusOK)
+}
