@@ -73,9 +73,21 @@ func DecodeStrict(b []byte, v any) error {
 		// than the one sent, which another decoder may refuse instead.
 		return messages.Errorf(messages.ErrInvalid, "body: not valid UTF-8 (at offset %d)", invalidUTF8At(b))
 	}
+	if string(bytes.TrimSpace(b)) == "null" {
+		// encoding/json takes a null for "leave v as it is", which would
+		// read as an empty object and report its first required field.
+		return messages.Errorf(messages.ErrInvalid, "body: want a JSON object, got null")
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if _, unknown := strings.CutPrefix(err.Error(), "json: unknown field "); unknown {
+			// Name the member by its whole path, which encoding/json's
+			// message leaves out.
+			if merr := checkMembers(b, reflect.TypeOf(v)); merr != nil {
+				return merr
+			}
+		}
 		return jsonError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
@@ -87,14 +99,170 @@ func DecodeStrict(b []byte, v any) error {
 		// other text than was sent, as it would an invalid UTF-8 byte.
 		return messages.Errorf(messages.ErrInvalid, "body: %s is half a UTF-16 surrogate pair, not a character (at offset %d)", b[at:at+6], at)
 	}
+	if err := checkMembers(b, reflect.TypeOf(v)); err != nil {
+		return err
+	}
 	if field, ok := duplicateMember(b); ok {
-		// encoding/json keeps the last of two members with one name, and
-		// matches names regardless of case; a proxy or client library may
-		// keep the first, or tell "text" from "Text", so the two would
-		// read different requests from the same bytes.
+		// encoding/json keeps the last of two members with one name; a
+		// proxy or client library may keep the first, so the two would
+		// read different requests from the same bytes. (Names that differ
+		// only in case checkMembers has refused already.)
 		return messages.Errorf(messages.ErrInvalid, "%s: given twice", field)
 	}
 	return nil
+}
+
+// checkMembers walks b, one valid JSON document, beside the type t it
+// decodes into, and refuses a member of an object that names no field of
+// its struct exactly: encoding/json matches names regardless of case, so
+// "Delivery" would be taken for "delivery" here while a client library or
+// proxy that reads the same bytes exactly sees another request. Its errors
+// name the member by its path ("model.extra", "prompt.files[0].Mime").
+// Values that decode themselves (json.Unmarshaler, encoding.TextUnmarshaler)
+// or into an interface are not looked into.
+func checkMembers(b []byte, t reflect.Type) error {
+	w := memberWalk{dec: json.NewDecoder(bytes.NewReader(b))}
+	return w.value(t, "")
+}
+
+type memberWalk struct{ dec *json.Decoder }
+
+var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// value checks the next value of the document, which decodes into t.
+func (w memberWalk) value(t reflect.Type, path string) error {
+	tok, err := w.dec.Token()
+	if err != nil {
+		return nil // b was decoded already: this does not happen
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	opaque := t == nil || t.Kind() == reflect.Interface ||
+		reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler)
+	switch {
+	case d == '{' && !opaque && t.Kind() == reflect.Struct:
+		fields := jsonFields(t)
+		for w.dec.More() {
+			tok, err := w.dec.Token()
+			if err != nil {
+				return nil
+			}
+			name, _ := tok.(string)
+			ft, ok := fields[name]
+			if !ok {
+				for field := range fields {
+					if strings.EqualFold(field, name) {
+						return messages.Errorf(messages.ErrInvalid, "%s: unknown field (member names are case-sensitive: the field is %q)", member(path, name), field)
+					}
+				}
+				at := path
+				if at == "" {
+					at = "body"
+				}
+				return messages.Errorf(messages.ErrInvalid, "%s: unknown field %q", at, clipName(name))
+			}
+			if err := w.value(ft, member(path, name)); err != nil {
+				return err
+			}
+		}
+	case d == '{' && !opaque && t.Kind() == reflect.Map:
+		for w.dec.More() {
+			tok, err := w.dec.Token()
+			if err != nil {
+				return nil
+			}
+			name, _ := tok.(string)
+			if err := w.value(t.Elem(), member(path, name)); err != nil {
+				return err
+			}
+		}
+	case d == '[' && !opaque && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
+		for i := 0; w.dec.More(); i++ {
+			if err := w.value(t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	default:
+		// Not looked into: skip to the matching close.
+		for depth := 1; depth > 0; {
+			tok, err := w.dec.Token()
+			if err != nil {
+				return nil
+			}
+			if d, ok := tok.(json.Delim); ok {
+				if d == '{' || d == '[' {
+					depth++
+				} else {
+					depth--
+				}
+			}
+		}
+		return nil
+	}
+	_, _ = w.dec.Token() // the close
+	return nil
+}
+
+// member is the path of member name inside path.
+func member(path, name string) string {
+	name = clipName(name)
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// clipName shortens a member name, the client's and of any length, for
+// an error message.
+func clipName(s string) string {
+	const max = 64
+	if len(s) > max {
+		return strings.ToValidUTF8(s[:max], "") + "…"
+	}
+	return s
+}
+
+// jsonFields returns the fields of struct type t by their JSON names, as
+// encoding/json names them: the tag's name, else the Go name; "-" and
+// unexported fields left out; the fields of an untagged embedded struct
+// promoted.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for f := range t.Fields() {
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		if f.Anonymous && name == "" {
+			et := ft
+			if et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			if et.Kind() == reflect.Struct {
+				for n, t := range jsonFields(et) {
+					if _, ok := out[n]; !ok {
+						out[n] = t
+					}
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = ft
+	}
+	return out
 }
 
 // invalidUTF8At returns the offset of the first byte of b that does not
@@ -206,33 +374,15 @@ func duplicateMember(b []byte) (string, bool) {
 		case string:
 			if n := len(stack); n > 0 && stack[n-1].names != nil && stack[n-1].wantKey {
 				f := &stack[n-1]
-				key := foldKey(t)
-				if f.names[key] {
+				if f.names[t] {
 					return path(t), true
 				}
-				f.names[key], f.name, f.wantKey = true, t, false
+				f.names[t], f.name, f.wantKey = true, t, false
 				continue
 			}
 		}
 		valueDone()
 	}
-}
-
-// foldKey returns s with every rune replaced by the least rune it folds
-// to (unicode.SimpleFold's orbit), so that two names have one key exactly
-// when they are equal under Unicode case folding (strings.EqualFold), the
-// rule encoding/json matches member names to fields by.
-func foldKey(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for _, r := range s {
-		least := r
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			least = min(least, f)
-		}
-		b.WriteRune(least)
-	}
-	return b.String()
 }
 
 // jsonError turns a decoding error into a typed invalid error naming the

@@ -2,6 +2,8 @@ package persistence_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -185,6 +187,22 @@ func FuzzDecodePromptRequest(f *testing.F) {
 		if req.Delivery != "" && !req.Delivery.Valid() {
 			t.Fatalf("accepted delivery %q", req.Delivery)
 		}
+		// Every member it accepted is named exactly as the API names it.
+		var top map[string]json.RawMessage
+		var prompt map[string]json.RawMessage
+		if json.Unmarshal(b, &top) != nil || json.Unmarshal(top["prompt"], &prompt) != nil {
+			t.Fatalf("accepted %q, which is no object with a prompt object", b)
+		}
+		for k := range top {
+			if !slices.Contains([]string{"id", "sessionID", "prompt", "delivery", "resume"}, k) {
+				t.Fatalf("accepted member %q", k)
+			}
+		}
+		for k := range prompt {
+			if k != "text" && k != "files" {
+				t.Fatalf("accepted prompt member %q", k)
+			}
+		}
 	})
 }
 
@@ -248,6 +266,57 @@ func TestDecodeRefusesLoneSurrogates(t *testing.T) {
 	}
 }
 
+// TestDecodeMemberNamesExactly: encoding/json matches member names to
+// fields regardless of case; the API does not, at any depth, and says
+// which field was meant. An unknown member is named by its whole path.
+// A null body is no object. Inside values that decode themselves nothing
+// is checked.
+func TestDecodeMemberNamesExactly(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"PROMPT":{"text":"a"}}`:                         `PROMPT: unknown field (member names are case-sensitive: the field is "prompt")`,
+		`{"prompt":{"Text":"a"}}`:                         `prompt.Text: unknown field (member names are case-sensitive: the field is "text")`,
+		`{"prompt":{"text":"a"},"Delivery":"queue"}`:      `Delivery: unknown field (member names are case-sensitive: the field is "delivery")`,
+		`{"prompt":{"text":"a"},"resume":false,"ID":"m"}`: `ID: unknown field (member names are case-sensitive: the field is "id")`,
+		`{"prompt":{"text":"a","files":[{"mime":"text/plain","url":"data:,x"},{"MIME":"a","url":"b"}]}}`: `prompt.files[1].MIME: unknown field (member names are case-sensitive: the field is "mime")`,
+		`{"prompt":{"text":"a","extra":1}}`:                              `prompt: unknown field "extra"`,
+		`{"prompt":{"text":"a","files":[{"mime":"a","url":"b","x":1}]}}`: `prompt.files[0]: unknown field "x"`,
+		`{"prompt":{"text":"a"},"extra":1}`:                              `body: unknown field "extra"`,
+		`null`:                                                           `body: want a JSON object, got null`,
+		" null\n":                                                        `body: want a JSON object, got null`,
+	} {
+		body = strings.ReplaceAll(body, `\n`, "\n")
+		_, err := persistence.DecodePromptRequest([]byte(body))
+		if err == nil || messages.TypeOf(err) != messages.ErrInvalid || err.(*messages.Error).Message != want {
+			t.Errorf("%s: %v, want invalid %q", body, err, want)
+		}
+	}
+	for body, want := range map[string]string{
+		`{"Location":{"directory":"/a"}}`:                                               `Location: unknown field (member names are case-sensitive: the field is "location")`,
+		`{"location":{"directory":"/a"},"model":{"providerID":"p","id":"m","extra":1}}`: `model: unknown field "extra"`,
+	} {
+		_, err := persistence.DecodeCreateSession([]byte(body))
+		if err == nil || err.(*messages.Error).Message != want {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+	// A value that decodes itself is its own judge.
+	var v struct {
+		E selfDecoding `json:"e"`
+		A any          `json:"a"`
+	}
+	if err := persistence.DecodeStrict([]byte(`{"e":{"Id":[{"Z":1}]},"a":{"X":[{"Y":1}]}}`), &v); err != nil || string(v.E) != `{"Id":[{"Z":1}]}` {
+		t.Fatalf("self-decoding and interface values: %v", err)
+	}
+}
+
+// selfDecoding keeps the JSON it is given.
+type selfDecoding []byte
+
+func (s *selfDecoding) UnmarshalJSON(b []byte) error {
+	*s = append((*s)[:0], b...)
+	return nil
+}
+
 // TestDecodeRefusesDuplicateMembers: a member given twice in one object is
 // refused (decoders differ on which one wins), at any depth; the same name
 // in different objects is fine.
@@ -255,8 +324,6 @@ func TestDecodeRefusesDuplicateMembers(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"prompt":{"text":"a"},"delivery":"queue","delivery":"steer"}`:                           "delivery: given twice",
 		`{"prompt":{"text":"a","text":"b"}}`:                                                      "prompt.text: given twice",
-		`{"prompt":{"text":"a","Text":"b"}}`:                                                      "prompt.Text: given twice",
-		`{"prompt":{"text":"a"},"DELIVERY":"queue","delivery":"steer"}`:                           "delivery: given twice",
 		`{"prompt":{"text":"a","files":[{"mime":"text/plain","url":"data:,x","url":"data:,y"}]}}`: "prompt.files.url: given twice",
 	} {
 		_, err := persistence.DecodePromptRequest([]byte(body))
@@ -270,6 +337,13 @@ func TestDecodeRefusesDuplicateMembers(t *testing.T) {
 	}
 	if _, err := persistence.DecodeCreateSession([]byte(`{"location":{"directory":"/a"},"title":"t","title":"u"}`)); err == nil || err.(*messages.Error).Message != "title: given twice" {
 		t.Fatalf("create with a title given twice: %v", err)
+	}
+	// Keys of a map are the client's: two that differ in case are two.
+	var m struct {
+		M map[string]string `json:"m"`
+	}
+	if err := persistence.DecodeStrict([]byte(`{"m":{"a":"x","A":"y"}}`), &m); err != nil || len(m.M) != 2 {
+		t.Fatalf("map keys differing in case: %v %v", err, m.M)
 	}
 	// A string value, in an object or an array, is no member name: one
 	// that spells a name of its object, or another value, repeats nothing.

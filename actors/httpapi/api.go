@@ -131,6 +131,12 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.writeError(sw, r, http.StatusNotFound, &messages.Error{Type: messages.ErrNotFound, Message: msg})
 		return
 	}
+	if r.Method == http.MethodPost && !rt.body {
+		if err := a.noBody(sw, r); err != nil {
+			a.fail(sw, r, err)
+			return
+		}
+	}
 	// The mux matches again to set the request's path values.
 	a.mux.ServeHTTP(sw, r)
 }

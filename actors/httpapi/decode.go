@@ -271,6 +271,9 @@ func flag(q url.Values, name string) (bool, error) {
 // parseAfter parses an exclusive sequence cursor: an integer >= -1.
 func parseAfter(name, s string) (int64, error) {
 	n, err := strconv.ParseInt(s, 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, invalid("%s: %q is out of range (seqs fit in 64 bits)", name, clip(s))
+	}
 	if err != nil || n < -1 {
 		return 0, invalid("%s: want an integer >= -1, got %q", name, clip(s))
 	}

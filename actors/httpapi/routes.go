@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"strings"
 )
@@ -13,6 +15,10 @@ type route struct {
 	path   string
 	// public routes need no token (health checks and scrapers).
 	public bool
+	// body routes take a request body; other POST routes refuse one
+	// (noBody). GET and DELETE bodies mean nothing in HTTP and are left
+	// alone.
+	body   bool
 	handle func(a *api, w http.ResponseWriter, r *http.Request)
 }
 
@@ -27,28 +33,28 @@ var routes = []route{
 	{method: http.MethodGet, path: "/api/openapi.json", handle: (*api).openapi},
 	{method: http.MethodGet, path: "/api/backup", handle: (*api).backup},
 
-	{method: http.MethodPost, path: "/api/session", handle: (*api).createSession},
+	{method: http.MethodPost, body: true, path: "/api/session", handle: (*api).createSession},
 	{method: http.MethodGet, path: "/api/session", handle: (*api).listSessions},
 	{method: http.MethodGet, path: "/api/session/active", handle: (*api).activeSessions},
 	{method: http.MethodGet, path: "/api/session/{id}", handle: (*api).getSession},
-	{method: http.MethodPost, path: "/api/session/{id}/prompt", handle: (*api).prompt},
+	{method: http.MethodPost, body: true, path: "/api/session/{id}/prompt", handle: (*api).prompt},
 	{method: http.MethodPost, path: "/api/session/{id}/resume", handle: (*api).resume},
 	{method: http.MethodPost, path: "/api/session/{id}/compact", handle: (*api).compact},
 	{method: http.MethodPost, path: "/api/session/{id}/wait", handle: (*api).wait},
 	{method: http.MethodPost, path: "/api/session/{id}/interrupt", handle: (*api).interrupt},
-	{method: http.MethodPost, path: "/api/session/{id}/agent", handle: (*api).selectAgent},
-	{method: http.MethodPost, path: "/api/session/{id}/model", handle: (*api).selectModel},
-	{method: http.MethodPost, path: "/api/session/{id}/move", handle: (*api).move},
+	{method: http.MethodPost, body: true, path: "/api/session/{id}/agent", handle: (*api).selectAgent},
+	{method: http.MethodPost, body: true, path: "/api/session/{id}/model", handle: (*api).selectModel},
+	{method: http.MethodPost, body: true, path: "/api/session/{id}/move", handle: (*api).move},
 	{method: http.MethodGet, path: "/api/session/{id}/history", handle: (*api).history},
 	{method: http.MethodGet, path: "/api/session/{id}/log", handle: (*api).logStream},
 	{method: http.MethodGet, path: "/api/session/{id}/message", handle: (*api).listMessages},
 	{method: http.MethodGet, path: "/api/session/{id}/instruction", handle: (*api).listInstructions},
-	{method: http.MethodPut, path: "/api/session/{id}/instruction/{key}", handle: (*api).putInstruction},
+	{method: http.MethodPut, body: true, path: "/api/session/{id}/instruction/{key}", handle: (*api).putInstruction},
 	{method: http.MethodDelete, path: "/api/session/{id}/instruction/{key}", handle: (*api).deleteInstruction},
 
 	{method: http.MethodGet, path: "/api/event", handle: (*api).eventStream},
 	{method: http.MethodGet, path: "/api/permission", handle: (*api).listPermissions},
-	{method: http.MethodPost, path: "/api/permission/{requestID}/reply", handle: (*api).replyPermission},
+	{method: http.MethodPost, body: true, path: "/api/permission/{requestID}/reply", handle: (*api).replyPermission},
 }
 
 // methods are the methods the route table uses, for 405 answers.
@@ -108,6 +114,26 @@ func (a *api) singular(r *http.Request) string {
 		return ""
 	}
 	return clip(probe.URL.Path)
+}
+
+// noBody reads the body of a POST to a route that takes none and
+// refuses anything but nothing or an empty object (which some client
+// libraries send with every POST): a body there is a client's mistake,
+// such as a prompt posted to /resume, which would otherwise pass as done.
+func (a *api) noBody(w http.ResponseWriter, r *http.Request) error {
+	b, err := a.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(b, &obj) == nil && obj != nil && len(obj) == 0 {
+		return nil
+	}
+	return invalid("body: %s %s takes no body, got %d bytes", r.Method, clip(r.URL.Path), len(b))
 }
 
 // routeOf returns the route registered under a mux pattern, or nil.

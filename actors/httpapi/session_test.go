@@ -1037,3 +1037,48 @@ func TestPluralPathHint(t *testing.T) {
 	// The real route is untouched by the guessing.
 	e.do("GET", "/api/session/"+string(sid), nil).want(t, http.StatusOK)
 }
+
+// TestPostWithoutBodyRefusesOne: the POST routes that take no body
+// (resume, compact, wait, interrupt) refuse one with 400 and do nothing,
+// so a prompt posted to /resume is not taken for a resume; nothing, white
+// space or an empty object (which some clients send with every POST) is
+// no body.
+func TestPostWithoutBodyRefusesOne(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := e.createSession()
+	base := "/api/session/" + string(sid)
+	for _, op := range []string{"resume", "compact", "wait", "interrupt"} {
+		for _, body := range []string{`{"prompt":{"text":"hi"}}`, `garbage`, `[]`, `null`, `{"x":1}`} {
+			m := e.do("POST", base+"/"+op, body).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+			if want := "body: POST " + base + "/" + op + " takes no body"; !strings.HasPrefix(m.Message, want) {
+				t.Errorf("%s %s: message %q, want it to start %q", op, body, m.Message, want)
+			}
+		}
+		if op == "compact" || op == "resume" {
+			continue // these start work; the refused ones must not have
+		}
+		for _, body := range []string{"", " \n", "{}", " { } "} {
+			e.do("POST", base+"/"+op, body).want(t, http.StatusNoContent)
+		}
+	}
+	// Nothing the refused requests asked for happened: no compaction was
+	// admitted, no execution started.
+	h := e.do("GET", base+"/history", nil)
+	h.want(t, http.StatusOK)
+	for _, typ := range []string{messages.TypeCompactionAdmitted, messages.TypeExecutionStarted} {
+		if strings.Contains(string(h.body), `"`+typ+`"`) {
+			t.Errorf("a refused request left %s in the log: %s", typ, h.body)
+		}
+	}
+}
+
+// TestAfterOutOfRange: a cursor past 64 bits is said to be out of range,
+// not to be no integer.
+func TestAfterOutOfRange(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := e.createSession()
+	m := e.do("GET", "/api/session/"+string(sid)+"/history?after=99999999999999999999", nil).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
+	if want := `after: "99999999999999999999" is out of range (seqs fit in 64 bits)`; m.Message != want {
+		t.Errorf("message %q, want %q", m.Message, want)
+	}
+}
