@@ -287,6 +287,7 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		syncedSig: make(chan struct{}, 1), flushq: make(chan flushJob, 1), flushDone: make(chan flushResult, 1)}
 	defer func() {
 		if err != nil {
+			w.dropCreated()
 			s.closeFiles()
 		}
 	}()

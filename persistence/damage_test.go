@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -511,8 +512,12 @@ func TestMissingLogIsRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.gone(t, path)
+			files := dirFiles(t, filepath.Dir(path))
 
 			_, err = Open(path, noFlush)
+			if got := dirFiles(t, filepath.Dir(path)); !maps.Equal(got, files) {
+				t.Errorf("the refused Open changed the directory: %v, was %v", got, files)
+			}
 			var d *WALDamage
 			if !errors.As(err, &d) || !d.Missing || d.Gen != 4 || d.Record != first || d.File != path+"-wal" {
 				t.Fatalf("open without the log's newer file: %v (%+v), want generation 4 missing from record %d", err, d, first)
@@ -548,6 +553,24 @@ func TestMissingLogIsRefused(t *testing.T) {
 			sameState(t, "reopened after the repair", dump(t, openAndCheck(t, path, noFlush)), before)
 		})
 	}
+}
+
+// dirFiles returns the names and sizes of the files in dir.
+func dirFiles(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, e := range es {
+		info, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = info.Size()
+	}
+	return out
 }
 
 // TestMissingLogAfterAFlush: a flush names the file the log goes on in

@@ -157,33 +157,97 @@ type wal struct {
 	// instead of failing; damage then describes what it dropped.
 	repair bool
 	damage *WALDamage
+	// created names the files this open created (dropCreated).
+	created []string
 }
 
 // openWAL opens (creating) both log files and takes an exclusive lock on
 // the first, which also guards the bbolt file against a second sessiond.
-func openWAL(path string, lockTimeout func() bool) (*wal, error) {
-	w := &wal{}
-	for i, name := range []string{path + "-wal", path + "-wal2"} {
-		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+func openWAL(path string, lockTimeout func() bool) (w *wal, err error) {
+	w = &wal{}
+	defer func() {
 		if err != nil {
+			w.dropCreated()
 			w.close()
-			return nil, err
+		}
+	}()
+	for i, name := range []string{path + "-wal", path + "-wal2"} {
+		f, created, err := openOrCreate(name)
+		if err != nil {
+			return w, err
 		}
 		w.files[i].f = f
 		if i == 0 {
 			if err := lock(f, name, lockTimeout); err != nil {
-				w.close()
-				return nil, err
+				return w, err
 			}
+			// A failed Open removes the first file when it created it
+			// (dropCreated), and another Open may have been waiting for
+			// its lock meanwhile: the lock it then gets is on a file no
+			// longer at name. Start over on the file that is.
+			for !sameFile(f, name) {
+				f.Close()
+				if f, created, err = openOrCreate(name); err != nil {
+					w.files[0].f = nil
+					return w, err
+				}
+				w.files[0].f = f
+				if err := lock(f, name, lockTimeout); err != nil {
+					return w, err
+				}
+			}
+		}
+		if created {
+			w.created = append(w.created, name)
 		}
 		st, err := f.Stat()
 		if err != nil {
-			w.close()
-			return nil, err
+			return w, err
 		}
 		w.files[i].end = st.Size()
 	}
 	return w, nil
+}
+
+// openOrCreate opens the file name for reading and writing, creating it
+// when it does not exist, and reports whether it did.
+func openOrCreate(name string) (*os.File, bool, error) {
+	for {
+		f, err := os.OpenFile(name, os.O_RDWR, 0)
+		if !errors.Is(err, os.ErrNotExist) {
+			return f, false, err
+		}
+		f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if !errors.Is(err, os.ErrExist) {
+			return f, err == nil, err
+		}
+		// Another Open created it in between: open theirs.
+	}
+}
+
+// sameFile reports whether f is still the file at name.
+func sameFile(f *os.File, name string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(name)
+	return err == nil && os.SameFile(a, b)
+}
+
+// dropCreated removes each file this open created that is still empty,
+// when the Open fails, so that an Open that refuses a store (a missing log
+// file, damage, a lock held) leaves its directory as it found it: an empty
+// file where recovery asks for the lost one to be put back would be copied
+// along by a backup or a `cp -n` of the directory. It runs while the lock
+// is held, before the files close, so that no other Open can take up a
+// file it is about to remove (see openWAL for the first file).
+func (w *wal) dropCreated() {
+	for _, name := range w.created {
+		if st, err := os.Stat(name); err == nil && st.Size() == 0 {
+			_ = os.Remove(name) // best effort: the next Open copes with an empty file
+		}
+	}
 }
 
 // dirSyncFault, when set by a test before Open, can fail a directory

@@ -82,9 +82,9 @@ func TestTornRecordIsAnUnknownOutcome(t *testing.T) {
 }
 
 // TestOpenAfterAFailedOpenSyncsTheDirectory: an Open that created the
-// store's files and failed before its directory fsync (here the fsync
-// itself fails; a kill at that point is the same) leaves their names not
-// durable. The next Open finds the files and must still make their names
+// store's files and was killed before its directory fsync (here the fsync
+// fails, and the test puts back the log files the failed Open removes)
+// leaves their names not durable. The next Open finds the files and must still make their names
 // durable before it acknowledges a commit in them: a power loss could
 // otherwise take a log file, with the acknowledged commits in it, away.
 func TestOpenAfterAFailedOpenSyncsTheDirectory(t *testing.T) {
@@ -103,9 +103,17 @@ func TestOpenAfterAFailedOpenSyncsTheDirectory(t *testing.T) {
 	if _, err := Open(path, Options{}); err == nil || !strings.Contains(err.Error(), "injected EIO") {
 		t.Fatalf("open whose directory fsync failed: %v", err)
 	}
-	for _, name := range []string{path, path + "-wal", path + "-wal2"} {
-		if _, err := os.Stat(name); err != nil {
-			t.Fatalf("the failed open left no %s: %v", name, err)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the failed open left no %s: %v", path, err)
+	}
+	// A failed Open removes the empty log files it created (dropCreated);
+	// one killed at that point leaves them, unsynced, as here.
+	for _, name := range []string{path + "-wal", path + "-wal2"} {
+		if _, err := os.Stat(name); err == nil {
+			t.Fatalf("the failed open left %s, which it created empty", name)
+		}
+		if err := os.WriteFile(name, nil, 0o600); err != nil {
+			t.Fatal(err)
 		}
 	}
 	failing.Store(false)

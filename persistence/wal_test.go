@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -559,6 +560,60 @@ func TestWALLocksStore(t *testing.T) {
 	defer st.Close()
 	if _, err := Open(path, Options{Timeout: 50e6}); err == nil || !errors.Is(err, ErrLocked) {
 		t.Fatalf("second open: %v", err)
+	}
+}
+
+// TestWALLockFollowsARemovedFile: an Open that fails removes the first
+// log file when it created it (dropCreated), while it holds the lock.
+// Another Open that had the file open and was waiting for the lock gets
+// it on a file no longer in the directory, and must not run its store's
+// log there: it opens the file now at the path, and locks that.
+func TestWALLockFollowsARemovedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	held, err := os.OpenFile(path+"-wal", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := unix.Flock(int(held.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan struct{})
+	var once sync.Once
+	type result struct {
+		w   *wal
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		w, err := openWAL(path, func() bool {
+			once.Do(func() { close(waiting) })
+			runtime.Gosched()
+			return false
+		})
+		done <- result{w, err}
+	}()
+	<-waiting // it has the file open and wants the lock
+	if err := os.Remove(path + "-wal"); err != nil {
+		t.Fatal(err)
+	}
+	held.Close()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.w.close()
+	if !sameFile(r.w.files[0].f, path+"-wal") {
+		t.Fatalf("the log's first file is not the one at %s-wal", path)
+	}
+	// And that is the file it locked.
+	other, err := os.OpenFile(path+"-wal", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := unix.Flock(int(other.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != unix.EWOULDBLOCK {
+		t.Fatalf("lock of %s-wal beside the open log: %v, want EWOULDBLOCK", path, err)
 	}
 }
 

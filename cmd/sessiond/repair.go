@@ -104,6 +104,9 @@ func runRepair(ctx context.Context, a *app, c *command, args []string) int {
 	stamp := time.Now().UTC().Format("20060102T150405Z")
 	for _, suffix := range []string{"-wal", "-wal2"} {
 		to := path + suffix + ".damaged-" + stamp
+		if _, err := os.Stat(path + suffix); errors.Is(err, os.ErrNotExist) {
+			continue // the missing file of a d.Missing: nothing to keep
+		}
 		if err := copyDurably(path+suffix, to); err != nil {
 			return a.fail(c, fmt.Errorf("keeping a copy of the log: %w", err))
 		}
