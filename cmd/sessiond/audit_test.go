@@ -149,9 +149,9 @@ func TestDataDirIsAFile(t *testing.T) {
 // (exit 1) reported after the configuration was read.
 func TestServeAddrIsAUsageError(t *testing.T) {
 	for _, tt := range []struct{ addr, want string }{
-		{"nope", `invalid value "nope" for flag -addr: want host:port`},
-		{"127.0.0.1:99999", `invalid value "127.0.0.1:99999" for flag -addr: want host:port`},
-		{"http://127.0.0.1:4096", `invalid value "http://127.0.0.1:4096" for flag -addr: want host:port to listen on, not a URL`},
+		{"nope", `invalid value "nope" for flag --addr: want host:port`},
+		{"127.0.0.1:99999", `invalid value "127.0.0.1:99999" for flag --addr: want host:port`},
+		{"http://127.0.0.1:4096", `invalid value "http://127.0.0.1:4096" for flag --addr: want host:port to listen on, not a URL`},
 	} {
 		code, out, errOut := runApp(t, map[string]string{"SESSIOND_DATA": t.TempDir()}, "serve", "--addr", tt.addr)
 		if code != exitUsage || out != "" || !strings.Contains(errOut, tt.want) {

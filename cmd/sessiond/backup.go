@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -61,6 +63,10 @@ func (c *client) backup(ctx context.Context, path string) (n int64, err error) {
 	if _, err := os.Lstat(path); err == nil {
 		return 0, fmt.Errorf("%s exists; backup writes a new file", path)
 	}
+	dir := filepath.Dir(path)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return 0, fmt.Errorf("%s: no directory %s to write it in", path, dir)
+	}
 	req, err := c.request(ctx, http.MethodGet, "/api/backup", nil, nil)
 	if err != nil {
 		return 0, err
@@ -78,9 +84,14 @@ func (c *client) backup(ctx context.Context, path string) (n int64, err error) {
 	if err != nil {
 		return 0, fmt.Errorf("GET /api/backup: no length in the response")
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".partial-*")
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".partial-*")
 	if err != nil {
-		return 0, err
+		// The temporary file's name means nothing to the user.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return 0, fmt.Errorf("%s: cannot create a file in %s: %w", path, dir, err)
 	}
 	defer func() {
 		if err != nil {

@@ -60,6 +60,13 @@ func TestBackup(t *testing.T) {
 	if code, _, errOut := runApp(t, env, "backup", "--addr", s.addr); code != exitUsage || !strings.Contains(errOut, "want exactly one FILE") {
 		t.Errorf("backup without a file: exit %d, stderr %q", code, errOut)
 	}
+	// A directory that is not there is named, not the temporary file
+	// backup would have written in it.
+	nodir := filepath.Join(t.TempDir(), "nodir", "copy.db")
+	if code, _, errOut := runApp(t, env, "backup", "--addr", s.addr, nodir); code != exitFailed ||
+		!strings.Contains(errOut, nodir+": no directory "+filepath.Dir(nodir)+" to write it in") || strings.Contains(errOut, "partial") {
+		t.Errorf("backup into a missing directory: exit %d, stderr %q", code, errOut)
+	}
 }
 
 // TestBackupRefusesACopyCutShort: a response without its length, or

@@ -3,8 +3,10 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"os"
 )
 
 var checkCommand = &command{
@@ -38,6 +40,16 @@ func runCheck(ctx context.Context, a *app, c *command, args []string) int {
 	})
 	if !ok {
 		return code
+	}
+	if *tmp != "" {
+		switch fi, err := os.Stat(*tmp); {
+		case errors.Is(err, os.ErrNotExist):
+			return a.fail(c, fmt.Errorf("--tmp %s: no such directory", *tmp))
+		case err != nil:
+			return a.fail(c, fmt.Errorf("--tmp %s: %w", *tmp, err))
+		case !fi.IsDir():
+			return a.fail(c, fmt.Errorf("--tmp %s: not a directory", *tmp))
+		}
 	}
 	path := o.path
 	st, err := openOffline(path, o.opts)

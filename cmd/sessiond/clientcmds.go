@@ -535,8 +535,11 @@ func runInstruction(ctx context.Context, a *app, c *command, args []string) int 
 		return code
 	}
 	want := map[string]int{"list": 2, "set": 4, "delete": 3}
-	if len(pos) == 0 || want[pos[0]] == 0 {
+	if len(pos) == 0 {
 		return a.usageError(c, "want a subcommand: list, set or delete")
+	}
+	if want[pos[0]] == 0 {
+		return a.usageError(c, "unknown subcommand %q; want list, set or delete", pos[0])
 	}
 	if len(pos) != want[pos[0]] {
 		return a.usageError(c, "usage: %s %s", c.name, map[string]string{"list": "list ID", "set": `set ID KEY "text"`, "delete": "delete ID KEY"}[pos[0]])

@@ -102,7 +102,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{nil, "Commands:"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
-		{[]string{"serve", "--nope"}, "flag provided but not defined: -nope"},
+		{[]string{"serve", "--nope"}, "flag provided but not defined: --nope"},
 		{[]string{"serve", "extra"}, `unexpected argument "extra"`},
 		{[]string{"session"}, "want a subcommand: create, list, get, move, agent or model"},
 		{[]string{"session", "agent", "ses_1"}, "want a Session ID and an agent"},
@@ -110,8 +110,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"session", "model", "ses_1", "gpt"}, `invalid: model "gpt": want provider/model`},
 		{[]string{"compact"}, "want exactly one Session ID"},
 		{[]string{"instruction", "set", "ses_1", "k"}, `usage: instruction set ID KEY "text"`},
-		{[]string{"instruction", "show"}, "want a subcommand: list, set or delete"},
-		{[]string{"messages", "--limit", "x", "ses_1"}, `invalid value "x" for flag -limit`},
+		{[]string{"instruction", "show"}, `unknown subcommand "show"; want list, set or delete`},
+		{[]string{"instruction"}, "want a subcommand: list, set or delete"},
+		{[]string{"messages", "--limit", "x", "ses_1"}, `invalid value "x" for flag --limit`},
 		{[]string{"session", "move", "ses_1"}, "--dir is required"},
 		{[]string{"session", "move", "--dir", "/tmp"}, "want a Session ID"},
 		{[]string{"session", "move", "ses_1", "ses_2", "--dir", "/tmp"}, `unexpected argument "ses_2"`},
@@ -125,12 +126,12 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"reply", "per_1", "maybe"}, `reply "maybe": want once, always or reject`},
 		{[]string{"log"}, "want exactly one Session ID"},
 		{[]string{"log", "ses_1", "--live"}, "--live needs --follow"},
-		{[]string{"history", "--limit", "x", "ses_1"}, `invalid value "x" for flag -limit`},
+		{[]string{"history", "--limit", "x", "ses_1"}, `invalid value "x" for flag --limit`},
 		{[]string{"run", "--model", "nomodel", "hi"}, `--model: invalid: model "nomodel": want provider/model`},
 		{[]string{"serve", "--log-level", "loud"}, `--log-level "loud"`},
 		{[]string{"run", "--log-level", "loud", "hi"}, `--log-level "loud"`},
-		{[]string{"active", "--addr", "foo"}, `invalid value "foo" for flag -addr: want host:port or an http(s) URL`},
-		{[]string{"log", "ses_1", "--addr", "ftp://x"}, `invalid value "ftp://x" for flag -addr`},
+		{[]string{"active", "--addr", "foo"}, `invalid value "foo" for flag --addr: want host:port or an http(s) URL`},
+		{[]string{"log", "ses_1", "--addr", "ftp://x"}, `invalid value "ftp://x" for flag --addr`},
 	} {
 		code, out, errOut := runApp(t, nil, tt.args...)
 		if code != exitUsage || out != "" || !strings.Contains(errOut, tt.want) {

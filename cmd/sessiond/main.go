@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -339,7 +340,7 @@ func (a *app) parse(c *command, fs *flag.FlagSet, args []string) (pos []string, 
 			return nil, exitOK, false
 		}
 		if err != nil {
-			fmt.Fprintf(a.stderr, "sessiond %s: %v\nRun 'sessiond %s --help' for usage.\n", c.name, err, c.name)
+			fmt.Fprintf(a.stderr, "sessiond %s: %s\nRun 'sessiond %s --help' for usage.\n", c.name, flagError(err), c.name)
 			return nil, exitUsage, false
 		}
 		args = fs.Args()
@@ -349,6 +350,16 @@ func (a *app) parse(c *command, fs *flag.FlagSet, args []string) (pos []string, 
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// flagNamed finds the flag names in the flag package's errors, which it
+// writes with one dash ("flag provided but not defined: -x").
+var flagNamed = regexp.MustCompile(`(flag provided but not defined: |flag needs an argument: |for flag |" for )-([A-Za-z][\w-]*)`)
+
+// flagError returns a flag parsing error as the help and the docs spell
+// flags: with two dashes.
+func flagError(err error) string {
+	return flagNamed.ReplaceAllString(err.Error(), "${1}--${2}")
 }
 
 // usageError prints a usage mistake that flag parsing cannot see (a

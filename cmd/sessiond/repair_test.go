@@ -236,6 +236,10 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("repair --force: exit %d", code)
 	}
 	path := filepath.Join(data, StoreFileName)
+	missing := filepath.Join(t.TempDir(), "missing")
+	if code, _, errOut := runApp(t, env, "check", "--tmp", missing); code != exitFailed || !strings.Contains(errOut, "--tmp "+missing+": no such directory") {
+		t.Fatalf("check --tmp of a missing directory: exit %d, stderr %q", code, errOut)
+	}
 	code, out, errOut := runApp(t, env, "check", "--tmp", t.TempDir())
 	if code != exitOK || !strings.Contains(out, path+" is sound (Sessions: 1, events: 6)") {
 		t.Fatalf("check: exit %d, stdout %q, stderr %q", code, out, errOut)

@@ -194,10 +194,15 @@ func TestRunFailed(t *testing.T) {
 		t.Fatalf("inside the roots: %v\nstderr:\n%s", err, r.stderr)
 	}
 
-	// A model the catalog does not know fails before anything runs.
-	r = sessiond(t, testEnv(t, "SESSIOND_DATA", t.TempDir()), nil, "run", "--model", "nope/x", "--dir", t.TempDir(), "hi")
+	// A model the catalog does not know fails before anything runs, and
+	// leaves no --dir behind.
+	notMade := filepath.Join(t.TempDir(), "not", "made")
+	r = sessiond(t, testEnv(t, "SESSIOND_DATA", t.TempDir()), nil, "run", "--model", "nope/x", "--dir", notMade, "hi")
 	if r.code != 1 || !strings.Contains(r.stderr, `model.not-found: model "nope/x": unknown provider "nope"`) {
 		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Dir(notMade)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a run refused for its model created --dir: %v", err)
 	}
 }
 
@@ -241,7 +246,7 @@ func TestRunUsage(t *testing.T) {
 	}
 	// The error is printed once: the flag package prints nothing itself.
 	r = sessiond(t, testEnv(t), nil, "run", "--bogus", "x")
-	if r.code != exitUsage || strings.Count(r.stderr, "flag provided but not defined: -bogus") != 1 {
+	if r.code != exitUsage || strings.Count(r.stderr, "flag provided but not defined: --bogus") != 1 {
 		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
 	}
 }

@@ -90,7 +90,9 @@ func runRun(ctx context.Context, a *app, c *command, args []string) int {
 	if err != nil {
 		return a.fail(c, err)
 	}
-	loc, err := sessionDir(*dir, cfg.Roots)
+	// The directory is checked against the roots now and created only once
+	// the store is open and the model known: a refused run leaves none.
+	loc, err := plannedSessionDir(*dir, cfg.Roots)
 	if err != nil {
 		return a.fail(c, err)
 	}
@@ -107,6 +109,9 @@ func runRun(ctx context.Context, a *app, c *command, args []string) int {
 		}
 	}()
 	if err := st.checkModel(ref); err != nil {
+		return a.fail(c, err)
+	}
+	if err := makeSessionDir(loc, cfg.Roots); err != nil {
 		return a.fail(c, err)
 	}
 	if st.demo {
@@ -284,10 +289,18 @@ func (s *stack) checkModel(ref messages.ModelRef) error {
 
 // sessionDir returns the absolute Session directory for --dir (default the
 // working directory), creating it when missing, once it is known to lie
-// within roots (none: anywhere). Checked before creating it, a directory
-// outside the roots is refused without leaving it behind; checked again
-// after, a symbolic link created meanwhile cannot lead outside them.
+// within roots (none: anywhere): plannedSessionDir, then makeSessionDir.
 func sessionDir(dir string, roots []string) (string, error) {
+	abs, err := plannedSessionDir(dir, roots)
+	if err != nil {
+		return "", err
+	}
+	return abs, makeSessionDir(abs, roots)
+}
+
+// plannedSessionDir returns the absolute form of --dir and refuses it when
+// it would lie outside roots once created, creating nothing.
+func plannedSessionDir(dir string, roots []string) (string, error) {
 	if dir == "" {
 		dir = "."
 	}
@@ -295,27 +308,34 @@ func sessionDir(dir string, roots []string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	outside := func(canon string) error {
-		if locations.Allowed(roots, canon) {
-			return nil
-		}
-		return messages.Errorf(messages.ErrForbidden, "--dir %s is outside the allowed roots (%s)", abs, strings.Join(roots, ", "))
-	}
 	planned, err := canonicalToBe(abs)
 	if err != nil {
 		return "", fmt.Errorf("--dir: %w", err)
 	}
-	if err := outside(planned); err != nil {
-		return "", err
-	}
+	return abs, outsideRoots(abs, planned, roots)
+}
+
+// makeSessionDir creates the directory abs when missing and checks it
+// against roots again: a symbolic link created since plannedSessionDir
+// cannot lead outside them.
+func makeSessionDir(abs string, roots []string) error {
 	if err := os.MkdirAll(abs, 0o755); err != nil {
-		return "", fmt.Errorf("--dir: %w", err)
+		return fmt.Errorf("--dir: %w", err)
 	}
 	canon, err := filepath.EvalSymlinks(abs)
 	if err != nil {
-		return "", fmt.Errorf("--dir: %w", err)
+		return fmt.Errorf("--dir: %w", err)
 	}
-	return abs, outside(canon)
+	return outsideRoots(abs, canon, roots)
+}
+
+// outsideRoots refuses --dir abs, whose canonical form is canon, when it
+// is outside every root.
+func outsideRoots(abs, canon string, roots []string) error {
+	if locations.Allowed(roots, canon) {
+		return nil
+	}
+	return messages.Errorf(messages.ErrForbidden, "--dir %s is outside the allowed roots (%s)", abs, strings.Join(roots, ", "))
 }
 
 // canonicalToBe returns the canonical form path will have once created: its

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -86,13 +87,31 @@ func runServe(ctx context.Context, a *app, c *command, args []string) int {
 			return a.fail(c, err)
 		}
 	}
+	// What can be refused without the store is refused first, so that a
+	// mistyped --root or a port in use leaves no data directory behind:
+	// each root must be a directory, and the address is bound before the
+	// store opens (a client that connects meanwhile waits for its answer).
+	for _, r := range cfg.Roots {
+		switch fi, err := os.Stat(r); {
+		case errors.Is(err, os.ErrNotExist):
+			return a.fail(c, fmt.Errorf("root %s: no such directory", r))
+		case err != nil:
+			return a.fail(c, fmt.Errorf("root %s: %w", r, err))
+		case !fi.IsDir():
+			return a.fail(c, fmt.Errorf("root %s: not a directory", r))
+		}
+	}
+	l, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return a.fail(c, err)
+	}
 	if cfg.UsesDemo() {
 		fmt.Fprintf(a.stderr, "sessiond: %s\n", demoNotice)
 	}
 
 	st, err := openStack(cfg, log, stackOptions{Metrics: true})
 	if err != nil {
-		return a.fail(c, err)
+		return a.fail(c, errors.Join(err, l.Close()))
 	}
 	stopCtx := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.Background(), stopTimeout)
@@ -117,11 +136,7 @@ func runServe(ctx context.Context, a *app, c *command, args []string) int {
 		Logger:    log,
 	}})
 	if err != nil {
-		return a.fail(c, errors.Join(err, closeStack()))
-	}
-	l, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return a.fail(c, errors.Join(err, closeStack()))
+		return a.fail(c, errors.Join(err, l.Close(), closeStack()))
 	}
 
 	if err := srv.Start(l); err != nil {

@@ -44,7 +44,7 @@ type storeFlags struct {
 
 // register adds --data, --config and --log-level to fs.
 func (f *storeFlags) register(fs *flag.FlagSet, defaultLevel string) {
-	fs.StringVar(&f.data, "data", "", "data `DIR` holding sessiond.db and the default sessiond.json\n(default $SESSIOND_DATA, else $XDG_DATA_HOME/sessiond, else ~/.local/share/sessiond)")
+	fs.StringVar(&f.data, "data", "", "data `DIR` holding sessiond.db and the default sessiond.json\n(default $SESSIOND_DATA, else the --config file's \"data\", else $XDG_DATA_HOME/sessiond,\nelse ~/.local/share/sessiond)")
 	fs.StringVar(&f.config, "config", "", "configuration `FILE` (JSON with comments; default <data>/sessiond.json when it exists)")
 	fs.StringVar(&f.logLevel, "log-level", defaultLevel, "log `LEVEL`: debug, info, warn, error or disabled")
 }

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -229,16 +231,18 @@ func TestServeFlagsReachTheDaemon(t *testing.T) {
 }
 
 // TestServeRefusesAnAddressInUse: serve fails (exit 1) with the listen
-// error when its address is taken, and closes what it opened first: the
-// store is not left locked for the next daemon.
+// error when its address is taken, before it opens the store: no data
+// directory is left behind, nor a store locked for the next daemon.
 func TestServeRefusesAnAddressInUse(t *testing.T) {
-	data := t.TempDir()
+	data := filepath.Join(t.TempDir(), "data")
 	addr := occupied(t)
 	code, _, errOut := runApp(t, map[string]string{"SESSIOND_DATA": data, "HOME": t.TempDir()}, "serve", "--addr", addr)
 	if code != exitFailed || !strings.Contains(errOut, "sessiond serve: listen tcp "+addr+": bind: address already in use") {
 		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
 	}
-	reopenStore(t, data)
+	if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("serve refused for its address left %s: %v", data, err)
+	}
 }
 
 // TestServeLetsARequestInFlightFinish: stopping serve stops HTTP first

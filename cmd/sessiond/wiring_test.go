@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -525,17 +526,27 @@ func TestRunFailsWhenTheDemoNotesCannotBeWritten(t *testing.T) {
 	}
 }
 
-// TestServeRefusesAMissingRoot: a --root that does not exist fails serve
-// (exit 1, the HTTP API's error naming it) before it listens, and what
-// was opened first is closed: the store is not left locked.
+// TestServeRefusesAMissingRoot: a --root that does not exist, or is no
+// directory, fails serve (exit 1, naming it) before it listens or opens
+// the store: no data directory is left behind.
 func TestServeRefusesAMissingRoot(t *testing.T) {
-	data := t.TempDir()
-	missing := filepath.Join(t.TempDir(), "missing")
-	code, _, errOut := runApp(t, map[string]string{"SESSIOND_DATA": data, "HOME": t.TempDir()}, "serve", "--addr", "127.0.0.1:0", "--root", missing)
-	if code != exitFailed || !strings.Contains(errOut, "sessiond serve: httpapi: root "+strconv.Quote(missing)) || strings.Contains(errOut, "listening on") {
-		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	reopenStore(t, data)
+	for root, want := range map[string]string{
+		filepath.Join(t.TempDir(), "missing"): "no such directory",
+		file:                                  "not a directory",
+	} {
+		data := filepath.Join(t.TempDir(), "data")
+		code, _, errOut := runApp(t, map[string]string{"SESSIOND_DATA": data, "HOME": t.TempDir()}, "serve", "--addr", "127.0.0.1:0", "--root", root)
+		if code != exitFailed || !strings.Contains(errOut, "sessiond serve: root "+root+": "+want) || strings.Contains(errOut, "listening on") {
+			t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
+		}
+		if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("serve refused for its root left %s: %v", data, err)
+		}
+	}
 }
 
 // TestServeStoresTheCanonicalDirectoryUnderRoots: with --root, a Session
