@@ -149,13 +149,19 @@ func TestOpenAPIServed(t *testing.T) {
 // from a Go type lists as required every member the encoding always
 // writes (no omitempty or omitzero) and documents every member. The
 // Session schema left tokens and cost out of required, though every
-// Session carries both.
+// Session carries both; the Message schema documented 8 of its 21
+// members, and its parts as bare objects.
 func TestOpenAPIRequiresWhatIsAlwaysSent(t *testing.T) {
 	doc := loadOpenAPI(t)
 	for name, typ := range map[string]reflect.Type{
 		"Session":           reflect.TypeFor[persistence.Session](),
 		"Admitted":          reflect.TypeFor[persistence.Admitted](),
 		"PermissionRequest": reflect.TypeFor[tools.Request](),
+		"Message":           reflect.TypeFor[persistence.Message](),
+		"Part":              reflect.TypeFor[persistence.Part](),
+		"ToolPart":          reflect.TypeFor[persistence.ToolPart](),
+		"Retry":             reflect.TypeFor[persistence.Retry](),
+		"Compaction":        reflect.TypeFor[persistence.Compaction](),
 	} {
 		var schema struct {
 			Required   []string                   `json:"required"`
