@@ -1102,3 +1102,42 @@ func TestCompactionRecentLeavesInstructionsToTheBaseline(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestSelectingTheCurrentAgentOrModelWritesNothing: selecting the agent or
+// model a Session already has is a no-op, as a move to its own Location
+// is: the log gets no second selection event. A different one, or one
+// the Session names only by default (no agent recorded yet), is written.
+func TestSelectingTheCurrentAgentOrModelWritesNothing(t *testing.T) {
+	h := actortest.New(t)
+	sid := h.Session()
+	count := func(typ string) (n int) {
+		for _, ev := range h.Events(sid) {
+			if ev.Type == typ {
+				n++
+			}
+		}
+		return n
+	}
+	other := messages.ModelRef{ProviderID: "script", ID: "other"}
+	for range 3 {
+		if err := h.Runtime.SelectAgent(h.Ctx(), sid, "plan"); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Runtime.SelectModel(h.Ctx(), sid, other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, m := count(messages.TypeAgentSelected), count(messages.TypeModelSelected); a != 1 || m != 1 {
+		t.Fatalf("%d agent and %d model selections in the log after selecting each three times, want 1 and 1", a, m)
+	}
+	if err := h.Runtime.SelectAgent(h.Ctx(), sid, "build"); err != nil {
+		t.Fatal(err)
+	}
+	if a := count(messages.TypeAgentSelected); a != 2 {
+		t.Fatalf("%d agent selections after selecting another agent, want 2", a)
+	}
+	s, err := h.Store.Get(h.Ctx(), sid)
+	if err != nil || s.Agent != "build" || s.Model != other {
+		t.Fatalf("session %+v, %v", s, err)
+	}
+}

@@ -360,7 +360,8 @@ func (rt *Runtime) SelectAgent(ctx context.Context, sid messages.SessionID, agen
 	if err := checkAgent(svc, agent); err != nil {
 		return err
 	}
-	return rt.appendOutside(ctx, sid, &messages.AgentSelected{SessionID: sid, Agent: agent})
+	return rt.appendOutside(ctx, sid, &messages.AgentSelected{SessionID: sid, Agent: agent},
+		func(s persistence.Session) bool { return s.Agent == agent })
 }
 
 // checkAgent refuses an agent the Location does not configure; the
@@ -393,7 +394,8 @@ func (rt *Runtime) SelectModel(ctx context.Context, sid messages.SessionID, mode
 	if _, err := svc.Catalog.Resolve(model); err != nil {
 		return err
 	}
-	return rt.appendOutside(ctx, sid, &messages.ModelSelected{SessionID: sid, Model: model})
+	return rt.appendOutside(ctx, sid, &messages.ModelSelected{SessionID: sid, Model: model},
+		func(s persistence.Session) bool { return s.Model == model })
 }
 
 // services returns the services of the Session's Location.
@@ -405,10 +407,23 @@ func (rt *Runtime) services(ctx context.Context, sid messages.SessionID) (*locat
 	return rt.cfg.Locations.Check(sess.Location)
 }
 
-func (rt *Runtime) appendOutside(ctx context.Context, sid messages.SessionID, p messages.Payload) error {
+// appendOutside commits p for a Session from outside its runner, in the
+// Session's commit order. When already holds for the Session as it is
+// then, nothing is written: selecting the agent or model the Session has
+// is a no-op, as a move to its own Location is.
+func (rt *Runtime) appendOutside(ctx context.Context, sid messages.SessionID, p messages.Payload, already func(persistence.Session) bool) error {
 	mu := rt.orderLock(sid)
 	mu.Lock()
 	defer mu.Unlock()
+	if already != nil {
+		sess, err := rt.cfg.Store.Get(ctx, sid)
+		if err != nil {
+			return err
+		}
+		if already(sess) {
+			return nil
+		}
+	}
 	evs, err := rt.cfg.Store.Append(ctx, sid, p)
 	for _, ev := range evs {
 		rt.cfg.Bus.Publish(ev)
@@ -500,7 +515,7 @@ func (rt *Runtime) commitMove(m *messages.Move) error {
 			return err
 		}
 	}
-	return rt.appendOutside(ctx, m.SessionID, &messages.SessionMoved{SessionID: m.SessionID, Location: m.Location})
+	return rt.appendOutside(ctx, m.SessionID, &messages.SessionMoved{SessionID: m.SessionID, Location: m.Location}, nil)
 }
 
 // Wake reports durable inbox work to the Session's actor.
