@@ -53,7 +53,8 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 		return false, errors.Join(err, ferr)
 	}
 	previous := ""
-	if ck, _ := activeCheckpoint(msgs); ck != nil {
+	ck, _ := activeCheckpoint(msgs)
+	if ck != nil {
 		previous = ck.Summary
 	}
 	cp, _, err := r.checkpoint(ctx)
@@ -62,6 +63,11 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 		return false, errors.Join(err, ferr)
 	}
 	history := lower(msgs, model.Ref, cp.BaselineSeq)
+	if len(history) == 0 || ck != nil && len(history) == 1 {
+		// Nothing since the last checkpoint (or ever): a summary would be
+		// the model's guess at a conversation that has not happened.
+		return fail(messages.ErrCompactionFailed, compactionEmpty)
+	}
 	// The span to summarize may itself overflow the context (an overflow
 	// is what triggers this compaction): it is cut to fit, oldest first,
 	// and cut further each time the provider still refuses it as too
@@ -218,6 +224,10 @@ func fitHistory(req llm.Request, history []llm.Message, budget int) []llm.Messag
 // compactionMoved is the error message of a manual compaction a move
 // interrupted, which runs again at the new Location.
 const compactionMoved = "Compaction interrupted: the Session moved, and compacts at its new Location"
+
+// compactionEmpty is the failure of a manual compaction with no history
+// to summarize since the last one.
+const compactionEmpty = "nothing to compact: no messages since the last compaction"
 
 // compactionOrphaned is the error message of a compaction whose process
 // died.

@@ -69,24 +69,54 @@ func TestManualCompactionAdmittedMidTurnReplacesHistory(t *testing.T) {
 	h.CheckReplay()
 }
 
-// TestCompactionOfAFreshSessionIsItsFirstMessage: a manual compaction
-// asked for before anything else has its row at seq 1, the first message
-// of history; the next busy period reads history from the start and its
-// request begins with that checkpoint.
-func TestCompactionOfAFreshSessionIsItsFirstMessage(t *testing.T) {
+// TestManualCompactionOfNothingFails: a manual compaction with no
+// history to summarize, in a fresh Session or right after another one,
+// fails as compaction.failed without asking the model (a summary of a
+// conversation that has not happened would be the model's guess), and
+// releases the prompts behind it, which run on the history as it was.
+func TestManualCompactionOfNothingFails(t *testing.T) {
 	h := actortest.New(t)
-	h.Model.Reply(script.Text("## Objective\nnothing yet"))
+	h.Model.Reply(script.Text("first answer"))
+	h.Model.Reply(script.Text("## Objective\nsummary of one"))
 	h.Model.Default(script.Text("answer"))
 	sid := h.Session()
-	compactNow(t, h, sid)
-	h.Prompt(sid, "hi")
+	failed := func(want int) {
+		t.Helper()
+		n := 0
+		for _, ev := range h.Events(sid) {
+			if p, ok := ev.Data.(*messages.CompactionFailed); ok {
+				if p.Error.Type != messages.ErrCompactionFailed || p.Error.Message != "nothing to compact: no messages since the last compaction" {
+					t.Fatalf("compaction failed with %+v", p.Error)
+				}
+				n++
+			}
+		}
+		if n != want {
+			t.Fatalf("%d failed compactions, want %d: %v", n, want, h.Types(sid))
+		}
+	}
+	compactNow(t, h, sid) // a fresh Session: nothing to summarize
+	failed(1)
+	if n := h.Model.Count(); n != 0 {
+		t.Fatalf("%d requests for a compaction of nothing", n)
+	}
+	h.Prompt(sid, "one")
 	h.WaitIdle(sid)
+	if req := h.Request(1); opensWithSummary(req, "") || userTexts(req)[0] != "one" {
+		t.Fatalf("first request %+v", req.Messages)
+	}
+	compactNow(t, h, sid) // summarizes "one"
+	compactNow(t, h, sid) // nothing since
+	failed(2)
 	if n := h.Model.Count(); n != 2 {
-		t.Fatalf("%d requests: %v", n, h.Types(sid))
+		t.Fatalf("%d requests, want 2 (one answer, one summary)", n)
 	}
-	if req := h.Request(2); !opensWithSummary(req, "nothing yet") {
-		t.Fatalf("request after the compaction starts with %+v", req.Messages[0])
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	if req := h.Request(3); !opensWithSummary(req, "summary of one") || userTexts(req)[len(userTexts(req))-1] != "two" {
+		t.Fatalf("request after the compactions %+v", req.Messages)
 	}
+	h.CheckReplay()
 }
 
 // TestHistoryReadsEveryPage: history longer than one page of the store's
