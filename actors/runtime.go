@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"log/slog"
-	"os"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
@@ -270,10 +269,8 @@ func (rt *Runtime) placeable(loc messages.Location) (*locations.Services, error)
 	if err != nil {
 		return nil, err
 	}
-	if fi, err := os.Stat(loc.Directory); err != nil {
-		return nil, messages.Errorf(messages.ErrInvalid, "location.directory: %v", err)
-	} else if !fi.IsDir() {
-		return nil, messages.Errorf(messages.ErrInvalid, "location.directory: %s is not a directory", loc.Directory)
+	if err := locations.CheckDirectory(loc.Directory); err != nil {
+		return nil, locations.DirectoryError(loc.Directory, err)
 	}
 	return svc, nil
 }

@@ -1,10 +1,13 @@
 package locations
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/messages"
@@ -34,6 +37,34 @@ type BuildConfig struct {
 	Roots []string
 }
 
+// CheckDirectory returns nil when dir is a directory, else the error of
+// its stat or syscall.ENOTDIR.
+func CheckDirectory(dir string) error {
+	fi, err := os.Stat(dir)
+	if err == nil && !fi.IsDir() {
+		err = syscall.ENOTDIR
+	}
+	return err
+}
+
+// DirectoryError is the invalid error of a Location directory dir that
+// err (from a stat, or resolving its links) says cannot be used. Every
+// path that checks a directory says it in these words, naming dir as
+// the client gave it.
+func DirectoryError(dir string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return messages.Errorf(messages.ErrInvalid, "location.directory: %q does not exist", dir)
+	case errors.Is(err, syscall.ENOTDIR):
+		return messages.Errorf(messages.ErrInvalid, "location.directory: %q is not a directory", dir)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return messages.Errorf(messages.ErrInvalid, "location.directory: %q cannot be used: %v", dir, err)
+}
+
 // NewBuilder returns a Builder that makes a Location's services from cfg:
 // the canonical root, a tool registry with the built-ins behind the
 // Location's permission gate, and the model catalog.
@@ -41,12 +72,10 @@ func NewBuilder(cfg BuildConfig) Builder {
 	return func(loc messages.Location) (*Services, error) {
 		root, err := filepath.EvalSymlinks(loc.Directory)
 		if err != nil {
-			return nil, messages.Errorf(messages.ErrInvalid, "location.directory: %v", err)
+			return nil, DirectoryError(loc.Directory, err)
 		}
-		if fi, err := os.Stat(root); err != nil {
-			return nil, messages.Errorf(messages.ErrInvalid, "location.directory: %v", err)
-		} else if !fi.IsDir() {
-			return nil, messages.Errorf(messages.ErrInvalid, "location.directory: %s is not a directory", loc.Directory)
+		if err := CheckDirectory(root); err != nil {
+			return nil, DirectoryError(loc.Directory, err)
 		}
 		if !Allowed(cfg.Roots, root) {
 			return nil, messages.Errorf(messages.ErrForbidden, "location.directory %q is outside the allowed roots", loc.Directory)

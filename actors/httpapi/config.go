@@ -3,7 +3,6 @@ package httpapi
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sessiond/sessiond/actors"
+	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/tools"
 )
 
@@ -112,12 +112,8 @@ func canonicalDir(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	fi, err := os.Stat(canon)
-	if err != nil {
+	if err := locations.CheckDirectory(canon); err != nil {
 		return "", err
-	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", canon)
 	}
 	return canon, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/actors"
+	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
 )
@@ -85,10 +85,7 @@ func (a *api) checkRoots(dir string) (string, error) {
 	}
 	canon, err := canonicalDir(dir)
 	if err != nil {
-		if os.IsNotExist(err) {
-			return "", invalid("location.directory: %q does not exist", clip(dir))
-		}
-		return "", invalid("location.directory: %q is not a usable directory", clip(dir))
+		return "", locations.DirectoryError(clip(dir), err)
 	}
 	for _, root := range a.roots {
 		if within(root, canon) {

@@ -1082,3 +1082,29 @@ func TestAfterOutOfRange(t *testing.T) {
 		t.Errorf("message %q, want %q", m.Message, want)
 	}
 }
+
+// TestUnusableDirectoryIsOneMessage: a Location directory that does not
+// exist, or is a file, is refused in the same words whether the server
+// has roots (it resolves the directory itself) or not (the Location is
+// built): they had said "lstat …: no such file or directory" and
+// "\"…\" does not exist" for one mistake.
+func TestUnusableDirectoryIsOneMessage(t *testing.T) {
+	root := t.TempDir()
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(root, "missing")
+	for _, roots := range [][]string{nil, {root}} {
+		e := newHarnessEnv(t, func(c *ServerConfig) { c.API.Roots = roots })
+		for dir, want := range map[string]string{
+			missing: fmt.Sprintf("location.directory: %q does not exist", missing),
+			file:    fmt.Sprintf("location.directory: %q is not a directory", file),
+		} {
+			body := map[string]any{"location": map[string]string{"directory": dir}}
+			if m := e.do("POST", "/api/session", body).wantError(t, http.StatusBadRequest, messages.ErrInvalid); m.Message != want {
+				t.Errorf("roots %v, %s: message %q, want %q", roots, dir, m.Message, want)
+			}
+		}
+	}
+}
