@@ -385,7 +385,7 @@ func (t *transcript) replied(p *messages.PermissionReplied) {
 	t.handled[p.RequestID] = true
 	if t.asking != nil && t.asking.RequestID == p.RequestID {
 		t.asking = nil
-		t.printf(t.prompts, "(%s)\n", terminalSafe(p.Reply+withMessage(p.Message), false))
+		t.printf(t.prompts, "(question closed: %s)\n", terminalSafe(p.Reply+withMessage(p.Message), false))
 		t.next()
 		return
 	}
