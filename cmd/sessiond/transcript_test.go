@@ -198,7 +198,9 @@ func TestTranscriptTerminal(t *testing.T) {
 	if got := answer(t, third); got != context.Canceled.Error() {
 		t.Fatalf("third = %s", got)
 	}
-	eventually(t, "the withdrawal", func() bool { return strings.Contains(r.prompts.String(), "(question closed: reject: cancelled: context ended)") }, r.prompts.String)
+	eventually(t, "the withdrawal", func() bool {
+		return strings.Contains(r.prompts.String(), "(question closed: reject: cancelled: context ended)")
+	}, r.prompts.String)
 
 	// A question waiting behind a withdrawn one is put next.
 	ctx, cancel = context.WithCancel(context.Background())
