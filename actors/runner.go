@@ -609,12 +609,8 @@ func (r *runner) step(ctx context.Context, sess persistence.Session, agent locat
 			r.metrics.step("content-filter")
 			return false, &e
 		}
-		cost := out.cost
-		if cost == 0 {
-			cost = model.Prices.Cost(out.usage)
-		}
 		if _, err := r.append(ctx, &messages.StepEnded{SessionID: r.sid, AssistantMessageID: asst, Finish: out.finish,
-			Tokens: out.usage, Cost: cost}); err != nil {
+			Tokens: out.usage, Cost: out.cost}); err != nil {
 			return false, err
 		}
 		r.metrics.step("ended")
@@ -748,6 +744,8 @@ type attemptState struct {
 	// only names a metric label takes (toolLabel).
 	declared    []llm.ToolDefinition
 	hostedTools []string
+	// prices are the model's, for a step whose provider reports no cost.
+	prices llm.Prices
 }
 
 // toolLabel is the tool label of a call's metrics: its name when the
@@ -943,8 +941,13 @@ func (a *attemptState) handle(ev llm.Event) error {
 		}
 	case llm.StepFinish:
 		a.finished = true
-		a.out.finish, a.out.usage, a.out.cost = ev.Finish, ev.Usage, ev.Cost
-		r.live(&messages.UsageUpdated{SessionID: r.sid, AssistantMessageID: asst, Tokens: ev.Usage, Cost: ev.Cost})
+		cost := ev.Cost
+		if cost == 0 {
+			cost = a.prices.Cost(ev.Usage)
+		}
+		// The live usage and the step's durable end carry the same cost.
+		a.out.finish, a.out.usage, a.out.cost = ev.Finish, ev.Usage, cost
+		r.live(&messages.UsageUpdated{SessionID: r.sid, AssistantMessageID: asst, Tokens: ev.Usage, Cost: cost})
 	}
 	return nil
 }
@@ -1006,7 +1009,7 @@ func (a *attemptState) consume(ev llm.Event, err error) bool {
 // before it returns (settlement first, on every path).
 func (r *runner) attempt(ctx context.Context, asst messages.MessageID, agentName string, provider llm.Provider, model llm.Model, req llm.Request) (attemptOut, error) {
 	a := &attemptState{r: r, ctx: ctx, asst: asst, agentName: agentName, noTools: req.ToolChoice == llm.ToolChoiceNone,
-		declared: req.Tools, hostedTools: req.HostedTools}
+		declared: req.Tools, hostedTools: req.HostedTools, prices: model.Prices}
 	out := &a.out
 	r.metrics.request()
 	a.stream(provider, req)

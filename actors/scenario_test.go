@@ -653,6 +653,8 @@ func TestStepCostIsTheProvidersOrPriced(t *testing.T) {
 	usage := messages.Tokens{Input: 1_000_000, Output: 100_000}
 	h.Model.Reply(script.Text("priced"), script.Finish(llm.FinishStop, usage))
 	h.Model.Reply(script.Text("reported"), script.Event(llm.Event{Kind: llm.StepFinish, Finish: llm.FinishStop, Usage: usage, Cost: 0.25}))
+	sub := h.Runtime.Bus().Subscribe(16, func(ev messages.Event) bool { return ev.Type == messages.TypeUsageUpdated })
+	defer sub.Close()
 	sid := twoTurns(h)
 	var costs []float64
 	for _, ev := range h.Events(sid) {
@@ -662,6 +664,14 @@ func TestStepCostIsTheProvidersOrPriced(t *testing.T) {
 	}
 	if !slices.Equal(costs, []float64{4.5, 0.25}) {
 		t.Fatalf("step costs %v, want [4.5 0.25]", costs)
+	}
+	// The live usage of each step says the same (it said 0 for a priced one).
+	var live []float64
+	for len(live) < 2 {
+		live = append(live, (<-sub.C).Data.(*messages.UsageUpdated).Cost)
+	}
+	if !slices.Equal(live, costs) {
+		t.Fatalf("live usage costs %v, want %v", live, costs)
 	}
 }
 
