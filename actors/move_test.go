@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -1391,4 +1392,33 @@ func TestMoveCarriesAnUnservedForcedRun(t *testing.T) {
 		t.Fatalf("after the move: %v (%d model requests, want 4)", got, h.Model.Count())
 	}
 	h.CheckReplay()
+}
+
+// TestPlaceableChecksTheDirectoryFirst: a Builder of an embedder's own may
+// use the directory before checking it and fail with an untyped error
+// (here, a stat's); creating or moving a Session to a directory that does
+// not exist is still the invalid error every other path gives, not an
+// internal one, because the directory is checked before the build.
+func TestPlaceableChecksTheDirectoryFirst(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) {
+		c.Locations = locations.NewManager(func(loc messages.Location) (*locations.Services, error) {
+			if _, err := os.Stat(filepath.Join(loc.Directory, ".")); err != nil {
+				return nil, err // untyped
+			}
+			return &locations.Services{Location: loc}, nil
+		})
+	}})
+	missing := filepath.Join(t.TempDir(), "missing")
+	want := fmt.Sprintf("location.directory: %q does not exist", missing)
+	_, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: missing}})
+	if e := messages.AsError(err, messages.ErrUnknown); err == nil || e.Type != messages.ErrInvalid || e.Message != want {
+		t.Fatalf("create in a missing directory: %v, want invalid %q", err, want)
+	}
+	s, _, err := h.Runtime.Create(h.Ctx(), persistence.CreateSession{Location: messages.Location{Directory: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Runtime.Move(h.Ctx(), s.ID, messages.Location{Directory: missing}); messages.TypeOf(err) != messages.ErrInvalid {
+		t.Fatalf("move to a missing directory: %v, want invalid", err)
+	}
 }

@@ -265,14 +265,12 @@ func (rt *Runtime) Create(ctx context.Context, req persistence.CreateSession) (p
 // again here: one removed since it was first used is refused, as it was
 // before it was ever built.
 func (rt *Runtime) placeable(loc messages.Location) (*locations.Services, error) {
-	svc, err := rt.cfg.Locations.Check(loc)
-	if err != nil {
-		return nil, err
-	}
+	// First, so that a Builder of the embedder's own (which need not check
+	// the directory before it uses it) is not the one to fail on it.
 	if err := locations.CheckDirectory(loc.Directory); err != nil {
 		return nil, locations.DirectoryError(loc.Directory, err)
 	}
-	return svc, nil
+	return rt.cfg.Locations.Check(loc)
 }
 
 // orderLock returns the Session's order stripe (see Runtime.order).
