@@ -77,3 +77,21 @@ func TestCheckWaitsForTheBuildInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestManagerRefusesNoServices: a Builder that returns no services and no
+// error, or no Builder at all, is an internal error for the caller (Get
+// and Check alike), not a nil set a runner would stop on without a word.
+func TestManagerRefusesNoServices(t *testing.T) {
+	loc := messages.Location{Directory: t.TempDir()}
+	for name, m := range map[string]*Manager{
+		"nil services": NewManager(func(messages.Location) (*Services, error) { return nil, nil }),
+		"no builder":   NewManager(nil),
+	} {
+		if s, err := m.Get(loc); s != nil || messages.TypeOf(err) != messages.ErrInternal {
+			t.Errorf("%s: Get = %v, %v; want an internal error", name, s, err)
+		}
+		if s, err := m.Check(loc); s != nil || messages.TypeOf(err) != messages.ErrInternal {
+			t.Errorf("%s: Check = %v, %v; want an internal error", name, s, err)
+		}
+	}
+}

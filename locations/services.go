@@ -195,9 +195,17 @@ func (m *Manager) fill(key string, loc messages.Location, e *serviceSet) (s *Ser
 // buildSet builds the service set of loc, naming its directory in a
 // failure.
 func (m *Manager) buildSet(loc messages.Location) (*Services, error) {
+	if m.build == nil {
+		return nil, messages.Errorf(messages.ErrInternal, "locations: build %s: the Manager has no Builder", loc.Directory)
+	}
 	s, err := m.build(loc)
 	if err != nil {
 		return nil, fmt.Errorf("locations: build %s: %w", loc.Directory, err)
+	}
+	if s == nil {
+		// A runner would stop on the nil set without a word in the log,
+		// and every prompt would wait forever.
+		return nil, messages.Errorf(messages.ErrInternal, "locations: build %s: the Builder returned no services and no error", loc.Directory)
 	}
 	return s, nil
 }
