@@ -18,7 +18,13 @@
 // # Usage
 //
 //	ids := messages.NewIDs(time.Now, nil)
-//	ev := messages.Event{ID: ids.Event(), Created: now, Data: &messages.PromptAdmitted{...}}
-//	b, err := messages.MarshalEvent(ev)   // stored form
+//	p := &messages.PromptAdmitted{...}
+//	ev := messages.Event{ID: ids.Event(), Created: now, Type: p.Type(), Data: p,
+//		Durable: &messages.Durable{AggregateID: p.SessionID, Seq: 1, Version: messages.VersionOf(p.Type())}}
+//	b, err := messages.MarshalEvent(ev)   // stored form; UnmarshalEvent reads it back
 //	j, err := json.Marshal(ev)            // served form
+//
+// A durable type's event needs its Durable section (the store assigns it
+// when it commits the event); MarshalEvent refuses one without it, and a
+// live-only event with one.
 package messages

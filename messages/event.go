@@ -221,9 +221,10 @@ func AppendEventData(dst []byte, e Event, data []byte) ([]byte, error) {
 	if e.Type != e.Data.Type() {
 		return nil, fmt.Errorf("messages: marshal %s: type %q does not match data %q", e.ID, e.Type, e.Data.Type())
 	}
-	if e.Durable != nil && e.Durable.Version != VersionOf(e.Type) {
-		// The decoders refuse such a row (checkDurability): never write one.
-		return nil, fmt.Errorf("messages: marshal %s: durable version %d, type %s has %d", e.ID, e.Durable.Version, e.Type, VersionOf(e.Type))
+	// The decoders refuse an event whose durable section does not fit its
+	// type (checkDurability): never write one.
+	if err := checkDurability(e, IsDurable(e.Type)); err != nil {
+		return nil, err
 	}
 	if data == nil {
 		var err error

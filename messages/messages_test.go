@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -311,17 +312,34 @@ func FuzzEventJSON(f *testing.F) {
 // typed error, an event whose durable section disagrees with its type:
 // readers of the log take a durable event's seq from it.
 func TestDecodersCheckDurability(t *testing.T) {
-	noDurable, err := MarshalEvent(Event{ID: "evt_1", Created: 1, Type: TypeStepFailed,
-		Data: &StepFailed{SessionID: "ses_a", AssistantMessageID: "msg_a"}})
-	if err != nil {
-		t.Fatal(err)
+	// Such rows are written here by hand: MarshalEvent refuses to write
+	// them (below), so that what it writes UnmarshalEvent reads back.
+	row := func(e Event) []byte {
+		t.Helper()
+		data, err := Marshal(e.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := msgpack.Marshal(&storedEvent{Format: storedFormat, ID: e.ID, Created: e.Created, Type: e.Type, Durable: e.Durable, Data: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
 	}
-	liveDurable, err := MarshalEvent(Event{ID: "evt_2", Created: 1, Type: TypeTextDelta,
-		Durable: &Durable{AggregateID: "ses_a", Seq: 7}, Data: &TextDelta{SessionID: "ses_a", Delta: "x"}})
-	if err != nil {
-		t.Fatal(err)
+	bad := map[string]Event{
+		"durable type without its section": {ID: "evt_1", Created: 1, Type: TypeStepFailed,
+			Data: &StepFailed{SessionID: "ses_a", AssistantMessageID: "msg_a"}},
+		"live type with one": {ID: "evt_2", Created: 1, Type: TypeTextDelta,
+			Durable: &Durable{AggregateID: "ses_a", Seq: 7}, Data: &TextDelta{SessionID: "ses_a", Delta: "x"}},
 	}
-	for name, b := range map[string][]byte{"durable type without its section": noDurable, "live type with one": liveDurable} {
+	rows := map[string][]byte{}
+	for name, e := range bad {
+		if _, err := MarshalEvent(e); err == nil {
+			t.Errorf("MarshalEvent wrote a %s", name)
+		}
+		rows[name] = row(e)
+	}
+	for name, b := range rows {
 		// A stored row is this program's own: unreadable is internal (500).
 		if _, err := UnmarshalEvent(b); TypeOf(err) != ErrInternal {
 			t.Errorf("stored %s: %v", name, err)
