@@ -12,7 +12,9 @@ import (
 // a bounded buffer, and a subscriber that falls behind is cut off (its
 // channel closed and Dropped set) rather than slowing the runner. Nothing
 // is replayed: a subscriber sees what is published after Subscribe, and
-// reads what came before from the store (Store.Log).
+// reads what came before from the store (Store.Log). A subscription lasts
+// until its owner Closes it (or falls behind): a Runtime's Shutdown does
+// not end it. The zero Bus is ready to use, as is NewBus's.
 type Bus struct {
 	mu   sync.Mutex
 	subs map[*Subscription]struct{}
@@ -41,6 +43,9 @@ func (b *Bus) Subscribe(buffer int, filter func(messages.Event) bool) *Subscript
 	ch := make(chan messages.Event, buffer)
 	s := &Subscription{C: ch, ch: ch, filter: filter, bus: b}
 	b.mu.Lock()
+	if b.subs == nil { // the zero Bus is usable too
+		b.subs = map[*Subscription]struct{}{}
+	}
 	b.subs[s] = struct{}{}
 	b.mu.Unlock()
 	return s

@@ -41,6 +41,14 @@
 //	rt.Prompt(ctx, persistence.PromptRequest{SessionID: s.ID, Prompt: messages.Prompt{Text: "hi"}})
 //	rt.Wait(ctx, s.ID)
 //
+// Permission questions reach clients through the Bus only when the
+// embedder wires them there, as cmd/sessiond does: a tools.Pending as the
+// Builder's Asker (locations.BuildConfig.Asker), whose OnAsked and
+// OnReplied publish each payload on the Runtime's Bus as a live event
+// (messages.Event{ID, Created, Type: p.Type(), Data: p}). Stop in this
+// order: rt.Shutdown, then pending.CancelAll (questions nobody answered
+// are withdrawn), then the store's Close.
+//
 // Package actortest offers a harness (temp store, scripted model, fake
 // clock, Go-function tools) for tests of code built on this package.
 package actors

@@ -26,7 +26,11 @@ import (
 
 // Config wires a Runtime. Store and Locations are required.
 type Config struct {
-	Store     persistence.Store
+	// Store holds every Session's log and projections; required. The
+	// Runtime does not close it: its owner does, after Shutdown.
+	Store persistence.Store
+	// Locations builds and caches each Location's services (model,
+	// tools, agents, instructions); required.
 	Locations *locations.Manager
 	// Clock drives retry delays. Default SystemClock.
 	Clock Clock
@@ -543,7 +547,8 @@ func (rt *Runtime) interrupt(ctx context.Context, sid messages.SessionID, reason
 }
 
 // Wait returns when the Session has no active execution and no wake in
-// flight.
+// flight. Like Interrupt, it takes a Session this process does not know
+// (a missing one included) as idle, and returns nil at once.
 func (rt *Runtime) Wait(ctx context.Context, sid messages.SessionID) error {
 	_, err := rt.request(ctx, &messages.Wait{SessionID: sid}, 0)
 	return err
@@ -653,7 +658,9 @@ func stoppedReply(cmd any) (any, error) {
 // reason shutdown (waiting for their terminal events), stops the actors and
 // waits for every goroutine they started, up to ctx's deadline: a tool
 // that ignores cancellation may outlive it. The store stays open; the
-// caller closes it afterwards.
+// caller closes it afterwards. Until then Prompt still admits (the store
+// takes it, durably, and it stays pending; its wake fails as shutting
+// down). Subscriptions to the Bus stay open: their owners Close them.
 func (rt *Runtime) Shutdown(ctx context.Context) error {
 	var err error
 	rt.shutdown.Do(func() {

@@ -17,8 +17,9 @@ const DefaultAgent = "build"
 // DefaultSteps is an agent's step allowance when its config gives none.
 const DefaultSteps = 50
 
-// Agent is a configured agent: its system prompt, optional model, step
-// allowance, and permission rules (evaluated by the tool layer).
+// Agent is a configured agent: its system prompt, optional model and step
+// allowance. Its permission rules are the tool layer's (BuildConfig.Rules,
+// tools.PermissionsConfig.Agents), keyed by the agent's name.
 type Agent struct {
 	Name   string
 	Prompt string
@@ -66,8 +67,12 @@ type Services struct {
 	Provider func(providerID string) (llm.Provider, error)
 	// DefaultModel is used when neither Session nor agent selects one.
 	DefaultModel messages.ModelRef
-	Agents       map[string]Agent
-	Tools        Tools
+	// Agents are the configured agents by name; one not among them (the
+	// default agent included, with a nil map) runs with default settings
+	// (Agent).
+	Agents map[string]Agent
+	// Tools are the Location's tools; nil offers the model none.
+	Tools Tools
 	// Instructions configures the Location's instruction sources; the
 	// runner fills Entries with the Session's API-managed entries. Nil means
 	// the Session has no instructions.

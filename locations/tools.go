@@ -14,7 +14,8 @@ type registryTools struct {
 	reg *tools.Registry
 }
 
-// NewTools returns the runner's view of a Location's tool registry.
+// NewTools returns the runner's view of a Location's tool registry, which
+// must not be nil (a Location without tools has a nil Services.Tools).
 func NewTools(reg *tools.Registry) Tools { return registryTools{reg: reg} }
 
 // Definitions implements Tools.

@@ -84,7 +84,8 @@ type Error struct {
 func (e *Error) Error() string { return string(e.Type) + ": " + e.Message }
 
 // Is matches another *Error of the same Type, so callers can write
-// errors.Is(err, &messages.Error{Type: messages.ErrPromptConflict}).
+// errors.Is(err, &messages.Error{Type: messages.ErrPromptConflict}); a
+// target that has a Message matches only that message too.
 func (e *Error) Is(target error) bool {
 	var t *Error
 	if errors.As(target, &t) {

@@ -902,13 +902,13 @@ func (s *Bolt) closeFiles() error {
 // the disk intact). Read before retrying a write that is not idempotent.
 var ErrOutcomeUnknown = errors.New("persistence: this write's outcome is unknown: its log record was written and may be replayed when the store reopens")
 
-// fatal returns the failure after which the store accepts no more writes.
 // Failed returns the failure that stopped the store from writing (a log
 // write that could not be undone, a failed fdatasync), or nil while it
 // writes. Such a store refuses every write until it is reopened, which
 // recovers from the write-ahead log.
 func (s *Bolt) Failed() error { return s.fatal() }
 
+// fatal returns the failure after which the store accepts no more writes.
 func (s *Bolt) fatal() error {
 	s.failMu.Lock()
 	defer s.failMu.Unlock()

@@ -8,10 +8,16 @@ import (
 
 // PromptRequest is sessions.prompt: admission plus whether to resume.
 type PromptRequest struct {
+	// ID is the prompt's message ID: supplied, it makes the admission
+	// idempotent (an exact retry gets the same receipt); empty, one is
+	// generated.
 	ID        messages.MessageID `json:"id,omitempty"`
 	SessionID messages.SessionID `json:"sessionID"`
-	Prompt    messages.Prompt    `json:"prompt"`
-	Delivery  messages.Delivery  `json:"delivery,omitempty"`
+	// Prompt is the text and attachments; text or a file is required.
+	Prompt messages.Prompt `json:"prompt"`
+	// Delivery is Steer (the default: at the next step boundary) or Queue
+	// (once the Session would otherwise go idle).
+	Delivery messages.Delivery `json:"delivery,omitempty"`
 	// Resume nil or true schedules execution after admission; false admits
 	// only.
 	Resume *bool `json:"resume,omitempty"`

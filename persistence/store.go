@@ -55,7 +55,9 @@ type Store interface {
 	// History returns public durable events with seq > q.After, at most
 	// q.Limit of them.
 	History(ctx context.Context, id messages.SessionID, q Query) (Page[messages.Event], error)
-	// Messages returns projected messages with source seq > q.After.
+	// Messages returns projected messages with source seq > q.After. A
+	// prompt becomes a (user) message when the runner promotes it; until
+	// then it is only in the inbox (Pending) and the log.
 	Messages(ctx context.Context, id messages.SessionID, q Query) (Page[Message], error)
 	// Message returns one projected message by ID.
 	Message(ctx context.Context, sid messages.SessionID, id messages.MessageID) (Message, error)

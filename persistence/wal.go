@@ -118,6 +118,8 @@ type WALDamage struct {
 	fileIndex int // which of the two files File is
 }
 
+// Error says what is damaged or missing, what a repair would drop, and
+// how to repair it.
 func (d *WALDamage) Error() string {
 	if d.Missing {
 		return fmt.Sprintf("%v: neither %s nor %s2 holds generation %d of the log, to which the last run wrote its commits "+

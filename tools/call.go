@@ -64,8 +64,9 @@ type CallContext struct {
 // Ask checks one permission request against the agent's rules, saved
 // approvals and, when needed, the user. The call's identity (Session,
 // agent, assistant message, call ID) is filled in. It returns nil when the
-// call may proceed, a *messages.Error of type permission.rejected when it
-// may not, and one of type aborted when ctx ends first.
+// call may proceed, an error of type permission.rejected when it may not,
+// and one of type aborted when ctx ends first: each is or wraps a
+// *messages.Error (errors.As, messages.TypeOf).
 func (c *CallContext) Ask(ctx context.Context, req Request) error {
 	req.SessionID = c.SessionID
 	req.Agent = c.Agent

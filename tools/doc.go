@@ -82,7 +82,7 @@
 // # Usage
 //
 //	perms, _ := tools.NewPermissions(tools.PermissionsConfig{
-//		Project: root, Agents: agentRules, Approvals: store, Asker: pending,
+//		Project: root, Agents: agentRules, Approvals: locations.NewApprovals(store), Asker: pending,
 //	})
 //	reg, _ := tools.NewRegistry(tools.Config{Root: root, Permissions: perms})
 //	builtins, _ := tools.RegisterBuiltins(reg, tools.BuiltinConfig{})
@@ -93,7 +93,7 @@
 //		SessionID: sid, Agent: agent, AssistantMessageID: mid, CallID: id, Name: name, Input: input,
 //	})
 //	if err != nil {
-//		failure := messages.AsError(err, messages.ErrUnknown) // always a *messages.Error already
+//		failure := messages.AsError(err, messages.ErrUnknown) // the typed error it is or wraps
 //		...
 //	}
 package tools

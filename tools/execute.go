@@ -13,7 +13,9 @@ import (
 )
 
 // Execute runs one call and settles it. On success it returns the tool's
-// Result and a nil error; otherwise the error is always a *messages.Error:
+// Result and a nil error; otherwise the error is or wraps a *messages.Error
+// (read it with errors.As or messages.AsError; a user's rejection joins
+// its reason to it):
 //
 //   - tool.execution: unknown or unavailable tool (the message lists the
 //     available tools), input that is not JSON or violates the schema,

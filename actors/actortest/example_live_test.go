@@ -37,7 +37,8 @@ func Example_liveEvents() {
 		case *messages.TextEnded:
 			fmt.Printf("%s %q\n", ev.Type, d.Text)
 		}
-		if ev.Type == messages.TypeExecutionSucceeded {
+		// The busy period's terminal event, whichever it is, ends it.
+		if t := ev.Type; t == messages.TypeExecutionSucceeded || t == messages.TypeExecutionFailed || t == messages.TypeExecutionInterrupted {
 			break
 		}
 	}

@@ -28,7 +28,8 @@ var _ locations.Tools = (*Tools)(nil)
 // NewTools returns an empty tool set.
 func NewTools() *Tools { return &Tools{funcs: map[string]ToolFunc{}} }
 
-// Add registers a tool.
+// Add registers a tool, advertised to the model as "test tool <name>"
+// with the input schema {"type":"object"} (any object).
 func (t *Tools) Add(name string, f ToolFunc) *Tools {
 	t.mu.Lock()
 	defer t.mu.Unlock()

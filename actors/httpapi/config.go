@@ -35,7 +35,10 @@ type Config struct {
 	// reply is 404).
 	Pending *tools.Pending
 	// Token, when set, is required as "Authorization: Bearer <token>" on
-	// every route but /api/health and /metrics.
+	// every route but /api/health and /metrics. Without one, only requests
+	// addressed (Host) to an IP address or localhost are served, the rest
+	// refused with 403, against DNS rebinding: a test through httptest
+	// should address 127.0.0.1, not httptest's example.com.
 	Token string
 	// Roots, when set, limits the Location directories of new Sessions to
 	// these directories and their descendants (compared canonically, after

@@ -54,7 +54,7 @@ type Server struct {
 	stopErr  error
 }
 
-// NewServer returns a Server for cfg; it does not listen until Serve.
+// NewServer returns a Server for cfg; it does not serve until Start.
 func NewServer(cfg ServerConfig) (*Server, error) {
 	a, err := newAPI(cfg.API)
 	if err != nil {

@@ -15,7 +15,11 @@
 // Provider block IDs (Event.ID) are internal to adapters and the runner's
 // fragment bookkeeping; they are never stored. At most one text and one
 // reasoning block are open at a time in a well-formed stream; the runner
-// enforces it.
+// enforces it. A block's start event is optional (its first delta opens
+// it), its end closes it (a block still open when the stream ends is closed
+// then); a tool call is one ToolCall event, its input events optional.
+// StepFinish carries the usage; its Cost may stay 0, and the runner then
+// prices the usage at the catalog's prices.
 //
 // # Usage
 //

@@ -196,7 +196,8 @@ type Event struct {
 	// Finish and Usage are set on StepFinish.
 	Finish string
 	Usage  messages.Tokens
-	// Cost is the step's cost in USD when the catalog has prices.
+	// Cost is the step's cost in USD, when the provider reports one; 0
+	// leaves it to the runner, which prices Usage at the catalog's prices.
 	Cost float64
 }
 

@@ -2,6 +2,11 @@
 // implementation must pass. Run calls one subtest per behaviour of the Store
 // contract; each subtest opens a fresh store through the supplied factory.
 //
+// It also holds the measuring helpers the repository's benchmarks share
+// (FdatasyncRate and FdatasyncRateBusy, the raw disk limit a figure is
+// divided by; Usage and Written, the process's CPU, page faults and bytes
+// written; the Report functions): see docs/performance.md.
+//
 // # Usage
 //
 //	func TestConformance(t *testing.T) {

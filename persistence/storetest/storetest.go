@@ -18,7 +18,9 @@ import (
 )
 
 // Factory opens a fresh, empty store for one subtest and arranges its
-// Close with t.Cleanup.
+// Close with t.Cleanup. The suite relies on the store honouring these
+// fields of opts: Clock (the events' Created and IDs' time), PromptBytes
+// and InboxBacklog (the admission limits).
 type Factory func(t *testing.T, opts persistence.Options) persistence.Store
 
 // Run runs the conformance suite against stores made by open.
