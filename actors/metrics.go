@@ -9,7 +9,10 @@ import (
 )
 
 // Metrics are sessiond's operational metrics. A nil *Metrics records
-// nothing, so tests and embedders may leave it out.
+// nothing, so tests and embedders may leave it out. Each field is the
+// series NewMetrics names it after (its Help text says what it counts;
+// docs/api.md lists them under GET /metrics); they are exported so that an
+// embedder can read them in tests, not to be set one by one.
 type Metrics struct {
 	Admissions    prometheus.Counter
 	Promotions    prometheus.Counter
