@@ -81,7 +81,9 @@ func ToolCall(callID, name, input string) Step {
 // Finish returns a step that ends the stream with a step-finish event
 // carrying reason and usage. An empty reason means the default a response
 // gets without Finish: tool-calls when the response scripted a local tool
-// call, else stop. Steps after Finish are never played.
+// call, else stop. Steps after Finish are never played. Like ToolCall's
+// input, reason is passed through unchecked (a JSON script's is checked),
+// so a test may script one no adapter sends.
 func Finish(reason string, usage messages.Tokens) Step {
 	return Step{kind: stepFinish, finish: reason, usage: usage}
 }
