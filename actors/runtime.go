@@ -198,9 +198,9 @@ func (rt *Runtime) Store() persistence.Store { return rt.cfg.Store }
 func (rt *Runtime) Bus() *Bus { return rt.cfg.Bus }
 
 // Published returns once every event committed for Session sid before
-// the call is on the bus: a commit holds the Session's order stripe from
-// before it commits until its events are published (Runtime.order), so
-// taking the stripe waits out any commit still publishing.
+// the call is on the bus: a commit holds a lock of the Session's from
+// before it commits until its events are published, so taking that lock
+// waits out any commit still publishing.
 func (rt *Runtime) Published(sid messages.SessionID) {
 	mu := rt.orderLock(sid)
 	lockOrder(mu)

@@ -73,7 +73,8 @@ var (
 
 	// ErrWALDamaged reports a record in the write-ahead log that fails its
 	// checksum although records after it are intact: a commit that was
-	// acknowledged has been damaged on the disk since (see walInFlight).
+	// acknowledged has been damaged on the disk since (a crash tears only
+	// the few records not yet synced; see the package doc).
 	// Open refuses such a store unless Options.RepairWAL is set, because
 	// recovery would have to drop it and every commit after it. The error
 	// is a *WALDamage.
