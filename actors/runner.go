@@ -713,10 +713,16 @@ type attemptOut struct {
 	rejected      bool
 }
 
-// fragment tracks an open text or reasoning fragment.
+// fragment tracks an open text or reasoning fragment. A fragment the
+// provider started becomes durable (its started event queued, the attempt
+// holding output) only with its first text, or at its end when it carries
+// provider metadata: a block opened empty and cut off by a failure (as
+// Anthropic's stream opens every text block) is no output, and leaves the
+// attempt retryable.
 type fragment struct {
-	open    bool
-	ordinal int // next ordinal when closed, current when open
+	open    bool // started by the provider, not yet ended
+	durable bool // its started event is queued
+	ordinal int  // next ordinal when closed, current when durable
 	text    strings.Builder
 	meta    json.RawMessage
 }
@@ -776,21 +782,30 @@ func (a *attemptState) frag(kind string) *fragment {
 	return &a.frags[0]
 }
 
-func (a *attemptState) open(kind string) error {
+func (a *attemptState) open(kind string, meta json.RawMessage) error {
 	f := a.frag(kind)
 	if f.open {
 		return llm.Errorf(messages.ErrProviderUnknown, "provider opened a second %s fragment before ending the first", kind)
 	}
-	f.open = true
+	f.open, f.durable = true, false
 	f.text.Reset()
-	f.meta = nil
+	f.meta = meta
+	return nil
+}
+
+// durable queues the started event of an open fragment that has none yet.
+func (a *attemptState) durable(kind string) {
+	f := a.frag(kind)
+	if f.durable {
+		return
+	}
+	f.durable = true
 	var p messages.Payload = &messages.TextStarted{SessionID: a.r.sid, AssistantMessageID: a.asst, Ordinal: f.ordinal}
 	if kind == persistence.PartReasoning {
 		p = &messages.ReasoningStarted{SessionID: a.r.sid, AssistantMessageID: a.asst, Ordinal: f.ordinal}
 	}
 	a.out.durableOutput = true
 	a.r.queue(p)
-	return nil
 }
 
 func (a *attemptState) closeFrag(kind string, meta json.RawMessage) {
@@ -802,6 +817,10 @@ func (a *attemptState) closeFrag(kind string, meta json.RawMessage) {
 		meta = f.meta
 	}
 	f.open = false
+	if !f.durable && f.text.Len() == 0 && len(meta) == 0 {
+		return // nothing to keep: no fragment at all
+	}
+	a.durable(kind)
 	a.r.queue(fragmentEnd(a.r.sid, a.asst, kind, f.ordinal, f.text.String(), meta))
 	f.ordinal++
 }
@@ -831,10 +850,9 @@ func (a *attemptState) handle(ev llm.Event) error {
 		if ev.Kind == llm.ReasoningStart {
 			kind = persistence.PartReasoning
 		}
-		if err := a.open(kind); err != nil {
+		if err := a.open(kind, ev.ProviderMetadata); err != nil {
 			return err
 		}
-		a.frag(kind).meta = ev.ProviderMetadata
 	case llm.TextDelta, llm.ReasoningDelta:
 		kind := persistence.PartText
 		if ev.Kind == llm.ReasoningDelta {
@@ -842,10 +860,14 @@ func (a *attemptState) handle(ev llm.Event) error {
 		}
 		f := a.frag(kind)
 		if !f.open {
-			if err := a.open(kind); err != nil {
+			if err := a.open(kind, nil); err != nil {
 				return err
 			}
 		}
+		if ev.Text == "" {
+			break // an empty delta is no output (and no live event)
+		}
+		a.durable(kind)
 		f.text.WriteString(ev.Text)
 		if kind == persistence.PartText {
 			r.live(&messages.TextDelta{SessionID: r.sid, AssistantMessageID: asst, Ordinal: f.ordinal, Delta: ev.Text})

@@ -527,6 +527,57 @@ func TestRetryExhaustion(t *testing.T) {
 	h.CheckReplay()
 }
 
+// TestRetryAfterAnEmptyBlock: a stream that opens a text or reasoning
+// block and fails before any text in it (Anthropic's opens every text
+// block empty, and an overload error or a cut connection comes next) has
+// produced no output: the attempt is retried, and the empty block leaves
+// no fragment in the log, so the retry's fragments number from 0.
+func TestRetryAfterAnEmptyBlock(t *testing.T) {
+	reset := script.Fail(&llm.Error{Type: messages.ErrProviderInternal, Message: "Overloaded"})
+	for _, tc := range []struct {
+		name  string
+		steps []script.Step
+	}{
+		{"text start", []script.Step{script.Event(llm.Event{Kind: llm.TextStart, ID: "t1"}), reset}},
+		{"reasoning start", []script.Step{script.Event(llm.Event{Kind: llm.ReasoningStart, ID: "r1"}), reset}},
+		{"empty delta", []script.Step{script.Event(llm.Event{Kind: llm.TextStart, ID: "t1"}),
+			script.Event(llm.Event{Kind: llm.TextDelta, ID: "t1"}), reset}},
+		{"empty block ended", []script.Step{script.Event(llm.Event{Kind: llm.TextStart, ID: "t1"}),
+			script.Event(llm.Event{Kind: llm.TextEnd, ID: "t1"}), reset}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := actortest.New(t)
+			h.Model.Reply(tc.steps...)
+			h.Model.Default(script.Text("retried"))
+			sid := h.Session()
+			h.Prompt(sid, "go")
+			if err := h.Clock.BlockUntil(h.Ctx(), 1); err != nil {
+				t.Fatal(err)
+			}
+			h.Clock.Advance(2 * time.Second)
+			h.WaitIdle(sid)
+			if h.Model.Count() != 2 || len(retryAts(h, sid)) != 1 {
+				t.Fatalf("%d requests: %v", h.Model.Count(), h.Types(sid))
+			}
+			for _, ev := range h.Events(sid) {
+				switch p := ev.Data.(type) {
+				case *messages.TextStarted:
+					if p.Ordinal != 0 {
+						t.Fatalf("the retry's text is ordinal %d", p.Ordinal)
+					}
+				case *messages.ReasoningStarted:
+					t.Fatalf("the empty block left %s", ev.Type)
+				}
+			}
+			m := lastAssistant(t, h, sid)
+			if len(m.Parts) != 1 || m.Parts[0].Text != "retried" || m.Error != nil {
+				t.Fatalf("assistant message %+v", m)
+			}
+			h.CheckReplay()
+		})
+	}
+}
+
 func TestNoRetryAfterDurableOutput(t *testing.T) {
 	reset := script.Fail(&llm.Error{Type: messages.ErrProviderTransport, Message: "reset"})
 	for _, tc := range []struct {
@@ -538,6 +589,9 @@ func TestNoRetryAfterDurableOutput(t *testing.T) {
 		{"tool input and call", script.ToolCall("c1", "nope", `{}`)},
 		{"tool call alone", script.Event(llm.Event{Kind: llm.ToolCall, CallID: "c1", Name: "nope", Input: []byte(`{}`)})},
 		{"hosted call", script.Event(llm.Event{Kind: llm.ToolCall, CallID: "h1", Name: "web_search", Input: []byte(`{}`), Executed: true})},
+		// A block with no text but provider state (Anthropic's redacted
+		// thinking) is output the provider needs back.
+		{"empty reasoning with metadata", script.Event(llm.Event{Kind: llm.ReasoningStart, ID: "r1", ProviderMetadata: []byte(`{"redacted":"x"}`)})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := actortest.New(t)
