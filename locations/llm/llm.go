@@ -267,11 +267,21 @@ type Prices struct {
 }
 
 // Cost returns the USD cost of usage at these prices. Input counts tokens
-// that were neither read from nor written to the cache.
+// that were neither read from nor written to the cache. A cache price left
+// at 0 while Input has one bills those tokens at Input: they are input the
+// provider charges for, and a configuration that names no discount should
+// not make them free.
 func (p Prices) Cost(u messages.Tokens) float64 {
 	const m = 1e6
+	read, write := p.CacheRead, p.CacheWrite
+	if read == 0 {
+		read = p.Input
+	}
+	if write == 0 {
+		write = p.Input
+	}
 	return (float64(u.Input)*p.Input + float64(u.Output+u.Reasoning)*p.Output +
-		float64(u.Cache.Read)*p.CacheRead + float64(u.Cache.Write)*p.CacheWrite) / m
+		float64(u.Cache.Read)*read + float64(u.Cache.Write)*write) / m
 }
 
 // Model describes one model of a provider in the catalog.

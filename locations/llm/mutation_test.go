@@ -92,6 +92,12 @@ func TestPricesCost(t *testing.T) {
 	if got := p.Cost(u); math.Abs(got-want) > 1e-12 {
 		t.Fatalf("cost %v, want %v", got, want)
 	}
+	// Cache prices left out bill cached tokens at the input price, not 0.
+	p = llm.Prices{Input: 1, Output: 10}
+	want = (1*1 + 5*10 + 4*1 + 5*1) / 1e6
+	if got := p.Cost(u); math.Abs(got-want) > 1e-12 {
+		t.Fatalf("cost without cache prices %v, want %v", got, want)
+	}
 }
 
 func TestCatalogProvidersIsACopy(t *testing.T) {
