@@ -100,6 +100,10 @@ type ProviderConfig struct {
 	// Models maps model IDs (which may contain "/") to their limits and
 	// prices. A script provider without models accepts any model ID.
 	Models map[string]ModelConfig `json:"models"`
+
+	// keyEnv is the variable an "{env:NAME}" apiKey read, when it was
+	// unset or empty: what a request of the provider then needs set.
+	keyEnv string
 }
 
 // ModelConfig describes one model of a provider.
@@ -494,6 +498,9 @@ func (c *Config) applyEnv(env func(string) string, o loadOptions) error {
 				if err := checkKey(refField(field, ref, name), p.APIKey); err != nil {
 					return err
 				}
+				if p.APIKey == "" {
+					p.keyEnv = name
+				}
 			}
 		}
 		switch p.Type {
@@ -712,6 +719,9 @@ func checkToken(field, token string) error {
 func checkBaseURL(field, v string) error {
 	if v == "" {
 		return nil
+	}
+	if strings.HasPrefix(v, "{env:") {
+		return fieldErrorf(field, "%q: {env:NAME} is read only in apiKey and token (for an openai provider, OPENAI_BASE_URL sets a baseURL the file leaves out)", v)
 	}
 	u, err := url.Parse(v)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -953,6 +963,9 @@ func (c Config) CatalogSpecs() []llm.ProviderSpec {
 	for _, id := range slices.Sorted(maps.Keys(c.Providers)) {
 		p := c.Providers[id]
 		spec := llm.ProviderSpec{ID: id, Type: p.Type, HasCredentials: p.APIKey != ""}
+		if p.keyEnv != "" {
+			spec.CredentialsHint = "set environment variable " + p.keyEnv + ", which its apiKey reads"
+		}
 		if len(p.Models) > 0 {
 			spec.Models = make(map[string]llm.ModelSpec, len(p.Models))
 			for mid, m := range p.Models {

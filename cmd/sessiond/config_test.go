@@ -79,6 +79,10 @@ func cloneConfig(t testing.TB, c Config) Config {
 	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatal(err)
 	}
+	for id, p := range out.Providers { // what JSON does not carry
+		p.keyEnv = c.Providers[id].keyEnv
+		out.Providers[id] = p
+	}
 	return out
 }
 
@@ -391,6 +395,8 @@ func TestLoadConfigErrors(t *testing.T) {
 			`providers.local.baseURL: "127.0.0.1:11434" is not an http or https URL`},
 		{"base URL without a host", `{"providers": {"local": {"type": "openai", "baseURL": "http://"}}}`, nil,
 			`providers.local.baseURL: "http://" is not an http or https URL`},
+		{"base URL from a variable", `{"providers": {"local": {"type": "openai", "baseURL": "{env:BASE}"}}}`, nil,
+			`providers.local.baseURL: "{env:BASE}": {env:NAME} is read only in apiKey and token (for an openai provider, OPENAI_BASE_URL sets a baseURL the file leaves out)`},
 		{"negative idle timeout", `{"providers": {"o": {"type": "openai", "idleTimeout": -2}}}`, nil,
 			`providers.o.idleTimeout: -2: want seconds, 0 for the default (600) or -1 for none`},
 		{"idle timeout of a script provider", `{"providers": {"s": {"type": "script", "file": "s.json", "idleTimeout": 5}}}`, nil,
@@ -651,7 +657,7 @@ func TestLoadConfigEnv(t *testing.T) {
 		"plain":   {Type: llm.ProviderOpenAI, BaseURL: "https://gateway.example/v1", APIKey: "sk-openai"},
 		"keyed":   {Type: llm.ProviderOpenAI, BaseURL: "http://127.0.0.1:11434/v1", APIKey: "own"},
 		"named":   {Type: llm.ProviderOpenAI, BaseURL: "https://gateway.example/v1", APIKey: "sk-mine"},
-		"unset":   {Type: llm.ProviderOpenAI, BaseURL: "https://gateway.example/v1"}, // named its variable: no fallback
+		"unset":   {Type: llm.ProviderOpenAI, BaseURL: "https://gateway.example/v1", keyEnv: "NOT_SET"}, // named its variable: no fallback
 		"claude":  {Type: llm.ProviderAnthropic, APIKey: "sk-anthropic"},
 		"claude2": {Type: llm.ProviderAnthropic, APIKey: "sk-own"},
 	}
@@ -1075,5 +1081,26 @@ func TestTuneProcs(t *testing.T) {
 	})
 	if got := runtime.GOMAXPROCS(0); got != prev {
 		t.Fatalf("GOMAXPROCS %d with GOMAXPROCS set, want it left alone", got)
+	}
+}
+
+// TestUnsetKeyVariableIsNamed: an apiKey read from an unset variable
+// leaves its provider without credentials, and the refusal of its models
+// names that variable, not the type's fallback (OPENAI_API_KEY, which
+// fills only a provider that sets no apiKey, so it would not help).
+func TestUnsetKeyVariableIsNamed(t *testing.T) {
+	c, err := LoadConfig(writeConfig(t, `{"providers": {"mock": {"type": "openai", "baseURL": "http://127.0.0.1:1/v1",
+		"apiKey": "{env:QA_KEY_UNSET}", "models": {"m": {}}}}, "model": "mock/m"}`), envOf("OPENAI_API_KEY", "sk-fromenv", "SESSIOND_DATA", t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	catalog, err := llm.NewCatalog(c.CatalogSpecs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = catalog.ResolveString("mock/m")
+	want := `model "mock/m": provider "mock" has no credentials; set environment variable QA_KEY_UNSET, which its apiKey reads`
+	if e := messages.AsError(err, messages.ErrUnknown); err == nil || e.Type != messages.ErrModelNotFound || e.Message != want {
+		t.Fatalf("resolve = %v, want %q", err, want)
 	}
 }

@@ -59,6 +59,10 @@ type ProviderSpec struct {
 	// HasCredentials says whether an API key (or an explicit "none" for a
 	// local server) is configured. Script providers ignore it.
 	HasCredentials bool
+	// CredentialsHint says how to give a provider without credentials
+	// some, in the refusal of its models; empty says to set its apiKey
+	// (or the type's environment variable).
+	CredentialsHint string
 	// Models maps model IDs, which may contain "/", to their limits. A
 	// script provider with no models accepts every model ID with default
 	// limits.
@@ -247,8 +251,12 @@ func (c *Catalog) Resolve(ref messages.ModelRef) (Model, error) {
 		return Model{}, messages.Errorf(messages.ErrModelNotFound, "model %q: unknown provider %q (%s)", ref.String(), ref.ProviderID, known)
 	}
 	if !p.spec.Type.open() && !p.spec.HasCredentials {
-		return Model{}, messages.Errorf(messages.ErrModelNotFound, "model %q: provider %q has no credentials; set its apiKey%s",
-			ref.String(), ref.ProviderID, envHint(p.spec.Type))
+		hint := p.spec.CredentialsHint
+		if hint == "" {
+			hint = "set its apiKey" + envHint(p.spec.Type)
+		}
+		return Model{}, messages.Errorf(messages.ErrModelNotFound, "model %q: provider %q has no credentials; %s",
+			ref.String(), ref.ProviderID, hint)
 	}
 	if m, ok := p.models[ref.ID]; ok {
 		return m, nil
