@@ -76,12 +76,20 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 	var text strings.Builder
 	var streamErr error
 	finished := false
+	kept := -1 // messages the last request sent
 	for try := 0; ; try++ {
 		// Hosted tools are declared as on any request with history that may
 		// hold their calls; the tool choice forbids using them.
 		req := llm.Request{Model: model.Ref, System: []string{compactionPrompt(previous)}, ToolChoice: llm.ToolChoiceNone,
 			HostedTools: model.HostedTools, MaxOutputTokens: model.Output, CacheKey: string(r.sid)}
-		req.Messages = fitHistory(req, history, budget)
+		req.Messages = fitHistory(req, history, budget, previous != "")
+		if len(req.Messages) == kept {
+			// Cutting to the smaller budget left the same messages (the
+			// oldest turn left is all there is): the provider would refuse
+			// the same request again. Its last refusal is the failure.
+			break
+		}
+		kept = len(req.Messages)
 		sent := estimateTokens(req)
 		text.Reset()
 		streamErr, finished = nil, false
@@ -199,8 +207,9 @@ func compactionBudget(model llm.Model) int {
 // cut from the oldest message on until req's estimate fits budget tokens
 // (budget <= 0: no limit). The kept history starts at a user turn, so no
 // tool result loses its call; what was cut is named in the instruction,
-// whose few extra words compactionMargin absorbs.
-func fitHistory(req llm.Request, history []llm.Message, budget int) []llm.Message {
+// whose few extra words compactionMargin absorbs, and which points to the
+// previous summary when there is one (previous).
+func fitHistory(req llm.Request, history []llm.Message, budget int, previous bool) []llm.Message {
 	ask := "Write the checkpoint summary now."
 	fits := func(msgs []llm.Message) bool {
 		req.Messages = msgs
@@ -214,9 +223,13 @@ func fitHistory(req llm.Request, history []llm.Message, budget int) []llm.Messag
 			cut++
 		}
 	}
-	if cut > 0 {
+	switch {
+	case cut > 0 && previous:
 		final.Parts[0].Text = fmt.Sprintf("The %d oldest messages since the previous checkpoint did not fit and are left out; "+
 			"summarize from the previous summary and what follows. %s", cut, ask)
+	case cut > 0:
+		final.Parts[0].Text = fmt.Sprintf("The %d oldest messages of the conversation did not fit and are left out; "+
+			"summarize what follows. %s", cut, ask)
 	}
 	return append(history[cut:len(history):len(history)], final)
 }

@@ -219,13 +219,50 @@ func TestCompactionTriesThreeSizesThenFails(t *testing.T) {
 	h := actortest.New(t)
 	overflow := &llm.Error{Type: messages.ErrProviderContextOverflow, Message: "prompt is too long"}
 	h.Model.Reply(script.Text("earlier"))
+	h.Model.Reply(script.Text("and more"))
+	h.Model.Reply(script.Text("and more again"))
 	h.Model.Reply(script.Fail(overflow)) // the step
 	for range 3 {
 		h.Model.Reply(script.Fail(overflow)) // the summary, at three sizes
 	}
 	h.Model.Default(script.Text("## Objective\nA fourth try was sent"))
+	sid := h.Session()
+	// Turns long beside the summary's instructions, so that each halving
+	// of the budget cuts some of them and not all.
+	for _, text := range []string{"one", "two", "three", "four"} {
+		h.Prompt(sid, text+strings.Repeat(" and so on", 400))
+		h.WaitIdle(sid)
+	}
+	if c := lastOf[*messages.CompactionFailed](h, sid); c == nil || c.Reason != messages.CompactionOverflow {
+		t.Fatalf("the overflow compaction did not fail: %v", h.Types(sid))
+	}
+	if n := h.Model.Count(); n != 7 {
+		t.Fatalf("%d provider requests, want the steps' four and three summary tries: %v", n, h.Types(sid))
+	}
+	// Each try sent less than the one before, and the cut is named
+	// without a previous summary to point to (there is none).
+	for i := 6; i <= 7; i++ {
+		prev, req := h.Request(i-1), h.Request(i)
+		if len(req.Messages) >= len(prev.Messages) {
+			t.Fatalf("summary try %d sent %d messages after %d", i-4, len(req.Messages), len(prev.Messages))
+		}
+		if last := req.Messages[len(req.Messages)-1].Parts[0].Text; !strings.Contains(last, "oldest messages of the conversation") {
+			t.Fatalf("summary try %d asks %q", i-4, last)
+		}
+	}
+}
+
+// TestCompactionStopsWhenNothingMoreCanBeCut: a summary request refused as
+// too long when no older turn is left to cut is not sent again as it was;
+// the compaction fails after the tries that sent something new.
+func TestCompactionStopsWhenNothingMoreCanBeCut(t *testing.T) {
+	h := actortest.New(t)
+	overflow := &llm.Error{Type: messages.ErrProviderContextOverflow, Message: "prompt is too long"}
+	h.Model.Reply(script.Text("earlier"))
+	h.Model.Reply(script.Fail(overflow)) // the step
+	h.Model.Default(script.Fail(overflow))
 	sid := overflowCompactionFails(t, h)
-	if n := h.Model.Count(); n != 5 {
-		t.Fatalf("%d provider requests, want the step's two and three summary tries: %v", n, h.Types(sid))
+	if n := h.Model.Count(); n != 4 {
+		t.Fatalf("%d provider requests, want the step's two and two summary tries (the whole history, then its last turn): %v", n, h.Types(sid))
 	}
 }

@@ -26,7 +26,7 @@ func TestFitHistorySendsARequestOfExactlyTheBudget(t *testing.T) {
 	req := llm.Request{System: []string{"summarize"}} // 9 characters
 	history := []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: strings.Repeat("x", 38)}}}}
 	// 9 + 38 + 33 (the instruction) = 80 characters: 21 estimated tokens.
-	if got := fitHistory(req, history, 21); len(got) != 2 {
+	if got := fitHistory(req, history, 21, true); len(got) != 2 {
 		t.Fatalf("kept %d messages, want the whole history and the instruction", len(got))
 	}
 }

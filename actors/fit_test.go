@@ -21,7 +21,7 @@ func TestFitHistory(t *testing.T) {
 		text(llm.RoleUser, 400), text(llm.RoleAssistant, 400),
 	}
 	req := llm.Request{System: []string{"summarize"}}
-	got := fitHistory(req, history, 600) // about 2,400 characters
+	got := fitHistory(req, history, 600, true) // about 2,400 characters
 	if len(got) != 3 || got[0].Role != llm.RoleUser || len(got[0].Parts[0].Text) != 400 {
 		t.Fatalf("kept %d messages starting with %s", len(got), got[0].Role)
 	}
@@ -29,11 +29,11 @@ func TestFitHistory(t *testing.T) {
 		t.Fatalf("instruction %q", last)
 	}
 	for _, budget := range []int{0, 1 << 20} {
-		if got := fitHistory(req, history, budget); len(got) != len(history)+1 || got[len(got)-1].Parts[0].Text != "Write the checkpoint summary now." {
+		if got := fitHistory(req, history, budget, true); len(got) != len(history)+1 || got[len(got)-1].Parts[0].Text != "Write the checkpoint summary now." {
 			t.Fatalf("budget %d: %d messages", budget, len(got))
 		}
 	}
-	if got := fitHistory(req, history, 1); len(got) != 1 {
+	if got := fitHistory(req, history, 1, true); len(got) != 1 {
 		t.Fatalf("nothing fits: %d messages kept", len(got))
 	}
 }
