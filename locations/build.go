@@ -47,22 +47,29 @@ func CheckDirectory(dir string) error {
 	return err
 }
 
-// DirectoryError is the invalid error of a Location directory dir that
-// err (from a stat, or resolving its links) says cannot be used. Every
-// path that checks a directory says it in these words, naming dir as
-// the client gave it.
-func DirectoryError(dir string, err error) error {
+// DirectoryProblem says what err (from CheckDirectory or tools.CanonicalDir)
+// found wrong with a directory, in words that follow its name: "does not
+// exist", "is not a directory", or "cannot be used: <cause>". Every check
+// of a directory (a Location's, a root, a flag's) says it in these words.
+func DirectoryProblem(err error) string {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return messages.Errorf(messages.ErrInvalid, "location.directory: %q does not exist", dir)
+		return "does not exist"
 	case errors.Is(err, syscall.ENOTDIR):
-		return messages.Errorf(messages.ErrInvalid, "location.directory: %q is not a directory", dir)
+		return "is not a directory"
 	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		err = pe.Err
 	}
-	return messages.Errorf(messages.ErrInvalid, "location.directory: %q cannot be used: %v", dir, err)
+	return "cannot be used: " + err.Error()
+}
+
+// DirectoryError is the invalid error of a Location directory dir that
+// err says cannot be used (DirectoryProblem), naming dir as the client
+// gave it.
+func DirectoryError(dir string, err error) error {
+	return messages.Errorf(messages.ErrInvalid, "location.directory: %q %s", dir, DirectoryProblem(err))
 }
 
 // NewBuilder returns a Builder that makes a Location's services from cfg:
@@ -70,11 +77,8 @@ func DirectoryError(dir string, err error) error {
 // Location's permission gate, and the model catalog.
 func NewBuilder(cfg BuildConfig) Builder {
 	return func(loc messages.Location) (*Services, error) {
-		root, err := filepath.EvalSymlinks(loc.Directory)
+		root, err := tools.CanonicalDir(loc.Directory)
 		if err != nil {
-			return nil, DirectoryError(loc.Directory, err)
-		}
-		if err := CheckDirectory(root); err != nil {
 			return nil, DirectoryError(loc.Directory, err)
 		}
 		if !Allowed(cfg.Roots, root) {

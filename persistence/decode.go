@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -227,11 +228,18 @@ func clipName(s string) string {
 	return s
 }
 
+// fieldsOf caches jsonFields per struct type: every request body is walked
+// against one of a few types, and their fields never change.
+var fieldsOf sync.Map // reflect.Type -> map[string]reflect.Type
+
 // jsonFields returns the fields of struct type t by their JSON names, as
 // encoding/json names them: the tag's name, else the Go name; "-" and
 // unexported fields left out; the fields of an untagged embedded struct
 // promoted.
 func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if m, ok := fieldsOf.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
 	out := map[string]reflect.Type{}
 	for f := range t.Fields() {
 		tag := f.Tag.Get("json")
@@ -262,6 +270,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		}
 		out[name] = ft
 	}
+	fieldsOf.Store(t, out)
 	return out
 }
 

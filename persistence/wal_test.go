@@ -563,6 +563,22 @@ func TestWALLocksStore(t *testing.T) {
 	}
 }
 
+// lockedFile opens (creating) name and takes the exclusive lock a store
+// takes on its first log file, as another process would hold it; the
+// file closes with the test.
+func lockedFile(t *testing.T, name string) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // TestWALLockFollowsARemovedFile: an Open that fails removes the first
 // log file when it created it (dropCreated), while it holds the lock.
 // Another Open that had the file open and was waiting for the lock gets
@@ -570,14 +586,7 @@ func TestWALLocksStore(t *testing.T) {
 // log there: it opens the file now at the path, and locks that.
 func TestWALLockFollowsARemovedFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
-	held, err := os.OpenFile(path+"-wal", os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	if err := unix.Flock(int(held.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		t.Fatal(err)
-	}
+	held := lockedFile(t, path+"-wal")
 	waiting := make(chan struct{})
 	var once sync.Once
 	type result struct {
@@ -622,14 +631,7 @@ func TestWALLockFollowsARemovedFile(t *testing.T) {
 // (another sessiond, of any version) keeps Open out.
 func TestWALLockIsOnTheFirstLogFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
-	f, err := os.OpenFile(path+"-wal", os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		t.Fatal(err)
-	}
+	lockedFile(t, path+"-wal")
 	if st, err := Open(path, Options{Timeout: 50e6}); !errors.Is(err, ErrLocked) {
 		if err == nil {
 			st.Close()

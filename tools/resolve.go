@@ -94,7 +94,7 @@ func NewResolver(root string, refs map[string]string) (*Resolver, error) {
 	if !filepath.IsAbs(root) {
 		return nil, fmt.Errorf("%w: Location root %q is not absolute", ErrInvalidConfig, root)
 	}
-	canon, err := canonicalDir(root)
+	canon, err := CanonicalDir(root)
 	if err != nil {
 		return nil, fmt.Errorf("%w: Location root: %v", ErrInvalidConfig, err)
 	}
@@ -106,7 +106,7 @@ func NewResolver(root string, refs map[string]string) (*Resolver, error) {
 		if !filepath.IsAbs(dir) {
 			dir = filepath.Join(root, dir)
 		}
-		c, err := canonicalDir(dir)
+		c, err := CanonicalDir(dir)
 		if err != nil {
 			return nil, fmt.Errorf("%w: reference %q: %v", ErrInvalidConfig, name, err)
 		}
@@ -115,8 +115,16 @@ func NewResolver(root string, refs map[string]string) (*Resolver, error) {
 	return r, nil
 }
 
-func canonicalDir(dir string) (string, error) {
-	c, err := filepath.EvalSymlinks(dir)
+// CanonicalDir returns the absolute, symlink-free path of the existing
+// directory dir. A path that resolves to something else fails with a
+// *fs.PathError wrapping syscall.ENOTDIR, so errors.Is tells it from one
+// that does not exist (fs.ErrNotExist).
+func CanonicalDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	c, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		return "", err
 	}
@@ -125,7 +133,7 @@ func canonicalDir(dir string) (string, error) {
 		return "", err
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("%s is not a directory", dir)
+		return "", &fs.PathError{Op: "stat", Path: dir, Err: syscall.ENOTDIR}
 	}
 	return c, nil
 }

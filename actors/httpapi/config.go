@@ -3,14 +3,12 @@ package httpapi
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/sessiond/sessiond/actors"
-	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/tools"
 )
 
@@ -95,28 +93,11 @@ func (c *Config) validate() ([]string, error) {
 	}
 	roots := make([]string, 0, len(c.Roots))
 	for _, r := range c.Roots {
-		canon, err := canonicalDir(r)
+		canon, err := tools.CanonicalDir(r)
 		if err != nil {
 			return nil, fmt.Errorf("httpapi: root %q: %w", r, err)
 		}
 		roots = append(roots, canon)
 	}
 	return roots, nil
-}
-
-// canonicalDir returns the absolute, symlink-free path of an existing
-// directory.
-func canonicalDir(dir string) (string, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	canon, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", err
-	}
-	if err := locations.CheckDirectory(canon); err != nil {
-		return "", err
-	}
-	return canon, nil
 }

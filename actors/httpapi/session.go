@@ -15,6 +15,7 @@ import (
 	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/persistence"
+	"github.com/sessiond/sessiond/tools"
 )
 
 // health answers GET /api/health once the handler serves requests: 200,
@@ -83,7 +84,7 @@ func (a *api) checkRoots(dir string) (string, error) {
 	if len(a.roots) == 0 {
 		return dir, nil
 	}
-	canon, err := canonicalDir(dir)
+	canon, err := tools.CanonicalDir(dir)
 	if err != nil {
 		return "", locations.DirectoryError(clip(dir), err)
 	}

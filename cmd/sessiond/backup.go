@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/sessiond/sessiond/locations"
 )
 
 var backupCommand = &command{
@@ -64,7 +66,7 @@ func (c *client) backup(ctx context.Context, path string) (n int64, err error) {
 		return 0, fmt.Errorf("%s exists; backup writes a new file", path)
 	}
 	dir := filepath.Dir(path)
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+	if locations.CheckDirectory(dir) != nil {
 		return 0, fmt.Errorf("%s: no directory %s to write it in", path, dir)
 	}
 	req, err := c.request(ctx, http.MethodGet, "/api/backup", nil, nil)

@@ -3,10 +3,8 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"os"
 )
 
 var checkCommand = &command{
@@ -42,13 +40,8 @@ func runCheck(ctx context.Context, a *app, c *command, args []string) int {
 		return code
 	}
 	if *tmp != "" {
-		switch fi, err := os.Stat(*tmp); {
-		case errors.Is(err, os.ErrNotExist):
-			return a.fail(c, fmt.Errorf("--tmp %s: no such directory", *tmp))
-		case err != nil:
-			return a.fail(c, fmt.Errorf("--tmp %s: %w", *tmp, err))
-		case !fi.IsDir():
-			return a.fail(c, fmt.Errorf("--tmp %s: not a directory", *tmp))
+		if err := checkDir("--tmp", *tmp); err != nil {
+			return a.fail(c, err)
 		}
 	}
 	path := o.path

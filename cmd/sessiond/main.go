@@ -19,6 +19,7 @@ import (
 
 	"github.com/mattn/go-isatty"
 
+	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/tools"
 )
 
@@ -360,6 +361,15 @@ var flagNamed = regexp.MustCompile(`(flag provided but not defined: |flag needs 
 // flags: with two dashes.
 func flagError(err error) string {
 	return flagNamed.ReplaceAllString(err.Error(), "${1}--${2}")
+}
+
+// checkDir refuses dir, named what (a flag or a configuration key), unless
+// it is a directory, saying what it is instead (locations.DirectoryProblem).
+func checkDir(what, dir string) error {
+	if err := locations.CheckDirectory(dir); err != nil {
+		return fmt.Errorf("%s %s %s", what, dir, locations.DirectoryProblem(err))
+	}
+	return nil
 }
 
 // usageError prints a usage mistake that flag parsing cannot see (a

@@ -237,7 +237,7 @@ func TestCheck(t *testing.T) {
 	}
 	path := filepath.Join(data, StoreFileName)
 	missing := filepath.Join(t.TempDir(), "missing")
-	if code, _, errOut := runApp(t, env, "check", "--tmp", missing); code != exitFailed || !strings.Contains(errOut, "--tmp "+missing+": no such directory") {
+	if code, _, errOut := runApp(t, env, "check", "--tmp", missing); code != exitFailed || !strings.Contains(errOut, "--tmp "+missing+" does not exist") {
 		t.Fatalf("check --tmp of a missing directory: exit %d, stderr %q", code, errOut)
 	}
 	code, out, errOut := runApp(t, env, "check", "--tmp", t.TempDir())

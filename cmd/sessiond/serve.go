@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -92,13 +91,8 @@ func runServe(ctx context.Context, a *app, c *command, args []string) int {
 	// each root must be a directory, and the address is bound before the
 	// store opens (a client that connects meanwhile waits for its answer).
 	for _, r := range cfg.Roots {
-		switch fi, err := os.Stat(r); {
-		case errors.Is(err, os.ErrNotExist):
-			return a.fail(c, fmt.Errorf("root %s: no such directory", r))
-		case err != nil:
-			return a.fail(c, fmt.Errorf("root %s: %w", r, err))
-		case !fi.IsDir():
-			return a.fail(c, fmt.Errorf("root %s: not a directory", r))
+		if err := checkDir("root", r); err != nil {
+			return a.fail(c, err)
 		}
 	}
 	l, err := net.Listen("tcp", cfg.Addr)

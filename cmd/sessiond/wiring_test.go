@@ -535,12 +535,12 @@ func TestServeRefusesAMissingRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	for root, want := range map[string]string{
-		filepath.Join(t.TempDir(), "missing"): "no such directory",
-		file:                                  "not a directory",
+		filepath.Join(t.TempDir(), "missing"): "does not exist",
+		file:                                  "is not a directory",
 	} {
 		data := filepath.Join(t.TempDir(), "data")
 		code, _, errOut := runApp(t, map[string]string{"SESSIOND_DATA": data, "HOME": t.TempDir()}, "serve", "--addr", "127.0.0.1:0", "--root", root)
-		if code != exitFailed || !strings.Contains(errOut, "sessiond serve: root "+root+": "+want) || strings.Contains(errOut, "listening on") {
+		if code != exitFailed || !strings.Contains(errOut, "sessiond serve: root "+root+" "+want) || strings.Contains(errOut, "listening on") {
 			t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
 		}
 		if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
