@@ -79,11 +79,18 @@ func cloneConfig(t testing.TB, c Config) Config {
 	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatal(err)
 	}
-	for id, p := range out.Providers { // what JSON does not carry
+	carryUnencoded(&out, c)
+	return out
+}
+
+// carryUnencoded copies into out what JSON does not carry from c: the
+// variable each provider's unset "{env:NAME}" apiKey named, which comes from
+// the environment, not from the encoded file.
+func carryUnencoded(out *Config, c Config) {
+	for id, p := range out.Providers {
 		p.keyEnv = c.Providers[id].keyEnv
 		out.Providers[id] = p
 	}
-	return out
 }
 
 func TestDefaultConfig(t *testing.T) {
@@ -1036,6 +1043,7 @@ func FuzzLoadConfig(f *testing.F) {
 		if err != nil {
 			t.Fatalf("encoded config %s: %v", encoded, err)
 		}
+		carryUnencoded(&again, c)
 		if !reflect.DeepEqual(again, c) {
 			t.Fatalf("round trip changed the config:\n got %+v\nwant %+v", again, c)
 		}
