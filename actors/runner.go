@@ -912,10 +912,10 @@ func (a *attemptState) handle(ev llm.Event) error {
 		if a.called(ev.CallID) {
 			return llm.Errorf(messages.ErrProviderUnknown, "provider reused tool call id %q", ev.CallID)
 		}
-		input := ev.Input
-		if !json.Valid(input) {
-			input = json.RawMessage(`{}`)
-		}
+		// The call is stored and run with the same input: a provider's
+		// malformed arguments as a JSON string of their text, which the
+		// tool's validation then reports to the model.
+		input := llm.ToolInput(string(ev.Input))
 		a.out.durableOutput = true
 		if _, err := r.append(a.ctx, &messages.ToolCalled{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID,
 			Name: ev.Name, Input: input, Executed: ev.Executed, ProviderMetadata: ev.ProviderMetadata}); err != nil {
@@ -934,7 +934,7 @@ func (a *attemptState) handle(ev llm.Event) error {
 		case !ev.Executed:
 			// The call is durable; start it now, before the stream ends.
 			c.result = r.startTool(a.ctx, locations.ToolCall{SessionID: r.sid, Agent: a.agentName, AssistantMessageID: asst,
-				CallID: ev.CallID, Name: ev.Name, Input: ev.Input})
+				CallID: ev.CallID, Name: ev.Name, Input: input})
 			a.out.localTools++
 		}
 		a.calls = append(a.calls, c)

@@ -1198,3 +1198,45 @@ func TestToolMetricLabelsAreBounded(t *testing.T) {
 		t.Fatalf("%d series of sessiond_tool_calls_total", n)
 	}
 }
+
+// TestMalformedToolInputIsStoredAsRun: arguments a provider sent that are
+// not JSON are stored, run and sent back to the model as one value, a JSON
+// string of their text (blank ones as {}): before, the tool got the raw
+// text while the log, and so every later request, showed {}.
+func TestMalformedToolInputIsStoredAsRun(t *testing.T) {
+	for raw, want := range map[string]string{`{not json`: `"{not json"`, ``: `{}`, ` {"a": 1} `: ` {"a": 1} `} {
+		t.Run(raw, func(t *testing.T) {
+			h := actortest.New(t)
+			got := make(chan string, 1)
+			h.Tools.Add("echo", func(_ context.Context, c locations.ToolCall) (string, error) {
+				got <- string(c.Input)
+				return "ok", nil
+			})
+			h.Model.Reply(script.Event(llm.Event{Kind: llm.ToolCall, CallID: "c1", Name: "echo", Input: []byte(raw)}),
+				script.Finish("tool-calls", messages.Tokens{}))
+			h.Model.Reply(script.Text("done"))
+			sid := h.Session()
+			h.Prompt(sid, "go")
+			h.WaitIdle(sid)
+			if in := <-got; in != want {
+				t.Fatalf("tool got %q, want %q", in, want)
+			}
+			called := h.WaitEvent(sid, actortest.OfType(messages.TypeToolCalled)).Data.(*messages.ToolCalled)
+			if string(called.Input) != want {
+				t.Fatalf("tool.called input %q, want %q", called.Input, want)
+			}
+			var sent []byte
+			for _, m := range h.Request(2).Messages {
+				for _, p := range m.Parts {
+					if p.Kind == llm.PartToolCall && p.CallID == "c1" {
+						sent = p.Input
+					}
+				}
+			}
+			if string(sent) != want {
+				t.Fatalf("request 2 sent the call's input as %q, want %q", sent, want)
+			}
+			h.CheckReplay()
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strings"
 	"time"
 
 	"github.com/sessiond/sessiond/messages"
@@ -156,6 +157,23 @@ func (k EventKind) String() string {
 	return fmt.Sprintf("kind(%d)", k)
 }
 
+// ToolInput returns the complete arguments of a tool call as JSON. Empty
+// arguments become {} (models emit nothing for tools without parameters);
+// valid JSON is returned as is; anything else, which only a malformed model
+// output produces, becomes a JSON string holding the raw text. The call is
+// stored and run with what it returns, so the tool's input validation
+// reports to the model what it sent, and history keeps it.
+func ToolInput(raw string) json.RawMessage {
+	if strings.TrimSpace(raw) == "" {
+		return json.RawMessage("{}")
+	}
+	if json.Valid([]byte(raw)) {
+		return json.RawMessage(raw)
+	}
+	b, _ := json.Marshal(raw) // a string always marshals
+	return b
+}
+
 // Finish reasons of a StepFinish.
 const (
 	FinishStop          = "stop"
@@ -183,7 +201,9 @@ type Event struct {
 	// that sends a tool event without one, or a second call with one.
 	CallID string
 	Name   string
-	// Input is the complete JSON arguments of a ToolCall.
+	// Input is the complete JSON arguments of a ToolCall, as ToolInput
+	// normalizes them (the runner applies it too, for providers that do
+	// not).
 	Input json.RawMessage
 	// Executed marks a provider-hosted tool call.
 	Executed bool

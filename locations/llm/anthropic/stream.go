@@ -11,7 +11,6 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/sessiond/sessiond/locations/llm"
-	"github.com/sessiond/sessiond/locations/llm/internal/wire"
 	"github.com/sessiond/sessiond/messages"
 )
 
@@ -368,7 +367,7 @@ func (s *state) end(b *block) bool {
 			input = b.startInput // the whole input came in content_block_start
 		}
 		return s.emit(llm.Event{Kind: llm.ToolInputEnd, ID: b.id, CallID: b.callID, Name: b.name}) &&
-			s.emit(llm.Event{Kind: llm.ToolCall, CallID: b.callID, Name: b.name, Input: wire.ToolInput(input),
+			s.emit(llm.Event{Kind: llm.ToolCall, CallID: b.callID, Name: b.name, Input: llm.ToolInput(input),
 				Executed: b.hosted, ProviderMetadata: b.callMeta})
 	}
 	return true

@@ -11,7 +11,6 @@ import (
 	"github.com/openai/openai-go/v3/packages/respjson"
 
 	"github.com/sessiond/sessiond/locations/llm"
-	"github.com/sessiond/sessiond/locations/llm/internal/wire"
 	"github.com/sessiond/sessiond/messages"
 )
 
@@ -303,7 +302,7 @@ func (s *state) end() bool {
 			continue
 		}
 		if !s.emit(llm.Event{Kind: llm.ToolInputEnd, ID: call.callID, CallID: call.callID, Name: call.name}) ||
-			!s.emit(llm.Event{Kind: llm.ToolCall, CallID: call.callID, Name: call.name, Input: wire.ToolInput(call.args.String())}) {
+			!s.emit(llm.Event{Kind: llm.ToolCall, CallID: call.callID, Name: call.name, Input: llm.ToolInput(call.args.String())}) {
 			return false
 		}
 	}

@@ -3,25 +3,9 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
-)
 
-// ToolInput returns the complete arguments of a tool call as JSON. Empty
-// arguments become {} (models emit nothing for tools without parameters);
-// valid JSON is returned as is; anything else, which only a malformed model
-// output produces, becomes a JSON string holding the raw text, so that the
-// runner's schema validation reports it to the model instead of the stream
-// carrying invalid JSON.
-func ToolInput(raw string) json.RawMessage {
-	if strings.TrimSpace(raw) == "" {
-		return json.RawMessage("{}")
-	}
-	if json.Valid([]byte(raw)) {
-		return json.RawMessage(raw)
-	}
-	b, _ := json.Marshal(raw) // a string always marshals
-	return b
-}
+	"github.com/sessiond/sessiond/locations/llm"
+)
 
 // ObjectInput returns a call's arguments, as history keeps them, as the
 // JSON object a provider takes back: Anthropic refuses a tool_use input that
@@ -33,7 +17,7 @@ func ToolInput(raw string) json.RawMessage {
 // still sees what it sent: refused, they would fail every later request of
 // the Session.
 func ObjectInput(raw json.RawMessage) json.RawMessage {
-	in := ToolInput(string(raw))
+	in := llm.ToolInput(string(raw))
 	if t := bytes.TrimSpace(in); t[0] == '{' {
 		return in
 	}

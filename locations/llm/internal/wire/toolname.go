@@ -3,10 +3,12 @@ package wire
 import (
 	"crypto/sha256"
 	"encoding/hex"
+
+	"github.com/sessiond/sessiond/tools"
 )
 
 // MaxToolName is the longest tool name both APIs accept, in a tool's
-// definition and in a call of the history.
+// definition and in a call of the history (tools.ValidName's limit).
 const MaxToolName = 64
 
 // ToolName returns the name of a call in the history as both APIs accept
@@ -21,7 +23,7 @@ const MaxToolName = 64
 // name always lowers the same way (a request's prefix, and its cache,
 // stay stable).
 func ToolName(name string) string {
-	if validToolName(name) {
+	if tools.ValidName(name) {
 		return name
 	}
 	sum := sha256.Sum256([]byte(name))
@@ -36,18 +38,6 @@ func ToolName(name string) string {
 		b = []byte("tool")
 	}
 	return string(b) + tag
-}
-
-func validToolName(name string) bool {
-	if name == "" || len(name) > MaxToolName {
-		return false
-	}
-	for i := range len(name) {
-		if !nameByte(name[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 // nameByte reports whether c may appear in a tool name.

@@ -110,22 +110,6 @@ func TestFailure(t *testing.T) {
 	}
 }
 
-func TestToolInput(t *testing.T) {
-	for in, want := range map[string]string{
-		"":                 `{}`,
-		"  \n":             `{}`,
-		`{"a":1}`:          `{"a":1}`,
-		`{"a": [1, 2]} `:   `{"a": [1, 2]} `,
-		`{"a":`:            `"{\"a\":"`,
-		"not json \u2028x": `"not json \u2028x"`,
-	} {
-		got := ToolInput(in)
-		if string(got) != want || !json.Valid(got) {
-			t.Errorf("ToolInput(%q) = %s, want %s", in, got, want)
-		}
-	}
-}
-
 func TestDataURL(t *testing.T) {
 	for _, tc := range []struct {
 		in, mediaType, data string
