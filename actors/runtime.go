@@ -695,7 +695,7 @@ func (rt *Runtime) Shutdown(ctx context.Context) error {
 		case <-waited:
 			rt.writeUnended(ctx)
 		case <-ctx.Done():
-			err = errors.Join(err, fmt.Errorf("actors: wait for drains and tools: %w", ctx.Err()))
+			err = errors.Join(err, fmt.Errorf("actors: wait for drains and tools (a tool that ignores its context's cancellation runs on): %w", ctx.Err()))
 		}
 		rt.system.Shutdown()
 	})

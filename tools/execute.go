@@ -106,7 +106,7 @@ func (p *panicError) Error() string { return fmt.Sprintf("panic: %v", p.value) }
 func settleError(ctx context.Context, name string, err error) error {
 	var p *panicError
 	if errors.As(err, &p) {
-		return messages.Errorf(messages.ErrUnknown, "tool %s crashed: %v", name, p.value)
+		return messages.Errorf(messages.ErrUnknown, "tool %s panicked: %v", name, p.value)
 	}
 	var typed *messages.Error
 	if errors.As(err, &typed) {

@@ -135,7 +135,7 @@ func (r *Registry) Register(scope *Scope, t Tool) error {
 
 // compileEntry validates def and compiles its schemas.
 func compileEntry(def Definition) (*entry, error) {
-	if !validToolName(def.Name) {
+	if !ValidName(def.Name) {
 		return nil, fmt.Errorf("%w: name %q: use 1 to 64 characters from A-Z, a-z, 0-9, _ and -", ErrInvalidDefinition, def.Name)
 	}
 	if def.Description == "" {
@@ -154,7 +154,10 @@ func compileEntry(def Definition) (*entry, error) {
 	return e, nil
 }
 
-func validToolName(name string) bool {
+// ValidName reports whether name is a tool name the registry accepts, and
+// both the OpenAI and the Anthropic API: 1 to 64 characters from A-Z, a-z,
+// 0-9, _ and -.
+func ValidName(name string) bool {
 	if len(name) == 0 || len(name) > 64 {
 		return false
 	}

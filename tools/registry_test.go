@@ -237,7 +237,7 @@ func TestExecuteSettlesEveryFailure(t *testing.T) {
 		{"minimum", nil, "echo", `{"text":"a","times":0}`, messages.ErrToolExecution, "at /times"},
 		{"handler error", nil, "fails", `{"text":"a"}`, messages.ErrToolExecution, "the widget is broken; try widget=2"},
 		{"typed error kept", nil, "typed", `{"text":"a"}`, messages.ErrPermissionRejected, "no"},
-		{"panic", nil, "panics", `{"text":"a"}`, messages.ErrUnknown, "tool panics crashed"},
+		{"panic", nil, "panics", `{"text":"a"}`, messages.ErrUnknown, "tool panics panicked"},
 		{"cancelled before start", cancelled, "echo", `{"text":"a"}`, messages.ErrAborted, "cancelled before it started"},
 		{"invalid UTF-8 output", nil, "badutf8", `{"text":"a"}`, messages.ErrToolExecution, "not valid UTF-8"},
 		{"invalid metadata JSON", nil, "badmeta", `{"text":"a"}`, messages.ErrToolExecution, "metadata that is not valid JSON"},

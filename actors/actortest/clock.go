@@ -2,6 +2,7 @@ package actortest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -92,11 +93,13 @@ func (c *Clock) Waiters() int {
 	return len(c.waiters)
 }
 
-// BlockUntil waits until at least n After calls are pending.
+// BlockUntil waits until at least n After calls are pending. When ctx
+// ends first, its error says how many were.
 func (c *Clock) BlockUntil(ctx context.Context, n int) error {
 	for {
 		c.mu.Lock()
-		if len(c.waiters) >= n {
+		have := len(c.waiters)
+		if have >= n {
 			c.mu.Unlock()
 			return nil
 		}
@@ -105,7 +108,7 @@ func (c *Clock) BlockUntil(ctx context.Context, n int) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return ctx.Err()
+			return fmt.Errorf("fake clock: waited for %d pending timers, %d are: %w", n, have, ctx.Err())
 		}
 	}
 }

@@ -30,7 +30,11 @@ type Harness struct {
 	// Store is the runtime's store (fsync off unless Options.Sync).
 	Store *persistence.Bolt
 	// Model is the scripted model every request goes to: script its
-	// replies before prompting, and read the requests it recorded.
+	// replies before prompting, and read the requests it recorded. Each
+	// request reads this field, so a test may replace the provider (with
+	// one from script.Load, say) before it prompts. The catalog's models
+	// are script/demo (the default) and script/other: a script file's
+	// "model" match names one of them.
 	Model *script.Provider
 	// Clock is the runtime's fake clock: a retry's backoff waits until
 	// the test advances it (BlockUntil, then Advance).
@@ -49,6 +53,7 @@ type Harness struct {
 	// created (Session, Runtime.Create), not after.
 	Services *locations.Services
 
+	timeout  time.Duration
 	commits  atomic.Int64
 	syncs    atomic.Int64
 	syncedNs atomic.Int64
@@ -67,7 +72,8 @@ func (h *Harness) LogSyncs() (n int64, took time.Duration) {
 
 // Options adjust a Harness before it starts.
 type Options struct {
-	// Steps is the build agent's step allowance (default 25).
+	// Steps is the step allowance of both agents, build and plan
+	// (default 25).
 	Steps int
 	// Config adjusts the runtime config.
 	Config func(*actors.Config)
@@ -78,10 +84,30 @@ type Options struct {
 	StorePath string
 	// Sync turns fsync on (benchmarks of durable throughput).
 	Sync bool
+	// Timeout bounds every wait of the harness (Harness.Timeout); zero
+	// means the package's Timeout.
+	Timeout time.Duration
 }
 
-// Timeout bounds every wait of the harness.
+// Timeout is the default bound of every wait of a harness. A test run
+// with a shorter -timeout gets a shorter one: nine tenths of the time its
+// deadline leaves when the harness starts, so that a wait that never ends
+// fails with its own message rather than the test binary's panic.
 const Timeout = 30 * time.Second
+
+// Timeout returns the bound of each of the harness's waits.
+func (h *Harness) Timeout() time.Duration { return h.timeout }
+
+// waitBound is the default Timeout, shortened to fit t's deadline.
+func waitBound(t testing.TB) time.Duration {
+	d := Timeout
+	if dt, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if end, ok := dt.Deadline(); ok {
+			d = min(d, max(time.Until(end)*9/10, time.Second))
+		}
+	}
+	return d
+}
 
 // New starts a harness whose runtime stops at the end of the test.
 func New(t testing.TB, opts ...Options) *Harness {
@@ -93,7 +119,11 @@ func New(t testing.TB, opts ...Options) *Harness {
 	if o.Steps == 0 {
 		o.Steps = 25
 	}
-	h := &Harness{T: t, Dir: t.TempDir(), Model: script.New(), Clock: NewClock(time.UnixMilli(1_767_225_600_000)), Tools: NewTools()}
+	h := &Harness{T: t, Dir: t.TempDir(), Model: script.New(), Clock: NewClock(time.UnixMilli(1_767_225_600_000)), Tools: NewTools(),
+		timeout: o.Timeout}
+	if h.timeout <= 0 {
+		h.timeout = waitBound(t)
+	}
 	path := o.StorePath
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "sessiond.db")
@@ -148,7 +178,7 @@ func New(t testing.TB, opts ...Options) *Harness {
 // (Options.StorePath).
 func (h *Harness) Close() {
 	h.close.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
 		defer cancel()
 		if err := h.Runtime.Shutdown(ctx); err != nil {
 			h.T.Errorf("shutdown: %v", err)
@@ -159,9 +189,9 @@ func (h *Harness) Close() {
 	})
 }
 
-// Ctx returns a context bounded by Timeout.
+// Ctx returns a context bounded by the harness's Timeout.
 func (h *Harness) Ctx() context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
 	h.T.Cleanup(cancel)
 	return ctx
 }
@@ -206,8 +236,12 @@ func (h *Harness) WaitIdle(sid messages.SessionID) {
 			// down, say), and the Session may never have run.
 			h.T.Fatalf("WaitIdle(%s): %v; its last event: %s", sid, err, h.lastEvent(sid))
 		}
-		h.T.Fatalf("WaitIdle(%s): still busy after %v (%v); its last event: %s. A retry's backoff waits for the fake clock: Clock.BlockUntil, then Clock.Advance",
-			sid, Timeout, err, h.lastEvent(sid))
+		hint := ""
+		if n := h.Clock.Waiters(); n > 0 {
+			hint = fmt.Sprintf("; %d timers wait for the fake clock (a retry's backoff does): Clock.Advance moves it", n)
+		}
+		h.T.Fatalf("WaitIdle(%s): still busy after %v (%v); its last event: %s%s",
+			sid, h.timeout, err, h.lastEvent(sid), hint)
 	}
 }
 
@@ -261,10 +295,22 @@ func trimVersion(t string) string {
 }
 
 // WaitEvent follows the Session's log until an event satisfies match, and
-// returns it.
+// returns it. WaitType names the type it waits for in its failure.
 func (h *Harness) WaitEvent(sid messages.SessionID, match func(messages.Event) bool) messages.Event {
 	h.T.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	return h.waitEvent(sid, match, "matching event")
+}
+
+// WaitType follows the Session's log until an event of a durable type
+// (named as OfType takes it) is there, and returns the first.
+func (h *Harness) WaitType(sid messages.SessionID, typ string) messages.Event {
+	h.T.Helper()
+	return h.waitEvent(sid, OfType(typ), typ+" event")
+}
+
+func (h *Harness) waitEvent(sid messages.SessionID, match func(messages.Event) bool, what string) messages.Event {
+	h.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
 	defer cancel()
 	for item, err := range h.Store.Log(ctx, sid, -1, true) {
 		if err != nil && ctx.Err() != nil {
@@ -277,7 +323,7 @@ func (h *Harness) WaitEvent(sid messages.SessionID, match func(messages.Event) b
 			return *item.Event
 		}
 	}
-	h.T.Fatalf("WaitEvent(%s): no matching event within %v; its last event: %s", sid, Timeout, h.lastEvent(sid))
+	h.T.Fatalf("WaitEvent(%s): no %s within %v; its last event: %s", sid, what, h.timeout, h.lastEvent(sid))
 	return messages.Event{}
 }
 
@@ -286,6 +332,24 @@ func (h *Harness) WaitEvent(sid messages.SessionID, match func(messages.Event) b
 // without the ".1" suffix ("session.text.ended").
 func OfType(typ string) func(messages.Event) bool {
 	return func(ev messages.Event) bool { return ev.Type == typ || trimVersion(ev.Type) == typ }
+}
+
+// Messages returns every message of the Session, oldest first, as the
+// message route pages them.
+func (h *Harness) Messages(sid messages.SessionID) []persistence.Message {
+	h.T.Helper()
+	var out []persistence.Message
+	for after := int64(-1); ; {
+		page, err := h.Store.Messages(h.Ctx(), sid, persistence.Query{After: after})
+		if err != nil {
+			h.T.Fatal(err)
+		}
+		out = append(out, page.Data...)
+		if !page.HasMore || len(page.Data) == 0 {
+			return out
+		}
+		after = page.Data[len(page.Data)-1].Seq
+	}
 }
 
 // Request waits for the n-th (1-based) model request.

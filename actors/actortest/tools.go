@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/tools"
 )
 
 // ToolFunc is a test tool: it returns output or an error (a
@@ -29,8 +31,18 @@ var _ locations.Tools = (*Tools)(nil)
 func NewTools() *Tools { return &Tools{funcs: map[string]ToolFunc{}} }
 
 // Add registers a tool, advertised to the model as "test tool <name>"
-// with the input schema {"type":"object"} (any object).
+// with the input schema {"type":"object"}; its input is not validated. A
+// nil f, or a name the daemon's registry refuses (tools.ValidName), is an
+// error of the test's own code: Add panics. For a tool whose schema is
+// enforced, with permission rules and questions, use the daemon's
+// registry instead (the Example_registry of this package shows how).
 func (t *Tools) Add(name string, f ToolFunc) *Tools {
+	if f == nil {
+		panic("actortest: Tools.Add(" + strconv.Quote(name) + ") with a nil function")
+	}
+	if !tools.ValidName(name) {
+		panic("actortest: Tools.Add(" + strconv.Quote(name) + "): a tool name is 1 to 64 characters from A-Z, a-z, 0-9, _ and -")
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.funcs[name] = f
@@ -56,7 +68,13 @@ func (t *Tools) Definitions(string) []llm.ToolDefinition {
 // its choosing.
 func Blocking(started chan<- string, release <-chan struct{}) ToolFunc {
 	return func(ctx context.Context, c locations.ToolCall) (string, error) {
-		started <- c.CallID
+		select {
+		case started <- c.CallID:
+		case <-ctx.Done():
+			// Interrupted before the test read started: a second call
+			// must not hold its drain past the interrupt.
+			return "", ctx.Err()
+		}
 		select {
 		case <-release:
 			return "released", nil

@@ -192,6 +192,13 @@ func match(path string, raw json.RawMessage) (Matcher, error) {
 		if err != nil {
 			return nil, err
 		}
+		if rule.key == "model" {
+			// A request's model is always "provider/model": another
+			// string could never match.
+			if _, err := llm.ParseModelRef(s); err != nil {
+				return nil, &ParseError{Path: path + "/model", Message: fmt.Sprintf("%q is not a model reference: want \"provider/model\", as requests name their model", s)}
+			}
+		}
 		ms = append(ms, rule.make(s))
 	}
 	return All(ms...), nil
@@ -204,7 +211,7 @@ func steps(path string, raw json.RawMessage) ([]Step, error) {
 		return nil, err
 	}
 	out := make([]Step, 0, len(items))
-	callIDs := map[string]string{}
+	callIDs, hosted, settled := map[string]string{}, map[string]bool{}, map[string]bool{}
 	for i, item := range items {
 		p := fmt.Sprintf("%s/%d", path, i)
 		if i > 0 && (out[i-1].kind == stepFinish || out[i-1].kind == stepFail) {
@@ -214,11 +221,30 @@ func steps(path string, raw json.RawMessage) ([]Step, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s.kind == stepToolCall {
+		switch s.kind {
+		case stepToolCall:
 			if prev, dup := callIDs[s.callID]; dup {
 				return nil, &ParseError{Path: p + "/toolCall/id", Message: fmt.Sprintf("duplicate tool call id %q (also at %s)", s.callID, prev)}
 			}
 			callIDs[s.callID] = p
+			if s.executed {
+				hosted[s.callID] = true
+			}
+		case stepToolResult:
+			// The runner fails a stream whose result settles no unsettled
+			// hosted call of its step: every Session using the script
+			// would fail there.
+			prev, called := callIDs[s.callID]
+			switch {
+			case !called:
+				return nil, &ParseError{Path: p + "/toolResult/id", Message: fmt.Sprintf("no toolCall with id %q before it in this response", s.callID)}
+			case !hosted[s.callID]:
+				return nil, &ParseError{Path: p + "/toolResult/id", Message: fmt.Sprintf("the toolCall %q at %s is not hosted: only a call with \"executed\": true has its result in the stream", s.callID, prev)}
+			}
+			if settled[s.callID] {
+				return nil, &ParseError{Path: p + "/toolResult/id", Message: fmt.Sprintf("the hosted call %q already has its result", s.callID)}
+			}
+			settled[s.callID] = true
 		}
 		out = append(out, s)
 	}
