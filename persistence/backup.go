@@ -63,16 +63,23 @@ func (s *Bolt) Backup(ctx context.Context) (io.ReadCloser, int64, error) {
 // files.
 const backupSuffix = ".backup-"
 
+// verifySuffix ends the store's file name in the directories Verify
+// rebuilds it in.
+const verifySuffix = ".verify-"
+
 // removeBackupFiles removes the temporary files of backups of the store
-// at path that a process ended before it could (a crash), which would
+// at path, and the directories a check of it rebuilt the store in beside
+// it, that a process ended before it could (a crash, a kill), which would
 // otherwise hold a copy of the store's size each. Only the holder of the
 // store's lock may call it.
 func removeBackupFiles(path string) {
 	entries, _ := os.ReadDir(filepath.Dir(path))
-	prefix := filepath.Base(path) + backupSuffix
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) {
-			os.Remove(filepath.Join(filepath.Dir(path), e.Name()))
+		name := e.Name()
+		for _, suffix := range []string{backupSuffix, verifySuffix} {
+			if strings.HasPrefix(name, filepath.Base(path)+suffix) {
+				os.RemoveAll(filepath.Join(filepath.Dir(path), name))
+			}
 		}
 	}
 }

@@ -186,6 +186,15 @@ func TestOpenRemovesWhatABackupLeft(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// What a killed check left: the store it was rebuilding.
+	for _, name := range []string{"s.db.verify-77", "x.db.verify-1"} {
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "rebuilt.db"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	st, err = Open(path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +205,7 @@ func TestOpenRemovesWhatABackupLeft(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if want := []string{"s.db", "s.db-wal", "s.db-wal2", "s.db.other", "x.db.backup-1"}; !slices.Equal(names, want) {
+	if want := []string{"s.db", "s.db-wal", "s.db-wal2", "s.db.other", "x.db.backup-1", "x.db.verify-1"}; !slices.Equal(names, want) {
 		t.Fatalf("files %q, want %q", names, want)
 	}
 }

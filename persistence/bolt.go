@@ -405,6 +405,9 @@ func open(path string, opts Options) (_ *Bolt, err error) {
 		if d := w.damage; d != nil && d.Missing {
 			opts.Logger.Warn().Str("file", d.File).Uint64("generation", d.Gen).Uint64("recovered_through", last).
 				Msg("repaired the write-ahead log: went on without its missing file and the commits it held")
+		} else if d != nil && d.Short > 0 {
+			opts.Logger.Warn().Str("file", d.File).Int64("size", d.Short).Uint64("recovered_through", last).
+				Msg("repaired the write-ahead log: went on without the end its cut-short file lost")
 		} else if d != nil {
 			opts.Logger.Warn().Str("file", d.File).Uint64("record", d.Record).Int64("offset", d.Offset).
 				Int("dropped_after", d.Intact).Uint64("recovered_through", last).

@@ -913,3 +913,125 @@ func TestLogStartingTooLateIsCorrupt(t *testing.T) {
 		t.Fatalf("recover: %v, want a corrupt log, not damage a repair handles", err)
 	}
 }
+
+// TestCutShortLogIsRefused: a store that did not stop cleanly, whose newest
+// log file was cut short since (a copy that stopped early, a truncation),
+// read as a log that ends early: the acknowledged commits in its lost end
+// were gone without a word, and check called the store sound. Every file
+// the log starts is extended first, so one smaller than that was cut:
+// Open refuses it and changes nothing; a repair keeps the whole records
+// before the cut. A cleanly stopped store, which needs no log, opens.
+func TestCutShortLogIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size func(end int64) int64 // the cut file's size, given where its records end
+		kept int                   // records a repair recovers (-1: all but the last)
+	}{
+		{"header only", func(int64) int64 { return walHeaderLen + 8 }, 0},
+		{"its header slot", func(int64) int64 { return walRecordStart }, 0},
+		{"inside the last record", func(end int64) int64 { return end - 10 }, -1},
+		{"after the last record", func(end int64) int64 { return end }, -2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			from := filepath.Join(t.TempDir(), "s.db")
+			st, err := Open(from, noFlush)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := dump(t, st)
+			first := st.wal.next
+			populate(t, st, 2, 5)
+			after, next, end := dump(t, st), st.wal.next, st.wal.off
+			suffix := []string{"-wal", "-wal2"}[st.wal.cur]
+			crashed := filepath.Join(t.TempDir(), "s.db")
+			copyStore(t, from, crashed) // killed here
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "s.db")
+			copyStore(t, crashed, path)
+			cut := path + suffix
+			saved, err := os.ReadFile(cut)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(cut, tc.size(end)); err != nil {
+				t.Fatal(err)
+			}
+			files := dirFiles(t, filepath.Dir(path))
+			_, err = Open(path, noFlush)
+			if got := dirFiles(t, filepath.Dir(path)); !maps.Equal(got, files) {
+				t.Errorf("the refused Open changed the directory: %v, was %v", got, files)
+			}
+			kept := uint64(next - first)
+			switch tc.kept {
+			case 0:
+				kept = 0
+			case -1:
+				kept--
+			}
+			var d *WALDamage
+			if !errors.As(err, &d) || d.Short != tc.size(end) || d.File != cut || d.Record != first+kept {
+				t.Fatalf("open with a cut-short log: %v (%+v), want %s cut short at %d from record %d", err, d, cut, tc.size(end), first+kept)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "cut short") || !strings.Contains(msg, fmt.Sprintf("record %d on", d.Record)) {
+				t.Errorf("error %q does not say what happened", msg)
+			}
+			if dr, err := d.Dropped(); err != nil || len(dr.Sessions) != 0 {
+				t.Errorf("Dropped of a cut-short file: %+v, %v", dr, err)
+			}
+
+			// Put back, the file gives every commit.
+			if err := os.WriteFile(cut, saved, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			whole := openAndCheck(t, path, noFlush)
+			sameState(t, "with the log put back", dump(t, whole), after)
+			if err := whole.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			// Repaired: the records before the cut, and a store that
+			// opens as usual afterwards.
+			path = filepath.Join(t.TempDir(), "s.db")
+			copyStore(t, crashed, path)
+			cut = path + suffix
+			if err := os.Truncate(cut, tc.size(end)); err != nil {
+				t.Fatal(err)
+			}
+			opts := noFlush
+			opts.RepairWAL = true
+			repaired := openAndCheck(t, path, opts)
+			switch {
+			case kept == 0:
+				sameState(t, "repaired", dump(t, repaired), before)
+			case kept == uint64(next-first):
+				sameState(t, "repaired", dump(t, repaired), after)
+			}
+			if repaired.wal.next != first+kept {
+				t.Errorf("repaired log goes on at record %d, want %d", repaired.wal.next, first+kept)
+			}
+			fixed := dump(t, repaired)
+			if err := repaired.Close(); err != nil {
+				t.Fatal(err)
+			}
+			again := openAndCheck(t, path, noFlush)
+			sameState(t, "reopened after the repair", dump(t, again), fixed)
+			if err := again.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			// Stopped cleanly, the store needs no log: the same cut opens.
+			clean := filepath.Join(t.TempDir(), "s.db")
+			copyStore(t, from, clean)
+			if err := os.Truncate(clean+suffix, tc.size(end)); err != nil {
+				t.Fatal(err)
+			}
+			opened := openAndCheck(t, clean, noFlush)
+			sameState(t, "stopped cleanly, log cut", dump(t, opened), after)
+			if err := opened.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -57,11 +57,12 @@ type Dropped struct {
 // header is what is damaged (d.Header), the file's first record is read
 // as it stands, since its checksum starts from the seed the header held,
 // and the records after it are checked from there. When the log file is
-// missing (d.Missing) there is nothing to read, and the summary is empty.
+// missing (d.Missing) or cut short (d.Short) there is nothing to read, and
+// the summary is empty.
 // A read that fails, or a checked record that does not decode, is an
 // error, as is a log that no longer matches d.
 func (d *WALDamage) Dropped() (Dropped, error) {
-	if d.Missing {
+	if d.Missing || d.Short > 0 {
 		return Dropped{}, nil
 	}
 	f, err := os.Open(d.File)

@@ -89,7 +89,9 @@ func (s *Bolt) Verify(ctx context.Context, dir string) (VerifyReport, error) {
 		return r, err
 	}
 	r.Sessions = len(sids)
-	tmp, err := os.MkdirTemp(dir, "sessiond-verify-")
+	// Named after the store, so that the next Open of it removes what a
+	// killed check left beside it.
+	tmp, err := os.MkdirTemp(dir, filepath.Base(s.Path())+verifySuffix)
 	if err != nil {
 		return r, err
 	}
@@ -102,6 +104,11 @@ func (s *Bolt) Verify(ctx context.Context, dir string) (VerifyReport, error) {
 	for _, sid := range sids {
 		n, err := replayInto(ctx, s, rebuilt, sid)
 		r.Events += n
+		if ctx.Err() != nil {
+			// Stopped, not damaged: what is not rebuilt yet would read
+			// as rows the logs do not make.
+			return r, ctx.Err()
+		}
 		if err != nil {
 			r.problem("session %s: %v", sid, err)
 		}

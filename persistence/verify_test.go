@@ -96,6 +96,29 @@ func TestVerifySoundStore(t *testing.T) {
 	}
 }
 
+// TestVerifyStoppedIsNoFinding: a check whose context ends while it
+// rebuilds returns the context's error and no problems (it reported every
+// row it had not rebuilt yet as one the logs do not make), and leaves no
+// rebuilt store behind.
+func TestVerifyStoppedIsNoFinding(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	verifiedStore(t, path)
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r, err := st.Verify(ctx, filepath.Dir(path))
+	if !errors.Is(err, context.Canceled) || len(r.Problems) != 0 {
+		t.Fatalf("stopped check: %+v, %v; want context.Canceled and no problems", r, err)
+	}
+	if left, _ := filepath.Glob(path + ".verify-*"); len(left) != 0 {
+		t.Fatalf("left %v", left)
+	}
+}
+
 // TestVerifyFindsProjectionsTheLogsDoNotMake: each way a projection can
 // part from its log is reported, naming the bucket and the row.
 func TestVerifyFindsProjectionsTheLogsDoNotMake(t *testing.T) {

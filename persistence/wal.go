@@ -62,6 +62,11 @@ const (
 	walNoteAt      = 64
 	walNoteLen     = 20
 	walExtend      = 4 << 20
+	// walPrepared is the least size of a file the log has started: prepare
+	// extends it so far before its header is written and synced (and
+	// nothing shrinks a log file), so a started file that is smaller was
+	// cut short.
+	walPrepared = walRecordStart + walExtend/4
 )
 
 var (
@@ -115,6 +120,14 @@ type WALDamage struct {
 	// recovery would drop with it; otherwise it is 0.
 	Missing bool
 	Gen     uint64
+	// Short, when not 0, is the size of File, the log's newest file,
+	// which is smaller than any file the log has started (each is
+	// extended with zeros before its header is written, walPrepared):
+	// it was cut short since the last run, which did not stop cleanly,
+	// wrote to it (a copy that stopped early, a truncation). How many
+	// commits from Record on went with its end is unknown; recovery
+	// keeps the whole records before Record.
+	Short int64
 
 	fileIndex int // which of the two files File is
 }
@@ -126,6 +139,11 @@ func (d *WALDamage) Error() string {
 		return fmt.Sprintf("%v: neither %s nor %s2 holds generation %d of the log, to which the last run wrote its commits "+
 			"from record %d on: it did not stop cleanly, and the file was deleted, replaced or emptied since; "+
 			"recovery would go on without those commits", ErrWALDamaged, d.File, d.File, d.Gen, d.Record)
+	}
+	if d.Short > 0 {
+		return fmt.Sprintf("%v: %s is %d bytes, smaller than any log file sessiond has started (%d): it was cut short "+
+			"since the last run, which did not stop cleanly, wrote to it; the commits from record %d on that it held, if any, are lost, "+
+			"and recovery would go on without them", ErrWALDamaged, d.File, d.Short, walPrepared, d.Record)
 	}
 	if d.Header {
 		return fmt.Sprintf("%v: %s: its header is damaged, and it holds record %d and %d more after it, "+
@@ -518,6 +536,17 @@ func (w *wal) recover(applied, need uint64) (replay [][]byte, last uint64, err e
 	if err := take(n); err != nil {
 		return nil, 0, err
 	}
+	if named > 0 && w.damage == nil && w.files[n].end < walPrepared {
+		// Its records read as a log that ends early: a torn end is
+		// followed by the zeros prepare wrote, this one by nothing. (A
+		// cut in the older file leaves a hole before the newer one's
+		// first record, found above.)
+		d := &WALDamage{File: w.files[n].f.Name(), Record: last + 1, Offset: end, Short: w.files[n].end, fileIndex: n}
+		if !w.repair {
+			return nil, 0, d
+		}
+		w.damage = d
+	}
 	return replay, last, nil
 }
 
@@ -630,7 +659,7 @@ func (w *wal) start(i int, first uint64, seed uint32) error {
 // file's end, which nothing reads, so when it fails (a disk with no room
 // for a file that has not grown that far before) the log is as it was and
 // goes on in the current file.
-func (w *wal) prepare(i int) error { return w.extend(i, walRecordStart+walExtend/4) }
+func (w *wal) prepare(i int) error { return w.extend(i, walPrepared) }
 
 // note records in file i's header slot, durably, that the log goes on in
 // the file of generation gen from record first, when file i holds the

@@ -51,6 +51,11 @@ func runCheck(ctx context.Context, a *app, c *command, args []string) int {
 	}
 	defer st.Close()
 	r, err := st.Verify(ctx, cmp.Or(*tmp, o.cfg.Data))
+	if ctx.Err() != nil {
+		// Interrupted: what it had not rebuilt yet is no finding.
+		fmt.Fprintf(a.stderr, "sessiond check: stopped before it finished (%v); the store is unchanged\n", context.Cause(ctx))
+		return exitCode(ctx)
+	}
 	if err != nil {
 		return a.fail(c, err)
 	}

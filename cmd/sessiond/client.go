@@ -285,7 +285,19 @@ func (c *client) streamLog(ctx context.Context, sid string, opts logOptions, out
 			q.Set("live", "true")
 		}
 		before := last
-		opened, n, synced, err := c.streamOnce(ctx, "/api/session/"+url.PathEscape(sid)+"/log", q, opts.idle(), connected, printedSynced, &last, onOpen, out)
+		onSynced := func(data string) {
+			// The log ends before the cursor: restored from an older
+			// backup, or repaired. Its seqs after the end will be given
+			// to new events, which the cursor would skip.
+			var m struct {
+				Seq *int64 `json:"seq"`
+			}
+			if json.Unmarshal([]byte(data), &m) == nil && m.Seq != nil && *m.Seq < last {
+				notify(fmt.Sprintf("the log ends at seq %d, before the cursor %d: the store was restored or repaired to an earlier point, "+
+					"and new events will take seqs the cursor skips; follow again with --after %d or lower", *m.Seq, last, *m.Seq))
+			}
+		}
+		opened, n, synced, err := c.streamOnce(ctx, "/api/session/"+url.PathEscape(sid)+"/log", q, opts.idle(), connected, printedSynced, &last, onOpen, onSynced, out)
 		printedSynced = printedSynced || synced
 		if ctx.Err() != nil {
 			return nil
@@ -357,7 +369,7 @@ func incompleteLog(last int64, streams int, err error) error {
 // when hideSynced is false (a resumed stream has its own marker; the reader
 // has seen one). With idle > 0 a stream that brings nothing for that long,
 // from the request on, ends with an *idleError.
-func (c *client) streamOnce(ctx context.Context, path string, q url.Values, idle time.Duration, resume, hideSynced bool, last *int64, onOpen func(), out io.Writer) (opened bool, n int, synced bool, err error) {
+func (c *client) streamOnce(ctx context.Context, path string, q url.Values, idle time.Duration, resume, hideSynced bool, last *int64, onOpen func(), onSynced func(data string), out io.Writer) (opened bool, n int, synced bool, err error) {
 	touch := func() {}
 	if idle > 0 {
 		sctx, cancel := context.WithCancelCause(ctx)
@@ -423,6 +435,7 @@ func (c *client) streamOnce(ctx context.Context, path string, q url.Values, idle
 		}
 		if ev.ID == "" && isSynced(ev.Data) {
 			synced = true
+			onSynced(ev.Data)
 			if hideSynced {
 				return nil
 			}

@@ -758,3 +758,33 @@ func TestErrorsAreTerminalSafe(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestStreamLogWarnsOfALogBehindTheCursor: a cursor past the log's end
+// (the store was restored from an older backup, or repaired, since the
+// cursor was taken) replays nothing and gets the marker of the shorter
+// log; the new events will take seqs the cursor skips, so log says so.
+// A cursor at the end, or an empty log from the start, is not warned of.
+func TestStreamLogWarnsOfALogBehindTheCursor(t *testing.T) {
+	c := fakeDaemon(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		if r.URL.Query().Get("after") == "" {
+			fmt.Fprint(w, "data: {\"type\":\"log.synced\"}\n\n")
+			return
+		}
+		fmt.Fprint(w, "data: {\"type\":\"log.synced\",\"seq\":32}\n\n")
+	}))
+	for _, tc := range []struct {
+		after int64
+		warn  bool
+	}{{50, true}, {32, false}, {-1, false}} {
+		var notes bytes.Buffer
+		if err := c.streamLog(context.Background(), "ses_1", logOptions{After: tc.after, Notify: func(s string) { fmt.Fprintln(&notes, s) }}, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		want := "the log ends at seq 32, before the cursor 50: the store was restored or repaired to an earlier point, " +
+			"and new events will take seqs the cursor skips; follow again with --after 32 or lower\n"
+		if got := notes.String(); (got == want) != tc.warn || !tc.warn && got != "" {
+			t.Fatalf("after %d: notes %q", tc.after, got)
+		}
+	}
+}

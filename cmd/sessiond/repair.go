@@ -78,12 +78,15 @@ func runRepair(ctx context.Context, a *app, c *command, args []string) int {
 			// records come after the missing ones and go with them.
 			fmt.Fprintf(a.stdout, "the other log file holds %d later records, which cannot be recovered without it either\n", d.Intact)
 		}
+	case d.Short > 0:
+		fmt.Fprintf(a.stdout, "%s: it is %d bytes, smaller than any log file sessiond has started: it was cut short (a copy that stopped early, a truncation) "+
+			"after the last run, which did not stop cleanly, wrote to it; the commits from record %d on that it held, if any, are lost\n", d.File, d.Short, d.Record)
 	case d.Header:
 		fmt.Fprintf(a.stdout, "%s: its header is damaged; it holds record %d, which cannot be checked without it, and %d records follow it\n", d.File, d.Record, d.Intact)
 	default:
 		fmt.Fprintf(a.stdout, "%s: record %d at offset %d is damaged; %d whole records follow it\n", d.File, d.Record, d.Offset, d.Intact)
 	}
-	if !d.Missing {
+	if !d.Missing && d.Short == 0 {
 		// Read before anything changes: a repair zeroes what it drops. An
 		// operator who cannot be told whose commits go should not be
 		// asked to drop them, so a failed read stops the repair.
@@ -94,10 +97,14 @@ func runRepair(ctx context.Context, a *app, c *command, args []string) int {
 		printDropped(a.stdout, d, dr)
 	}
 	if !*force {
-		if d.Missing {
-			fmt.Fprintf(a.stdout, "put the file back if there is a copy of it; 'sessiond repair --force' opens the store without it (a copy of the log is kept)\n")
-		} else {
-			fmt.Fprintf(a.stdout, "repairing drops it and every commit after it; run 'sessiond repair --force' to do so (a copy of the log is kept)\n")
+		again := "'sessiond repair --data " + o.cfg.Data + " --force'"
+		switch {
+		case d.Missing:
+			fmt.Fprintf(a.stdout, "put the file back if there is a copy of it; %s opens the store without it%s\n", again, keptCopy(path))
+		case d.Short > 0:
+			fmt.Fprintf(a.stdout, "put the whole file back if there is a copy of it; %s opens the store with the records it still holds%s\n", again, keptCopy(path))
+		default:
+			fmt.Fprintf(a.stdout, "repairing drops it and every commit after it; run %s to do so%s\n", again, keptCopy(path))
 		}
 		return exitFailed
 	}
@@ -119,12 +126,26 @@ func runRepair(ctx context.Context, a *app, c *command, args []string) int {
 	if err := st.Close(); err != nil {
 		return a.fail(c, err)
 	}
-	if d.Missing {
+	switch {
+	case d.Missing:
 		fmt.Fprintf(a.stdout, "repaired %s: opened without the missing log file; commits from record %d on, if the last run made any, are lost\n", path, d.Record)
-	} else {
+	case d.Short > 0:
+		fmt.Fprintf(a.stdout, "repaired %s: recovered the records before record %d; the commits the cut-short file lost, if any, are gone\n", path, d.Record)
+	default:
 		fmt.Fprintf(a.stdout, "repaired %s: dropped record %d and the %d commits after it\n", path, d.Record, d.Intact)
 	}
 	return exitOK
+}
+
+// keptCopy says, for a repair's advice, that --force keeps a copy of the
+// log files beside path, when there is one to keep.
+func keptCopy(path string) string {
+	for _, suffix := range []string{"-wal", "-wal2"} {
+		if _, err := os.Stat(path + suffix); err == nil {
+			return " (a copy of the log is kept)"
+		}
+	}
+	return ""
 }
 
 // droppedListed is how many Sessions printDropped lists: a damaged log of

@@ -123,7 +123,7 @@ func TestRepair(t *testing.T) {
 	drops := "\nwhat repairing drops (record 7 itself cannot be read):\n  " + string(sid) + ": events 7 to 10 (4 events)\n  8 other rows\n"
 	code, out, errOut := runApp(t, env, "repair")
 	if code != exitFailed || errOut != "" || !strings.Contains(out, wal+": record 7 at offset") ||
-		!strings.Contains(out, "4 whole records follow it"+drops+"repairing drops it") || !strings.Contains(out, "sessiond repair --force") {
+		!strings.Contains(out, "4 whole records follow it"+drops+"repairing drops it") || !strings.Contains(out, "sessiond repair --data "+data+" --force") {
 		t.Fatalf("repair: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	if b, _ := os.ReadFile(wal); !bytes.Equal(b, damaged) {
@@ -182,7 +182,7 @@ func TestRepairOfADamagedLogHeader(t *testing.T) {
 	code, out, errOut := runApp(t, env, "repair")
 	if code != exitFailed || !strings.Contains(out, wal+": its header is damaged; it holds record 1") ||
 		!strings.Contains(out, "and 3 records follow it\nwhat repairing drops:\n  "+string(sid)+": events 0 to 3 (4 events), created in the dropped commits\n  8 other rows\n") ||
-		!strings.Contains(out, "sessiond repair --force") {
+		!strings.Contains(out, "sessiond repair --data "+data+" --force") {
 		t.Fatalf("repair: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	if b, _ := os.ReadFile(wal); !bytes.Equal(b, damaged) {
@@ -369,7 +369,7 @@ func TestRepairOfAMissingLog(t *testing.T) {
 	}
 	code, out, errOut := runApp(t, env, "repair")
 	if code != exitFailed || !strings.Contains(out, "the log file that holds the commits from record 1 on (generation 1) is missing") ||
-		!strings.Contains(out, "'sessiond repair --force' opens the store without it") || strings.Contains(out, "what repairing drops") {
+		!strings.HasSuffix(out, "'sessiond repair --data "+data+" --force' opens the store without it\n") || strings.Contains(out, "what repairing drops") {
 		t.Fatalf("repair: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	code, out, errOut = runApp(t, env, "repair", "--force")
@@ -415,5 +415,42 @@ func TestPrintDropped(t *testing.T) {
 		if b.String() != tc.want {
 			t.Errorf("%s: printed\n%s\nwant\n%s", tc.name, b.String(), tc.want)
 		}
+	}
+}
+
+// TestRepairOfACutShortLog: a store that did not stop cleanly, whose newest
+// log file was cut short since, is refused by check and serve, and repair
+// names the file, its size and the first record that may be lost, and
+// with --force recovers the records before the cut. Before, all three
+// called it sound and the commits in the lost end were gone.
+func TestRepairOfACutShortLog(t *testing.T) {
+	data := crashedStore(t, sessionWithPrompts(t, 3, new(messages.SessionID)), nil)
+	env := map[string]string{"SESSIOND_DATA": data}
+	var newest string
+	var size int64 = -1
+	for _, suffix := range []string{"-wal", "-wal2"} {
+		info, err := os.Stat(filepath.Join(data, StoreFileName+suffix))
+		if err == nil && info.Size() > size {
+			newest, size = filepath.Join(data, StoreFileName+suffix), info.Size()
+		}
+	}
+	if err := os.Truncate(newest, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runApp(t, env, "check"); code != exitFailed || !strings.Contains(errOut, newest+" is 4096 bytes") ||
+		!strings.Contains(errOut, "cut short") || !strings.Contains(errOut, "'sessiond repair --data "+data+" --force' opens the store with the records it still holds") {
+		t.Fatalf("check: exit %d, stderr %q", code, errOut)
+	}
+	code, out, errOut := runApp(t, env, "repair")
+	if code != exitFailed || !strings.Contains(out, newest+": it is 4096 bytes") ||
+		!strings.Contains(out, "'sessiond repair --data "+data+" --force' opens the store with the records it still holds (a copy of the log is kept)") {
+		t.Fatalf("repair: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = runApp(t, env, "repair", "--force")
+	if code != exitOK || !strings.Contains(out, "recovered the records before record") {
+		t.Fatalf("repair --force: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, out, errOut := runApp(t, env, "check"); code != exitOK || !strings.Contains(out, "is sound") {
+		t.Fatalf("check after the repair: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }

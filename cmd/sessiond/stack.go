@@ -77,6 +77,8 @@ type stackOptions struct {
 func withRepairHint(err error, data string) error {
 	if d := (*persistence.WALDamage)(nil); errors.As(err, &d) && d.Missing {
 		return fmt.Errorf("%w\nput the missing file back if there is a copy of it; 'sessiond repair --data %s --force' opens the store without it", err, data)
+	} else if d != nil && d.Short > 0 {
+		return fmt.Errorf("%w\nput the whole file back if there is a copy of it; 'sessiond repair --data %s --force' opens the store with the records it still holds", err, data)
 	}
 	if errors.Is(err, persistence.ErrWALDamaged) {
 		return fmt.Errorf("%w\n'sessiond repair --data %s' reports the damage, and with --force drops it and every commit after it", err, data)
