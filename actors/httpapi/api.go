@@ -131,6 +131,10 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.writeError(sw, r, http.StatusNotFound, &messages.Error{Type: messages.ErrNotFound, Message: msg})
 		return
 	}
+	if err := rt.unknownQuery(r); err != nil {
+		a.fail(sw, r, err)
+		return
+	}
 	if r.Method == http.MethodPost && !rt.body {
 		if err := a.noBody(sw, r); err != nil {
 			a.fail(sw, r, err)

@@ -3,17 +3,32 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/sessiond/sessiond/messages"
 	"github.com/sessiond/sessiond/tools"
 )
 
-// listPermissions is GET /api/permission: the questions waiting for a
-// reply, in the order they were asked.
+// listPermissions is GET /api/permission?sessionID: the questions waiting
+// for a reply, in the order they were asked; with sessionID, that
+// Session's only.
 func (a *api) listPermissions(w http.ResponseWriter, r *http.Request) {
+	qv, err := query(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	sid, filtered, err := a.sessionFilter(r, qv)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	list := []tools.Request{}
 	if a.cfg.Pending != nil {
 		list = a.cfg.Pending.List()
+	}
+	if filtered {
+		list = slices.DeleteFunc(list, func(q tools.Request) bool { return q.SessionID != sid })
 	}
 	a.data(w, r, list)
 }

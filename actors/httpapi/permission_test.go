@@ -57,6 +57,17 @@ func TestPermissionRoutes(t *testing.T) {
 	if len(list) != 2 || list[0].Permission != "bash" || list[0].SessionID != sid {
 		t.Fatalf("pending %+v", list)
 	}
+	// sessionID filters the list: another Session has none waiting; an
+	// unknown or malformed one is refused, as on /api/event.
+	if got := dataOf[[]tools.Request](t, e.do("GET", "/api/permission?sessionID="+string(sid), nil)); len(got) != 2 {
+		t.Fatalf("pending of %s: %+v", sid, got)
+	}
+	other := e.createSession()
+	if got := dataOf[[]tools.Request](t, e.do("GET", "/api/permission?sessionID="+string(other), nil)); len(got) != 0 {
+		t.Fatalf("pending of another Session: %+v", got)
+	}
+	e.do("GET", "/api/permission?sessionID=ses_0000000000000000000000000", nil).wantError(t, http.StatusNotFound, messages.ErrSessionNotFound)
+	e.do("GET", "/api/permission?sessionID=nope", nil).wantError(t, http.StatusBadRequest, messages.ErrInvalid)
 
 	ls := asked["ls"]
 	reply := "/api/permission/" + ls + "/reply"

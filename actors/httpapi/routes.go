@@ -3,7 +3,10 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -18,7 +21,13 @@ type route struct {
 	// body routes take a request body; other POST routes refuse one
 	// (noBody). GET and DELETE bodies mean nothing in HTTP and are left
 	// alone.
-	body   bool
+	body bool
+	// query lists the query parameters the route reads; any other is
+	// refused (unknownQuery), as an unknown body member is: a misspelled
+	// filter (sessionId for sessionID) would otherwise widen a stream to
+	// every Session's events without a word. Public routes, called by
+	// health checkers and scrapers, are left alone.
+	query  []string
 	handle func(a *api, w http.ResponseWriter, r *http.Request)
 }
 
@@ -45,15 +54,15 @@ var routes = []route{
 	{method: http.MethodPost, body: true, path: "/api/session/{id}/agent", handle: (*api).selectAgent},
 	{method: http.MethodPost, body: true, path: "/api/session/{id}/model", handle: (*api).selectModel},
 	{method: http.MethodPost, body: true, path: "/api/session/{id}/move", handle: (*api).move},
-	{method: http.MethodGet, path: "/api/session/{id}/history", handle: (*api).history},
-	{method: http.MethodGet, path: "/api/session/{id}/log", handle: (*api).logStream},
-	{method: http.MethodGet, path: "/api/session/{id}/message", handle: (*api).listMessages},
+	{method: http.MethodGet, path: "/api/session/{id}/history", query: []string{"after", "limit"}, handle: (*api).history},
+	{method: http.MethodGet, path: "/api/session/{id}/log", query: []string{"after", "follow", "live"}, handle: (*api).logStream},
+	{method: http.MethodGet, path: "/api/session/{id}/message", query: []string{"after", "limit"}, handle: (*api).listMessages},
 	{method: http.MethodGet, path: "/api/session/{id}/instruction", handle: (*api).listInstructions},
 	{method: http.MethodPut, body: true, path: "/api/session/{id}/instruction/{key}", handle: (*api).putInstruction},
 	{method: http.MethodDelete, path: "/api/session/{id}/instruction/{key}", handle: (*api).deleteInstruction},
 
-	{method: http.MethodGet, path: "/api/event", handle: (*api).eventStream},
-	{method: http.MethodGet, path: "/api/permission", handle: (*api).listPermissions},
+	{method: http.MethodGet, path: "/api/event", query: []string{"sessionID"}, handle: (*api).eventStream},
+	{method: http.MethodGet, path: "/api/permission", query: []string{"sessionID"}, handle: (*api).listPermissions},
 	{method: http.MethodPost, body: true, path: "/api/permission/{requestID}/reply", handle: (*api).replyPermission},
 }
 
@@ -134,6 +143,35 @@ func (a *api) noBody(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	return invalid("body: %s %s takes no body, got %d bytes", r.Method, clip(r.URL.Path), len(b))
+}
+
+// unknownQuery refuses a query parameter the route does not read, naming
+// it and those it does. A malformed query is left to the route's own
+// parsing, which reports it.
+func (rt *route) unknownQuery(r *http.Request) error {
+	if rt.public || r.URL.RawQuery == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(q)) {
+		if slices.Contains(rt.query, name) {
+			continue
+		}
+		takes := "takes no query parameters"
+		if len(rt.query) > 0 {
+			takes = "takes " + strings.Join(rt.query, ", ")
+		}
+		for _, known := range rt.query {
+			if strings.EqualFold(known, name) {
+				takes = "did you mean " + known + "? (names are case-sensitive)"
+			}
+		}
+		return invalid("query: unknown parameter %q: %s %s %s", clip(name), rt.method, rt.path, takes)
+	}
+	return nil
 }
 
 // routeOf returns the route registered under a mux pattern, or nil.

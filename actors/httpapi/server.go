@@ -77,6 +77,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		// No WriteTimeout: it would cut streams and long polls (wait,
 		// interrupt), which end with their client or at Shutdown instead.
 		ErrorLog: log.New(a.log, "", 0),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
 	}
 	return &Server{api: a, http: hs, failed: make(chan error, 1)}, nil
 }

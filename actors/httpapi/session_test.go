@@ -1108,3 +1108,25 @@ func TestUnusableDirectoryIsOneMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownQueryParameterIsRefused: a query parameter the route does not
+// take is 400 invalid, naming it and what the route takes. Ignored, a
+// misspelled filter (sessionId for sessionID) widened /api/event to every
+// Session's events, and history's "limt" gave a page of the default size.
+// The public routes, which health checkers and scrapers call, take any.
+func TestUnknownQueryParameterIsRefused(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := string(e.createSession())
+	for path, want := range map[string]string{
+		"/api/event?sessionId=" + sid:                          `query: unknown parameter "sessionId": GET /api/event did you mean sessionID? (names are case-sensitive)`,
+		"/api/session/" + sid + "/history?limt=5":              `query: unknown parameter "limt": GET /api/session/{id}/history takes after, limit`,
+		"/api/session/" + sid + "/log?after=0&z=1&follow=true": `query: unknown parameter "z": GET /api/session/{id}/log takes after, follow, live`,
+		"/api/session?x=1&a=2":                                 `query: unknown parameter "a": GET /api/session takes no query parameters`,
+	} {
+		if m := e.do("GET", path, nil).wantError(t, http.StatusBadRequest, messages.ErrInvalid); m.Message != want {
+			t.Errorf("GET %s: %q, want %q", path, m.Message, want)
+		}
+	}
+	e.do("GET", "/api/health?probe=1", nil).want(t, http.StatusOK)
+	e.do("GET", "/api/session/"+sid+"/history?after=0&limit=5", nil).want(t, http.StatusOK)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -35,12 +36,22 @@ type sseWriter struct {
 // the headers and nothing more (ok is false): net/http drops the body of a
 // HEAD response, so its stream would never notice the client leave, and
 // would hold the client's connection forever.
-func (a *api) startSSE(w http.ResponseWriter, r *http.Request) (sse *sseWriter, ok bool) {
+//
+// A following stream (follow is true) caps its connection's send buffer
+// and closes the connection when it ends; see followBuffer.
+func (a *api) startSSE(w http.ResponseWriter, r *http.Request, follow bool) (sse *sseWriter, ok bool) {
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
+	if c, capped := r.Context().Value(connKey{}).(interface{ SetWriteBuffer(int) error }); follow && capped && r.Method != http.MethodHead {
+		if c.SetWriteBuffer(followBuffer) == nil {
+			// Not reused for a later request (a backup) that would be
+			// held to the small buffer.
+			h.Set("Connection", "close")
+		}
+	}
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodHead {
 		return nil, false
@@ -49,6 +60,19 @@ func (a *api) startSSE(w http.ResponseWriter, r *http.Request) (sse *sseWriter, 
 	sse.arm()
 	return sse, true
 }
+
+// followBuffer is the send buffer of a following stream's connection
+// (Linux doubles it: 256 KiB). The kernel's own grows to megabytes, and a
+// client that reads, but slower than its stream runs, is cut off by the
+// Bus while the stream's write still waits for that buffer to drain: at a
+// few tens of KB/s the write timeout ended the connection first, without
+// the ": dropped" notice the client is promised. With this buffer a client
+// reading 9 KB/s or faster gets it.
+const followBuffer = 128 << 10
+
+// connKey is the request context key of the connection it came on
+// (Server's ConnContext), for followBuffer.
+type connKey struct{}
 
 // arm gives the next write (and the flush after it) the stream's write
 // timeout: a client that takes nothing of it in time ends the stream, whose
@@ -193,7 +217,7 @@ func (a *api) logStream(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	defer a.subscribed(streamLog)()
-	sse, ok := a.startSSE(w, r)
+	sse, ok := a.startSSE(w, r, q.Follow)
 	if !ok {
 		return
 	}
@@ -378,22 +402,10 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	if v, ok, err := single(qv, "sessionID"); err != nil {
+	if sid, ok, err := a.sessionFilter(r, qv); err != nil {
 		a.fail(w, r, err)
 		return
 	} else if ok {
-		sid := messages.SessionID(v)
-		if err := sid.Validate(); err != nil {
-			a.fail(w, r, err)
-			return
-		}
-		// As on the log stream, an unknown Session is answered with a
-		// status before the stream starts, rather than with a stream that
-		// would never carry an event.
-		if _, err := a.store.Get(r.Context(), sid); err != nil {
-			a.fail(w, r, err)
-			return
-		}
 		filter = actors.SessionFilter(sid)
 	}
 	ctx, cancel := a.withStop(r)
@@ -403,7 +415,7 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request) {
 	sub := a.cfg.Runtime.Bus().Subscribe(eventBuffer, filter)
 	defer sub.Close()
 	defer a.subscribed(streamEvent)()
-	sse, ok := a.startSSE(w, r)
+	sse, ok := a.startSSE(w, r, true)
 	if !ok {
 		return
 	}
@@ -435,4 +447,24 @@ func (a *api) writeLive(r *http.Request, sse *sseWriter, ev messages.Event, name
 		return sse.named(name, b) == nil
 	}
 	return sse.event(-1, b) == nil
+}
+
+// sessionFilter reads the sessionID filter of the event stream and the
+// permission list: a well-formed ID of a Session that exists. As on the
+// log stream, an unknown Session is answered with a status (before a
+// stream starts), rather than with a stream or list that would never hold
+// anything of it.
+func (a *api) sessionFilter(r *http.Request, qv url.Values) (messages.SessionID, bool, error) {
+	v, ok, err := single(qv, "sessionID")
+	if err != nil || !ok {
+		return "", false, err
+	}
+	sid := messages.SessionID(v)
+	if err := sid.Validate(); err != nil {
+		return "", false, err
+	}
+	if _, err := a.store.Get(r.Context(), sid); err != nil {
+		return "", false, err
+	}
+	return sid, true, nil
 }

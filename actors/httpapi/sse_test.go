@@ -678,3 +678,26 @@ func TestReadingStreamClientsAreNotCutOff(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowingStreamsCapTheirSendBuffer: a following stream caps its
+// connection's send buffer (so that a client reading slower than the
+// stream runs gets the dropped notice before the write timeout ends the
+// connection) and closes the connection when it ends, which keeps the cap
+// from a later request on it; a replay without follow does neither.
+func TestFollowingStreamsCapTheirSendBuffer(t *testing.T) {
+	e := newHarnessEnv(t, nil)
+	sid := string(e.createSession())
+	for path, capped := range map[string]bool{
+		"/api/event":                                true,
+		"/api/event?sessionID=" + sid:               true,
+		"/api/session/" + sid + "/log?follow=true":  true,
+		"/api/session/" + sid + "/log":              false,
+		"/api/session/" + sid + "/log?follow=false": false,
+	} {
+		s := e.stream(path)
+		if s.resp.Close != capped {
+			t.Errorf("%s: Connection: close is %v, want %v", path, s.resp.Close, capped)
+		}
+		s.close()
+	}
+}
