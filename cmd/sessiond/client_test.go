@@ -354,6 +354,7 @@ func TestClientCommands(t *testing.T) {
 		{[]string{"active"}, 200, `{"data":{}}`, "GET", "/api/session/active", "", nil, "{}\n"},
 		{[]string{"interrupt", "ses_1"}, 204, "", "POST", "/api/session/ses_1/interrupt", "", nil, ""},
 		{[]string{"permissions"}, 200, `{"data":[]}`, "GET", "/api/permission", "", nil, "[]\n"},
+		{[]string{"permissions", "ses_1"}, 200, `{"data":[]}`, "GET", "/api/permission", "sessionID=ses_1", nil, "[]\n"},
 		{[]string{"reply", "per_1", "reject", "--message", "not now"}, 204, "", "POST", "/api/permission/per_1/reply", "",
 			map[string]any{"reply": "reject", "message": "not now"}, ""},
 		{[]string{"reply", "per_1", "always"}, 204, "", "POST", "/api/permission/per_1/reply", "",

@@ -622,17 +622,32 @@ the last message's seq.
 
 var permissionsCommand = &command{
 	name:     "permissions",
-	synopsis: "[flags]",
+	synopsis: "[flags] [ID]",
 	summary:  "list the permission questions waiting for a reply",
 	help: `
 Permissions prints the questions Sessions' tools are waiting on, oldest
-first: [{id, sessionID, permission, patterns, …}]. Answer one with
-'sessiond reply REQUEST_ID once|always|reject'.
+first: [{id, sessionID, permission, patterns, …}]; with a Session ID, that
+Session's only. Answer one with 'sessiond reply REQUEST_ID
+once|always|reject'.
 ` + clientHelp,
 	run: runPermissions,
 }
 
-var runPermissions = plainClient(false, http.MethodGet, func(_ []string) string { return "/api/permission" }, "data")
+func runPermissions(ctx context.Context, a *app, c *command, args []string) int {
+	cf, pos, code, ok := a.parseClient(c, args)
+	if !ok {
+		return code
+	}
+	var q url.Values
+	switch len(pos) {
+	case 0:
+	case 1:
+		q = url.Values{"sessionID": {pos[0]}}
+	default:
+		return a.usageError(c, "want at most one Session ID")
+	}
+	return a.clientCall(ctx, c, cf, http.MethodGet, "/api/permission", q, nil, "data")
+}
 
 var replyCommand = &command{
 	name:     "reply",
