@@ -73,24 +73,35 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 	// and cut further each time the provider still refuses it as too
 	// long (the estimate counts characters, not the model's tokens).
 	budget := compactionBudget(model)
+	// When not even the newest turn fits whole (one huge tool output or
+	// prompt), the summarizer gets the span as text, newest last, long
+	// outputs cut, rather than nothing at all to summarize.
+	_, since := activeCheckpoint(msgs)
+	render := func(keep int) string { return recentContext(msgs[since:], keep, cp.BaselineSeq) }
 	var text strings.Builder
 	var streamErr error
 	finished := false
-	kept := -1 // messages the last request sent
+	prev := -1 // the estimate of the last request sent
 	for try := 0; ; try++ {
 		// Hosted tools are declared as on any request with history that may
 		// hold their calls; the tool choice forbids using them.
 		req := llm.Request{Model: model.Ref, System: []string{compactionPrompt(previous)}, ToolChoice: llm.ToolChoiceNone,
 			HostedTools: model.HostedTools, MaxOutputTokens: model.Output, CacheKey: string(r.sid)}
-		req.Messages = fitHistory(req, history, budget, previous != "")
-		if len(req.Messages) == kept {
-			// Cutting to the smaller budget left the same messages (the
-			// oldest turn left is all there is): the provider would refuse
-			// the same request again. Its last refusal is the failure.
+		var some bool
+		req.Messages, some = fitHistory(req, history, budget, previous != "", render)
+		if !some && try == 0 {
+			// Not even a rendering fits: a summary of nothing would be the
+			// model's guess, and would replace the history.
+			return fail(messages.ErrCompactionFailed, compactionTooLarge)
+		}
+		sent := estimateTokens(req)
+		if sent == prev || !some {
+			// Cutting to the smaller budget changed nothing, or left no
+			// conversation: the provider would refuse the same request
+			// again, or summarize nothing. Its last refusal is the failure.
 			break
 		}
-		kept = len(req.Messages)
-		sent := estimateTokens(req)
+		prev = sent
 		text.Reset()
 		streamErr, finished = nil, false
 		r.metrics.request() // a summary request is a provider request too
@@ -139,7 +150,11 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 		}
 		return false, errInterrupted
 	case streamErr != nil:
-		return fail(messages.ErrCompactionFailed, streamErr.Error())
+		msg := streamErr.Error()
+		if le := (*llm.Error)(nil); errors.As(streamErr, &le) && le.Type == messages.ErrCompactionFailed {
+			msg = le.Message // not "compaction.failed: …" under its own type
+		}
+		return fail(messages.ErrCompactionFailed, msg)
 	case !finished || strings.TrimSpace(text.String()) == "":
 		return fail(messages.ErrCompactionFailed, "the model returned no summary")
 	}
@@ -208,8 +223,11 @@ func compactionBudget(model llm.Model) int {
 // (budget <= 0: no limit). The kept history starts at a user turn, so no
 // tool result loses its call; what was cut is named in the instruction,
 // whose few extra words compactionMargin absorbs, and which points to the
-// previous summary when there is one (previous).
-func fitHistory(req llm.Request, history []llm.Message, budget int, previous bool) []llm.Message {
+// previous summary when there is one (previous). When no turn fits whole,
+// the instruction alone is returned, holding what render (when not nil)
+// makes of the history within the tokens left. It reports whether the
+// request holds any of the conversation (an empty history holds none).
+func fitHistory(req llm.Request, history []llm.Message, budget int, previous bool, render func(keep int) string) ([]llm.Message, bool) {
 	ask := "Write the checkpoint summary now."
 	fits := func(msgs []llm.Message) bool {
 		req.Messages = msgs
@@ -223,6 +241,20 @@ func fitHistory(req llm.Request, history []llm.Message, budget int, previous boo
 			cut++
 		}
 	}
+	if cut == len(history) && len(history) > 0 {
+		head := "The conversation is too long to send whole, even its newest turn; what follows is its newest part as text, long tool outputs cut. "
+		if previous {
+			head = "The conversation since the previous checkpoint is too long to send whole, even its newest turn; what follows is its newest part as text, long tool outputs cut. Summarize from the previous summary and it. "
+		}
+		req.Messages = []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: head + "\n\n\n\n" + ask}}}}
+		if room := budget - estimateTokens(req); render != nil && room > 0 {
+			if part := render(room); part != "" {
+				final.Parts[0].Text = head + "\n\n" + part + "\n\n" + ask
+				return []llm.Message{final}, true
+			}
+		}
+		return []llm.Message{final}, false
+	}
 	switch {
 	case cut > 0 && previous:
 		final.Parts[0].Text = fmt.Sprintf("The %d oldest messages since the previous checkpoint did not fit and are left out; "+
@@ -231,7 +263,7 @@ func fitHistory(req llm.Request, history []llm.Message, budget int, previous boo
 		final.Parts[0].Text = fmt.Sprintf("The %d oldest messages of the conversation did not fit and are left out; "+
 			"summarize what follows. %s", cut, ask)
 	}
-	return append(history[cut:len(history):len(history)], final)
+	return append(history[cut:len(history):len(history)], final), cut < len(history)
 }
 
 // compactionMoved is the error message of a manual compaction a move
@@ -241,6 +273,10 @@ const compactionMoved = "Compaction interrupted: the Session moved, and compacts
 // compactionEmpty is the failure of a manual compaction with no history
 // to summarize since the last one.
 const compactionEmpty = "nothing to compact: no messages since the last compaction"
+
+// compactionTooLarge is the failure of a compaction of whose history not
+// even a rendering fits the model's window beside the summary's output.
+const compactionTooLarge = "the conversation does not fit the model's context window, even cut: a summary request would hold none of it"
 
 // compactionOrphaned is the error message of a compaction whose process
 // died.
@@ -321,11 +357,17 @@ func recentContext(msgs []persistence.Message, keep int, baselineSeq int64) stri
 		if len(line) > budget {
 			// Keep the tail, from a character boundary: stored text must be
 			// UTF-8, or the JSON clients read differs from what is stored.
-			cut := len(line) - budget
+			// It keeps its role's label ("user: …"), or the model could
+			// not tell who wrote it.
+			label := lineLabel(line)
+			if len(label) >= budget {
+				label = ""
+			}
+			cut := len(line) - (budget - len(label))
 			for cut < len(line) && !utf8.RuneStart(line[cut]) {
 				cut++
 			}
-			line = line[cut:]
+			line = label + line[cut:]
 		}
 		budget -= len(line)
 		lines = append(lines, line)
@@ -334,6 +376,21 @@ func recentContext(msgs []persistence.Message, keep int, baselineSeq int64) stri
 		lines[i], lines[j] = lines[j], lines[i]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// lineLabel returns what names the writer of a recent context line
+// (renderMessage), with "…" for the part a cut leaves out: "user: …",
+// "tool read {…} -> …". A label longer than a line is worth is left out.
+func lineLabel(line string) string {
+	for _, role := range []string{"user: ", "system: ", "assistant: "} {
+		if strings.HasPrefix(line, role) {
+			return role + "…"
+		}
+	}
+	if i := strings.Index(line, " -> "); strings.HasPrefix(line, "tool ") && i >= 0 && i < 200 {
+		return line[:i+len(" -> ")] + "…"
+	}
+	return ""
 }
 
 // renderMessage serializes one message for the recent context, cutting

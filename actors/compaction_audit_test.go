@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/sessiond/sessiond/actors"
 	"github.com/sessiond/sessiond/actors/actortest"
+	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/locations/llm/script"
 	"github.com/sessiond/sessiond/messages"
@@ -240,21 +242,33 @@ func TestCompactionTriesThreeSizesThenFails(t *testing.T) {
 		t.Fatalf("%d provider requests, want the steps' four and three summary tries: %v", n, h.Types(sid))
 	}
 	// Each try sent less than the one before, and the cut is named
-	// without a previous summary to point to (there is none).
+	// without a previous summary to point to (there is none): whole turns
+	// left out, or, once no turn fits whole, the newest part as text.
+	size := func(req llm.Request) (n int) {
+		for _, m := range req.Messages {
+			for _, p := range m.Parts {
+				n += len(p.Text)
+			}
+		}
+		return n
+	}
 	for i := 6; i <= 7; i++ {
 		prev, req := h.Request(i-1), h.Request(i)
-		if len(req.Messages) >= len(prev.Messages) {
-			t.Fatalf("summary try %d sent %d messages after %d", i-4, len(req.Messages), len(prev.Messages))
+		if size(req) >= size(prev) {
+			t.Fatalf("summary try %d sent %d characters after %d", i-4, size(req), size(prev))
 		}
-		if last := req.Messages[len(req.Messages)-1].Parts[0].Text; !strings.Contains(last, "oldest messages of the conversation") {
+		last := req.Messages[len(req.Messages)-1].Parts[0].Text
+		if !strings.Contains(last, "oldest messages of the conversation") && !strings.HasPrefix(last, "The conversation is too long to send whole") {
 			t.Fatalf("summary try %d asks %q", i-4, last)
 		}
 	}
 }
 
 // TestCompactionStopsWhenNothingMoreCanBeCut: a summary request refused as
-// too long when no older turn is left to cut is not sent again as it was;
-// the compaction fails after the tries that sent something new.
+// too long when nothing smaller that still holds some of the conversation
+// can be made is not sent again, nor sent empty (it was: the instruction
+// alone, whose invented summary replaced the history); the compaction
+// fails after the tries that sent something new.
 func TestCompactionStopsWhenNothingMoreCanBeCut(t *testing.T) {
 	h := actortest.New(t)
 	overflow := &llm.Error{Type: messages.ErrProviderContextOverflow, Message: "prompt is too long"}
@@ -262,7 +276,42 @@ func TestCompactionStopsWhenNothingMoreCanBeCut(t *testing.T) {
 	h.Model.Reply(script.Fail(overflow)) // the step
 	h.Model.Default(script.Fail(overflow))
 	sid := overflowCompactionFails(t, h)
-	if n := h.Model.Count(); n != 4 {
-		t.Fatalf("%d provider requests, want the step's two and two summary tries (the whole history, then its last turn): %v", n, h.Types(sid))
+	if n := h.Model.Count(); n != 3 {
+		t.Fatalf("%d provider requests, want the step's two and one summary try (the whole history; half of it leaves no room beside the instructions): %v", n, h.Types(sid))
 	}
+	for i := 1; i <= h.Model.Count(); i++ {
+		if req := h.Request(i); len(req.Messages) == 1 && strings.HasPrefix(req.Messages[0].Parts[0].Text, "Write the checkpoint summary") {
+			t.Fatalf("request %d holds no conversation", i)
+		}
+	}
+}
+
+// TestCompactionOfATurnTooLargeToSendWhole: when not even the newest turn
+// fits the summary request (one huge tool output), the summarizer gets
+// that turn as text, long outputs cut, and the summary completes. It got
+// the instruction alone, and its invented summary replaced the history.
+func TestCompactionOfATurnTooLargeToSendWhole(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.AutoCompact = true }})
+	h.Tools.Add("big", func(context.Context, locations.ToolCall) (string, error) {
+		return "BEGIN" + strings.Repeat(" lorem", 150000) + " END", nil
+	})
+	h.Model.Reply(script.ToolCall("c1", "big", `{}`), script.Finish("tool-calls", messages.Tokens{}))
+	h.Model.Reply(script.Text("## Objective\nRead the big file."))
+	h.Model.Default(script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "read the big file, FACT-1")
+	h.WaitIdle(sid)
+	if c := lastOf[*messages.CompactionEnded](h, sid); c == nil || c.Reason != messages.CompactionAuto {
+		t.Fatalf("no automatic compaction completed: %v", h.Types(sid))
+	}
+	summary := h.Request(2)
+	if len(summary.Messages) != 1 {
+		t.Fatalf("summary request of %d messages", len(summary.Messages))
+	}
+	text := summary.Messages[0].Parts[0].Text
+	if !strings.HasPrefix(text, "The conversation is too long to send whole") || !strings.Contains(text, "user: read the big file, FACT-1") ||
+		!strings.Contains(text, "tool big {} -> BEGIN lorem") || strings.Contains(text, " END") || !strings.HasSuffix(text, "Write the checkpoint summary now.") {
+		t.Fatalf("summary request holds %d characters: %.300q … %.200q", len(text), text, text[max(len(text)-200, 0):])
+	}
+	h.CheckReplay()
 }

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -26,7 +27,7 @@ func TestFitHistorySendsARequestOfExactlyTheBudget(t *testing.T) {
 	req := llm.Request{System: []string{"summarize"}} // 9 characters
 	history := []llm.Message{{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: strings.Repeat("x", 38)}}}}
 	// 9 + 38 + 33 (the instruction) = 80 characters: 21 estimated tokens.
-	if got := fitHistory(req, history, 21, true); len(got) != 2 {
+	if got, _ := fitHistory(req, history, 21, true, nil); len(got) != 2 {
 		t.Fatalf("kept %d messages, want the whole history and the instruction", len(got))
 	}
 }
@@ -137,5 +138,25 @@ func TestRecentContextStopsWhenItsBudgetIsSpent(t *testing.T) {
 	}
 	if got := recentContext(msgs, 0, 0); got != "user: old\nuser: abcdef" { // 0: the default keep
 		t.Fatalf("recent context with the default keep %q", got)
+	}
+}
+
+// TestRecentContextKeepsTheLabelOfACutLine: a line cut to the budget keeps
+// who wrote it ("user: …"); it began mid-sentence, and the model could not
+// tell a prompt from a tool's output.
+func TestRecentContextKeepsTheLabelOfACutLine(t *testing.T) {
+	msgs := []persistence.Message{{Role: persistence.RoleUser, Prompt: &messages.Prompt{Text: "first " + strings.Repeat("word ", 40) + "last"}}}
+	got := recentContext(msgs, 10, 0) // 40 characters
+	if !strings.HasPrefix(got, "user: …") || !strings.HasSuffix(got, "word last") || len(got) > 40 {
+		t.Fatalf("recent context %q (%d bytes)", got, len(got))
+	}
+	tool := []persistence.Message{{Role: persistence.RoleAssistant, Parts: []persistence.Part{{Kind: persistence.PartTool,
+		Tool: &persistence.ToolPart{Name: "read", Input: json.RawMessage(`{"path": "a"}`), Output: strings.Repeat("x", 100) + " tail"}}}}}
+	// keep 10: 40 characters, the output cut to 20 first (and marked).
+	if got := recentContext(tool, 10, 0); !strings.HasPrefix(got, `tool read {"path": "a"} -> …`) || !strings.HasSuffix(got, "xx…") || len(got) > 40 {
+		t.Fatalf("recent context of a tool %q", got)
+	}
+	if lineLabel("no label here") != "" {
+		t.Fatal("a label where there is none")
 	}
 }

@@ -21,7 +21,7 @@ func TestFitHistory(t *testing.T) {
 		text(llm.RoleUser, 400), text(llm.RoleAssistant, 400),
 	}
 	req := llm.Request{System: []string{"summarize"}}
-	got := fitHistory(req, history, 600, true) // about 2,400 characters
+	got, _ := fitHistory(req, history, 600, true, nil) // about 2,400 characters
 	if len(got) != 3 || got[0].Role != llm.RoleUser || len(got[0].Parts[0].Text) != 400 {
 		t.Fatalf("kept %d messages starting with %s", len(got), got[0].Role)
 	}
@@ -29,12 +29,23 @@ func TestFitHistory(t *testing.T) {
 		t.Fatalf("instruction %q", last)
 	}
 	for _, budget := range []int{0, 1 << 20} {
-		if got := fitHistory(req, history, budget, true); len(got) != len(history)+1 || got[len(got)-1].Parts[0].Text != "Write the checkpoint summary now." {
+		if got, _ := fitHistory(req, history, budget, true, nil); len(got) != len(history)+1 || got[len(got)-1].Parts[0].Text != "Write the checkpoint summary now." {
 			t.Fatalf("budget %d: %d messages", budget, len(got))
 		}
 	}
-	if got := fitHistory(req, history, 1, true); len(got) != 1 {
-		t.Fatalf("nothing fits: %d messages kept", len(got))
+	if got, some := fitHistory(req, history, 1, true, nil); len(got) != 1 || some {
+		t.Fatalf("nothing fits: %d messages kept (some %v)", len(got), some)
+	}
+	// No turn fits whole: the instruction carries what render makes of
+	// the history within the room left.
+	var room int
+	got, some := fitHistory(req, []llm.Message{text(llm.RoleUser, 40000)}, 600, false, func(keep int) string { room = keep; return "user: the newest part" })
+	if len(got) != 1 || !some || room <= 0 || room >= 600 || !strings.Contains(got[0].Parts[0].Text, "\n\nuser: the newest part\n\nWrite the checkpoint summary now.") ||
+		!strings.HasPrefix(got[0].Parts[0].Text, "The conversation is too long to send whole") {
+		t.Fatalf("rendered fallback: %d messages, some %v, room %d: %q", len(got), some, room, got[0].Parts[0].Text)
+	}
+	if _, some := fitHistory(req, []llm.Message{text(llm.RoleUser, 40000)}, 600, false, func(int) string { return "" }); some {
+		t.Fatal("an empty rendering counts as conversation")
 	}
 }
 
