@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1139,5 +1140,26 @@ func TestSelectingTheCurrentAgentOrModelWritesNothing(t *testing.T) {
 	s, err := h.Store.Get(h.Ctx(), sid)
 	if err != nil || s.Agent != "build" || s.Model != other {
 		t.Fatalf("session %+v, %v", s, err)
+	}
+}
+
+// TestRemovedDirectoryFailsASessionThatRanBefore: a Session whose
+// directory was removed after it ran fails its next busy period, naming
+// the directory, as one that never ran does. It went on with the
+// instructions the model last saw, every tool failed, and the busy period
+// ended as succeeded.
+func TestRemovedDirectoryFailsASessionThatRanBefore(t *testing.T) {
+	h, sid, _ := answeredWithAgentsMD(t, "Use tabs.")
+	if err := os.RemoveAll(h.Dir); err != nil {
+		t.Fatal(err)
+	}
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	f := lastOf[*messages.ExecutionFailed](h, sid)
+	if f == nil || f.Error.Type != messages.ErrInstructions || !strings.Contains(f.Error.Message, strconv.Quote(h.Dir)+" does not exist") {
+		t.Fatalf("busy period in a removed directory: %+v; %v", f, h.Types(sid))
+	}
+	if n := h.Model.Count(); n != 1 {
+		t.Fatalf("%d model requests, want the first prompt's only", n)
 	}
 }

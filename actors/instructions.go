@@ -46,6 +46,26 @@ func (r *runner) prepareInstructions(ctx context.Context) error {
 		cpp = nil
 	}
 	d := locations.Reconcile(cpp, obs)
+	if d.Kind != locations.DecisionBlocked && len(d.Unavailable) > 0 {
+		// A Session that ran before goes on with what the model last saw
+		// of an unavailable source, unless its directory is gone: then
+		// every tool would fail, and the busy period end as if it had
+		// worked.
+		if dir := r.svc.Location.Directory; dir != "" {
+			if err := locations.CheckDirectory(dir); err != nil {
+				d.Kind, d.Err = locations.DecisionBlocked, messages.Errorf(messages.ErrInstructions,
+					"the Session's directory %q %s: restore it, or move the Session to another (session move)", dir, locations.DirectoryProblem(err))
+			}
+		}
+		if d.Kind != locations.DecisionBlocked && !r.warnedUnavailable {
+			r.warnedUnavailable = true // once a busy period, not each step
+			ev := r.log.Warn().Str("session", string(r.sid)).Strs("sources", d.Unavailable)
+			if o, ok := obs.Lookup(d.Unavailable[0]); ok && o.Err() != nil {
+				ev = ev.Str("error", o.Err().Error())
+			}
+			ev.Msg("instruction sources unavailable: the model keeps what it last saw of them")
+		}
+	}
 	if d.Kind == locations.DecisionBlocked {
 		// The prompt stays pending; the busy period is recorded, so that
 		// its execution.failed tells clients why nothing answers it.

@@ -60,6 +60,9 @@ type runner struct {
 	clock Clock
 	ids   *messages.IDs
 	log   zerolog.Logger
+	// warnedUnavailable: the busy period logged that instruction sources
+	// are unavailable (prepareInstructions).
+	warnedUnavailable bool
 	// startTool starts a tool actor for a local call; the channel receives
 	// its one result.
 	startTool  func(ctx context.Context, call locations.ToolCall) <-chan locations.ToolResult

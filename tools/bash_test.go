@@ -513,3 +513,17 @@ func TestBashDoesNotStartWhenTheInterruptRacesAOnceReply(t *testing.T) {
 		t.Fatalf("got %v; the command started: %v", err, started)
 	}
 }
+
+// TestBashInARemovedDirectory: a command whose working directory is gone
+// fails naming the directory; Go's own error blamed the shell
+// ("fork/exec /usr/bin/bash: no such file or directory").
+func TestBashInARemovedDirectory(t *testing.T) {
+	h := newHarness(t, harnessConfig{rules: allowAll})
+	if err := os.RemoveAll(h.root); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.call(context.Background(), t, "bash", BashInput{Command: "pwd"})
+	if err == nil || !strings.Contains(err.Error(), "working directory "+h.root) || strings.Contains(err.Error(), "fork/exec") {
+		t.Fatalf("bash in a removed directory: %v", err)
+	}
+}

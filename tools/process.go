@@ -5,6 +5,7 @@ package tools
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -98,6 +99,11 @@ func runProcess(ctx context.Context, spec procSpec) (procResult, error) {
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
+		if _, serr := os.Stat(spec.dir); spec.dir != "" && serr != nil {
+			// Go reports a failed chdir as the shell's own path missing
+			// ("fork/exec /usr/bin/bash: no such file or directory").
+			return res, fmt.Errorf("working directory %s: %w", spec.dir, serr)
+		}
 		return res, err
 	}
 	pw.Close()
