@@ -21,6 +21,12 @@ const (
 	PermissionExternalDirectory = "external_directory"
 )
 
+// BuiltinPermissions returns the permissions the built-in tools ask for,
+// for a configuration that has no other tools to check its rules against.
+func BuiltinPermissions() []string {
+	return []string{PermissionRead, PermissionEdit, PermissionBash, PermissionExternalDirectory}
+}
+
 // Request is one permission question: may the call use Permission for
 // every one of Patterns?
 type Request struct {

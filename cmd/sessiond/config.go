@@ -21,8 +21,10 @@ import (
 
 	"github.com/tailscale/hujson"
 
+	"github.com/sessiond/sessiond/locations"
 	"github.com/sessiond/sessiond/locations/llm"
 	"github.com/sessiond/sessiond/messages"
+	"github.com/sessiond/sessiond/tools"
 )
 
 // ConfigFileName is the name of the configuration file LoadConfig looks for
@@ -406,6 +408,24 @@ func decodeConfig(base Config, data []byte, dir string) (Config, error) {
 		}
 		return Config{}, messages.Errorf(messages.ErrInvalid, "%v", err)
 	}
+	// {env:NAME} is expanded in apiKey and token only; elsewhere it would
+	// be taken as it stands (a data directory named "{env:NAME}").
+	if err := noEnvRef("data", c.Data); err != nil {
+		return Config{}, err
+	}
+	if err := noEnvRef("addr", c.Addr); err != nil {
+		return Config{}, err
+	}
+	for i, r := range c.Roots {
+		if err := noEnvRef(fmt.Sprintf("roots[%d]", i), r); err != nil {
+			return Config{}, err
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.Providers)) {
+		if err := noEnvRef("providers."+id+".file", c.Providers[id].File); err != nil {
+			return Config{}, err
+		}
+	}
 	if c.Data == "" {
 		c.Data = base.Data
 	} else {
@@ -421,6 +441,15 @@ func decodeConfig(base Config, data []byte, dir string) (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// noEnvRef refuses an "{env:NAME}" reference in a field that does not
+// expand it.
+func noEnvRef(field, v string) error {
+	if strings.Contains(v, "{env:") {
+		return fieldErrorf(field, "%q: {env:NAME} is read only in apiKey and token", v)
+	}
+	return nil
 }
 
 // resolvePath makes a non-empty relative path p relative to dir.
@@ -445,6 +474,19 @@ func (c *Config) applyEnv(env func(string) string, o loadOptions) error {
 			return &envError{err}
 		}
 		return nil
+	}
+	// Read by each Location's instruction discovery, which takes a value
+	// it cannot parse for false: a "yes" would leave project AGENTS.md
+	// files in force without a word.
+	for _, name := range []string{locations.EnvDisableProjectConfig, locations.EnvDisableProjectConfigSEED} {
+		if err := fromEnv(name, func(field, v string) error {
+			if _, err := strconv.ParseBool(v); v != "" && err != nil {
+				return fieldErrorf(field, "%q: want true or false (or 1, 0)", v)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
 	}
 	if v := env("SESSIOND_ADDR"); v != "" {
 		check := checkAddr
@@ -892,6 +934,12 @@ func (c *Config) checkAgents() error {
 			rf := fmt.Sprintf("%s.permission[%d]", field, i)
 			if r.Permission == "" {
 				return fieldErrorf(rf+".permission", "missing; name a permission such as read, bash or *")
+			}
+			// A rule no permission matches does nothing: a misspelled deny
+			// ("Bash") would leave the command allowed without a word.
+			if !slices.ContainsFunc(tools.BuiltinPermissions(), func(p string) bool { return tools.Match(r.Permission, p) }) {
+				return fieldErrorf(rf+".permission", "%q matches none of the permissions sessiond's tools ask for: %s (names are case-sensitive; * matches any)",
+					r.Permission, strings.Join(tools.BuiltinPermissions(), ", "))
 			}
 			if r.Pattern == "" {
 				r.Pattern = "*"

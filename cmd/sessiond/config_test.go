@@ -473,6 +473,19 @@ func TestLoadConfigErrors(t *testing.T) {
 			"agents.build.permission[0].action: missing; want allow, deny or ask"},
 		{"missing permission", `{"agents": {"build": {"permission": [{"pattern": "*", "action": "allow"}]}}}`, nil,
 			"agents.build.permission[0].permission: missing; name a permission such as read, bash or *"},
+		// A rule no permission matches did nothing: a misspelled deny
+		// left bash allowed.
+		// {env:} outside apiKey and token was taken literally: a data
+		// directory named "{env:QA_DATA}".
+		{"env in data", `{"data": "{env:QA_DATA}"}`, nil, `data: "{env:QA_DATA}": {env:NAME} is read only in apiKey and token`},
+		{"env in addr", `{"addr": "{env:QA_ADDR}"}`, nil, `addr: "{env:QA_ADDR}": {env:NAME} is read only in apiKey and token`},
+		{"env in roots", `{"roots": ["/a", "{env:R}/x"]}`, nil, `roots[1]: "{env:R}/x": {env:NAME} is read only in apiKey and token`},
+		{"env in a script file", `{"providers": {"s": {"type": "script", "file": "{env:F}"}}}`, nil,
+			`providers.s.file: "{env:F}": {env:NAME} is read only in apiKey and token`},
+		{"misspelled permission", `{"agents": {"build": {"permission": [{"permission": "*", "action": "allow"}, {"permission": "Bash", "action": "deny"}]}}}`, nil,
+			`agents.build.permission[1].permission: "Bash" matches none of the permissions sessiond's tools ask for: read, edit, bash, external_directory (names are case-sensitive; * matches any)`},
+		{"permission wildcard matching none", `{"agents": {"build": {"permission": [{"permission": "shell*", "action": "deny"}]}}}`, nil,
+			`agents.build.permission[0].permission: "shell*" matches none of the permissions sessiond's tools ask for: read, edit, bash, external_directory (names are case-sensitive; * matches any)`},
 		{"negative buffer", `{"compaction": {"buffer": -5}}`, nil,
 			"compaction.buffer: -5 is negative"},
 		{"negative keep", `{"compaction": {"keep": -1}}`, nil,
@@ -525,6 +538,10 @@ func TestLoadConfigEnvErrors(t *testing.T) {
 		{[]string{"OPENAI_API_KEY", "sk-1\n"}, "OPENAI_API_KEY: has surrounding white space"},
 		{[]string{"OPENAI_API_KEY", "sk-1", "OPENAI_BASE_URL", "ftp://x"}, `OPENAI_BASE_URL: "ftp://x" is not an http or https URL`},
 		{[]string{"ANTHROPIC_API_KEY", " sk-ant"}, "ANTHROPIC_API_KEY: has surrounding white space"},
+		// Taken for false by the instruction discovery, a "yes" left
+		// project AGENTS.md files in force.
+		{[]string{"SESSIOND_DISABLE_PROJECT_CONFIG", "yes"}, `SESSIOND_DISABLE_PROJECT_CONFIG: "yes": want true or false (or 1, 0)`},
+		{[]string{"OPENCODE_DISABLE_PROJECT_CONFIG", "on"}, `OPENCODE_DISABLE_PROJECT_CONFIG: "on": want true or false (or 1, 0)`},
 	} {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "conf", ConfigFileName)

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/sessiond/sessiond/actors/httpapi"
+	"github.com/sessiond/sessiond/locations/llm"
+	"github.com/sessiond/sessiond/messages"
 )
 
 var serveCommand = &command{
@@ -74,8 +78,14 @@ func runServe(ctx context.Context, a *app, c *command, args []string) int {
 	if err != nil {
 		return a.fail(c, err)
 	}
+	fromFile := len(cfg.Roots)
 	if len(roots) > 0 {
 		for _, r := range roots {
+			if r == "" {
+				// filepath.Abs("") is the working directory: an unset
+				// variable (--root "$DIR") would confine Sessions there.
+				return a.usageError(c, "--root: empty path")
+			}
 			abs, err := filepath.Abs(r)
 			if err != nil {
 				return a.fail(c, fmt.Errorf("--root %q: %w", r, err))
@@ -90,8 +100,12 @@ func runServe(ctx context.Context, a *app, c *command, args []string) int {
 	// mistyped --root or a port in use leaves no data directory behind:
 	// each root must be a directory, and the address is bound before the
 	// store opens (a client that connects meanwhile waits for its answer).
-	for _, r := range cfg.Roots {
-		if err := checkDir("root", r); err != nil {
+	for i, r := range cfg.Roots {
+		what := "--root"
+		if i < fromFile {
+			what = fmt.Sprintf("roots[%d] of the configuration", i)
+		}
+		if err := checkDir(what, r); err != nil {
 			return a.fail(c, err)
 		}
 	}
@@ -116,7 +130,7 @@ func runServe(ctx context.Context, a *app, c *command, args []string) int {
 		return st.close(sctx)
 	}
 	if st.defaultModel.ID == "" {
-		log.Warn().Msg("no default model: Sessions must select one (set \"model\" in the configuration or list models for a provider)")
+		log.Warn().Msg("no default model: Sessions must select one (" + noDefaultModel(cfg, st.catalog) + ")")
 	}
 	srv, err := httpapi.NewServer(httpapi.ServerConfig{API: httpapi.Config{
 		Runtime:   st.runtime,
@@ -171,4 +185,22 @@ func runServe(ctx context.Context, a *app, c *command, args []string) int {
 	}
 	log.Info().Msg("stopped")
 	return status
+}
+
+// noDefaultModel says why cfg has no default model: a provider whose
+// models are listed has no credentials (what the catalog says of its
+// first model), or no provider lists models.
+func noDefaultModel(cfg Config, catalog *llm.Catalog) string {
+	for _, id := range slices.Sorted(maps.Keys(cfg.Providers)) {
+		p := cfg.Providers[id]
+		if len(p.Models) == 0 {
+			continue
+		}
+		ref := messages.ModelRef{ProviderID: id, ID: slices.Sorted(maps.Keys(p.Models))[0]}
+		var me *messages.Error
+		if _, err := catalog.Resolve(ref); errors.As(err, &me) {
+			return me.Message
+		}
+	}
+	return "set \"model\" in the configuration or list models for a provider"
 }

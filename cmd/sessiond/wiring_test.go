@@ -540,12 +540,29 @@ func TestServeRefusesAMissingRoot(t *testing.T) {
 	} {
 		data := filepath.Join(t.TempDir(), "data")
 		code, _, errOut := runApp(t, map[string]string{"SESSIOND_DATA": data, "HOME": t.TempDir()}, "serve", "--addr", "127.0.0.1:0", "--root", root)
-		if code != exitFailed || !strings.Contains(errOut, "sessiond serve: root "+root+" "+want) || strings.Contains(errOut, "listening on") {
+		if code != exitFailed || !strings.Contains(errOut, "sessiond serve: --root "+root+" "+want) || strings.Contains(errOut, "listening on") {
 			t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
 		}
 		if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("serve refused for its root left %s: %v", data, err)
 		}
+	}
+	// A root of the configuration file is named as such.
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "rel")
+	if err := os.WriteFile(filepath.Join(dir, ConfigFileName), []byte(`{"roots": ["rel"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runApp(t, map[string]string{"SESSIOND_DATA": filepath.Join(dir, "data"), "HOME": t.TempDir()},
+		"serve", "--addr", "127.0.0.1:0", "--config", filepath.Join(dir, ConfigFileName))
+	if code != exitFailed || !strings.Contains(errOut, "sessiond serve: roots[0] of the configuration "+missing+" does not exist") {
+		t.Fatalf("a missing root of the file: exit %d\nstderr:\n%s", code, errOut)
+	}
+	// An empty --root (an unset variable) is a usage error, not the
+	// working directory.
+	code, _, errOut = runApp(t, map[string]string{"SESSIOND_DATA": filepath.Join(dir, "data"), "HOME": t.TempDir()}, "serve", "--addr", "127.0.0.1:0", "--root", "")
+	if code != exitUsage || !strings.Contains(errOut, "--root: empty path") {
+		t.Fatalf("--root \"\": exit %d\nstderr:\n%s", code, errOut)
 	}
 }
 
@@ -685,5 +702,21 @@ func TestServeCapsTheSteersAStepTakesIn(t *testing.T) {
 	}
 	if !slices.Equal(seen, []int{1, 1, 1}) {
 		t.Fatalf("promotions before each step %v, want [1 1 1]\n%v", seen, events)
+	}
+}
+
+// TestServeSaysWhyAKeylessProviderGivesNoDefault: a provider whose models
+// are listed but whose apiKey reads an unset variable leaves the daemon
+// without a default model; the warning names the variable, instead of
+// telling the operator to list models they did list.
+func TestServeSaysWhyAKeylessProviderGivesNoDefault(t *testing.T) {
+	data := t.TempDir()
+	writeFile(t, data, ConfigFileName, `{"providers": {"o": {"type": "openai", "apiKey": "{env:QA_NOKEY}", "models": {"m": {"context": 1000, "output": 100}}}}}`)
+	s := serveInProcess(t, map[string]string{"SESSIOND_DATA": data, "HOME": t.TempDir()})
+	if code := s.stop(); code != exitOK {
+		t.Fatalf("serve exited %d\nstderr:\n%s", code, s.stderr.String())
+	}
+	if errOut := s.stderr.String(); !strings.Contains(errOut, `no default model: Sessions must select one (model \"o/m\": provider \"o\" has no credentials; set environment variable QA_NOKEY, which its apiKey reads)`) {
+		t.Fatalf("stderr:\n%s", errOut)
 	}
 }
