@@ -21,9 +21,11 @@ import (
 // whether this compaction completed (another one, such as a manual request
 // admitted meanwhile, may sit after it in history).
 func (r *runner) compact(ctx context.Context, sess persistence.Session, agent locations.Agent, reason string, id messages.MessageID) (bool, error) {
+	// usage sums what the summary requests cost, each try included.
+	var usage *messages.Usage
 	fail := func(t messages.ErrorType, msg string) (bool, error) {
 		_, err := r.append(ctx, &messages.CompactionFailed{SessionID: r.sid, Reason: reason, InputID: id,
-			Error: messages.Error{Type: t, Message: msg}})
+			Error: messages.Error{Type: t, Message: msg}, Usage: usage})
 		return false, err
 	}
 	if reason == messages.CompactionManual {
@@ -116,6 +118,14 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 				r.live(&messages.CompactionDelta{SessionID: r.sid, InputID: id, Delta: ev.Text})
 			case llm.StepFinish:
 				finished = true
+				cost := ev.Cost
+				if cost == 0 {
+					cost = model.Prices.Cost(ev.Usage)
+				}
+				if usage == nil {
+					usage = &messages.Usage{}
+				}
+				usage.Tokens, usage.Cost = usage.Tokens.Add(ev.Usage), usage.Cost+cost
 				switch ev.Finish {
 				case llm.FinishContentFilter:
 					streamErr = llm.Errorf(messages.ErrProviderContentFilter, "content filter stopped the summary")
@@ -188,7 +198,7 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 		keep = min(keep, max(estimateTokens(llm.Request{Messages: history})/4, minOverflowKeep))
 	}
 	ended := []messages.Payload{&messages.CompactionEnded{SessionID: r.sid, Reason: reason, InputID: id,
-		Text: normalizeSummary(text.String()), Recent: recentContext(recent, keep, superseded)}}
+		Text: normalizeSummary(text.String()), Recent: recentContext(recent, keep, superseded), Usage: usage}}
 	if baseline != nil {
 		ended = append(ended, baseline)
 	}

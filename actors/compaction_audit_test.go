@@ -315,3 +315,41 @@ func TestCompactionOfATurnTooLargeToSendWhole(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestCompactionUsageCounts: what a summary request used is recorded on
+// the compaction's settlement and its row, and counts toward the
+// Session's totals; it was reported nowhere, so a Session's usage left
+// out its largest requests.
+func TestCompactionUsageCounts(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Text("earlier"), script.Finish("stop", messages.Tokens{Input: 100, Output: 10}))
+	h.Model.Reply(script.Text("## Objective\nearlier"), script.Finish("stop", messages.Tokens{Input: 50, Output: 7}))
+	sid := h.Session()
+	h.Prompt(sid, "hello")
+	h.WaitIdle(sid)
+	if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle(sid)
+	ended := lastOf[*messages.CompactionEnded](h, sid)
+	if ended == nil || ended.Usage == nil || ended.Usage.Tokens.Input != 50 || ended.Usage.Tokens.Output != 7 {
+		t.Fatalf("compaction.ended %+v: %v", ended, h.Types(sid))
+	}
+	s, err := h.Store.Get(h.Ctx(), sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Tokens.Input != 150 || s.Tokens.Output != 17 {
+		t.Fatalf("Session tokens %+v, want the step's and the summary's", s.Tokens)
+	}
+	var row *messages.Usage
+	for _, m := range h.Messages(sid) {
+		if m.Compaction != nil {
+			row = m.Compaction.Usage
+		}
+	}
+	if row == nil || row.Tokens.Input != 50 {
+		t.Fatalf("compaction row usage %+v", row)
+	}
+	h.CheckReplay()
+}

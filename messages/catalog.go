@@ -230,6 +230,16 @@ type CompactionEnded struct {
 	InputID   MessageID `json:"inputID,omitempty" msgpack:"i,omitempty"`
 	Text      string    `json:"text" msgpack:"t"`
 	Recent    string    `json:"recent" msgpack:"c"`
+	// Usage is what the summary requests cost, when the provider
+	// reported any.
+	Usage *Usage `json:"usage,omitempty" msgpack:"u,omitempty"`
+}
+
+// Usage is the token usage and cost (USD) of a compaction's summary
+// requests, which count toward the Session's totals as steps do.
+type Usage struct {
+	Tokens Tokens  `json:"tokens" msgpack:"t"`
+	Cost   float64 `json:"cost" msgpack:"c"`
 }
 
 // CompactionFailed settles an unsuccessful compaction without changing the
@@ -239,6 +249,9 @@ type CompactionFailed struct {
 	Reason    string    `json:"reason" msgpack:"r"`
 	InputID   MessageID `json:"inputID,omitempty" msgpack:"i,omitempty"`
 	Error     Error     `json:"error" msgpack:"e"`
+	// Usage is what the summary requests cost, when the provider
+	// reported any (a summary cut off at the output limit is paid for).
+	Usage *Usage `json:"usage,omitempty" msgpack:"u,omitempty"`
 }
 
 // InstructionsBaselined initializes or rebaselines the instruction

@@ -57,17 +57,20 @@ func TestCatalogMatchesDesign(t *testing.T) {
 	model := []string{"model.providerID", "model.id"}
 	errm := []string{"error.type", "error.message"}
 	frag := []string{"assistantMessageID", "ordinal", "providerMetadata?"}
+	usage := []string{"usage.tokens.input?", "usage.tokens.output?", "usage.tokens.reasoning?", "usage.tokens.cache.read?",
+		"usage.tokens.cache.write?", "usage.cost?"}
 	want := map[string][]string{
-		TypeSessionCreated:        append(append([]string{"title", "agent"}, loc...), model...),
-		TypeAgentSelected:         {"agent"},
-		TypeModelSelected:         model,
-		TypeSessionMoved:          loc,
-		TypePromptAdmitted:        {"inputID", "prompt.text", "prompt.files?", "delivery"},
-		TypePromptPromoted:        {"inputID"},
-		TypeCompactionAdmitted:    {"inputID"},
-		TypeCompactionStarted:     {"reason", "inputID?"},
-		TypeCompactionEnded:       {"reason", "inputID?", "text", "recent"},
-		TypeCompactionFailed:      append([]string{"reason", "inputID?"}, errm...),
+		TypeSessionCreated:     append(append([]string{"title", "agent"}, loc...), model...),
+		TypeAgentSelected:      {"agent"},
+		TypeModelSelected:      model,
+		TypeSessionMoved:       loc,
+		TypePromptAdmitted:     {"inputID", "prompt.text", "prompt.files?", "delivery"},
+		TypePromptPromoted:     {"inputID"},
+		TypeCompactionAdmitted: {"inputID"},
+		TypeCompactionStarted:  {"reason", "inputID?"},
+		// usage: sessiond's addition, what the summary requests cost.
+		TypeCompactionEnded:       append([]string{"reason", "inputID?", "text", "recent"}, usage...),
+		TypeCompactionFailed:      append(append([]string{"reason", "inputID?"}, errm...), usage...),
 		TypeInstructionsBaselined: {"text", "applied"},
 		TypeInstructionsUpdated:   {"text", "kind", "applied"},
 		TypeExecutionStarted:      {},

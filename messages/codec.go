@@ -40,6 +40,7 @@ import (
 var (
 	durableKeys    = []string{"a", "s", "v"}
 	tokensKeys     = []string{"i", "o", "r", "c"}
+	usageKeys      = []string{"t", "c"}
 	cacheKeys      = []string{"r", "w"}
 	modelRefKeys   = []string{"p", "i"}
 	errorKeys      = []string{"t", "m"}
@@ -119,6 +120,34 @@ func (t *Tokens) DecodeMsgpack(dec *msgpack.Decoder) error {
 			return codec.DecodeInt(dec, &t.Reasoning)
 		case "c":
 			return t.Cache.DecodeMsgpack(dec)
+		}
+		return dec.Skip()
+	})
+}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (u *Usage) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if u == nil {
+		return enc.EncodeNil()
+	}
+	var f codec.Fields
+	return f.Encode(enc, func() {
+		f.Value("t", &u.Tokens)
+		f.Float("c", u.Cost)
+	})
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (u *Usage) DecodeMsgpack(dec *msgpack.Decoder) error {
+	*u = Usage{}
+	return codec.DecodeFields(dec, usageKeys, func(key string) error {
+		switch key {
+		case "t":
+			return u.Tokens.DecodeMsgpack(dec)
+		case "c":
+			var err error
+			u.Cost, err = dec.DecodeFloat64()
+			return err
 		}
 		return dec.Skip()
 	})

@@ -355,3 +355,35 @@ func TestDecodersCheckDurability(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactionSettlementsWithoutUsageDecode: the stored bytes of
+// compaction.ended and compaction.failed from before they carried usage
+// (the golden encodings of then) decode as they did, with no usage.
+func TestCompactionSettlementsWithoutUsageDecode(t *testing.T) {
+	for typ, old := range map[string]string{
+		TypeCompactionEnded:  "9701be6576745f30314a3030303030303030303030303030303030303030303030cf0000019b76daa800ba73657373696f6e2e636f6d70616374696f6e2e656e6465642e3183a161aa7365735f676f6c64656ea1732aa17601c085a173ab53657373696f6e49442d62a172a8737472696e672d63a169ab4d65737361676549442d64a174a8737472696e672d65a163a8737472696e672d66",
+		TypeCompactionFailed: "9701be6576745f30314a3030303030303030303030303030303030303030303030cf0000019b76daa800bb73657373696f6e2e636f6d70616374696f6e2e6661696c65642e3183a161aa7365735f676f6c64656ea1732aa17601c084a173ab53657373696f6e49442d62a172a8737472696e672d63a169ab4d65737361676549442d64a16582a174ab4572726f72547970652d65a16da8737472696e672d66",
+	} {
+		raw, err := hex.DecodeString(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := UnmarshalEvent(raw)
+		if err != nil {
+			t.Fatalf("%s: %v", typ, err)
+		}
+		want := sampleEvent(typ)
+		switch p := want.Data.(type) {
+		case *CompactionEnded:
+			p.Usage = nil
+		case *CompactionFailed:
+			p.Usage = nil
+		}
+		if !reflect.DeepEqual(ev, want) {
+			t.Fatalf("%s: %#v, want %#v", typ, ev.Data, want.Data)
+		}
+		if again, _ := MarshalEvent(ev); hex.EncodeToString(again) != old {
+			t.Fatalf("%s: re-encoded differently", typ)
+		}
+	}
+}

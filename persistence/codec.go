@@ -37,7 +37,7 @@ var (
 	partKeys       = []string{"k", "o", "t", "e", "p", "T"}
 	toolPartKeys   = []string{"c", "n", "s", "x", "i", "h", "o", "m", "e", "p", "r"}
 	retryKeys      = []string{"n", "a", "e"}
-	compactionKeys = []string{"r", "s", "t", "c", "e", "q"}
+	compactionKeys = []string{"r", "s", "t", "c", "e", "q", "u"}
 	checkpointKeys = []string{"b", "q", "a"}
 	sessionKeys    = []string{"i", "l", "t", "a", "m", "c", "k", "o"}
 	inputKeys      = []string{"i", "s", "k", "p", "d", "a", "q", "c"}
@@ -286,6 +286,9 @@ func (c *Compaction) EncodeMsgpack(enc *msgpack.Encoder) error {
 			f.Value("e", c.Error)
 		}
 		f.IntOmitEmpty("q", c.StartedSeq)
+		if c.Usage != nil {
+			f.Value("u", c.Usage)
+		}
 	})
 }
 
@@ -306,6 +309,8 @@ func (c *Compaction) DecodeMsgpack(dec *msgpack.Decoder) error {
 			return codec.DecodePtr(dec, &c.Error)
 		case "q":
 			return codec.DecodeInt(dec, &c.StartedSeq)
+		case "u":
+			return codec.DecodePtr(dec, &c.Usage)
 		}
 		return dec.Skip()
 	})

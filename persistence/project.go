@@ -52,11 +52,11 @@ func (w *wtx) project(ev messages.Event) error {
 	case *messages.CompactionStarted:
 		return w.compactionStarted(ev, p)
 	case *messages.CompactionEnded:
-		return w.compactionSettled(sid, seq, p.InputID, func(c *Compaction) {
+		return w.compactionSettled(sid, seq, p.InputID, p.Usage, func(c *Compaction) {
 			c.State, c.Summary, c.Recent = CompactionCompleted, p.Text, p.Recent
 		})
 	case *messages.CompactionFailed:
-		return w.compactionSettled(sid, seq, p.InputID, func(c *Compaction) {
+		return w.compactionSettled(sid, seq, p.InputID, p.Usage, func(c *Compaction) {
 			e := p.Error
 			c.State, c.Error = CompactionFailed, &e
 		})
@@ -458,7 +458,7 @@ func (w *wtx) compactionStarted(ev messages.Event, p *messages.CompactionStarted
 	return w.putMessage(m)
 }
 
-func (w *wtx) compactionSettled(sid messages.SessionID, seq int64, id messages.MessageID, f func(*Compaction)) error {
+func (w *wtx) compactionSettled(sid messages.SessionID, seq int64, id messages.MessageID, usage *messages.Usage, f func(*Compaction)) error {
 	m, ok, err := w.message(sid, id)
 	if err != nil {
 		return err
@@ -467,8 +467,18 @@ func (w *wtx) compactionSettled(sid messages.SessionID, seq int64, id messages.M
 		return messages.Errorf(messages.ErrInvalid, "compaction row %q is not running", id)
 	}
 	f(m.Compaction)
+	if usage != nil {
+		u := *usage
+		m.Compaction.Usage = &u
+	}
 	if err := w.putMessage(m); err != nil {
 		return err
+	}
+	if usage != nil {
+		// Summary requests are paid for as steps are.
+		if err := w.updateSession(sid, func(s *Session) { s.Tokens = s.Tokens.Add(usage.Tokens); s.Cost += usage.Cost }); err != nil {
+			return err
+		}
 	}
 	if m.Compaction.Reason == messages.CompactionManual {
 		w.s.compacting.stage(id, false)

@@ -333,6 +333,8 @@ type Compaction struct {
 	// summary covers the history before it. A manual compaction's row sits
 	// at its admission, and steps of a continuation may come between.
 	StartedSeq int64 `json:"startedSeq,omitempty" msgpack:"q,omitempty"`
+	// Usage is what its summary requests cost, once settled.
+	Usage *messages.Usage `json:"usage,omitempty" msgpack:"u,omitempty"`
 }
 
 // Checkpoint is the projected instruction checkpoint of a Session.

@@ -129,7 +129,7 @@ func (m *Message) detached() Message {
 	out.Retry, out.Tokens, out.Error = clonePtr(m.Retry), clonePtr(m.Tokens), clonePtr(m.Error)
 	if m.Compaction != nil {
 		c := *m.Compaction
-		c.Error = clonePtr(c.Error)
+		c.Error, c.Usage = clonePtr(c.Error), clonePtr(c.Usage)
 		out.Compaction = &c
 	}
 	return out
