@@ -64,11 +64,33 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 		_, ferr := fail(messages.ErrCompactionFailed, err.Error())
 		return false, errors.Join(err, ferr)
 	}
-	history := lower(msgs, model.Ref, cp.BaselineSeq)
+	// The prompts the checkpoint carries after it (see lower) go to the
+	// model as they are: summarized too, they would take the room of
+	// older history, which the summary is the only record of.
+	summarized := msgs
+	if carried := carriedPrompts(msgs, len(msgs), reason); len(carried) > 0 {
+		summarized = msgs[:carried[0]]
+	}
+	history := lower(summarized, model.Ref, cp.BaselineSeq)
 	if len(history) == 0 || ck != nil && len(history) == 1 {
 		// Nothing since the last checkpoint (or ever): a summary would be
 		// the model's guess at a conversation that has not happened.
+		if len(summarized) < len(msgs) {
+			return fail(messages.ErrCompactionFailed, compactionOnlyCarried)
+		}
 		return fail(messages.ErrCompactionFailed, compactionEmpty)
+	}
+	if ck != nil && len(history) > 0 && history[0].Role == llm.RoleUser && len(history[0].Parts) == 1 &&
+		strings.HasPrefix(history[0].Parts[0].Text, "<summary>\n") {
+		// The previous summary goes in the system text (compactionPrompt),
+		// which no cut removes: sent in its checkpoint message too, it
+		// would be paid for twice. Its recent context stays.
+		if ck.Recent == "" {
+			history = history[1:]
+		} else {
+			history[0] = llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText,
+				Text: "Recent context before the previous summary point:\n" + ck.Recent}}}
+		}
 	}
 	// The span to summarize may itself overflow the context (an overflow
 	// is what triggers this compaction): it is cut to fit, oldest first,
@@ -79,7 +101,9 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 	// prompt), the summarizer gets the span as text, newest last, long
 	// outputs cut, rather than nothing at all to summarize.
 	_, since := activeCheckpoint(msgs)
-	render := func(keep int) string { return recentContext(msgs[since:], keep, cp.BaselineSeq) }
+	render := func(keep int) string {
+		return recentContext(summarized[min(since, len(summarized)):], keep, cp.BaselineSeq)
+	}
 	var text strings.Builder
 	var streamErr error
 	finished := false
@@ -283,6 +307,10 @@ const compactionMoved = "Compaction interrupted: the Session moved, and compacts
 // compactionEmpty is the failure of a manual compaction with no history
 // to summarize since the last one.
 const compactionEmpty = "nothing to compact: no messages since the last compaction"
+
+// compactionOnlyCarried is the failure of a compaction with nothing to
+// summarize but the prompts it would carry after it as they are.
+const compactionOnlyCarried = "nothing to compact: since the last compaction there are only the prompts not yet answered, which go to the model as they are"
 
 // compactionTooLarge is the failure of a compaction of whose history not
 // even a rendering fits the model's window beside the summary's output.

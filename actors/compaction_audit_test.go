@@ -353,3 +353,72 @@ func TestCompactionUsageCounts(t *testing.T) {
 	}
 	h.CheckReplay()
 }
+
+// TestSummaryLeavesOutTheCarriedPrompts: the prompts an automatic
+// compaction carries after its checkpoint are not in the summary request
+// too: they go to the model as they are, and summarized as well they took
+// the room of older history, which only the summary keeps.
+func TestSummaryLeavesOutTheCarriedPrompts(t *testing.T) {
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.AutoCompact, c.CompactionBuffer = true, 198000 }})
+	h.Model.Reply(script.Text("noted"))
+	h.Model.Reply(script.Text("## Objective\nremember FACT-1"))
+	h.Model.Default(script.Text("done"))
+	sid := h.Session()
+	h.Prompt(sid, "FACT-1 is blue")
+	h.WaitIdle(sid)
+	big := "BIG " + strings.Repeat("detail ", 1500) // past the 2,000-token budget
+	h.Prompt(sid, big)
+	h.WaitIdle(sid)
+	if c := lastOf[*messages.CompactionEnded](h, sid); c == nil {
+		t.Fatalf("no compaction: %v", h.Types(sid))
+	}
+	has := func(req llm.Request, s string) bool {
+		for _, m := range req.Messages {
+			for _, p := range m.Parts {
+				if strings.Contains(p.Text, s) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	summary, next := h.Request(2), h.Request(3)
+	if !has(summary, "FACT-1 is blue") || has(summary, "BIG detail") {
+		t.Fatalf("summary request: FACT-1 %v, the carried prompt %v", has(summary, "FACT-1 is blue"), has(summary, "BIG detail"))
+	}
+	if !has(next, big) {
+		t.Fatal("the step after the checkpoint lacks the carried prompt")
+	}
+	h.CheckReplay()
+}
+
+// TestRollingSummarySendsThePreviousOnce: a compaction after another gets
+// the previous summary once, in its system text, and the previous
+// checkpoint's recent context; the summary went in the first message too.
+func TestRollingSummarySendsThePreviousOnce(t *testing.T) {
+	h := actortest.New(t)
+	h.Model.Reply(script.Text("first answer"))
+	h.Model.Reply(script.Text("## Objective\nPREVIOUS-SUMMARY"))
+	h.Model.Reply(script.Text("second answer"))
+	h.Model.Reply(script.Text("## Objective\nnewer"))
+	sid := h.Session()
+	for _, p := range []string{"one", "two"} {
+		h.Prompt(sid, p)
+		h.WaitIdle(sid)
+		if _, err := h.Runtime.Compact(h.Ctx(), sid); err != nil {
+			t.Fatal(err)
+		}
+		h.WaitIdle(sid)
+	}
+	req := h.Request(4)
+	n := strings.Count(strings.Join(req.System, "\n"), "PREVIOUS-SUMMARY")
+	for _, m := range req.Messages {
+		for _, p := range m.Parts {
+			n += strings.Count(p.Text, "PREVIOUS-SUMMARY")
+		}
+	}
+	if n != 1 || !strings.Contains(req.Messages[0].Parts[0].Text, "Recent context before the previous summary point:\nuser: one") {
+		t.Fatalf("the previous summary is sent %d times; first message %q", n, req.Messages[0].Parts[0].Text)
+	}
+	h.CheckReplay()
+}

@@ -221,26 +221,26 @@ func TestCreateRacedByAnotherPublishesNothing(t *testing.T) {
 }
 
 // TestOverflowOfTheFirstPromptCarriesIt: when the very first prompt of a
-// Session overflows the context, the compaction that follows carries it,
-// the first message of history, after the checkpoint to the retried
-// attempt.
+// Session overflows the context, there is nothing to summarize but the
+// prompt a checkpoint would carry as it is: the compaction fails without
+// a summary request (it spent one on summarizing the prompt, then sent the
+// prompt again whole), and so does the step, with the overflow.
 func TestOverflowOfTheFirstPromptCarriesIt(t *testing.T) {
 	h := actortest.New(t)
 	h.Model.Reply(overflow)
-	h.Model.Reply(script.Text("## Objective\nsummary"))
-	h.Model.Reply(script.Text("fits now"))
+	h.Model.Default(script.Text("## Objective\nsummary"))
 	sid := h.Session()
 	h.Prompt(sid, "one")
 	h.WaitIdle(sid)
-	if n := h.Model.Count(); n != 3 {
+	if n := h.Model.Count(); n != 1 {
 		t.Fatalf("%d requests: %v", n, h.Types(sid))
 	}
-	retried := h.Request(3)
-	if !opensWithSummary(retried, "") {
-		t.Fatalf("retried request starts with %+v", retried.Messages[0])
+	c := lastOf[*messages.CompactionFailed](h, sid)
+	if c == nil || c.Error.Message != "nothing to compact: since the last compaction there are only the prompts not yet answered, which go to the model as they are" {
+		t.Fatalf("compaction %+v", c)
 	}
-	if got := userTexts(retried); got[len(got)-1] != "one" {
-		t.Fatalf("the prompt was not carried: %v", got)
+	if f := lastOf[*messages.ExecutionFailed](h, sid); f == nil || f.Error.Type != messages.ErrProviderContextOverflow {
+		t.Fatalf("busy period %+v", f)
 	}
 }
 
