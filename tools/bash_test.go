@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -523,7 +524,79 @@ func TestBashInARemovedDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := h.call(context.Background(), t, "bash", BashInput{Command: "pwd"})
-	if err == nil || !strings.Contains(err.Error(), "working directory "+h.root) || strings.Contains(err.Error(), "fork/exec") {
+	if err == nil || !strings.Contains(err.Error(), "the Session's directory "+h.root+" does not exist") || strings.Contains(err.Error(), "fork/exec") {
 		t.Fatalf("bash in a removed directory: %v", err)
+	}
+}
+
+// TestToolsRefuseASwappedRoot: a Location directory renamed away and
+// replaced by a symbolic link to elsewhere (outside the daemon's roots,
+// which were checked when the Location was set up) runs no tool: read
+// followed the link, and returned a file from outside.
+func TestToolsRefuseASwappedRoot(t *testing.T) {
+	h := newHarness(t, harnessConfig{rules: allowAll})
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("TOPSECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(h.root, h.root+".real"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, h.root); err != nil {
+		t.Fatal(err)
+	}
+	for name, input := range map[string]any{"read": ReadInput{Path: "secret.txt"}, "bash": BashInput{Command: "cat secret.txt"}} {
+		res, err := h.call(context.Background(), t, name, input)
+		if err == nil || !strings.Contains(err.Error(), "now resolves to "+outside) || strings.Contains(res.Output, "TOPSECRET") {
+			t.Fatalf("%s in a swapped root: %q, %v", name, res.Output, err)
+		}
+	}
+}
+
+// TestStillAt: a file read opened by an allowed path must be the file at
+// that path after the open, reached without a link; a directory swapped
+// for a link to a denied one between the check and the open read the
+// denied file (a race a command running beside the read can win).
+func TestStillAt(t *testing.T) {
+	dir := t.TempDir()
+	pub, private := filepath.Join(dir, "pub"), filepath.Join(dir, "private")
+	for _, d := range []string{pub, private} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "f"), []byte(filepath.Base(d)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stat := func(p string) fs.FileInfo {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi
+	}
+	if err := stillAt(filepath.Join(pub, "f"), stat(filepath.Join(pub, "f"))); err != nil {
+		t.Fatalf("the same file: %v", err)
+	}
+	// Opened through the swapped link, then checked while it is there,
+	// and after it was swapped back.
+	secret := stat(filepath.Join(private, "f"))
+	if err := os.Rename(pub, pub+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(private, pub); err != nil {
+		t.Fatal(err)
+	}
+	if err := stillAt(filepath.Join(pub, "f"), secret); err == nil || !strings.Contains(err.Error(), "now resolves to") {
+		t.Fatalf("through a link: %v", err)
+	}
+	if err := os.Remove(pub); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(pub+".away", pub); err != nil {
+		t.Fatal(err)
+	}
+	if err := stillAt(filepath.Join(pub, "f"), secret); err == nil || !strings.Contains(err.Error(), "is another file now") {
+		t.Fatalf("swapped back: %v", err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
@@ -35,6 +37,9 @@ func (r *Registry) Execute(ctx context.Context, call Call) (Result, error) {
 	}
 	if ctx.Err() != nil {
 		return Result{}, messages.Errorf(messages.ErrAborted, "tool %s was cancelled before it started", call.Name)
+	}
+	if err := r.rootUnmoved(); err != nil {
+		return Result{}, err
 	}
 	input := call.Input
 	if len(bytes.TrimSpace(input)) == 0 {
@@ -161,4 +166,25 @@ func (r *Registry) unknownTool(name, agent string, session Ruleset, exists bool)
 		return messages.Errorf(messages.ErrToolExecution, "tool %q is not available to agent %s; available tools: %s", name, agent, available)
 	}
 	return messages.Errorf(messages.ErrToolExecution, "unknown tool %q; available tools: %s", name, available)
+}
+
+// rootUnmoved refuses to run a tool when the Location directory no longer
+// resolves to the canonical root the registry was built on: a symbolic
+// link swapped in since (the directory renamed away and a link to
+// elsewhere put at its path) would take every path the tools resolve by
+// name outside it, and outside the roots the daemon allows, which were
+// checked when the Location was set up. (A swap between this check and a
+// tool's own open is not caught.)
+func (r *Registry) rootUnmoved() error {
+	root := r.paths.Root()
+	real, err := filepath.EvalSymlinks(root)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return messages.Errorf(messages.ErrToolExecution, "the Session's directory %s does not exist: no tool runs until it is restored, or the Session moved", root)
+	case err != nil:
+		return messages.Errorf(messages.ErrToolExecution, "the Session's directory %s cannot be resolved (%v): no tool runs until it is restored, or the Session moved", root, err)
+	case real != root:
+		return messages.Errorf(messages.ErrToolExecution, "the Session's directory %s now resolves to %s (a symbolic link changed since its Location was set up): no tool runs there until it is restored, or the Session moved", root, real)
+	}
+	return nil
 }

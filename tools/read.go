@@ -198,6 +198,9 @@ func (r *reader) run(ctx context.Context, call *CallContext, in ReadInput) (Resu
 		return Result{}, fmt.Errorf("read %s: %v", shown, describeErr(err))
 	}
 	defer f.Close()
+	if err := stillAt(res.Path, fi); err != nil {
+		return Result{}, fmt.Errorf("read %s: %v", shown, err)
+	}
 	offset, limit := in.Offset, in.Limit
 	if offset == 0 {
 		offset = 1
@@ -341,6 +344,30 @@ func mustJSON(v any) json.RawMessage {
 		panic(fmt.Sprintf("tools: marshal %T: %v", v, err))
 	}
 	return b
+}
+
+// stillAt checks that fi, a file just opened by a path the permission
+// rules allowed as path (canonical: no links), is the file at path now,
+// reached without a link. The open follows links beneath the root, so a
+// link swapped in between the check and the open (by a command the model
+// runs at the same time) could have taken it to a file the rules deny.
+// A swap back after the open leaves another file at path, which this
+// also refuses.
+func stillAt(path string, fi fs.FileInfo) error {
+	real, err := filepath.EvalSymlinks(path)
+	if err == nil && real != path {
+		err = fmt.Errorf("%s now resolves to %s", path, real)
+	}
+	if err == nil {
+		var now fs.FileInfo
+		if now, err = os.Stat(path); err == nil && !os.SameFile(now, fi) {
+			err = fmt.Errorf("%s is another file now", path)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("the path changed while it was opened (%v); it was not read", err)
+	}
+	return nil
 }
 
 // openNoBlock opens rel for reading without blocking, and returns it with

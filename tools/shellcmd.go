@@ -79,7 +79,35 @@ func appendCommands(out []string, script string, f *syntax.File) []string {
 			out = append(out, text)
 		}
 	}
+	// Expansions that make bash evaluate text it expanded, at run time:
+	// prompt and escape expansion (${x@P}), indirection (${!x}), and
+	// arithmetic on a variable, whose value may hold "a[$(cmd)]". The
+	// command such text runs is in no syntax tree, so the expansion
+	// itself is asked for: "echo *" allows "echo hi", not
+	// "echo ${x@P}". Arithmetic elsewhere (((…)), let, [[ -eq ]]) is a
+	// statement of its own, asked for as one; test, printf -v and declare
+	// can evaluate a value too, and are not caught (docs/cli.md).
+	addNode := func(n syntax.Node) {
+		start, end := int(n.Pos().Offset()), min(int(n.End().Offset()), len(script))
+		if text := script[min(start, end):end]; text != "" && !slices.Contains(out, text) {
+			out = append(out, text)
+		}
+	}
 	syntax.Walk(f, func(n syntax.Node) bool {
+		switch x := n.(type) {
+		case *syntax.ParamExp:
+			switch {
+			case x.Excl && x.Names == 0 && x.Index == nil,
+				x.Exp != nil && x.Exp.Op == syntax.OtherParamOps && x.Exp.Word != nil && strings.ContainsAny(x.Exp.Word.Lit(), "PE"),
+				x.Index != nil && !allElements(x.Index) && arithmNames(x.Index),
+				x.Slice != nil && (x.Slice.Offset != nil && arithmNames(x.Slice.Offset) || x.Slice.Length != nil && arithmNames(x.Slice.Length)):
+				addNode(x)
+			}
+		case *syntax.ArithmExp:
+			if arithmNames(x.X) {
+				addNode(x)
+			}
+		}
 		st, ok := n.(*syntax.Stmt)
 		if !ok {
 			return true
@@ -95,4 +123,42 @@ func appendCommands(out []string, script string, f *syntax.File) []string {
 		return true
 	})
 	return out
+}
+
+// arithmNames reports whether the arithmetic expression x refers to
+// anything but number literals: a name or an expansion, whose value bash
+// evaluates as arithmetic in turn.
+func arithmNames(x syntax.ArithmExpr) bool {
+	found := false
+	syntax.Walk(x, func(n syntax.Node) bool {
+		if w, ok := n.(*syntax.Word); ok {
+			lit := w.Lit()
+			if lit == "" || strings.TrimLeft(lit, "0123456789") != "" && !isNumber(lit) {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+// allElements reports whether an index is [@] or [*]: every element, no
+// arithmetic.
+func allElements(x syntax.ArithmExpr) bool {
+	w, ok := x.(*syntax.Word)
+	return ok && (w.Lit() == "@" || w.Lit() == "*")
+}
+
+// isNumber reports whether lit is a number in one of bash's arithmetic
+// forms: 42, 0x2a, 052, 2#101010.
+func isNumber(lit string) bool {
+	lit = strings.ToLower(lit)
+	if base, digits, ok := strings.Cut(lit, "#"); ok {
+		return base != "" && strings.Trim(base, "0123456789") == "" && digits != "" &&
+			strings.Trim(digits, "0123456789abcdefghijklmnopqrstuvwxyz@_") == ""
+	}
+	if rest, ok := strings.CutPrefix(lit, "0x"); ok {
+		return rest != "" && strings.Trim(rest, "0123456789abcdef") == ""
+	}
+	return lit != "" && strings.Trim(lit, "0123456789") == ""
 }

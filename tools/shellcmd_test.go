@@ -19,6 +19,18 @@ func TestCommandPatterns(t *testing.T) {
 		want   []string
 	}{
 		{"make test", []string{"make test"}},
+		// Expansions bash evaluates again at run time are asked for on
+		// their own: a quoted "$(…)" in a variable's value runs there, in
+		// no syntax tree, and "echo *" allowed all of these.
+		{`echo ${x:='$(touch P)'} ${x@P}`, []string{`echo ${x:='$(touch P)'} ${x@P}`, "${x@P}"}},
+		{`echo ${x:='$(touch E)'} ${x@E}`, []string{`echo ${x:='$(touch E)'} ${x@E}`, "${x@E}"}},
+		{`echo ${x:='a[$(touch A)]'} $((x))`, []string{`echo ${x:='a[$(touch A)]'} $((x))`, "$((x))"}},
+		{`echo ${x:='a[$(touch I)]'} ${a[x]}`, []string{`echo ${x:='a[$(touch I)]'} ${a[x]}`, "${a[x]}"}},
+		{`echo ${x:='a[$(touch N)]'} ${!x}`, []string{`echo ${x:='a[$(touch N)]'} ${!x}`, "${!x}"}},
+		{`echo ${s:$n:2}`, []string{`echo ${s:$n:2}`, "${s:$n:2}"}},
+		// Arithmetic on literals, lengths, key lists and plain quoting
+		// evaluate nothing: no extra question.
+		{`echo $((1 + 0x2a * 2#101)) ${#x} ${!arr[@]} ${arr[0]} ${x@Q} ${s:1:2}`, []string{`echo $((1 + 0x2a * 2#101)) ${#x} ${!arr[@]} ${arr[0]} ${x@Q} ${s:1:2}`}},
 		{"ls -la # list", []string{"ls -la"}},
 		{"echo 'a; b' \"c && d\"", []string{"echo 'a; b' \"c && d\""}},
 		{"git status; touch pwned", []string{"git status", "touch pwned"}},
