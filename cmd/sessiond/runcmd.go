@@ -310,7 +310,7 @@ func plannedSessionDir(dir string, roots []string) (string, error) {
 	}
 	planned, err := canonicalToBe(abs)
 	if err != nil {
-		return "", fmt.Errorf("--dir: %w", err)
+		return "", fmt.Errorf("--dir %s: %w", abs, err)
 	}
 	return abs, outsideRoots(abs, planned, roots)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,8 +37,12 @@ const (
 	askTerminal
 )
 
-// rejectNoTerminal is the reply message of askReject; the model reads it.
-const rejectNoTerminal = "no terminal to ask on and --yes was not given"
+// rejectNoTerminal and rejectInputEnded are the reply messages of
+// askReject; the model reads them.
+const (
+	rejectNoTerminal = "no terminal to ask on and --yes was not given"
+	rejectInputEnded = "the terminal's input ended (^D) before an answer"
+)
 
 // ANSI styles for a terminal.
 const (
@@ -72,7 +77,14 @@ type transcript struct {
 	asking   *messages.PermissionAsked
 	handled  map[string]bool // request IDs answered or seen withdrawn
 	rejected int             // questions rejected for want of a terminal
-	err      error           // first write error; printing stops there
+	// rejectWhy is the reply message of askReject: no terminal, or its
+	// input ended.
+	rejectWhy string
+	err       error // first write error of out; the transcript stops there
+	// promptErr is the first write error of prompts, apart: a reader of
+	// the transcript that left (run | head -1) must not silence the
+	// questions on the terminal, which run would then wait on unseen.
+	promptErr error
 }
 
 // newTranscript subscribes to sid's live events. Subscribe before the
@@ -97,7 +109,7 @@ func (t *transcript) loop(ctx context.Context, finish <-chan struct{}) {
 			t.event(ctx, ev)
 		case line, ok := <-t.lines:
 			if !ok {
-				t.endOfInput()
+				t.endOfInput(rejectInputEnded)
 				continue
 			}
 			t.answerLine(line)
@@ -106,7 +118,7 @@ func (t *transcript) loop(ctx context.Context, finish <-chan struct{}) {
 			t.catchUp(ctx)
 			t.endLine()
 			if t.asking != nil {
-				t.printf(t.prompts, "\n")
+				t.prompt("\n")
 			}
 			return
 		}
@@ -273,10 +285,18 @@ func (t *transcript) line(format string, args ...any) {
 	t.printf(t.out, format+"\n", args...)
 }
 
-// printf writes to w unless an earlier write failed (a closed pipe).
+// printf writes to w, the transcript, unless an earlier write failed (a
+// closed pipe).
 func (t *transcript) printf(w io.Writer, format string, args ...any) {
 	if t.err == nil {
 		_, t.err = fmt.Fprintf(w, format, args...)
+	}
+}
+
+// prompt writes to the terminal unless an earlier write to it failed.
+func (t *transcript) prompt(format string, args ...any) {
+	if t.promptErr == nil {
+		_, t.promptErr = fmt.Fprintf(t.prompts, format, args...)
 	}
 }
 
@@ -300,10 +320,11 @@ func (t *transcript) ask(p *messages.PermissionAsked) {
 			t.line("[permission] allowed %s (--yes)", what)
 		}
 	case askReject:
-		t.reply(p.RequestID, tools.Reject, rejectNoTerminal)
+		why := cmp.Or(t.rejectWhy, rejectNoTerminal)
+		t.reply(p.RequestID, tools.Reject, why)
 		t.rejected++
 		if !t.jsonLines {
-			t.line("[permission] rejected %s: %s (pass --yes to allow)", what, rejectNoTerminal)
+			t.line("[permission] rejected %s: %s (pass --yes to allow)", what, why)
 		}
 	case askTerminal:
 		t.queue = append(t.queue, p)
@@ -335,7 +356,11 @@ func (t *transcript) next() {
 	if t.asking.Where != "" {
 		where = fmt.Sprintf(" in %q", t.asking.Where)
 	}
-	t.printf(t.prompts, "allow %s %s%s? [y]es once / [a]lways / [n]o: ", t.asking.Permission, quotePatterns(t.asking.Patterns), where)
+	t.prompt("allow %s %s%s? [y]es once / [a]lways / [n]o: ", t.asking.Permission, quotePatterns(t.asking.Patterns), where)
+	if t.promptErr != nil {
+		// The terminal cannot be written to: nobody sees the question.
+		t.endOfInput(rejectNoTerminal)
+	}
 }
 
 // answerLine answers the open question with a line typed on the terminal.
@@ -352,23 +377,29 @@ func (t *transcript) answerLine(line string) {
 	case "n", "no", "r", "reject":
 		r = tools.Reject
 	default:
-		t.printf(t.prompts, "answer y (allow once), a (allow always) or n (reject): ")
+		t.prompt("answer y (allow once), a (allow always) or n (reject): ")
 		return
 	}
-	id := t.asking.RequestID
+	q := t.asking
 	t.asking = nil
-	t.reply(id, r, "")
+	t.reply(q.RequestID, r, "")
+	if !t.jsonLines {
+		// The transcript records the decision, as it does --yes's.
+		verb := map[tools.Reply]string{tools.Once: "allowed", tools.Always: "allowed always", tools.Reject: "rejected"}[r]
+		t.line("[permission] %s %s %s", verb, q.Permission, quotePatterns(q.Patterns))
+	}
 	t.next()
 }
 
 // endOfInput rejects the open and queued questions, and every later one,
-// once the terminal's input ends (^D).
-func (t *transcript) endOfInput() {
-	t.lines, t.mode = nil, askReject
+// with reply message why: once the terminal's input ends (^D), or it
+// cannot be written to.
+func (t *transcript) endOfInput(why string) {
+	t.lines, t.mode, t.rejectWhy = nil, askReject, why
 	open := t.queue
 	if t.asking != nil {
 		open = append([]*messages.PermissionAsked{t.asking}, open...)
-		t.printf(t.prompts, "\n")
+		t.prompt("\n")
 	}
 	t.asking, t.queue = nil, nil
 	for _, q := range open {
@@ -385,7 +416,7 @@ func (t *transcript) replied(p *messages.PermissionReplied) {
 	t.handled[p.RequestID] = true
 	if t.asking != nil && t.asking.RequestID == p.RequestID {
 		t.asking = nil
-		t.printf(t.prompts, "(question closed: %s)\n", terminalSafe(p.Reply+withMessage(p.Message), false))
+		t.prompt("(question closed: %s)\n", terminalSafe(p.Reply+withMessage(p.Message), false))
 		t.next()
 		return
 	}
@@ -403,7 +434,7 @@ func (t *transcript) reply(id string, r tools.Reply, message string) {
 	t.handled[id] = true
 	var nf *tools.RequestNotFoundError
 	if err := t.pending.Reply(id, r, message); err != nil && !errors.As(err, &nf) {
-		t.printf(t.prompts, "sessiond: reply to %s: %v\n", id, err)
+		t.prompt("sessiond: reply to %s: %v\n", id, err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -230,13 +231,39 @@ func TestTranscriptTerminal(t *testing.T) {
 	fourth := r.ask(context.Background(), "bash", "rm x")
 	eventually(t, "the fourth question", func() bool { return strings.Contains(r.prompts.String(), `allow bash "rm x"?`) }, r.prompts.String)
 	close(lines)
-	if got := answer(t, fourth); got != "reject: "+rejectNoTerminal {
+	if got := answer(t, fourth); got != "reject: "+rejectInputEnded {
 		t.Fatalf("fourth = %s", got)
 	}
 	r.stop()
 	if p := r.prompts.String(); !strings.Contains(p, "answer y (allow once), a (allow always) or n (reject): ") {
 		t.Fatalf("prompts:\n%s", p)
 	}
+	// The transcript records what was answered on the terminal, as it
+	// records --yes's answers.
+	for _, want := range []string{`[permission] allowed always bash "make"`, `[permission] rejected edit "x.go"`, `[permission] allowed edit "behind.go"`} {
+		if !strings.Contains(r.out.String(), want) {
+			t.Fatalf("transcript lacks %q:\n%s", want, r.out.String())
+		}
+	}
+}
+
+// TestTranscriptAsksAfterItsReaderLeft: when the transcript's reader has
+// gone (run | head -1), questions still reach the terminal; the failed
+// writes to stdout silenced them too, and run waited on a question nobody
+// could see.
+func TestTranscriptAsksAfterItsReaderLeft(t *testing.T) {
+	lines := make(chan string)
+	r := newTranscriptRig(t, askTerminal, lines)
+	r.tr.err = syscall.EPIPE // a write to the transcript failed: its reader left
+	r.run()
+	q := r.ask(context.Background(), "bash", "make")
+	eventually(t, "the question", func() bool { return strings.Contains(r.prompts.String(), `allow bash "make"?`) }, r.prompts.String)
+	lines <- "y"
+	if got := answer(t, q); got != "once" {
+		t.Fatalf("answer = %s", got)
+	}
+	close(lines)
+	r.stop()
 }
 
 // TestTranscriptResubscribes: a subscription the bus cut off for falling
