@@ -162,6 +162,7 @@ func TestMetricsAreDocumented(t *testing.T) {
 	m := actors.NewMetrics(reg)
 	// Vectors are gathered once they have a series.
 	m.Steps.WithLabelValues("ended")
+	m.BusyPeriods.WithLabelValues("succeeded")
 	m.Tools.WithLabelValues("read", "success")
 	m.Compactions.WithLabelValues(messages.CompactionAuto)
 	m.ObserveSecs.WithLabelValues("builtin")
@@ -171,7 +172,7 @@ func TestMetricsAreDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(families) != 19 {
+	if len(families) != 20 {
 		t.Fatalf("%d metric families gathered", len(families))
 	}
 	for _, f := range families {
@@ -212,5 +213,36 @@ func TestInterruptedRetryWaitLeavesTheFakeClock(t *testing.T) {
 	h.WaitIdle(sid)
 	if types := h.Types(sid); types[len(types)-1] != "session.execution.succeeded" {
 		t.Fatalf("after the retry: %v", types)
+	}
+}
+
+// TestBusyPeriodsCountedByOutcome: every busy period is counted once, by
+// how it ended; one that failed before any step (its directory gone, an
+// unavailable instruction source) showed in no metric.
+func TestBusyPeriodsCountedByOutcome(t *testing.T) {
+	m := actors.NewMetrics(prometheus.NewRegistry())
+	h := actortest.New(t, actortest.Options{Config: func(c *actors.Config) { c.Metrics = m }})
+	g := script.NewGate()
+	h.Model.Reply(script.Text("fine"))
+	h.Model.Reply(script.Fail(llm.Errorf(messages.ErrProviderAuth, "bad key")))
+	h.Model.Reply(script.Hold(g), script.Text("never"))
+	sid := h.Session()
+	h.Prompt(sid, "one")
+	h.WaitIdle(sid)
+	h.Prompt(sid, "two")
+	h.WaitIdle(sid)
+	h.Prompt(sid, "three")
+	if err := g.Reached(h.Ctx()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Runtime.Interrupt(h.Ctx(), sid); err != nil {
+		t.Fatal(err)
+	}
+	g.Release()
+	h.WaitIdle(sid)
+	for outcome, want := range map[string]float64{"succeeded": 1, "failed": 1, "interrupted": 1} {
+		if got := testutil.ToFloat64(m.BusyPeriods.WithLabelValues(outcome)); got != want {
+			t.Errorf("%s: %v, want %v", outcome, got, want)
+		}
 	}
 }

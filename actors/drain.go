@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -142,6 +143,9 @@ func (d *drain) run(self *actor.PID) {
 			// only in the Session's log.
 			d.rt.cfg.Logger.Warn().Str("session", string(d.sid)).Str("type", string(e.Type)).Str("error", e.Message).Msg("busy period failed")
 		}
+		// Counted as decided: one that cannot be committed now is owed,
+		// and written first by the next busy period.
+		d.rt.cfg.Metrics.busyPeriod(strings.TrimSuffix(strings.TrimPrefix(terminal.Type(), "session.execution."), ".1"))
 		if aerr := recovered(func() error { _, err := r.append(ctx, terminal); return err }); aerr != nil {
 			// Owed: the next busy period writes it first (runner.unended).
 			d.rt.unended.Store(d.sid, terminal)

@@ -17,6 +17,7 @@ type Metrics struct {
 	Admissions    prometheus.Counter
 	Promotions    prometheus.Counter
 	Drains        prometheus.Counter
+	BusyPeriods   *prometheus.CounterVec
 	Requests      prometheus.Counter
 	Steps         *prometheus.CounterVec
 	Retries       prometheus.Counter
@@ -41,6 +42,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Admissions:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiond_admissions_total", Help: "Prompts admitted (new rows only)."}),
 		Promotions:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiond_promotions_total", Help: "Inputs promoted into visible history."}),
 		Drains:        prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiond_drains_total", Help: "Runner drains started."}),
+		BusyPeriods:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiond_busy_periods_total", Help: "Busy periods by how they ended: succeeded, failed or interrupted."}, []string{"outcome"}),
 		Requests:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiond_provider_requests_total", Help: "Provider stream requests: step attempts and compaction summaries."}),
 		Steps:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiond_steps_total", Help: "Step attempts by outcome."}, []string{"outcome"}),
 		Retries:       prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiond_retries_total", Help: "Retries scheduled."}),
@@ -59,7 +61,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Subscribers:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sessiond_sse_subscribers", Help: "Connected SSE subscribers by stream."}, []string{"stream"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Admissions, m.Promotions, m.Drains, m.Requests, m.Steps, m.Retries, m.Tools, m.Compactions,
+		reg.MustRegister(m.Admissions, m.Promotions, m.Drains, m.BusyPeriods, m.Requests, m.Steps, m.Retries, m.Tools, m.Compactions,
 			m.Active, m.CommitSeconds, m.CommitBatch, m.SyncSeconds, m.FlushSeconds, m.NoRoom, m.ObserveSecs, m.Unavailable, m.BaselineBytes, m.Updates, m.Subscribers)
 	}
 	return m
@@ -74,6 +76,12 @@ func (m *Metrics) promoted(n int) {
 func (m *Metrics) drain() {
 	if m != nil {
 		m.Drains.Inc()
+	}
+}
+
+func (m *Metrics) busyPeriod(outcome string) {
+	if m != nil {
+		m.BusyPeriods.WithLabelValues(outcome).Inc()
 	}
 }
 
