@@ -80,16 +80,15 @@ func (r *runner) compact(ctx context.Context, sess persistence.Session, agent lo
 		}
 		return fail(messages.ErrCompactionFailed, compactionEmpty)
 	}
-	if ck != nil && len(history) > 0 && history[0].Role == llm.RoleUser && len(history[0].Parts) == 1 &&
-		strings.HasPrefix(history[0].Parts[0].Text, "<summary>\n") {
-		// The previous summary goes in the system text (compactionPrompt),
-		// which no cut removes: sent in its checkpoint message too, it
-		// would be paid for twice. Its recent context stays.
+	if ck != nil {
+		// lower opened the history with the checkpoint's message. The
+		// previous summary goes in the system text (compactionPrompt),
+		// which no cut removes: sent in that message too, it would be
+		// paid for twice. Its recent context stays.
 		if ck.Recent == "" {
 			history = history[1:]
 		} else {
-			history[0] = llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText,
-				Text: "Recent context before the previous summary point:\n" + ck.Recent}}}
+			history[0] = checkpointMessage(ck, false)
 		}
 	}
 	// The span to summarize may itself overflow the context (an overflow

@@ -417,7 +417,7 @@ func TestRollingSummarySendsThePreviousOnce(t *testing.T) {
 			n += strings.Count(p.Text, "PREVIOUS-SUMMARY")
 		}
 	}
-	if n != 1 || !strings.Contains(req.Messages[0].Parts[0].Text, "Recent context before the previous summary point:\nuser: one") {
+	if n != 1 || !strings.Contains(req.Messages[0].Parts[0].Text, "Recent context before the summary point:\nuser: one") {
 		t.Fatalf("the previous summary is sent %d times; first message %q", n, req.Messages[0].Parts[0].Text)
 	}
 	h.CheckReplay()

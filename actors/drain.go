@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -131,21 +130,22 @@ func (d *drain) run(self *actor.PID) {
 	}
 	if wrote {
 		var terminal messages.Payload = &messages.ExecutionSucceeded{SessionID: d.sid}
+		outcome := "succeeded"
 		switch {
 		case errors.Is(err, errSuperseded) && d.ctx.Err() == nil:
-			terminal = &messages.ExecutionInterrupted{SessionID: d.sid, Reason: messages.ReasonSuperseded}
+			terminal, outcome = &messages.ExecutionInterrupted{SessionID: d.sid, Reason: messages.ReasonSuperseded}, "interrupted"
 		case errors.Is(err, errInterrupted) || (err != nil && d.ctx.Err() != nil):
-			terminal = &messages.ExecutionInterrupted{SessionID: d.sid, Reason: reasonOf(d.ctx)}
+			terminal, outcome = &messages.ExecutionInterrupted{SessionID: d.sid, Reason: reasonOf(d.ctx)}, "interrupted"
 		case err != nil:
 			e := messages.AsError(err, messages.ErrUnknown)
-			terminal = &messages.ExecutionFailed{SessionID: d.sid, Error: *e}
+			terminal, outcome = &messages.ExecutionFailed{SessionID: d.sid, Error: *e}, "failed"
 			// An operator sees a wrong key or a provider outage here, not
 			// only in the Session's log.
 			d.rt.cfg.Logger.Warn().Str("session", string(d.sid)).Str("type", string(e.Type)).Str("error", e.Message).Msg("busy period failed")
 		}
 		// Counted as decided: one that cannot be committed now is owed,
 		// and written first by the next busy period.
-		d.rt.cfg.Metrics.busyPeriod(strings.TrimSuffix(strings.TrimPrefix(terminal.Type(), "session.execution."), ".1"))
+		d.rt.cfg.Metrics.busyPeriod(outcome)
 		if aerr := recovered(func() error { _, err := r.append(ctx, terminal); return err }); aerr != nil {
 			// Owed: the next busy period writes it first (runner.unended).
 			d.rt.unended.Store(d.sid, terminal)

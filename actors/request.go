@@ -347,6 +347,21 @@ walk:
 	return carried
 }
 
+// checkpointMessage is the message a checkpoint opens the history with:
+// its summary (unless summary is false: a compaction's request carries the
+// previous summary in its system text instead) and its recent context.
+// With neither it has no text.
+func checkpointMessage(ck *persistence.Compaction, summary bool) llm.Message {
+	var parts []string
+	if summary {
+		parts = append(parts, "<summary>\n"+ck.Summary+"\n</summary>")
+	}
+	if ck.Recent != "" {
+		parts = append(parts, "Recent context before the summary point:\n"+ck.Recent)
+	}
+	return llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: strings.Join(parts, "\n\n")}}}
+}
+
 // lowerWith is lower reusing cache, the lowered form of the messages that
 // have not changed since the previous call (nil: a throwaway one).
 func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lowered, baselineSeq int64) []llm.Message {
@@ -381,11 +396,7 @@ func lowerWith(msgs []persistence.Message, model messages.ModelRef, cache *lower
 	}
 	out := make([]llm.Message, 0, n)
 	if checkpoint != nil {
-		text := "<summary>\n" + checkpoint.Summary + "\n</summary>"
-		if checkpoint.Recent != "" {
-			text += "\n\nRecent context before the summary point:\n" + checkpoint.Recent
-		}
-		out = append(out, llm.Message{Role: llm.RoleUser, Parts: []llm.Part{{Kind: llm.PartText, Text: text}}})
+		out = append(out, checkpointMessage(checkpoint, true))
 	}
 	for _, i := range carried {
 		out = append(out, cache.per[i]...)

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -919,10 +918,7 @@ func (a *attemptState) handle(ev llm.Event) error {
 		// The call is stored and run with the same input: a provider's
 		// malformed arguments as a JSON string of their text, which the
 		// tool's validation then reports to the model.
-		input := ev.Input
-		if len(bytes.TrimSpace(input)) == 0 || !json.Valid(input) {
-			input = llm.ToolInput(string(ev.Input)) // not on the path of valid input: it copies twice
-		}
+		input := llm.ToolInput(ev.Input)
 		a.out.durableOutput = true
 		if _, err := r.append(a.ctx, &messages.ToolCalled{SessionID: r.sid, AssistantMessageID: asst, CallID: ev.CallID,
 			Name: ev.Name, Input: input, Executed: ev.Executed, ProviderMetadata: ev.ProviderMetadata}); err != nil {

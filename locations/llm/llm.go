@@ -1,12 +1,12 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
-	"strings"
 	"time"
 
 	"github.com/sessiond/sessiond/messages"
@@ -162,15 +162,16 @@ func (k EventKind) String() string {
 // valid JSON is returned as is; anything else, which only a malformed model
 // output produces, becomes a JSON string holding the raw text. The call is
 // stored and run with what it returns, so the tool's input validation
-// reports to the model what it sent, and history keeps it.
-func ToolInput(raw string) json.RawMessage {
-	if strings.TrimSpace(raw) == "" {
+// reports to the model what it sent, and history keeps it. Valid input is
+// returned as it is, not copied.
+func ToolInput(raw []byte) json.RawMessage {
+	if len(bytes.TrimSpace(raw)) == 0 {
 		return json.RawMessage("{}")
 	}
-	if json.Valid([]byte(raw)) {
-		return json.RawMessage(raw)
+	if json.Valid(raw) {
+		return raw
 	}
-	b, _ := json.Marshal(raw) // a string always marshals
+	b, _ := json.Marshal(string(raw)) // a string always marshals
 	return b
 }
 

@@ -16,7 +16,7 @@ func TestToolInput(t *testing.T) {
 		`{"a":`:            `"{\"a\":"`,
 		"not json \u2028x": `"not json \u2028x"`,
 	} {
-		got := ToolInput(in)
+		got := ToolInput([]byte(in))
 		if string(got) != want || !json.Valid(got) {
 			t.Errorf("ToolInput(%q) = %s, want %s", in, got, want)
 		}
@@ -30,7 +30,7 @@ func FuzzToolInput(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		got := ToolInput(raw)
+		got := ToolInput([]byte(raw))
 		if !json.Valid(got) {
 			t.Fatalf("ToolInput(%q) = %q is not valid JSON", raw, got)
 		}

@@ -367,7 +367,7 @@ func (s *state) end(b *block) bool {
 			input = b.startInput // the whole input came in content_block_start
 		}
 		return s.emit(llm.Event{Kind: llm.ToolInputEnd, ID: b.id, CallID: b.callID, Name: b.name}) &&
-			s.emit(llm.Event{Kind: llm.ToolCall, CallID: b.callID, Name: b.name, Input: llm.ToolInput(input),
+			s.emit(llm.Event{Kind: llm.ToolCall, CallID: b.callID, Name: b.name, Input: llm.ToolInput([]byte(input)),
 				Executed: b.hosted, ProviderMetadata: b.callMeta})
 	}
 	return true

@@ -302,7 +302,7 @@ func (s *state) end() bool {
 			continue
 		}
 		if !s.emit(llm.Event{Kind: llm.ToolInputEnd, ID: call.callID, CallID: call.callID, Name: call.name}) ||
-			!s.emit(llm.Event{Kind: llm.ToolCall, CallID: call.callID, Name: call.name, Input: llm.ToolInput(call.args.String())}) {
+			!s.emit(llm.Event{Kind: llm.ToolCall, CallID: call.callID, Name: call.name, Input: llm.ToolInput([]byte(call.args.String()))}) {
 			return false
 		}
 	}

@@ -17,7 +17,7 @@ import (
 // still sees what it sent: refused, they would fail every later request of
 // the Session.
 func ObjectInput(raw json.RawMessage) json.RawMessage {
-	in := llm.ToolInput(string(raw))
+	in := llm.ToolInput(raw)
 	if t := bytes.TrimSpace(in); t[0] == '{' {
 		return in
 	}
